@@ -1,0 +1,259 @@
+package actors
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+
+	"gatehouse/wal"
+)
+
+// image is the whole durable state outside any actor: what restore builds
+// from a snapshot plus the WAL, before the actors that will own it start.
+// Keys are already partitioned by home shard, hashes by directory shard.
+type image struct {
+	users    map[uuid.UUID]*userRecord
+	sessions map[hash]*sessionRecord
+	keys     []map[uuid.UUID]*keyState
+	dirs     []map[hash]uuid.UUID
+	nkeys    int
+}
+
+func newImage(shards, sizeHint int) *image {
+	im := &image{
+		users:    map[uuid.UUID]*userRecord{},
+		sessions: map[hash]*sessionRecord{},
+		keys:     make([]map[uuid.UUID]*keyState, shards),
+		dirs:     make([]map[hash]uuid.UUID, shards),
+	}
+	for i := range shards {
+		im.keys[i] = make(map[uuid.UUID]*keyState, sizeHint/shards)
+		im.dirs[i] = make(map[hash]uuid.UUID, sizeHint/shards)
+	}
+	return im
+}
+
+func (im *image) key(id uuid.UUID) *keyState { return im.keys[shardOfID(id, len(im.keys))][id] }
+
+func (im *image) putKey(st *keyState) {
+	n := len(im.keys)
+	im.keys[shardOfID(st.rec.id, n)][st.rec.id] = st
+	im.dirs[shardOfHash(st.rec.hash, n)][st.rec.hash] = st.rec.id
+	if st.rec.hasPrev {
+		im.dirs[shardOfHash(st.rec.prevHash, n)][st.rec.prevHash] = st.rec.id
+	}
+	im.nkeys++
+}
+
+func (im *image) dropKey(st *keyState) {
+	n := len(im.keys)
+	delete(im.keys[shardOfID(st.rec.id, n)], st.rec.id)
+	for _, h := range []hash{st.rec.hash, st.rec.prevHash} {
+		if d := im.dirs[shardOfHash(h, n)]; d[h] == st.rec.id {
+			delete(d, h)
+		}
+	}
+	im.nkeys--
+}
+
+// apply replays one WAL record. Records already reflected in the snapshot
+// (see keyState.skip) are skipped, so replay never counts anything twice.
+func (im *image) apply(seq uint64, r wal.Record) error {
+	switch r.Type {
+	case recBarrier:
+		return nil
+	case recUserPut:
+		var u userRecord
+		if err := json.Unmarshal(r.Data, &u); err != nil {
+			return fmt.Errorf("seq %d: user: %w: %w", seq, ErrCorrupt, err)
+		}
+		im.users[u.ID] = &u
+		return nil
+	case recSessionPut:
+		var ss sessionRecord
+		if err := json.Unmarshal(r.Data, &ss); err != nil {
+			return fmt.Errorf("seq %d: session: %w: %w", seq, ErrCorrupt, err)
+		}
+		im.sessions[ss.Hash] = &ss
+		return nil
+	case recSessionDel:
+		var h hash
+		if len(r.Data) != len(h) {
+			return fmt.Errorf("seq %d: session delete: %w", seq, ErrCorrupt)
+		}
+		copy(h[:], r.Data)
+		delete(im.sessions, h)
+		return nil
+	}
+	ev, ok, err := decodeKeyEvent(r)
+	if err != nil {
+		return fmt.Errorf("seq %d: %w", seq, err)
+	}
+	if !ok {
+		return fmt.Errorf("seq %d: unknown record type %d: %w", seq, r.Type, ErrCorrupt)
+	}
+	im.applyKey(seq, ev)
+	return nil
+}
+
+func (im *image) applyKey(seq uint64, ev keyEvent) {
+	st := im.key(ev.keyID())
+	if c, ok := ev.(keyCreated); ok {
+		if st == nil {
+			im.putKey(&keyState{rec: c.rec, applied: seq})
+		}
+		return
+	}
+	if st == nil || st.skip(seq, ev) {
+		return
+	}
+	if _, ok := ev.(keyDeleted); ok {
+		im.dropKey(st)
+		return
+	}
+	n := len(im.keys)
+	old := st.rec
+	if st.apply(seq, ev) != nil {
+		st.applied = max(st.applied, seq) // refused live too: a no-op in the log
+		return
+	}
+	if _, ok := ev.(keyRotated); ok {
+		if old.hasPrev && im.dirs[shardOfHash(old.prevHash, n)][old.prevHash] == old.id {
+			delete(im.dirs[shardOfHash(old.prevHash, n)], old.prevHash)
+		}
+		im.dirs[shardOfHash(st.rec.hash, n)][st.rec.hash] = st.rec.id
+	}
+}
+
+// Snapshot payload (inside the snapshot package's envelope), version 1:
+//
+//	magic "GHIMG\x01"
+//	uvarint len | users JSON ([]userRecord)
+//	uvarint len | sessions JSON ([]sessionRecord)
+//	uvarint total keys
+//	repeated blocks: uvarint count (>0) | uvarint bytes | count encoded keyStates
+//	uvarint 0 (end of blocks)
+var imageMagic = []byte("GHIMG\x01")
+
+func encodeKeyState(w *enc, s *keyState) {
+	encodeKeyRecord(w, &s.rec)
+	w.varint(s.use.total)
+	w.varint(s.use.lastUsed)
+	w.uvarint(uint64(len(s.use.days)))
+	for _, d := range s.use.days {
+		w.varint(int64(d.day))
+		w.varint(d.n)
+	}
+	w.uvarint(uint64(s.win.Len()))
+	s.win.Each(func(sec int64, n uint32) {
+		w.varint(sec)
+		w.uvarint(uint64(n))
+	})
+	w.uvarint(s.applied)
+	w.uvarint(s.usageSeq)
+}
+
+func decodeKeyState(d *dec) *keyState {
+	s := &keyState{}
+	decodeKeyRecord(d, &s.rec)
+	s.use.total = d.varint()
+	s.use.lastUsed = d.varint()
+	if n := d.count(2); n > 0 {
+		s.use.days = make([]dayCount, n)
+		for i := range s.use.days {
+			s.use.days[i] = dayCount{day: int32(d.varint()), n: d.varint()}
+		}
+	}
+	for range d.count(2) {
+		sec, n := d.varint(), d.uvarint()
+		if n == 0 || n > 1<<32-1 {
+			d.fail("window count")
+			break
+		}
+		s.win.Add(sec, uint32(n))
+	}
+	s.applied = d.uvarint()
+	s.usageSeq = d.uvarint()
+	return s
+}
+
+// imageWriter streams a snapshot payload.
+type imageWriter struct {
+	w   io.Writer
+	err error
+	tmp enc
+}
+
+func (iw *imageWriter) write(b []byte) {
+	if iw.err == nil {
+		_, iw.err = iw.w.Write(b)
+	}
+}
+
+func (iw *imageWriter) uvarint(v uint64) {
+	iw.tmp.b = iw.tmp.b[:0]
+	iw.tmp.uvarint(v)
+	iw.write(iw.tmp.b)
+}
+
+func (iw *imageWriter) blob(b []byte) {
+	iw.uvarint(uint64(len(b)))
+	iw.write(b)
+}
+
+func (iw *imageWriter) block(count int, b []byte) {
+	if count == 0 {
+		return
+	}
+	iw.uvarint(uint64(count))
+	iw.blob(b)
+}
+
+// decodeImage parses a snapshot payload into an image for shards shards.
+func decodeImage(payload []byte, shards int) (*image, error) {
+	if !bytes.HasPrefix(payload, imageMagic) {
+		return nil, fmt.Errorf("image magic: %w", ErrCorrupt)
+	}
+	d := &dec{b: payload[len(imageMagic):]}
+	users, sessions := d.bytes(), d.bytes()
+	total := d.count(0)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	im := newImage(shards, total)
+	var us []userRecord
+	var ss []sessionRecord
+	if err := errors.Join(json.Unmarshal(users, &us), json.Unmarshal(sessions, &ss)); err != nil {
+		return nil, fmt.Errorf("image accounts: %w: %w", ErrCorrupt, err)
+	}
+	for i := range us {
+		im.users[us[i].ID] = &us[i]
+	}
+	for i := range ss {
+		im.sessions[ss[i].Hash] = &ss[i]
+	}
+	for {
+		count := d.uvarint()
+		if d.err() != nil || count == 0 {
+			break
+		}
+		blk := dec{b: d.bytes()}
+		for range count {
+			im.putKey(decodeKeyState(&blk))
+		}
+		if err := blk.done("key block"); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.done("image"); err != nil {
+		return nil, err
+	}
+	if im.nkeys != total {
+		return nil, fmt.Errorf("image has %d keys, header says %d: %w", im.nkeys, total, ErrCorrupt)
+	}
+	return im, nil
+}

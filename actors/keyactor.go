@@ -1,0 +1,269 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"gatehouse/actors/clock"
+	"gatehouse/wal"
+)
+
+// eventLog is what actors need from *wal.Log.
+type eventLog interface {
+	Append(recs ...wal.Record) (last uint64, err error)
+	AppendAsync(recs []wal.Record, done func(last uint64, err error))
+}
+
+var _ eventLog = (*wal.Log)(nil)
+
+// keyDeps are the shared, read-only dependencies of key actors.
+type keyDeps struct {
+	log   eventLog
+	clock clock.Clock
+	root  *actor.RootContext
+	lg    *slog.Logger
+	grace int64 // seconds
+}
+
+// keyActor owns one live key: its record, limiter window and usage. Admitted
+// requests are counted at once and logged in batches: pending holds the
+// deltas not yet handed to the WAL, inflight those handed over and not yet
+// committed. state minus pending minus inflight is the durable image.
+type keyActor struct {
+	deps     *keyDeps
+	state    *keyState
+	pending  []secCount
+	inflight []secCount
+	waiters  []*sync.WaitGroup // flushNow callers waiting for inflight to commit
+	gone     bool
+}
+
+// Receive is the actor's mailbox entry point: one method per message.
+func (a *keyActor) Receive(ctx actor.Context) {
+	if a.state == nil {
+		// Passivated: the shard owns the state now and re-routes.
+		switch ctx.Message().(type) {
+		case *authorize, *keyCmd:
+			ctx.Forward(ctx.Parent())
+		}
+		return
+	}
+	switch m := ctx.Message().(type) {
+	case *authorize:
+		m.reply <- a.authorize(m)
+	case *keyCmd:
+		m.reply <- a.command(ctx, m)
+	case flushKey:
+		a.flush(ctx)
+	case flushNow:
+		a.flushNow(m)
+	case usageLogged:
+		a.logged(ctx, m)
+	case captureKey:
+		if a.gone {
+			m.out <- nil
+			return
+		}
+		var w enc
+		encodeKeyState(&w, a.state.durableCopy(a.pending, a.inflight))
+		m.out <- w.b
+	case passivate:
+		a.passivate(ctx)
+	}
+}
+
+func (a *keyActor) authorize(m *authorize) AuthResult {
+	if a.gone {
+		return AuthResult{Err: ErrKeyInvalid}
+	}
+	now := a.deps.clock.Now().Unix()
+	s := a.state
+	res := AuthResult{KeyID: s.rec.id, UserID: s.rec.owner, IsActive: s.active()}
+	if res.Err = s.check(m.hash, now); res.Err != nil {
+		return res
+	}
+	if !m.consume {
+		res.Limit = s.win.Peek(now, s.rec.rateLimit)
+		return res
+	}
+	res.Limit = s.win.Allow(now, s.rec.rateLimit)
+	if !res.Limit.Allowed {
+		res.Err = ErrRateLimited
+		return res
+	}
+	s.use.add(now, 1)
+	if n := len(a.pending); n > 0 && a.pending[n-1].sec == now {
+		a.pending[n-1].n++
+	} else {
+		a.pending = append(a.pending, secCount{sec: now, n: 1})
+	}
+	return res
+}
+
+// flush hands pending deltas to the WAL without waiting for the commit.
+func (a *keyActor) flush(ctx actor.Context) {
+	if len(a.pending) == 0 || len(a.inflight) > 0 || a.gone {
+		return // an inflight batch re-flushes on commit
+	}
+	a.inflight, a.pending = a.pending, nil
+	self, root := ctx.Self(), a.deps.root
+	ev := keyUsed{id: a.state.rec.id, pairs: a.inflight}
+	a.deps.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+		root.Send(self, usageLogged{seq: seq, err: err})
+	})
+}
+
+// logged takes the commit (or failure) of the inflight batch. Live state
+// already counts these requests: only the watermark moves.
+func (a *keyActor) logged(ctx actor.Context, m usageLogged) {
+	if m.err != nil {
+		// Keep the deltas: they go out again with the next flush.
+		a.deps.lg.Warn("usage flush failed", "key_id", a.state.rec.id, "err", m.err)
+		a.pending = append(a.inflight, a.pending...)
+	} else {
+		a.state.usageSeq = max(a.state.usageSeq, m.seq)
+	}
+	a.inflight = nil
+	if m.err == nil && len(a.pending) > 0 && len(a.waiters) > 0 {
+		a.flush(ctx) // waiters are released when this batch commits
+	}
+	a.release()
+}
+
+// flushNow logs pending usage and reports when it is durable.
+func (a *keyActor) flushNow(m flushNow) {
+	a.waiters = append(a.waiters, m.wg)
+	if len(a.inflight) > 0 {
+		return // released when the inflight batch commits
+	}
+	if len(a.pending) > 0 && !a.gone {
+		ev := keyUsed{id: a.state.rec.id, pairs: a.pending}
+		seq, err := a.deps.log.Append(ev.record())
+		if err != nil {
+			a.deps.lg.Error("usage flush failed", "key_id", a.state.rec.id, "err", err)
+		} else {
+			a.state.usageSeq = max(a.state.usageSeq, seq)
+			a.pending = nil
+		}
+	}
+	a.release()
+}
+
+func (a *keyActor) release() {
+	if len(a.inflight) > 0 {
+		return
+	}
+	for _, wg := range a.waiters {
+		wg.Done()
+	}
+	a.waiters = nil
+}
+
+// passivate hands the state back to the shard unless deltas are unlogged.
+func (a *keyActor) passivate(ctx actor.Context) {
+	if len(a.pending) > 0 || len(a.inflight) > 0 || a.gone {
+		ctx.Send(ctx.Parent(), passivated{id: a.state.rec.id})
+		return
+	}
+	st := a.state
+	a.state = nil
+	ctx.Send(ctx.Parent(), passivated{id: st.rec.id, state: st})
+}
+
+// command runs a control-plane command: validate, log (durable), apply, answer.
+func (a *keyActor) command(ctx actor.Context, m *keyCmd) keyReply {
+	if a.gone {
+		return keyReply{err: ErrKeyNotFound}
+	}
+	now := a.deps.clock.Now()
+	s := a.state
+	switch m.op {
+	case opGet:
+		return keyReply{info: s.info()}
+	case opUsage:
+		return keyReply{info: s.info(), usage: s.usageView(now, m.days)}
+	case opRotate:
+		return a.rotate(m.rot, now.Unix())
+	case opRevoke:
+		if s.rec.revoked {
+			return keyReply{info: s.info()}
+		}
+		return a.logAndApply(keyRevoked{id: s.rec.id, at: now.Unix()})
+	case opUpdate:
+		return a.update(m.patch)
+	case opDelete:
+		return a.delete(ctx)
+	}
+	return keyReply{err: fmt.Errorf("key command %d: %w", m.op, ErrInvalidArgument)}
+}
+
+func (a *keyActor) rotate(ev keyRotated, now int64) keyReply {
+	s := a.state
+	if s.rec.revoked {
+		return keyReply{err: ErrKeyInactive}
+	}
+	var dropped []hash
+	if s.rec.hasPrev {
+		dropped = append(dropped, s.rec.prevHash)
+	}
+	ev.id, ev.at, ev.graceEnds = s.rec.id, now, now+a.deps.grace
+	r := a.logAndApply(ev)
+	if r.err == nil {
+		r.dropped = dropped
+	}
+	return r
+}
+
+func (a *keyActor) update(p KeyPatch) keyReply {
+	r := a.state.rec
+	ev := keyUpdated{id: r.id, name: r.name, rateLimit: r.rateLimit, expiresAt: r.expiresAt}
+	if p.Name != nil {
+		ev.name = *p.Name
+	}
+	if p.RateLimit != nil {
+		ev.rateLimit = *p.RateLimit
+	}
+	if p.ExpiresAt != nil {
+		ev.expiresAt = 0
+		if !p.ExpiresAt.IsZero() {
+			ev.expiresAt = p.ExpiresAt.Unix()
+		}
+	}
+	return a.logAndApply(ev)
+}
+
+func (a *keyActor) delete(ctx actor.Context) keyReply {
+	r := a.state.rec
+	// Usage not yet logged dies with the key: nothing can read it any more.
+	seq, err := a.deps.log.Append(keyDeleted{id: r.id}.record())
+	if err != nil {
+		return keyReply{err: fmt.Errorf("delete key: %w", err)}
+	}
+	a.state.applied = seq
+	a.gone = true
+	a.pending, a.inflight = nil, nil
+	a.release()
+	dropped := []hash{r.hash}
+	if r.hasPrev {
+		dropped = append(dropped, r.prevHash)
+	}
+	ctx.Send(ctx.Parent(), keyGone{id: r.id})
+	return keyReply{dropped: dropped}
+}
+
+// logAndApply makes ev durable, then applies it.
+func (a *keyActor) logAndApply(ev keyEvent) keyReply {
+	seq, err := a.deps.log.Append(ev.record())
+	if err != nil {
+		return keyReply{err: fmt.Errorf("log key event: %w", err)}
+	}
+	if err := a.state.apply(seq, ev); err != nil {
+		// Cannot happen: the command was validated in this same actor turn.
+		return keyReply{err: errors.Join(errors.New("actors: logged event did not apply"), err)}
+	}
+	return keyReply{info: a.state.info()}
+}

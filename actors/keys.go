@@ -1,0 +1,274 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"gatehouse/wal"
+)
+
+// Authorize checks a presented secret and, if it is usable, counts one
+// request against the key's sliding-window limit and its usage. It is the
+// proxy's hot path: the secret is hashed here and not retained, the message
+// is pooled, and the reply comes back on a channel.
+func (s *System) Authorize(ctx context.Context, secret []byte) AuthResult {
+	return s.authorize(ctx, secret, true)
+}
+
+// Validate is Authorize without consuming: it never counts a request.
+func (s *System) Validate(ctx context.Context, secret []byte) AuthResult {
+	return s.authorize(ctx, secret, false)
+}
+
+func (s *System) authorize(ctx context.Context, secret []byte, consume bool) AuthResult {
+	if len(secret) == 0 {
+		return AuthResult{Err: ErrKeyMissing}
+	}
+	if !wellFormed(secret) {
+		return AuthResult{Err: ErrKeyInvalid}
+	}
+	m := s.authPool.Get().(*authorize)
+	m.hash, m.consume, m.routed = hashOf(secret), consume, false
+	s.root.Send(s.shards[shardOfHash(m.hash, len(s.shards))], m)
+	select {
+	case r := <-m.reply:
+		s.authPool.Put(m)
+		return r
+	case <-ctx.Done():
+		// The actor may still answer into m.reply: m is not reused.
+		return AuthResult{Err: fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())}
+	}
+}
+
+// validateName applies the seed's rule: a string of 1 to 100 characters
+// (Unicode code points), not only white space.
+func validateName(name string) error {
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("name must be valid UTF-8: %w", ErrInvalidArgument)
+	}
+	if n := utf8.RuneCountInString(name); n < 1 || n > 100 {
+		return fmt.Errorf("name must be 1-100 characters, got %d: %w", n, ErrInvalidArgument)
+	}
+	if strings.TrimSpace(name) == "" {
+		return fmt.Errorf("name must not be blank: %w", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// CreateKey creates a key for k.Owner with the owner's plan limit and
+// returns it with its full secret, which is never available again.
+func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, error) {
+	if err := validateName(k.Name); err != nil {
+		return KeyInfo{}, "", err
+	}
+	now := s.clock.Now()
+	if !k.ExpiresAt.IsZero() && !k.ExpiresAt.After(now) {
+		return KeyInfo{}, "", fmt.Errorf("expiresAt must be in the future: %w", ErrInvalidArgument)
+	}
+	if !k.Owner.LicenseActive {
+		return KeyInfo{}, "", ErrLicenseRequired
+	}
+	limit, ok := s.cfg.Plans[k.Owner.Plan]
+	if !ok {
+		limit = s.cfg.Plans[PlanStandard]
+	}
+	secret, h, err := newSecretHash()
+	if err != nil {
+		return KeyInfo{}, "", err
+	}
+	home := shardOfHash(h, len(s.shards))
+	id, err := idOnShard(home, len(s.shards))
+	if err != nil {
+		return KeyInfo{}, "", err
+	}
+	sealed, err := s.sealer.Seal([]byte(secret), id[:])
+	if err != nil {
+		return KeyInfo{}, "", err
+	}
+	rec := keyRecord{
+		id: id, owner: k.Owner.ID, name: k.Name, preview: preview(secret), hash: h, sealed: sealed,
+		rateLimit: limit, createdAt: now.Unix(),
+	}
+	if !k.ExpiresAt.IsZero() {
+		rec.expiresAt = k.ExpiresAt.Unix()
+	}
+	ev := keyCreated{rec: rec}
+	reply := make(chan keyReply, 1)
+	owner := s.shards[shardOfID(id, len(s.shards))]
+	s.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+		if err != nil {
+			reply <- keyReply{err: fmt.Errorf("log key: %w", err)}
+			return
+		}
+		s.root.Send(owner, createKey{ev: ev, seq: seq, reply: reply})
+	})
+	r, err := await(ctx, reply)
+	if err == nil {
+		err = r.err
+	}
+	if err != nil {
+		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
+	}
+	if shardOfID(id, len(s.shards)) != home {
+		if err := s.dirAdd(ctx, h, id); err != nil {
+			return KeyInfo{}, "", err
+		}
+	}
+	return r.info, secret, nil
+}
+
+func newSecretHash() (string, hash, error) {
+	secret, err := newSecret()
+	if err != nil {
+		return "", hash{}, err
+	}
+	return secret, hashOf([]byte(secret)), nil
+}
+
+// idOnShard draws random UUIDs until one maps to shard home, so a key's id
+// and its first secret live on the same shard and authorization takes one
+// hop fewer. After many misses (only with absurd shard counts) any id will do.
+func idOnShard(home, n int) (uuid.UUID, error) {
+	var id uuid.UUID
+	var err error
+	for range 64 * n {
+		if id, err = uuid.NewRandom(); err != nil {
+			return id, fmt.Errorf("new key id: %w", err)
+		}
+		if shardOfID(id, n) == home {
+			break
+		}
+	}
+	return id, nil
+}
+
+func (s *System) dirAdd(ctx context.Context, h hash, id uuid.UUID) error {
+	done := make(chan struct{})
+	s.root.Send(s.shards[shardOfHash(h, len(s.shards))], dirAdd{hash: h, id: id, done: done})
+	_, err := await(ctx, done)
+	return err
+}
+
+func (s *System) dirRemove(id uuid.UUID, hashes []hash) {
+	for _, h := range hashes {
+		s.root.Send(s.shards[shardOfHash(h, len(s.shards))], dirRemove{hashes: []hash{h}, id: id})
+	}
+}
+
+// keyCommand sends a command to the key's owner and waits for the answer.
+func (s *System) keyCommand(ctx context.Context, c *keyCmd) (keyReply, error) {
+	c.reply = make(chan keyReply, 1)
+	s.root.Send(s.shards[shardOfID(c.id, len(s.shards))], c)
+	r, err := await(ctx, c.reply)
+	if err != nil {
+		return r, err
+	}
+	return r, r.err
+}
+
+// GetKey returns one key. ErrKeyNotFound if there is none.
+func (s *System) GetKey(ctx context.Context, id uuid.UUID) (KeyInfo, error) {
+	r, err := s.keyCommand(ctx, &keyCmd{id: id, op: opGet})
+	return r.info, err
+}
+
+// ListKeys returns the keys of owner, newest first.
+func (s *System) ListKeys(ctx context.Context, owner uuid.UUID) ([]KeyInfo, error) {
+	replies := make(chan listReply, len(s.shards))
+	for _, pid := range s.shards {
+		s.root.Send(pid, listKeys{owner: owner, reply: replies})
+	}
+	var out []KeyInfo
+	for range s.shards {
+		r, err := await(ctx, replies)
+		if err != nil {
+			return nil, fmt.Errorf("list keys: %w", err)
+		}
+		out = append(out, r.infos...)
+		for range r.more {
+			kr, err := await(ctx, r.live)
+			if err != nil {
+				return nil, fmt.Errorf("list keys: %w", err)
+			}
+			if kr.err == nil && kr.info.Owner == owner {
+				out = append(out, kr.info)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b KeyInfo) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID.String(), b.ID.String())
+	})
+	return out, nil
+}
+
+// RotateKey issues a new secret for the key; the previous one stays valid
+// for the grace period. Usage and the limiter window are shared by both.
+// ErrKeyInactive for a revoked key.
+func (s *System) RotateKey(ctx context.Context, id uuid.UUID) (KeyInfo, string, error) {
+	secret, h, err := newSecretHash()
+	if err != nil {
+		return KeyInfo{}, "", err
+	}
+	sealed, err := s.sealer.Seal([]byte(secret), id[:])
+	if err != nil {
+		return KeyInfo{}, "", err
+	}
+	r, err := s.keyCommand(ctx, &keyCmd{id: id, op: opRotate, rot: keyRotated{preview: preview(secret), hash: h, sealed: sealed}})
+	if err != nil {
+		return KeyInfo{}, "", err
+	}
+	// The new secret must resolve before the caller can hold it.
+	if err := s.dirAdd(ctx, h, id); err != nil {
+		return KeyInfo{}, "", err
+	}
+	s.dirRemove(id, r.dropped)
+	return r.info, secret, nil
+}
+
+// RevokeKey makes every secret of the key invalid from the next request on.
+func (s *System) RevokeKey(ctx context.Context, id uuid.UUID) error {
+	_, err := s.keyCommand(ctx, &keyCmd{id: id, op: opRevoke})
+	return err
+}
+
+// DeleteKey removes the key; its secrets then answer ErrKeyInvalid.
+func (s *System) DeleteKey(ctx context.Context, id uuid.UUID) error {
+	r, err := s.keyCommand(ctx, &keyCmd{id: id, op: opDelete})
+	if err != nil {
+		return err
+	}
+	s.dirRemove(id, r.dropped)
+	return nil
+}
+
+// UpdateKey changes the rate limit, name or expiry of a key.
+func (s *System) UpdateKey(ctx context.Context, id uuid.UUID, p KeyPatch) (KeyInfo, error) {
+	if p.Name != nil {
+		if err := validateName(*p.Name); err != nil {
+			return KeyInfo{}, err
+		}
+	}
+	if p.RateLimit != nil && (*p.RateLimit < 1 || *p.RateLimit > maxRateLimit) {
+		return KeyInfo{}, fmt.Errorf("rateLimit must be an integer in 1..%d: %w", maxRateLimit, ErrInvalidArgument)
+	}
+	r, err := s.keyCommand(ctx, &keyCmd{id: id, op: opUpdate, patch: p})
+	return r.info, err
+}
+
+// KeyUsage returns the last days UTC days of usage (1..30) and the live
+// window figures.
+func (s *System) KeyUsage(ctx context.Context, id uuid.UUID, days int) (Usage, error) {
+	if days < 1 || days > 30 {
+		return Usage{}, fmt.Errorf("days must be an integer in 1..30: %w", ErrInvalidArgument)
+	}
+	r, err := s.keyCommand(ctx, &keyCmd{id: id, op: opUsage, days: days})
+	return r.usage, err
+}

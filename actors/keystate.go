@@ -1,0 +1,210 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/ratelimit"
+)
+
+// usageDays is how many UTC days of per-day usage a key keeps (today + 31 before).
+const usageDays = 32
+
+// keyRecord is the control-plane part of a key. Times are Unix seconds, 0 = null.
+type keyRecord struct {
+	id        uuid.UUID
+	owner     uuid.UUID
+	name      string
+	preview   string
+	hash      hash   // current secret
+	sealed    []byte // AES-256-GCM of the current secret, bound to the id
+	prevHash  hash   // rotated-out secret, valid until graceEnds
+	hasPrev   bool
+	rateLimit int64
+	revoked   bool
+	createdAt int64
+	rotatedAt int64
+	graceEnds int64
+	expiresAt int64
+}
+
+// dayCount is the usage of one UTC day (day = Unix seconds / 86400).
+type dayCount struct {
+	day int32
+	n   int64
+}
+
+// usage is a key's request counters.
+type usage struct {
+	total    int64
+	lastUsed int64
+	days     []dayCount // ascending, at most usageDays entries, allocated on first use
+}
+
+// add counts n requests at Unix second sec.
+func (u *usage) add(sec int64, n int64) {
+	u.total += n
+	u.lastUsed = max(u.lastUsed, sec)
+	d := int32(sec / 86400)
+	i := len(u.days)
+	for i > 0 && u.days[i-1].day > d {
+		i--
+	}
+	if i > 0 && u.days[i-1].day == d {
+		u.days[i-1].n += n
+		return
+	}
+	if len(u.days) > 0 && d <= u.days[len(u.days)-1].day-usageDays {
+		return // older than what we keep
+	}
+	u.days = append(u.days, dayCount{})
+	copy(u.days[i+1:], u.days[i:])
+	u.days[i] = dayCount{day: d, n: n}
+	if newest := u.days[len(u.days)-1].day; u.days[0].day <= newest-usageDays {
+		cut := 0
+		for cut < len(u.days) && u.days[cut].day <= newest-usageDays {
+			cut++
+		}
+		u.days = append(u.days[:0], u.days[cut:]...)
+	}
+}
+
+// sub removes n requests previously added at sec (used to derive the durable image).
+func (u *usage) sub(sec int64, n int64) {
+	u.total -= n
+	d := int32(sec / 86400)
+	for i := range u.days {
+		if u.days[i].day == d {
+			u.days[i].n -= n
+			return
+		}
+	}
+}
+
+// count returns the usage of UTC day d.
+func (u *usage) count(d int32) int64 {
+	for _, dc := range u.days {
+		if dc.day == d {
+			return dc.n
+		}
+	}
+	return 0
+}
+
+// clone deep-copies u.
+func (u usage) clone() usage {
+	u.days = append([]dayCount(nil), u.days...)
+	return u
+}
+
+// keyState is everything one key actor owns. It is mutated only by its owner:
+// the shard while the key is passive, the key actor while it is live, the
+// restorer before any actor runs.
+type keyState struct {
+	rec     keyRecord
+	use     usage
+	win     ratelimit.Window
+	// applied and usageSeq are the sequences of the last control record and
+	// the last usage record reflected here. Each kind reaches a key in log
+	// order, but a usage record may commit before a control record that is
+	// applied first, so replay needs one watermark per kind (see skip).
+	applied  uint64
+	usageSeq uint64
+}
+
+// skip reports whether replaying ev at seq would apply it a second time.
+// Deletion is never skipped: it is idempotent, and a key captured just
+// before its deletion reached the log must still go.
+func (s *keyState) skip(seq uint64, ev keyEvent) bool {
+	switch ev.(type) {
+	case keyUsed:
+		return seq <= s.usageSeq
+	case keyDeleted:
+		return false
+	}
+	return seq <= s.applied
+}
+
+// secCount is n admitted requests at Unix second sec.
+type secCount struct {
+	sec int64
+	n   uint32
+}
+
+// check decides whether a presented secret (by hash) is usable at now.
+func (s *keyState) check(h hash, now int64) error {
+	r := &s.rec
+	switch {
+	case r.revoked:
+		return ErrKeyRevoked
+	case h == r.hash:
+	case r.hasPrev && h == r.prevHash:
+		if now >= r.graceEnds {
+			return ErrKeyExpired
+		}
+	default:
+		return ErrKeyInvalid
+	}
+	if r.expiresAt != 0 && now >= r.expiresAt {
+		return ErrKeyExpired
+	}
+	return nil
+}
+
+// active reports whether the key may be used at now (isActive in the API).
+func (s *keyState) active() bool { return !s.rec.revoked }
+
+// info renders the read-only view.
+func (s *keyState) info() KeyInfo {
+	r := &s.rec
+	return KeyInfo{
+		ID:          r.id,
+		Owner:       r.owner,
+		Name:        r.name,
+		Prefix:      KeyPrefix,
+		Preview:     r.preview,
+		RateLimit:   r.rateLimit,
+		IsActive:    s.active(),
+		RotatedAt:   unixOrZero(r.rotatedAt),
+		GraceEndsAt: unixOrZero(r.graceEnds),
+		LastUsedAt:  unixOrZero(s.use.lastUsed),
+		UsageCount:  s.use.total,
+		ExpiresAt:   unixOrZero(r.expiresAt),
+		CreatedAt:   unixOrZero(r.createdAt),
+	}
+}
+
+// usageView answers KeyUsage for the last days UTC days ending at now.
+func (s *keyState) usageView(now time.Time, days int) Usage {
+	today := int32(now.Unix() / 86400)
+	out := Usage{Daily: make([]DayCount, days), Total: s.use.total, LastUsedAt: unixOrZero(s.use.lastUsed)}
+	for i := range days {
+		d := today - int32(days-1-i)
+		out.Daily[i] = DayCount{Date: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Count: s.use.count(d)}
+	}
+	dec := s.win.Peek(now.Unix(), s.rec.rateLimit)
+	out.Limit, out.Used, out.Remaining = dec.Limit, dec.Used, dec.Remaining
+	return out
+}
+
+// durableCopy returns a deep copy of s with the not-yet-logged deltas taken
+// out: exactly what replaying the WAL up to s.applied produces.
+func (s *keyState) durableCopy(unlogged ...[]secCount) *keyState {
+	c := &keyState{rec: s.rec, use: s.use.clone(), win: s.win.Clone(), applied: s.applied, usageSeq: s.usageSeq}
+	c.rec.sealed = append([]byte(nil), s.rec.sealed...)
+	for _, list := range unlogged {
+		for _, sc := range list {
+			c.win.Sub(sc.sec, sc.n)
+			c.use.sub(sc.sec, int64(sc.n))
+		}
+	}
+	return c
+}
+
+func unixOrZero(sec int64) time.Time {
+	if sec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0).UTC()
+}

@@ -1,0 +1,273 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"gatehouse/wal"
+)
+
+// WAL record types. The numbers are part of the on-disk format: never reuse
+// or renumber one; add new ones at the end of their range. docs/architecture.md
+// lists them.
+const (
+	recBarrier    wal.Type = 1  // snapshot barrier, no payload
+	recUserPut    wal.Type = 2  // JSON userRecord: full state (create or update)
+	recSessionPut wal.Type = 3  // JSON sessionRecord
+	recSessionDel wal.Type = 4  // 32-byte session hash
+	recKeyCreated wal.Type = 10 // binary keyCreated
+	recKeyRotated wal.Type = 11 // binary keyRotated
+	recKeyRevoked wal.Type = 12 // binary keyRevoked
+	recKeyDeleted wal.Type = 13 // 16-byte key id
+	recKeyUpdated wal.Type = 14 // binary keyUpdated
+	recKeyUsed    wal.Type = 15 // binary keyUsed: usage and window deltas
+)
+
+// keyEvent is an event about one key, applied by its owner.
+type keyEvent interface {
+	keyID() uuid.UUID
+	record() wal.Record
+}
+
+type keyCreated struct {
+	rec keyRecord // hasPrev, revoked, rotatedAt, graceEnds are zero
+}
+
+type keyRotated struct {
+	id        uuid.UUID
+	preview   string
+	hash      hash
+	sealed    []byte
+	at        int64
+	graceEnds int64
+}
+
+type keyRevoked struct {
+	id uuid.UUID
+	at int64
+}
+
+type keyDeleted struct{ id uuid.UUID }
+
+// keyUpdated carries the full new values of the patchable fields.
+type keyUpdated struct {
+	id        uuid.UUID
+	name      string
+	rateLimit int64
+	expiresAt int64
+}
+
+// keyUsed carries admitted requests per second since the previous flush.
+type keyUsed struct {
+	id    uuid.UUID
+	pairs []secCount
+}
+
+func (e keyCreated) keyID() uuid.UUID { return e.rec.id }
+func (e keyRotated) keyID() uuid.UUID { return e.id }
+func (e keyRevoked) keyID() uuid.UUID { return e.id }
+func (e keyDeleted) keyID() uuid.UUID { return e.id }
+func (e keyUpdated) keyID() uuid.UUID { return e.id }
+func (e keyUsed) keyID() uuid.UUID    { return e.id }
+
+func (e keyCreated) record() wal.Record {
+	var w enc
+	encodeKeyRecord(&w, &e.rec)
+	return wal.Record{Type: recKeyCreated, Data: w.b}
+}
+
+func (e keyRotated) record() wal.Record {
+	var w enc
+	w.fixed(e.id[:])
+	w.str(e.preview)
+	w.fixed(e.hash[:])
+	w.bytes(e.sealed)
+	w.varint(e.at)
+	w.varint(e.graceEnds)
+	return wal.Record{Type: recKeyRotated, Data: w.b}
+}
+
+func (e keyRevoked) record() wal.Record {
+	var w enc
+	w.fixed(e.id[:])
+	w.varint(e.at)
+	return wal.Record{Type: recKeyRevoked, Data: w.b}
+}
+
+func (e keyDeleted) record() wal.Record {
+	return wal.Record{Type: recKeyDeleted, Data: append([]byte(nil), e.id[:]...)}
+}
+
+func (e keyUpdated) record() wal.Record {
+	var w enc
+	w.fixed(e.id[:])
+	w.str(e.name)
+	w.varint(e.rateLimit)
+	w.varint(e.expiresAt)
+	return wal.Record{Type: recKeyUpdated, Data: w.b}
+}
+
+func (e keyUsed) record() wal.Record {
+	w := enc{b: make([]byte, 0, 16+2+len(e.pairs)*8)}
+	w.fixed(e.id[:])
+	w.uvarint(uint64(len(e.pairs)))
+	var prev int64
+	for _, p := range e.pairs {
+		w.varint(p.sec - prev) // delta-encoded seconds: usually 1 byte
+		w.uvarint(uint64(p.n))
+		prev = p.sec
+	}
+	return wal.Record{Type: recKeyUsed, Data: w.b}
+}
+
+// decodeKeyEvent decodes a key record; ok is false for other record types.
+func decodeKeyEvent(r wal.Record) (ev keyEvent, ok bool, err error) {
+	d := dec{b: r.Data}
+	var id uuid.UUID
+	switch r.Type {
+	case recKeyCreated:
+		var e keyCreated
+		decodeKeyRecord(&d, &e.rec)
+		ev = e
+	case recKeyRotated:
+		var e keyRotated
+		d.fixed(e.id[:])
+		e.preview = d.str()
+		d.fixed(e.hash[:])
+		e.sealed = d.bytes()
+		e.at, e.graceEnds = d.varint(), d.varint()
+		ev = e
+	case recKeyRevoked:
+		d.fixed(id[:])
+		ev = keyRevoked{id: id, at: d.varint()}
+	case recKeyDeleted:
+		d.fixed(id[:])
+		ev = keyDeleted{id: id}
+	case recKeyUpdated:
+		d.fixed(id[:])
+		ev = keyUpdated{id: id, name: d.str(), rateLimit: d.varint(), expiresAt: d.varint()}
+	case recKeyUsed:
+		ev = decodeKeyUsed(&d)
+	default:
+		return nil, false, nil
+	}
+	if err := d.done("key event"); err != nil {
+		return nil, true, fmt.Errorf("record type %d: %w", r.Type, err)
+	}
+	return ev, true, nil
+}
+
+func decodeKeyUsed(d *dec) keyUsed {
+	var e keyUsed
+	d.fixed(e.id[:])
+	n := d.count(2)
+	e.pairs = make([]secCount, 0, n)
+	var prev int64
+	for range n {
+		prev += d.varint()
+		c := d.uvarint()
+		if c == 0 || c > 1<<32-1 {
+			d.fail("usage count")
+		}
+		e.pairs = append(e.pairs, secCount{sec: prev, n: uint32(c)})
+	}
+	return e
+}
+
+// encodeKeyRecord writes a keyRecord; the snapshot uses it too.
+func encodeKeyRecord(w *enc, r *keyRecord) {
+	w.fixed(r.id[:])
+	w.fixed(r.owner[:])
+	w.str(r.name)
+	w.str(r.preview)
+	w.fixed(r.hash[:])
+	w.bytes(r.sealed)
+	w.boolean(r.hasPrev)
+	if r.hasPrev {
+		w.fixed(r.prevHash[:])
+	}
+	w.varint(r.rateLimit)
+	w.boolean(r.revoked)
+	w.varint(r.createdAt)
+	w.varint(r.rotatedAt)
+	w.varint(r.graceEnds)
+	w.varint(r.expiresAt)
+}
+
+func decodeKeyRecord(d *dec, r *keyRecord) {
+	d.fixed(r.id[:])
+	d.fixed(r.owner[:])
+	r.name = d.str()
+	r.preview = d.str()
+	d.fixed(r.hash[:])
+	r.sealed = d.bytes()
+	r.hasPrev = d.boolean()
+	if r.hasPrev {
+		d.fixed(r.prevHash[:])
+	}
+	r.rateLimit = d.varint()
+	r.revoked = d.boolean()
+	r.createdAt = d.varint()
+	r.rotatedAt = d.varint()
+	r.graceEnds = d.varint()
+	r.expiresAt = d.varint()
+}
+
+// apply applies a key event other than creation and deletion, which change
+// the set of keys and are applied by its owner. It is pure and deterministic:
+// the live actor and the restorer call it with the same results. It returns
+// an error, and changes nothing, when the event's precondition does not hold
+// at this point of the log (a rotation that reached a key revoked meanwhile).
+func (s *keyState) apply(seq uint64, ev keyEvent) error {
+	r := &s.rec
+	switch e := ev.(type) {
+	case keyRotated:
+		if r.revoked {
+			return ErrKeyInactive
+		}
+		r.prevHash, r.hasPrev = r.hash, true
+		r.hash, r.sealed, r.preview = e.hash, e.sealed, e.preview
+		r.rotatedAt, r.graceEnds = e.at, e.graceEnds
+	case keyRevoked:
+		r.revoked = true
+	case keyUpdated:
+		r.name, r.rateLimit, r.expiresAt = e.name, e.rateLimit, e.expiresAt
+	case keyUsed:
+		for _, p := range e.pairs {
+			s.win.Add(p.sec, p.n)
+			s.use.add(p.sec, int64(p.n))
+		}
+		s.usageSeq = max(s.usageSeq, seq)
+		return nil
+	}
+	s.applied = max(s.applied, seq)
+	return nil
+}
+
+// userRecord is the durable form of a user (JSON in the WAL and snapshot).
+type userRecord struct {
+	ID            uuid.UUID `json:"id"`
+	Email         string    `json:"email"`
+	Role          Role      `json:"role"`
+	Plan          Plan      `json:"plan"`
+	LicenseActive bool      `json:"license_active"`
+	CreatedAt     int64     `json:"created_at"`
+	PasswordHash  string    `json:"password_hash"` // argon2id, encoded
+}
+
+// sessionRecord is the durable form of a session; Hash is SHA-256 of the token.
+type sessionRecord struct {
+	Hash      hash      `json:"hash"`
+	UserID    uuid.UUID `json:"user_id"`
+	ExpiresAt int64     `json:"expires_at"`
+}
+
+func jsonRecord(t wal.Type, v any) wal.Record {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("actors: marshal record type %d: %v", t, err)) // plain structs: cannot fail
+	}
+	return wal.Record{Type: t, Data: b}
+}

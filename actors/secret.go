@@ -1,0 +1,111 @@
+package actors
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+)
+
+// Key format: KeyPrefix + "_" + keyRandLen characters of keyAlphabet.
+const (
+	KeyPrefix   = "svc_live"
+	keyRandLen  = 32
+	keyAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	keyLen      = len(KeyPrefix) + 1 + keyRandLen
+)
+
+// hash is the SHA-256 of a full secret: the only form used for lookups.
+type hash [32]byte
+
+// newSecret draws a fresh key from crypto/rand without modulo bias.
+func newSecret() (string, error) {
+	out := make([]byte, 0, keyLen)
+	out = append(out, KeyPrefix...)
+	out = append(out, '_')
+	var buf [64]byte
+	for len(out) < keyLen {
+		if _, err := rand.Read(buf[:]); err != nil {
+			return "", fmt.Errorf("draw key: %w", err)
+		}
+		for _, b := range buf {
+			// 248 = 4*62: reject the top bytes so every character is equally likely.
+			if b < 248 && len(out) < keyLen {
+				out = append(out, keyAlphabet[b%62])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+// wellFormed reports whether b has the shape of a key; it never allocates.
+func wellFormed(b []byte) bool {
+	if len(b) != keyLen || string(b[:len(KeyPrefix)+1]) != KeyPrefix+"_" {
+		return false
+	}
+	for _, c := range b[len(KeyPrefix)+1:] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// preview masks a secret: the prefix, the first and last 4 random characters.
+func preview(secret string) string {
+	r := secret[len(KeyPrefix)+1:]
+	return KeyPrefix + "_" + r[:4] + "…" + r[len(r)-4:]
+}
+
+// Sealer encrypts secrets at rest with AES-256-GCM under the master key.
+type Sealer struct {
+	aead cipher.AEAD
+}
+
+// NewSealer builds a Sealer from a 32-byte master key.
+func NewSealer(masterKey []byte) (*Sealer, error) {
+	if len(masterKey) != 32 {
+		return nil, errors.New("actors: master key must be 32 bytes")
+	}
+	block, err := aes.NewCipher(masterKey)
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	return &Sealer{aead: aead}, nil
+}
+
+// Seal returns nonce || ciphertext of plaintext, bound to aad (the key id).
+func (s *Sealer) Seal(plaintext, aad []byte) ([]byte, error) {
+	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plaintext)+s.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	return s.aead.Seal(nonce, nonce, plaintext, aad), nil
+}
+
+// Open reverses Seal.
+func (s *Sealer) Open(sealed, aad []byte) ([]byte, error) {
+	n := s.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("actors: sealed value too short")
+	}
+	out, err := s.aead.Open(nil, sealed[:n], sealed[n:], aad)
+	if err != nil {
+		return nil, fmt.Errorf("open sealed value: %w", err)
+	}
+	return out, nil
+}
+
+// hashOf hashes a secret without allocating.
+func hashOf(b []byte) hash { return sha256.Sum256(b) }
+
+// shardOfHash picks the shard that indexes a secret hash.
+func shardOfHash(h hash, n int) int {
+	return int(uint64(h[0])<<24|uint64(h[1])<<16|uint64(h[2])<<8|uint64(h[3])) % n
+}

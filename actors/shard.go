@@ -1,0 +1,272 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+)
+
+// slot is a shard's handle on one key: the state itself while the key is
+// passive, or the PID of the key actor that owns it while live.
+type slot struct {
+	owner       uuid.UUID
+	state       *keyState
+	pid         *actor.PID
+	lastSeen    int64
+	dirty       bool
+	passivating bool
+	buffered    []any         // messages held while passivating
+	captures    []chan []byte // snapshot captures waiting for passivation
+}
+
+// shard owns a fixed slice of the key space twice over: the keys whose id
+// maps here (their slots and key actors), and the directory entries of the
+// secret hashes that map here (hash → key id).
+type shard struct {
+	idx, n    int
+	deps      *keyDeps
+	idleAfter int64
+	peers     []*actor.PID
+	keys      map[uuid.UUID]*slot
+	dir       map[hash]uuid.UUID
+	now       int64
+	live      int
+	onLive    func(delta int) // metrics hook
+}
+
+// shardPeers gives a shard the PIDs of all shards (sent once at start).
+type shardPeers struct{ peers []*actor.PID }
+
+// Receive is the shard's mailbox entry point: one method per message.
+func (s *shard) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *authorize:
+		s.authorize(ctx, m)
+	case *keyCmd:
+		s.route(ctx, m.id, m, false)
+	case createKey:
+		m.reply <- s.create(m)
+	case dirAdd:
+		s.dir[m.hash] = m.id
+		close(m.done)
+	case dirRemove:
+		for _, h := range m.hashes {
+			if s.dir[h] == m.id {
+				delete(s.dir, h)
+			}
+		}
+	case listKeys:
+		m.reply <- s.list(ctx, m.owner)
+	case capture:
+		m.reply <- s.capture(ctx)
+	case tick:
+		s.tick(ctx, m)
+	case flushAll:
+		s.flushAll(ctx, m)
+	case passivated:
+		s.passivated(ctx, m)
+	case keyGone:
+		s.gone(ctx, m.id)
+	case shardPeers:
+		s.peers = m.peers
+	}
+}
+
+func (s *shard) authorize(ctx actor.Context, m *authorize) {
+	if !m.routed {
+		id, ok := s.dir[m.hash]
+		if !ok {
+			m.reply <- AuthResult{Err: ErrKeyInvalid}
+			return
+		}
+		m.id, m.routed = id, true
+		if home := shardOfID(id, s.n); home != s.idx {
+			ctx.Send(s.peers[home], m)
+			return
+		}
+	}
+	s.route(ctx, m.id, m, m.consume)
+}
+
+// route delivers msg to the key actor owning id, activating it if passive.
+func (s *shard) route(ctx actor.Context, id uuid.UUID, msg any, consume bool) {
+	sl := s.keys[id]
+	if sl == nil {
+		s.reject(msg)
+		return
+	}
+	if sl.passivating {
+		sl.buffered = append(sl.buffered, msg)
+		return
+	}
+	if sl.pid == nil {
+		s.activate(ctx, sl)
+	}
+	sl.lastSeen = s.now
+	sl.dirty = sl.dirty || consume
+	ctx.Send(sl.pid, msg)
+}
+
+// reject answers a message for a key that does not exist (any more).
+func (s *shard) reject(msg any) {
+	switch m := msg.(type) {
+	case *authorize:
+		m.reply <- AuthResult{Err: ErrKeyInvalid}
+	case *keyCmd:
+		m.reply <- keyReply{err: ErrKeyNotFound}
+	}
+}
+
+func (s *shard) activate(ctx actor.Context, sl *slot) {
+	st := sl.state
+	sl.state = nil
+	sl.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &keyActor{deps: s.deps, state: st}
+	}))
+	s.live++
+	s.onLive(1)
+}
+
+func (s *shard) create(m createKey) keyReply {
+	id := m.ev.rec.id
+	if _, dup := s.keys[id]; dup {
+		return keyReply{err: fmt.Errorf("create key %s: duplicate id: %w", id, ErrInvalidArgument)}
+	}
+	st := &keyState{rec: m.ev.rec, applied: m.seq}
+	s.keys[id] = &slot{state: st, owner: st.rec.owner}
+	if shardOfHash(st.rec.hash, s.n) == s.idx {
+		s.dir[st.rec.hash] = id
+	}
+	return keyReply{info: st.info()}
+}
+
+// list answers the keys of owner: passive ones at once, live ones through
+// their actors onto a channel sized so no actor ever blocks on it.
+func (s *shard) list(ctx actor.Context, owner uuid.UUID) listReply {
+	var r listReply
+	var ask []uuid.UUID
+	for id, sl := range s.keys {
+		switch {
+		case sl.owner != owner:
+		case sl.state != nil && !sl.passivating:
+			r.infos = append(r.infos, sl.state.info())
+		default:
+			ask = append(ask, id)
+		}
+	}
+	r.more = len(ask)
+	r.live = make(chan keyReply, len(ask))
+	for _, id := range ask {
+		s.route(ctx, id, &keyCmd{id: id, op: opGet, reply: r.live}, false)
+	}
+	return r
+}
+
+// capture encodes every passive key and asks live ones for their durable copy.
+func (s *shard) capture(ctx actor.Context) captureReply {
+	var w enc
+	r := captureReply{}
+	var live []*slot
+	for _, sl := range s.keys {
+		if sl.state != nil && !sl.passivating {
+			encodeKeyState(&w, sl.state)
+			r.count++
+			continue
+		}
+		live = append(live, sl)
+	}
+	r.buf, r.more = w.b, len(live)
+	r.live = make(chan []byte, len(live))
+	for _, sl := range live {
+		if sl.passivating {
+			sl.captures = append(sl.captures, r.live)
+			continue
+		}
+		ctx.Send(sl.pid, captureKey{out: r.live})
+	}
+	return r
+}
+
+func (s *shard) tick(ctx actor.Context, m tick) {
+	s.now = m.now
+	for _, sl := range s.keys {
+		if sl.pid == nil || sl.passivating {
+			continue
+		}
+		if sl.dirty {
+			sl.dirty = false
+			ctx.Send(sl.pid, flushKey{})
+		} else if m.sweep && s.now-sl.lastSeen >= s.idleAfter {
+			sl.passivating = true
+			ctx.Send(sl.pid, passivate{})
+		}
+	}
+}
+
+func (s *shard) flushAll(ctx actor.Context, m flushAll) {
+	for _, sl := range s.keys {
+		if sl.pid != nil && !sl.passivating {
+			m.wg.Add(1)
+			ctx.Send(sl.pid, flushNow{wg: m.wg})
+		}
+	}
+	m.wg.Done()
+}
+
+func (s *shard) passivated(ctx actor.Context, m passivated) {
+	sl := s.keys[m.id]
+	if sl == nil || !sl.passivating {
+		return
+	}
+	sl.passivating = false
+	if m.state != nil {
+		ctx.Poison(sl.pid)
+		sl.pid, sl.state = nil, m.state
+		s.live--
+		s.onLive(-1)
+		for _, out := range sl.captures {
+			var w enc
+			encodeKeyState(&w, sl.state)
+			out <- w.b
+		}
+	} else {
+		for _, out := range sl.captures {
+			ctx.Send(sl.pid, captureKey{out: out})
+		}
+	}
+	sl.captures = nil
+	held := sl.buffered
+	sl.buffered = nil
+	for _, msg := range held {
+		var consume bool
+		if a, ok := msg.(*authorize); ok {
+			consume = a.consume
+		}
+		s.route(ctx, m.id, msg, consume)
+	}
+}
+
+func (s *shard) gone(ctx actor.Context, id uuid.UUID) {
+	sl := s.keys[id]
+	if sl == nil {
+		return
+	}
+	delete(s.keys, id)
+	if sl.pid != nil {
+		ctx.Poison(sl.pid)
+		s.live--
+		s.onLive(-1)
+	}
+	for _, out := range sl.captures {
+		out <- nil // counted, carries nothing: the key is gone
+	}
+	for _, msg := range sl.buffered {
+		s.reject(msg)
+	}
+}
+
+// shardOfID picks the shard that owns a key id.
+func shardOfID(id uuid.UUID, n int) int {
+	return int(uint64(id[0])<<24|uint64(id[1])<<16|uint64(id[2])<<8|uint64(id[3])) % n
+}

@@ -1,0 +1,284 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gatehouse/actors/clock"
+	"gatehouse/snapshot"
+	"gatehouse/wal"
+)
+
+// Deps are what System needs from the rest of the program.
+type Deps struct {
+	Log        *wal.Log
+	Snapshots  *snapshot.Store
+	Clock      clock.Clock // nil: the wall clock
+	Sealer     *Sealer
+	Logger     *slog.Logger // nil: discard
+	Registerer prometheus.Registerer
+}
+
+// System is the actor-based core: key shards and their key actors, and the
+// accounts actor, restored from the latest snapshot plus the WAL. All its
+// methods are safe for concurrent use; none holds key state itself.
+type System struct {
+	cfg      Config
+	lg       *slog.Logger
+	clock    clock.Clock
+	sealer   *Sealer
+	log      *wal.Log
+	snaps    *snapshot.Store
+	m        *metrics
+	as       *actor.ActorSystem
+	root     *actor.RootContext
+	shards   []*actor.PID
+	accounts *actor.PID
+
+	authPool sync.Pool
+	stop     chan struct{}
+	loopDone chan struct{}
+	closed   atomic.Bool
+
+	snapping     atomic.Bool
+	snapMu       sync.Mutex // serializes Snapshot calls; guards lastSnap*
+	lastSnapIdx  atomic.Uint64
+	lastSnapTime atomic.Int64
+	lastSweep    int64 // only the ticker goroutine touches it
+}
+
+// New restores the durable state (newest valid snapshot, then the WAL after
+// it), starts the actors that own it and the background ticker that drives
+// usage flushes, passivation and snapshots.
+func New(cfg Config, d Deps) (*System, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Log == nil || d.Snapshots == nil || d.Sealer == nil {
+		return nil, errors.New("actors: Log, Snapshots and Sealer are required")
+	}
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(d.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("actors metrics: %w", err)
+	}
+	s := &System{
+		cfg: cfg, lg: d.Logger.With("component", "actors"), clock: d.Clock, sealer: d.Sealer,
+		log: d.Log, snaps: d.Snapshots, m: m,
+		stop: make(chan struct{}), loopDone: make(chan struct{}),
+	}
+	s.authPool.New = func() any { return &authorize{reply: make(chan AuthResult, 1)} }
+	start := time.Now()
+	im, idx, replayed, err := s.restore()
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	m.restoreSecs.Set(took.Seconds())
+	m.keys.Set(float64(im.nkeys))
+	m.snapRecords.Set(float64(replayed))
+	s.lg.Info("restored", "snapshot_index", idx, "replayed_records", replayed,
+		"keys", im.nkeys, "users", len(im.users), "duration", took)
+	s.lastSnapIdx.Store(idx)
+	s.lastSnapTime.Store(d.Clock.Now().Unix())
+	s.spawn(im)
+	go s.loop()
+	return s, nil
+}
+
+// restore loads the newest valid snapshot and replays the WAL after it.
+func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
+	idx, err = s.snaps.Load(func(i uint64, payload []byte) error {
+		got, err := decodeImage(payload, s.cfg.Shards)
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				return fmt.Errorf("%w: %w", snapshot.ErrCorrupt, err)
+			}
+			return err
+		}
+		im = got
+		return nil
+	})
+	switch {
+	case errors.Is(err, snapshot.ErrNoSnapshot):
+		im, idx = newImage(s.cfg.Shards, 0), 0
+	case err != nil:
+		return nil, 0, 0, fmt.Errorf("restore: %w", err)
+	}
+	first, err1 := s.log.FirstIndex()
+	last, err2 := s.log.LastIndex()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, 0, 0, fmt.Errorf("restore: %w", err)
+	}
+	if first > idx+1 {
+		return nil, 0, 0, fmt.Errorf("restore: wal starts at %d but the snapshot ends at %d: records are missing", first, idx)
+	}
+	if last < idx {
+		s.lg.Warn("wal ends before the snapshot, continuing numbering after it", "wal_last", last, "snapshot_index", idx)
+		if err := s.log.SetNext(idx); err != nil {
+			return nil, 0, 0, fmt.Errorf("restore: %w", err)
+		}
+	}
+	err = s.log.Replay(idx, func(seq uint64, r wal.Record) error {
+		replayed++
+		return im.apply(seq, r)
+	})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("restore: replay: %w", err)
+	}
+	return im, idx, replayed, nil
+}
+
+// spawn starts the actor system and hands each actor its part of the image.
+func (s *System) spawn(im *image) {
+	plog := slog.New(minLevel{h: s.lg.Handler(), min: slog.LevelWarn}).With("component", "protoactor")
+	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
+	s.root = s.as.Root
+	deps := &keyDeps{log: s.log, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second)}
+	now := s.clock.Now().Unix()
+	s.shards = make([]*actor.PID, s.cfg.Shards)
+	for i := range s.shards {
+		sh := &shard{
+			idx: i, n: s.cfg.Shards, deps: deps, idleAfter: int64(s.cfg.IdleAfter / time.Second),
+			keys: make(map[uuid.UUID]*slot, len(im.keys[i])), dir: im.dirs[i], now: now,
+			onLive: func(d int) { s.m.liveKeys.Add(float64(d)) },
+		}
+		for id, st := range im.keys[i] {
+			sh.keys[id] = &slot{state: st, owner: st.rec.owner}
+		}
+		im.keys[i] = nil
+		s.shards[i] = s.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh }))
+	}
+	for _, pid := range s.shards {
+		s.root.Send(pid, shardPeers{peers: s.shards})
+	}
+	acc := newAccounts(deps, im)
+	s.accounts = s.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return acc }))
+}
+
+// loop drives flushes, passivation sweeps and snapshots until Close.
+func (s *System) loop() {
+	defer close(s.loopDone)
+	t := time.NewTicker(s.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.Tick()
+		}
+	}
+}
+
+// Tick flushes pending usage, passivates idle key actors when a sweep is
+// due, expires sessions and starts a snapshot when one is due. The ticker
+// calls it every FlushInterval; tests call it directly.
+func (s *System) Tick() {
+	now := s.clock.Now().Unix()
+	sweep := now-s.lastSweep >= int64(s.cfg.SweepInterval/time.Second)
+	if sweep {
+		s.lastSweep = now
+	}
+	for _, pid := range s.shards {
+		s.root.Send(pid, tick{now: now, sweep: sweep})
+	}
+	s.root.Send(s.accounts, tick{now: now, sweep: sweep})
+	if s.snapshotDue(now) && s.snapping.CompareAndSwap(false, true) {
+		go func() {
+			defer s.snapping.Store(false)
+			if _, err := s.Snapshot(); err != nil {
+				s.m.snapErrors.Inc()
+				s.lg.Error("snapshot failed", "err", err)
+			}
+		}()
+	}
+}
+
+func (s *System) snapshotDue(now int64) bool {
+	last, err := s.log.LastIndex()
+	if err != nil || last <= s.lastSnapIdx.Load() {
+		return false
+	}
+	if s.cfg.SnapshotEvery > 0 && last-s.lastSnapIdx.Load() >= s.cfg.SnapshotEvery {
+		return true
+	}
+	iv := int64(s.cfg.SnapshotInterval / time.Second)
+	return iv > 0 && now-s.lastSnapTime.Load() >= iv
+}
+
+// FlushUsage makes every counted request durable now (used at shutdown).
+func (s *System) FlushUsage(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(len(s.shards))
+	for _, pid := range s.shards {
+		s.root.Send(pid, flushAll{wg: &wg})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("flush usage: %w: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+// Close stops the ticker, flushes usage, takes a final snapshot (so the next
+// start replays little) and stops the actors. It does not close the WAL.
+func (s *System) Close(ctx context.Context) error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(s.stop)
+	<-s.loopDone
+	err := s.FlushUsage(ctx)
+	if err == nil {
+		for s.snapping.Load() { // a ticker snapshot may still run
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, err = s.Snapshot()
+	}
+	s.as.Shutdown()
+	return err
+}
+
+// minLevel drops records below min (protoactor logs every spawn at Info).
+type minLevel struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.h.Enabled(ctx, l)
+}
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h: m.h.WithAttrs(a), min: m.min}
+}
+func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{h: m.h.WithGroup(g), min: m.min} }
+
+// await waits for a reply or the caller's deadline.
+func await[T any](ctx context.Context, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+}

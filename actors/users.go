@@ -1,0 +1,215 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+const (
+	minPasswordLen = 8
+	maxPasswordLen = 1024
+	maxEmailLen    = 254
+)
+
+func validateEmail(e string) (string, error) {
+	e = normalizeEmail(e)
+	at := strings.IndexByte(e, '@')
+	if len(e) > maxEmailLen || at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\r\n") {
+		return "", fmt.Errorf("email must be an address like name@example.com: %w", ErrInvalidArgument)
+	}
+	return e, nil
+}
+
+func validatePassword(pw string) error {
+	if n := len(pw); n < minPasswordLen || n > maxPasswordLen {
+		return fmt.Errorf("password must be %d-%d bytes: %w", minPasswordLen, maxPasswordLen, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (u userRecord) user() User {
+	return User{
+		ID: u.ID, Email: u.Email, Role: u.Role, Plan: u.Plan, LicenseActive: u.LicenseActive,
+		CreatedAt: time.Unix(u.CreatedAt, 0).UTC(), PasswordHash: u.PasswordHash,
+	}
+}
+
+func (s *System) askUser(ctx context.Context, msg any, reply chan userReply) (userReply, error) {
+	s.root.Send(s.accounts, msg)
+	r, err := await(ctx, reply)
+	if err != nil {
+		return r, err
+	}
+	return r, r.err
+}
+
+// CreateUser registers a user. ErrEmailTaken if the email is in use.
+func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
+	email, err := validateEmail(nu.Email)
+	if err != nil {
+		return User{}, err
+	}
+	if err := validatePassword(nu.Password); err != nil {
+		return User{}, err
+	}
+	if nu.Role == "" {
+		nu.Role = RoleUser
+	}
+	if nu.Plan == "" {
+		nu.Plan = PlanStandard
+	}
+	if !nu.Role.Valid() {
+		return User{}, fmt.Errorf(`role must be "user" or "admin": %w`, ErrInvalidArgument)
+	}
+	if !nu.Plan.Valid() {
+		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, ErrInvalidArgument)
+	}
+	ph, err := hashPassword(nu.Password)
+	if err != nil {
+		return User{}, err
+	}
+	rec := userRecord{
+		ID: uuid.New(), Email: email, Role: nu.Role, Plan: nu.Plan, LicenseActive: nu.LicenseActive,
+		CreatedAt: s.clock.Now().Unix(), PasswordHash: ph,
+	}
+	reply := make(chan userReply, 1)
+	r, err := s.askUser(ctx, putUser{rec: rec, reply: reply}, reply)
+	if err != nil {
+		return User{}, fmt.Errorf("create user: %w", err)
+	}
+	return r.user.user(), nil
+}
+
+// UpdateUser changes a user's plan, license, role or password.
+func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (User, error) {
+	m := patchUser{id: id, plan: p.Plan, license: p.LicenseActive, role: p.Role, reply: make(chan userReply, 1)}
+	if p.Plan != nil && !p.Plan.Valid() {
+		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, ErrInvalidArgument)
+	}
+	if p.Role != nil && !p.Role.Valid() {
+		return User{}, fmt.Errorf(`role must be "user" or "admin": %w`, ErrInvalidArgument)
+	}
+	if p.Password != nil {
+		if err := validatePassword(*p.Password); err != nil {
+			return User{}, err
+		}
+		ph, err := hashPassword(*p.Password)
+		if err != nil {
+			return User{}, err
+		}
+		m.passwordHash = ph
+	}
+	r, err := s.askUser(ctx, m, m.reply)
+	if err != nil {
+		return User{}, fmt.Errorf("update user %s: %w", id, err)
+	}
+	return r.user.user(), nil
+}
+
+// GetUser returns one user. ErrUserNotFound if there is none.
+func (s *System) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
+	reply := make(chan userReply, 1)
+	r, err := s.askUser(ctx, getUser{id: id, reply: reply}, reply)
+	return r.user.user(), err
+}
+
+// ListUsers returns every user, oldest first.
+func (s *System) ListUsers(ctx context.Context) ([]User, error) {
+	reply := make(chan userReply, 1)
+	r, err := s.askUser(ctx, listUsers{reply: reply}, reply)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]User, len(r.users))
+	for i, u := range r.users {
+		out[i] = u.user()
+	}
+	return out, nil
+}
+
+// Login checks a password and opens a session. ErrBadCredentials when the
+// email is unknown or the password wrong (indistinguishable, in time too).
+func (s *System) Login(ctx context.Context, email, password string) (User, Session, error) {
+	reply := make(chan userReply, 1)
+	r, err := s.askUser(ctx, getUser{email: email, reply: reply}, reply)
+	stored := r.user.PasswordHash
+	if err != nil {
+		stored = dummyHash()
+	}
+	ok, herr := checkPassword(stored, password)
+	if err != nil || herr != nil || !ok {
+		return User{}, Session{}, ErrBadCredentials
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return User{}, Session{}, fmt.Errorf("session token: %w", err)
+	}
+	token := base64.RawURLEncoding.EncodeToString(raw[:])
+	exp := s.clock.Now().Add(s.cfg.SessionTTL)
+	rec := sessionRecord{Hash: sha256.Sum256([]byte(token)), UserID: r.user.ID, ExpiresAt: exp.Unix()}
+	errc := make(chan error, 1)
+	s.root.Send(s.accounts, putSession{rec: rec, reply: errc})
+	if err, werr := await(ctx, errc); err != nil || werr != nil {
+		return User{}, Session{}, fmt.Errorf("login: %w", firstErr(werr, err))
+	}
+	return r.user.user(), Session{Token: token, UserID: r.user.ID, ExpiresAt: time.Unix(rec.ExpiresAt, 0).UTC()}, nil
+}
+
+// Authenticate resolves a session token to its user. ErrSessionInvalid if
+// the token is unknown or expired.
+func (s *System) Authenticate(ctx context.Context, token string) (User, error) {
+	if token == "" {
+		return User{}, ErrSessionInvalid
+	}
+	reply := make(chan userReply, 1)
+	m := getSession{hash: sha256.Sum256([]byte(token)), now: s.clock.Now().Unix(), reply: reply}
+	r, err := s.askUser(ctx, m, reply)
+	return r.user.user(), err
+}
+
+// Logout ends a session; an unknown token is not an error.
+func (s *System) Logout(ctx context.Context, token string) error {
+	errc := make(chan error, 1)
+	s.root.Send(s.accounts, delSession{hash: sha256.Sum256([]byte(token)), reply: errc})
+	err, werr := await(ctx, errc)
+	return firstErr(werr, err)
+}
+
+// EnsureAdmin creates an admin with email unless a user with that email
+// exists. An empty password is replaced by a generated one, returned so
+// the caller can show it once.
+func (s *System) EnsureAdmin(ctx context.Context, email, password string) (created bool, generated string, err error) {
+	reply := make(chan userReply, 1)
+	if _, err := s.askUser(ctx, getUser{email: email, reply: reply}, reply); err == nil {
+		return false, "", nil
+	}
+	if password == "" {
+		var raw [18]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return false, "", fmt.Errorf("admin password: %w", err)
+		}
+		password = base64.RawURLEncoding.EncodeToString(raw[:])
+		generated = password
+	}
+	_, err = s.CreateUser(ctx, NewUser{Email: email, Password: password, Role: RoleAdmin, Plan: PlanPremium, LicenseActive: true})
+	if err != nil {
+		return false, "", fmt.Errorf("bootstrap admin: %w", err)
+	}
+	return true, generated, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
