@@ -102,9 +102,9 @@ func (u usage) clone() usage {
 // the shard while the key is passive, the key actor while it is live, the
 // restorer before any actor runs.
 type keyState struct {
-	rec     keyRecord
-	use     usage
-	win     ratelimit.Window
+	rec keyRecord
+	use usage
+	win ratelimit.Window
 	// applied and usageSeq are the sequences of the last control record and
 	// the last usage record reflected here. Each kind reaches a key in log
 	// order, but a usage record may commit before a control record that is
