@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// duration is a JSON string such as "24h", checked by validate so the error
+// can name the field.
+type duration struct {
+	d   time.Duration
+	raw string
+	set bool
+}
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`must be a duration string such as "24h" or "500ms"`)
+	}
+	d.raw, d.set = s, true
+	return nil
+}
+
+func (d duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.d.String()) }
+
+func dur(v time.Duration) duration { return duration{d: v} }
+
+// fileConfig is the JSON config file; every key is documented in README.md.
+type fileConfig struct {
+	DataDir string `json:"data_dir"`
+	Log     struct {
+		Format string `json:"format"`
+		Level  string `json:"level"`
+	} `json:"log"`
+	Server struct {
+		Host           string   `json:"host"`
+		Port           int      `json:"port"`
+		SecureCookies  bool     `json:"secure_cookies"`
+		MaxBodyBytes   int      `json:"max_body_bytes"`
+		RequestTimeout duration `json:"request_timeout"`
+		SessionTTL     duration `json:"session_ttl"`
+	} `json:"server"`
+	Gateway struct {
+		Host         string `json:"host"`
+		Port         int    `json:"port"`
+		Token        string `json:"token"`
+		RateLimitRPM int    `json:"rate_limit_rpm"`
+	} `json:"gateway"`
+	Keys struct {
+		RotationGracePeriod duration `json:"rotation_grace_period"`
+	} `json:"keys"`
+	Plans struct {
+		Standard int64 `json:"standard"`
+		Premium  int64 `json:"premium"`
+	} `json:"plans"`
+	Services map[string]serviceConfig `json:"services"`
+	Usage    struct {
+		FlushInterval duration `json:"flush_interval"`
+	} `json:"usage"`
+	Snapshot struct {
+		EveryRecords uint64   `json:"every_records"`
+		Interval     duration `json:"interval"`
+		Retain       int      `json:"retain"`
+	} `json:"snapshot"`
+	WAL struct {
+		MaxBatch int  `json:"max_batch"`
+		NoSync   bool `json:"no_sync"`
+	} `json:"wal"`
+	Actors struct {
+		Shards        int      `json:"shards"`
+		IdleAfter     duration `json:"idle_after"`
+		SweepInterval duration `json:"sweep_interval"`
+	} `json:"actors"`
+}
+
+type serviceConfig struct {
+	Upstream string            `json:"upstream"`
+	Headers  map[string]string `json:"headers"`
+	Timeout  duration          `json:"timeout"`
+	MaxConns int               `json:"max_conns"`
+}
+
+// defaultConfig is the embedded default: what `make run` uses.
+func defaultConfig() fileConfig {
+	var c fileConfig
+	c.DataDir = "./data"
+	c.Log.Format, c.Log.Level = "text", "info"
+	c.Server.Host, c.Server.Port = "127.0.0.1", 8080
+	c.Server.MaxBodyBytes = 64 << 10
+	c.Server.RequestTimeout = dur(5 * time.Second)
+	c.Server.SessionTTL = dur(7 * 24 * time.Hour)
+	c.Gateway.Host, c.Gateway.Port = "127.0.0.1", 18790
+	c.Keys.RotationGracePeriod = dur(24 * time.Hour)
+	c.Plans.Standard, c.Plans.Premium = 1000, 10000
+	c.Services = map[string]serviceConfig{}
+	c.Usage.FlushInterval = dur(time.Second)
+	c.Snapshot.EveryRecords, c.Snapshot.Interval, c.Snapshot.Retain = 200_000, dur(10*time.Minute), 3
+	c.WAL.MaxBatch = 4096
+	c.Actors.Shards = 64
+	c.Actors.IdleAfter, c.Actors.SweepInterval = dur(5*time.Minute), dur(time.Minute)
+	return c
+}
+
+// loadFile overlays the JSON file at path on c. Unknown keys are refused.
+func loadFile(c *fileConfig, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("config %s: field %s: must be %s", path, te.Field, te.Type)
+		}
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// validate parses durations and checks every field, naming the first bad one.
+func (c *fileConfig) validate() error {
+	durs := []struct {
+		name     string
+		d        *duration
+		positive bool
+	}{
+		{"server.request_timeout", &c.Server.RequestTimeout, true},
+		{"server.session_ttl", &c.Server.SessionTTL, true},
+		{"keys.rotation_grace_period", &c.Keys.RotationGracePeriod, false},
+		{"usage.flush_interval", &c.Usage.FlushInterval, true},
+		{"snapshot.interval", &c.Snapshot.Interval, false},
+		{"actors.idle_after", &c.Actors.IdleAfter, true},
+		{"actors.sweep_interval", &c.Actors.SweepInterval, true},
+	}
+	for _, x := range durs {
+		if err := x.d.parse(x.name, x.positive); err != nil {
+			return err
+		}
+	}
+	for name, s := range c.Services {
+		if err := s.Timeout.parse("services."+name+".timeout", false); err != nil {
+			return err
+		}
+		c.Services[name] = s
+	}
+	return c.validateValues()
+}
+
+func (d *duration) parse(name string, positive bool) error {
+	if d.set {
+		v, err := time.ParseDuration(d.raw)
+		if err != nil {
+			return fmt.Errorf("config: %s: %q is not a duration (use e.g. \"24h\", \"500ms\")", name, d.raw)
+		}
+		d.d, d.set = v, false
+	}
+	if d.d < 0 || positive && d.d == 0 {
+		return fmt.Errorf("config: %s must be %s", name, map[bool]string{true: "> 0", false: ">= 0"}[positive])
+	}
+	return nil
+}
+
+func (c *fileConfig) validateValues() error {
+	checks := []struct {
+		bad  bool
+		name string
+		want string
+	}{
+		{c.DataDir == "", "data_dir", "a directory path"},
+		{c.Log.Format != "text" && c.Log.Format != "json", "log.format", `"text" or "json"`},
+		{!oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "debug, info, warn or error"},
+		{net.ParseIP(c.Server.Host) == nil && c.Server.Host != "localhost", "server.host", "an IP address or localhost"},
+		{c.Server.Port < 0 || c.Server.Port > 65535, "server.port", "in 0..65535"},
+		{c.Server.MaxBodyBytes < 1, "server.max_body_bytes", "> 0"},
+		{net.ParseIP(c.Gateway.Host) == nil && c.Gateway.Host != "localhost", "gateway.host", "an IP address or localhost"},
+		{c.Gateway.Port < 0 || c.Gateway.Port > 65535, "gateway.port", "in 0..65535"},
+		{c.Gateway.RateLimitRPM < 0, "gateway.rate_limit_rpm", ">= 0 (0 disables it)"},
+		{c.Plans.Standard < 1 || c.Plans.Standard > 1e9, "plans.standard", "in 1..1000000000"},
+		{c.Plans.Premium < 1 || c.Plans.Premium > 1e9, "plans.premium", "in 1..1000000000"},
+		{c.Snapshot.Retain < 1, "snapshot.retain", ">= 1"},
+		{c.WAL.MaxBatch < 1, "wal.max_batch", "> 0"},
+		{c.Actors.Shards < 1 || c.Actors.Shards > 4096, "actors.shards", "in 1..4096"},
+	}
+	for _, x := range checks {
+		if x.bad {
+			return fmt.Errorf("config: %s must be %s", x.name, x.want)
+		}
+	}
+	for name, s := range c.Services {
+		if name == "" || strings.ContainsAny(name, "/?#% ") {
+			return fmt.Errorf("config: services.%q: name must be a plain path segment", name)
+		}
+		if !strings.HasPrefix(s.Upstream, "http://") && !strings.HasPrefix(s.Upstream, "https://") {
+			return fmt.Errorf("config: services.%s.upstream must be an http:// or https:// URL", name)
+		}
+	}
+	return nil
+}
+
+func oneOf(s string, opts ...string) bool {
+	for _, o := range opts {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}
+
+// masked renders the effective config for the startup log, secrets hidden.
+func (c fileConfig) masked() string {
+	if c.Gateway.Token != "" {
+		c.Gateway.Token = "***"
+	}
+	svcs := make(map[string]serviceConfig, len(c.Services))
+	for name, s := range c.Services {
+		h := make(map[string]string, len(s.Headers))
+		for k := range s.Headers {
+			h[k] = "***"
+		}
+		s.Headers = h
+		svcs[name] = s
+	}
+	c.Services = svcs
+	b, _ := json.Marshal(c)
+	return string(b)
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// setting is one flag: its setter applies a value given on the command line
+// or, failing that, in the GATEHOUSE_* environment variable of the same name.
+type setting struct {
+	name, usage string
+	set         func(c *fileConfig, v string) error
+}
+
+func intSetter(name string, dst func(*fileConfig) *int) func(*fileConfig, string) error {
+	return func(c *fileConfig, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("--%s: %q is not an integer", name, v)
+		}
+		*dst(c) = n
+		return nil
+	}
+}
+
+func strSetter(dst func(*fileConfig) *string) func(*fileConfig, string) error {
+	return func(c *fileConfig, v string) error { *dst(c) = v; return nil }
+}
+
+var settings = []setting{
+	{"data-dir", "directory for the WAL, snapshots and master key", strSetter(func(c *fileConfig) *string { return &c.DataDir })},
+	{"host", "key-management and proxy listen address", strSetter(func(c *fileConfig) *string { return &c.Server.Host })},
+	{"port", "key-management and proxy port (0: any free port)", intSetter("port", func(c *fileConfig) *int { return &c.Server.Port })},
+	{"gateway-host", "agent gateway listen address", strSetter(func(c *fileConfig) *string { return &c.Gateway.Host })},
+	{"gateway-port", "agent gateway port (0: any free port)", intSetter("gateway-port", func(c *fileConfig) *int { return &c.Gateway.Port })},
+	{"gateway-token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
+	{"log-format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},
+	{"log-level", "debug, info, warn or error", strSetter(func(c *fileConfig) *string { return &c.Log.Level })},
+}
+
+func envName(flagName string) string {
+	return "GATEHOUSE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseServe builds the effective config: embedded defaults, then the
+// config file, then each flag, or its environment variable when the flag
+// was not given.
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (fileConfig, error) {
+	fs := flag.NewFlagSet("gatehouse serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "JSON config file (env GATEHOUSE_CONFIG)")
+	vals := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		vals[s.name] = fs.String(s.name, "", s.usage+" (env "+envName(s.name)+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return fileConfig{}, err
+	}
+	if fs.NArg() > 0 {
+		return fileConfig{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	cfg := defaultConfig()
+	path := *configPath
+	if !given["config"] {
+		path = getenv("GATEHOUSE_CONFIG")
+	}
+	if path != "" {
+		if err := loadFile(&cfg, path); err != nil {
+			return fileConfig{}, err
+		}
+	}
+	for _, s := range settings {
+		v, ok := *vals[s.name], given[s.name]
+		if !ok {
+			v = getenv(envName(s.name))
+			ok = v != ""
+		}
+		if ok {
+			if err := s.set(&cfg, v); err != nil {
+				return fileConfig{}, err
+			}
+		}
+	}
+	return cfg, cfg.validate()
+}

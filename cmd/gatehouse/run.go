@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"gatehouse/actors"
+	"gatehouse/httpapi"
+	"gatehouse/snapshot"
+	"gatehouse/wal"
+)
+
+const usage = `usage: gatehouse serve [flags]   (gatehouse serve -h lists them)`
+
+// shutdownTimeout bounds draining, the usage flush and the final snapshot.
+const shutdownTimeout = 30 * time.Second
+
+// run is main without the process: it returns when ctx is cancelled (after
+// a clean shutdown) or on a startup error.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "serve" {
+		return errors.New(usage)
+	}
+	cfg, err := parseServe(args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	lg := newLogger(cfg, stderr)
+	lg.Info("starting", "config", cfg.masked())
+	return serve(ctx, cfg, getenv, lg, stderr)
+}
+
+func newLogger(cfg fileConfig, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// node is everything serve opens, closed in reverse order.
+type node struct {
+	log *wal.Log
+	sys *actors.System
+}
+
+func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *slog.Logger, stderr io.Writer) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n, err := openNode(cfg, lg, reg)
+	if err != nil {
+		return err
+	}
+	defer n.log.Close()
+	if err := bootstrapAdmin(ctx, n.sys, getenv, stderr, lg); err != nil {
+		_ = n.sys.Close(context.Background())
+		return err
+	}
+	api, gw, err := newServers(cfg, n.sys, lg, reg)
+	if err != nil {
+		_ = n.sys.Close(context.Background())
+		return err
+	}
+	errc := make(chan error, 2)
+	for _, l := range []struct {
+		name, host string
+		port       int
+		srv        *httpapi.Server
+	}{{"api", cfg.Server.Host, cfg.Server.Port, api}, {"gateway", cfg.Gateway.Host, cfg.Gateway.Port, gw}} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(l.host, strconv.Itoa(l.port)))
+		if err != nil {
+			_ = n.sys.Close(context.Background())
+			return fmt.Errorf("listen %s: %w", l.name, err)
+		}
+		lg.Info("listening", "listener", l.name, "addr", ln.Addr().String())
+		go func() { errc <- l.srv.Serve(ln) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		lg.Error("listener failed", "err", err)
+	}
+	return shutdown(n, lg, api, gw, err)
+}
+
+// shutdown drains in-flight requests, flushes usage, takes a final snapshot.
+func shutdown(n *node, lg *slog.Logger, api, gw *httpapi.Server, cause error) error {
+	lg.Info("shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	errs := []error{cause, api.Shutdown(ctx), gw.Shutdown(ctx), n.sys.Close(ctx)}
+	err := errors.Join(errs...)
+	if err == nil {
+		lg.Info("stopped cleanly")
+	}
+	return err
+}
+
+func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node, error) {
+	key, err := masterKey(filepath.Join(cfg.DataDir, "master.key"), lg)
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := actors.NewSealer(key)
+	if err != nil {
+		return nil, err
+	}
+	wcfg := wal.DefaultConfig()
+	wcfg.Path, wcfg.MaxBatch, wcfg.NoSync = filepath.Join(cfg.DataDir, "wal.db"), cfg.WAL.MaxBatch, cfg.WAL.NoSync
+	l, err := wal.Open(wcfg, lg, reg)
+	if err != nil {
+		return nil, fmt.Errorf("open wal: %w", err)
+	}
+	snaps, err := snapshot.New(snapshot.Config{Dir: filepath.Join(cfg.DataDir, "snap"), Retain: cfg.Snapshot.Retain}, lg, reg)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open snapshots: %w", err)
+	}
+	acfg := actors.DefaultConfig()
+	acfg.Shards = cfg.Actors.Shards
+	acfg.FlushInterval = cfg.Usage.FlushInterval.d
+	acfg.IdleAfter, acfg.SweepInterval = cfg.Actors.IdleAfter.d, cfg.Actors.SweepInterval.d
+	acfg.GracePeriod = cfg.Keys.RotationGracePeriod.d
+	acfg.SessionTTL = cfg.Server.SessionTTL.d
+	acfg.Plans = map[actors.Plan]int64{actors.PlanStandard: cfg.Plans.Standard, actors.PlanPremium: cfg.Plans.Premium}
+	acfg.SnapshotEvery, acfg.SnapshotInterval = cfg.Snapshot.EveryRecords, cfg.Snapshot.Interval.d
+	sys, err := actors.New(acfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg})
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("start actors: %w", err)
+	}
+	return &node{log: l, sys: sys}, nil
+}
+
+func newServers(cfg fileConfig, sys *actors.System, lg *slog.Logger, reg *prometheus.Registry) (api, gw *httpapi.Server, err error) {
+	hcfg := httpapi.DefaultConfig()
+	hcfg.Host, hcfg.Port = cfg.Server.Host, cfg.Server.Port
+	hcfg.MaxBodyBytes, hcfg.SecureCookies = cfg.Server.MaxBodyBytes, cfg.Server.SecureCookies
+	hcfg.GracePeriod, hcfg.RequestTimeout = cfg.Keys.RotationGracePeriod.d, cfg.Server.RequestTimeout.d
+	for name, s := range cfg.Services {
+		hcfg.Services[name] = httpapi.Service{Upstream: s.Upstream, Headers: s.Headers, Timeout: s.Timeout.d, MaxConns: s.MaxConns}
+	}
+	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("http api: %w", err)
+	}
+	return api, httpapi.NewHealthServer("gateway", lg, reg, reg), nil
+}
+
+// masterKey loads the AES-256 master key (64 hex characters) or creates it
+// with mode 0600 on first start.
+func masterKey(path string, lg *slog.Logger) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("master key: %w", err)
+		}
+		if err := writeFileSync(path, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("master key: %w", err)
+		}
+		lg.Info("generated master key", "path", path)
+		return key, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		lg.Warn("master key file is readable by others", "path", path, "mode", fi.Mode().Perm().String())
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("master key %s: want 64 hex characters", path)
+	}
+	return key, nil
+}
+
+func writeFileSync(path string, b []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// bootstrapAdmin creates the admin named by GATEHOUSE_ADMIN_EMAIL (default
+// admin@localhost) if no such user exists, with GATEHOUSE_ADMIN_PASSWORD or
+// a generated password printed once on stderr (never logged).
+func bootstrapAdmin(ctx context.Context, sys *actors.System, getenv func(string) string, stderr io.Writer, lg *slog.Logger) error {
+	email := getenv("GATEHOUSE_ADMIN_EMAIL")
+	if email == "" {
+		email = "admin@localhost"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	created, generated, err := sys.EnsureAdmin(ctx, email, getenv("GATEHOUSE_ADMIN_PASSWORD"))
+	if err != nil {
+		return err
+	}
+	if created {
+		lg.Info("created bootstrap admin", "email", email)
+	}
+	if generated != "" {
+		fmt.Fprintf(stderr, "\n  bootstrap admin %s, password (shown once): %s\n\n", email, generated)
+	}
+	return nil
+}
