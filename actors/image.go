@@ -139,6 +139,10 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 //	uvarint 0 (end of blocks)
 var imageMagic = []byte("GHIMG\x01")
 
+// minKeyBytes is less than the smallest encoded keyState (two ids and a hash
+// alone take 64 bytes); it bounds counts read from untrusted input.
+const minKeyBytes = 64
+
 func encodeKeyState(w *enc, s *keyState) {
 	encodeKeyRecord(w, &s.rec)
 	w.varint(s.use.total)
@@ -220,7 +224,7 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 	}
 	d := &dec{b: payload[len(imageMagic):]}
 	users, sessions := d.bytes(), d.bytes()
-	total := d.count(0)
+	total := d.count(minKeyBytes)
 	if err := d.err(); err != nil {
 		return nil, err
 	}
@@ -242,8 +246,15 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 			break
 		}
 		blk := dec{b: d.bytes()}
+		if count > uint64(len(blk.b)/minKeyBytes) {
+			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(blk.b), ErrCorrupt)
+		}
 		for range count {
-			im.putKey(decodeKeyState(&blk))
+			st := decodeKeyState(&blk)
+			if blk.err() != nil {
+				break
+			}
+			im.putKey(st)
 		}
 		if err := blk.done("key block"); err != nil {
 			return nil, err

@@ -6,12 +6,12 @@
 // the clock, so the owning actor decides what "now" is and tests set it
 // exactly:
 //
-//	var w ratelimit.Window // zero value: empty, no allocation
-//	d := w.Allow(clk.Now().Unix(), key.RatePerHour)
+//	var w ratelimit.Window // zero value: empty, allocates nothing
+//	d := w.Allow(clk.Now().Unix(), key.LimitPerHour)
 //	if !d.Allowed {
-//		return fmt.Errorf("key %s: retry in %ds: %w", key.ID, d.RetryAfter, ErrRateLimited)
+//		return AuthorizeResult{RetryAfter: d.RetryAfter, Err: ErrRateLimited}
 //	}
-//	pending = append(pending, delta{sec: clk.Now().Unix(), n: 1}) // flushed to the WAL
+//	w.Add(delta.Sec, delta.N) // on restart: replay the flushed window deltas
 //
 //	var b ratelimit.Bucket // zero value: full
 //	ok := b.Allow(clk.Now(), 10, 20) // 10 requests/s, bursts of 20
@@ -69,8 +69,10 @@
 // request, never with the number of requests: a key under a constant limit
 // holds at most min(limit, WindowSeconds) entries, so at most 28.8 KB.
 // Allow is O(1) amortised and does not allocate once the ring fits the
-// traffic. The ring is released when the window empties and halved when it
-// is at most one-eighth full, so keys that go quiet give their memory back.
+// traffic; only a rejection walks the entries, from whichever end has less
+// to add up. A ring larger than 8 entries is released when the window
+// empties and halved when it is at most one-eighth full, so keys that go
+// quiet give their memory back.
 //
 // A Bucket is 16 bytes: the tokens missing from a full bucket and the
 // latest instant seen.

@@ -67,14 +67,14 @@ var propStarts = []int64{1_764_000_000, 1<<32 - 1800, 0, -5000}
 
 func TestWindowMatchesReference(t *testing.T) {
 	seeds := []uint64{uint64(time.Now().UnixNano())}
-	for s := range uint64(24) {
+	for s := range uint64(16) {
 		seeds = append(seeds, s)
 	}
 	for _, seed := range seeds {
 		for _, constLimit := range []bool{true, false} {
 			rng := rand.New(rand.NewPCG(seed, 0x6761746568))
 			t0 := propStarts[rng.IntN(len(propStarts))]
-			ops := randomOps(rng, 2000, constLimit)
+			ops := randomOps(rng, 1500, constLimit)
 			ok := t.Run("", func(t *testing.T) { checkOps(t, t0, ops, constLimit) })
 			if !ok {
 				t.Fatalf("seed %d, constLimit %v, t0 %d: reproduce with seeds = []uint64{%d}", seed, constLimit, t0, seed)
@@ -141,21 +141,21 @@ func FuzzBucket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rate, burst float64, data []byte) {
 		var b Bucket
 		base := time.Unix(1_764_000_000, 0)
-		now, latest := base, base
+		now, latest, seen := base, base, false
 		for ; len(data) >= 2; data = data[2:] {
 			// Steps of −32 s to +32 s in 1 ms units.
 			now = now.Add(time.Duration(int16(uint16(data[0])<<8|uint16(data[1]))) * time.Millisecond)
 			before := b.Tokens(now, rate, burst)
 			checkTokens(t, before, burst)
-			if !now.After(latest) && before != b.Tokens(latest, rate, burst) {
+			if seen && !now.After(latest) && before != b.Tokens(latest, rate, burst) {
 				t.Fatalf("Tokens(%v) = %v after stepping back from %v, want %v", now, before, latest, b.Tokens(latest, rate, burst))
 			}
 			if got := b.Allow(now, rate, burst); got != (before >= 1) {
 				t.Fatalf("Allow with %v tokens = %v", before, got)
 			}
 			checkTokens(t, b.Tokens(now, rate, burst), burst)
-			if now.After(latest) {
-				latest = now
+			if !seen || now.After(latest) {
+				latest, seen = now, true
 			}
 		}
 	})

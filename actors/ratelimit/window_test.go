@@ -22,87 +22,94 @@ func rejected(limit, used, at, retry int64) Decision {
 	return Decision{Limit: limit, Used: used, Reset: at + retry, RetryAfter: retry}
 }
 
+// t0 is an ordinary Unix second and end the second at which a request
+// admitted at t0 leaves the window.
+const (
+	t0  = 1_764_000_000
+	end = t0 + WindowSeconds
+)
+
+// decisionTests are sequences of calls on one Window.
+var decisionTests = []struct {
+	name  string
+	calls []call
+}{
+	{"empty window peek", []call{
+		{t: t0, limit: 5, peek: true, want: allowed(5, 0, t0)},
+	}},
+	{"first request", []call{
+		{t: t0, limit: 3, want: allowed(3, 1, end)},
+	}},
+	{"exactly limit then rejected", []call{
+		{t: t0, limit: 3, want: allowed(3, 1, end)},
+		{t: t0, limit: 3, want: allowed(3, 2, end)},
+		{t: t0, limit: 3, want: allowed(3, 3, end)},
+		{t: t0, limit: 3, want: rejected(3, 3, t0, WindowSeconds)},
+		{t: t0, limit: 3, peek: true, want: rejected(3, 3, t0, WindowSeconds)},
+	}},
+	{"boundary: the request at t0 is gone at t0+3600", []call{
+		{t: t0, limit: 1, want: allowed(1, 1, end)},
+		{t: end - 1, limit: 1, want: rejected(1, 1, end-1, 1)},
+		{t: end, limit: 1, peek: true, want: allowed(1, 0, end)},
+		{t: end, limit: 1, want: allowed(1, 1, end+WindowSeconds)},
+	}},
+	{"spread requests: wait for the oldest", []call{
+		{t: t0, limit: 3, want: allowed(3, 1, end)},
+		{t: t0 + 10, limit: 3, want: allowed(3, 2, end)},
+		{t: t0 + 20, limit: 3, want: allowed(3, 3, end)},
+		{t: t0 + 30, limit: 3, want: rejected(3, 3, t0+30, WindowSeconds-30)},
+		{t: end, limit: 3, want: allowed(3, 3, end+10)},
+	}},
+	{"limit lowered below usage: several seconds must leave", []call{
+		{t: t0, limit: 10, want: allowed(10, 1, end)},
+		{t: t0 + 1, limit: 10, want: allowed(10, 2, end)},
+		{t: t0 + 2, limit: 10, want: allowed(10, 3, end)},
+		{t: t0 + 3, limit: 10, want: allowed(10, 4, end)},
+		{t: t0 + 4, limit: 2, want: rejected(2, 4, t0+4, WindowSeconds-2)},
+		{t: end + 1, limit: 2, want: rejected(2, 2, end+1, 1)},
+		{t: end + 2, limit: 2, want: allowed(2, 2, end+3)},
+	}},
+	{"limit raised admits again", []call{
+		{t: t0, limit: 1, want: allowed(1, 1, end)},
+		{t: t0, limit: 1, want: rejected(1, 1, t0, WindowSeconds)},
+		{t: t0 + 5, limit: 2, want: allowed(2, 2, end)},
+	}},
+	{"limit zero or negative rejects everything", []call{
+		{t: t0, limit: 0, want: rejected(0, 0, t0, WindowSeconds)},
+		{t: t0, limit: -5, want: rejected(0, 0, t0, WindowSeconds)},
+		{t: t0, limit: 2, want: allowed(2, 1, end)},
+		{t: t0 + 9, limit: 0, want: rejected(0, 1, t0+9, WindowSeconds)},
+	}},
+	{"limit above MaxLimit is clamped", []call{
+		{t: t0, limit: math.MaxInt64, want: allowed(MaxLimit, 1, end)},
+	}},
+	{"time going backwards is evaluated at the clock", []call{
+		{t: t0, limit: 2, want: allowed(2, 1, end)},
+		{t: t0 - 500, limit: 2, want: allowed(2, 2, end)},
+		{t: t0 - 1000, limit: 2, want: rejected(2, 2, t0, WindowSeconds)},
+		{t: t0 + 1, limit: 2, want: rejected(2, 2, t0+1, WindowSeconds-1)},
+	}},
+	{"backwards after a gap sees no pruned request again", []call{
+		{t: t0, limit: 1, want: allowed(1, 1, end)},
+		{t: t0 + 3*WindowSeconds, limit: 1, peek: true, want: allowed(1, 0, t0+3*WindowSeconds)},
+		{t: t0 + 1, limit: 1, want: allowed(1, 1, t0+4*WindowSeconds)},
+		{t: t0 + 2, limit: 1, want: rejected(1, 1, t0+3*WindowSeconds, WindowSeconds)},
+	}},
+	{"gap of exactly one window clears", []call{
+		{t: t0, limit: 1, want: allowed(1, 1, end)},
+		{t: t0 + 1, limit: 2, want: allowed(2, 2, end)},
+		{t: end + 1, limit: 1, want: allowed(1, 1, end+WindowSeconds+1)},
+	}},
+	{"stored seconds wrap at 2^32", []call{
+		{t: 1<<32 - 1, limit: 2, want: allowed(2, 1, 1<<32-1+WindowSeconds)},
+		{t: 1 << 32, limit: 2, want: allowed(2, 2, 1<<32-1+WindowSeconds)},
+		{t: 1<<32 + 5, limit: 2, want: rejected(2, 2, 1<<32+5, WindowSeconds-6)},
+		{t: 1<<32 - 1 + WindowSeconds, limit: 2, want: allowed(2, 2, 1<<32+WindowSeconds)},
+	}},
+}
+
 func TestWindowDecisions(t *testing.T) {
-	const t0 = 1_764_000_000
-	const end = t0 + WindowSeconds // when a request at t0 leaves
-	tests := []struct {
-		name  string
-		calls []call
-	}{
-		{"empty window peek", []call{
-			{t: t0, limit: 5, peek: true, want: allowed(5, 0, t0)},
-		}},
-		{"first request", []call{
-			{t: t0, limit: 3, want: allowed(3, 1, end)},
-		}},
-		{"exactly limit then rejected", []call{
-			{t: t0, limit: 3, want: allowed(3, 1, end)},
-			{t: t0, limit: 3, want: allowed(3, 2, end)},
-			{t: t0, limit: 3, want: allowed(3, 3, end)},
-			{t: t0, limit: 3, want: rejected(3, 3, t0, WindowSeconds)},
-			{t: t0, limit: 3, peek: true, want: rejected(3, 3, t0, WindowSeconds)},
-		}},
-		{"boundary: the request at t0 is gone at t0+3600", []call{
-			{t: t0, limit: 1, want: allowed(1, 1, end)},
-			{t: end - 1, limit: 1, want: rejected(1, 1, end-1, 1)},
-			{t: end, limit: 1, peek: true, want: allowed(1, 0, end)},
-			{t: end, limit: 1, want: allowed(1, 1, end+WindowSeconds)},
-		}},
-		{"spread requests: wait for the oldest", []call{
-			{t: t0, limit: 3, want: allowed(3, 1, end)},
-			{t: t0 + 10, limit: 3, want: allowed(3, 2, end)},
-			{t: t0 + 20, limit: 3, want: allowed(3, 3, end)},
-			{t: t0 + 30, limit: 3, want: rejected(3, 3, t0+30, WindowSeconds-30)},
-			{t: end, limit: 3, want: allowed(3, 3, end+10)},
-		}},
-		{"limit lowered below usage: several seconds must leave", []call{
-			{t: t0, limit: 10, want: allowed(10, 1, end)},
-			{t: t0 + 1, limit: 10, want: allowed(10, 2, end)},
-			{t: t0 + 2, limit: 10, want: allowed(10, 3, end)},
-			{t: t0 + 3, limit: 10, want: allowed(10, 4, end)},
-			{t: t0 + 4, limit: 2, want: rejected(2, 4, t0+4, WindowSeconds-2)},
-			{t: end + 1, limit: 2, want: rejected(2, 2, end+1, 1)},
-			{t: end + 2, limit: 2, want: allowed(2, 2, end+3)},
-		}},
-		{"limit raised admits again", []call{
-			{t: t0, limit: 1, want: allowed(1, 1, end)},
-			{t: t0, limit: 1, want: rejected(1, 1, t0, WindowSeconds)},
-			{t: t0 + 5, limit: 2, want: allowed(2, 2, end)},
-		}},
-		{"limit zero or negative rejects everything", []call{
-			{t: t0, limit: 0, want: rejected(0, 0, t0, WindowSeconds)},
-			{t: t0, limit: -5, want: rejected(0, 0, t0, WindowSeconds)},
-			{t: t0, limit: 2, want: allowed(2, 1, end)},
-			{t: t0 + 9, limit: 0, want: rejected(0, 1, t0+9, WindowSeconds)},
-		}},
-		{"limit above MaxLimit is clamped", []call{
-			{t: t0, limit: math.MaxInt64, want: allowed(MaxLimit, 1, end)},
-		}},
-		{"time going backwards is evaluated at the clock", []call{
-			{t: t0, limit: 2, want: allowed(2, 1, end)},
-			{t: t0 - 500, limit: 2, want: allowed(2, 2, end)},
-			{t: t0 - 1000, limit: 2, want: rejected(2, 2, t0, WindowSeconds)},
-			{t: t0 + 1, limit: 2, want: rejected(2, 2, t0+1, WindowSeconds-1)},
-		}},
-		{"backwards after a gap sees no pruned request again", []call{
-			{t: t0, limit: 1, want: allowed(1, 1, end)},
-			{t: t0 + 3*WindowSeconds, limit: 1, peek: true, want: allowed(1, 0, t0+3*WindowSeconds)},
-			{t: t0 + 1, limit: 1, want: allowed(1, 1, t0+4*WindowSeconds)},
-			{t: t0 + 2, limit: 1, want: rejected(1, 1, t0+3*WindowSeconds, WindowSeconds)},
-		}},
-		{"gap of exactly one window clears", []call{
-			{t: t0, limit: 1, want: allowed(1, 1, end)},
-			{t: t0 + 1, limit: 2, want: allowed(2, 2, end)},
-			{t: end + 1, limit: 1, want: allowed(1, 1, end+WindowSeconds+1)},
-		}},
-		{"stored seconds wrap at 2^32", []call{
-			{t: 1<<32 - 1, limit: 2, want: allowed(2, 1, 1<<32-1+WindowSeconds)},
-			{t: 1 << 32, limit: 2, want: allowed(2, 2, 1<<32-1+WindowSeconds)},
-			{t: 1<<32 + 5, limit: 2, want: rejected(2, 2, 1<<32+5, WindowSeconds-6)},
-			{t: 1<<32 - 1 + WindowSeconds, limit: 2, want: allowed(2, 2, 1<<32+WindowSeconds)},
-		}},
-	}
-	for _, tt := range tests {
+	for _, tt := range decisionTests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w Window
 			for i, c := range tt.calls {
@@ -139,54 +146,55 @@ func TestWindowZeroValue(t *testing.T) {
 	}
 }
 
+// addSubTests build a Window with Add and Sub; used is Used(t0+10).
+var addSubTests = []struct {
+	name string
+	do   func(w *Window)
+	want []run
+	used int64
+}{
+	{"out of order adds merge and sort", func(w *Window) {
+		w.Add(t0+5, 2)
+		w.Add(t0+1, 1)
+		w.Add(t0+3, 4)
+		w.Add(t0+1, 2)
+	}, []run{{t0 + 1, 3}, {t0 + 3, 4}, {t0 + 5, 2}}, 9},
+	{"sub removes emptied entries", func(w *Window) {
+		w.Add(t0+1, 3)
+		w.Add(t0+3, 4)
+		w.Add(t0+5, 2)
+		w.Sub(t0+3, 4)
+		w.Sub(t0+1, 10) // more than held: removes what is there
+		w.Sub(t0+2, 1)  // absent: no-op
+		w.Sub(t0+9, 1)  // after the clock: no-op
+		w.Sub(t0+5, 1)
+	}, []run{{t0 + 5, 1}}, 1},
+	{"adds older than the window are ignored", func(w *Window) {
+		w.Add(t0+WindowSeconds, 1)
+		w.Add(t0, 5)
+		w.Add(t0+1, 2)
+	}, []run{{t0 + 1, 2}, {t0 + WindowSeconds, 1}}, 3},
+	{"a second's count saturates", func(w *Window) {
+		w.Add(t0, math.MaxUint32)
+		w.Add(t0, 7)
+		w.Add(t0+1, 1)
+	}, []run{{t0, math.MaxUint32}, {t0 + 1, 1}}, math.MaxUint32 + 1},
+	{"insert and remove in a wrapped ring", func(w *Window) {
+		for i := range int64(4) {
+			w.Allow(t0-WindowSeconds+10*i, 10)
+		}
+		w.Allow(t0+1, 10)             // prunes the first and wraps to slot 0
+		w.Sub(t0-WindowSeconds+20, 1) // removes from the middle
+		w.Add(t0, 2)                  // inserts before the wrapped newest
+		w.Add(t0-WindowSeconds+5, 1)  // grows, then inserts before the head
+	}, []run{
+		{t0 - WindowSeconds + 5, 1}, {t0 - WindowSeconds + 10, 1},
+		{t0 - WindowSeconds + 30, 1}, {t0, 2}, {t0 + 1, 1},
+	}, 4},
+}
+
 func TestWindowAddSubEach(t *testing.T) {
-	const t0 = 1_000_000
-	tests := []struct {
-		name string
-		do   func(w *Window)
-		want []run
-		used int64 // Used(t0+10)
-	}{
-		{"out of order adds merge and sort", func(w *Window) {
-			w.Add(t0+5, 2)
-			w.Add(t0+1, 1)
-			w.Add(t0+3, 4)
-			w.Add(t0+1, 2)
-		}, []run{{t0 + 1, 3}, {t0 + 3, 4}, {t0 + 5, 2}}, 9},
-		{"sub removes emptied entries", func(w *Window) {
-			w.Add(t0+1, 3)
-			w.Add(t0+3, 4)
-			w.Add(t0+5, 2)
-			w.Sub(t0+3, 4)
-			w.Sub(t0+1, 10) // more than held: removes what is there
-			w.Sub(t0+2, 1)  // absent: no-op
-			w.Sub(t0+9, 1)  // after the clock: no-op
-			w.Sub(t0+5, 1)
-		}, []run{{t0 + 5, 1}}, 1},
-		{"adds older than the window are ignored", func(w *Window) {
-			w.Add(t0+WindowSeconds, 1)
-			w.Add(t0, 5)
-			w.Add(t0+1, 2)
-		}, []run{{t0 + 1, 2}, {t0 + WindowSeconds, 1}}, 3},
-		{"a second's count saturates", func(w *Window) {
-			w.Add(t0, math.MaxUint32)
-			w.Add(t0, 7)
-			w.Add(t0+1, 1)
-		}, []run{{t0, math.MaxUint32}, {t0 + 1, 1}}, math.MaxUint32 + 1},
-		{"insert and remove in a wrapped ring", func(w *Window) {
-			for i := range int64(4) {
-				w.Allow(t0-WindowSeconds+10*i, 10)
-			}
-			w.Allow(t0+1, 10)             // prunes the first and wraps to slot 0
-			w.Sub(t0-WindowSeconds+20, 1) // removes from the middle
-			w.Add(t0, 2)                  // inserts before the wrapped newest
-			w.Add(t0-WindowSeconds+5, 1)  // grows, then inserts before the head
-		}, []run{
-			{t0 - WindowSeconds + 5, 1}, {t0 - WindowSeconds + 10, 1},
-			{t0 - WindowSeconds + 30, 1}, {t0, 2}, {t0 + 1, 1},
-		}, 4},
-	}
-	for _, tt := range tests {
+	for _, tt := range addSubTests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w Window
 			tt.do(&w)
@@ -239,7 +247,6 @@ func TestWindowClone(t *testing.T) {
 }
 
 func TestWindowMemory(t *testing.T) {
-	const t0 = 1_764_000_000
 	var w Window
 	for i := range int64(2 * WindowSeconds) { // one request a second, limit 100
 		w.Allow(t0+i, 100)
