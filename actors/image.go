@@ -18,7 +18,7 @@ import (
 type image struct {
 	users    map[uuid.UUID]*userRecord
 	sessions map[hash]*sessionRecord
-	keys     []map[uuid.UUID]*keyState
+	keys     []map[uuid.UUID]*slot
 	dirs     []map[hash]uuid.UUID
 	nkeys    int
 }
@@ -27,21 +27,29 @@ func newImage(shards, sizeHint int) *image {
 	im := &image{
 		users:    map[uuid.UUID]*userRecord{},
 		sessions: map[hash]*sessionRecord{},
-		keys:     make([]map[uuid.UUID]*keyState, shards),
+		keys:     make([]map[uuid.UUID]*slot, shards),
 		dirs:     make([]map[hash]uuid.UUID, shards),
 	}
 	for i := range shards {
-		im.keys[i] = make(map[uuid.UUID]*keyState, sizeHint/shards)
+		im.keys[i] = make(map[uuid.UUID]*slot, sizeHint/shards)
 		im.dirs[i] = make(map[hash]uuid.UUID, sizeHint/shards)
 	}
 	return im
 }
 
-func (im *image) key(id uuid.UUID) *keyState { return im.keys[shardOfID(id, len(im.keys))][id] }
+func (im *image) key(id uuid.UUID) *keyState {
+	if sl := im.keys[shardOfID(id, len(im.keys))][id]; sl != nil {
+		return sl.state
+	}
+	return nil
+}
 
-func (im *image) putKey(st *keyState) {
+// putKey adds a passive slot whose state is filled in.
+func (im *image) putKey(x *slotState) {
+	st := &x.st
+	x.owner = st.rec.owner
 	n := len(im.keys)
-	im.keys[shardOfID(st.rec.id, n)][st.rec.id] = st
+	im.keys[shardOfID(st.rec.id, n)][st.rec.id] = &x.slot
 	im.dirs[shardOfHash(st.rec.hash, n)][st.rec.hash] = st.rec.id
 	if st.rec.hasPrev {
 		im.dirs[shardOfHash(st.rec.prevHash, n)][st.rec.prevHash] = st.rec.id
@@ -104,7 +112,9 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 	st := im.key(ev.keyID())
 	if c, ok := ev.(keyCreated); ok {
 		if st == nil {
-			im.putKey(&keyState{rec: c.rec, applied: seq})
+			x := newSlot()
+			x.st = keyState{rec: c.rec, applied: seq}
+			im.putKey(x)
 		}
 		return
 	}
@@ -143,6 +153,10 @@ var imageMagic = []byte("GHIMG\x01")
 // alone take 64 bytes); it bounds counts read from untrusted input.
 const minKeyBytes = 64
 
+// encodedKeyEstimate sizes capture buffers (a key with a week of usage
+// encodes to about 230 bytes).
+const encodedKeyEstimate = 256
+
 func encodeKeyState(w *enc, s *keyState) {
 	encodeKeyRecord(w, &s.rec)
 	w.varint(s.use.total)
@@ -161,8 +175,7 @@ func encodeKeyState(w *enc, s *keyState) {
 	w.uvarint(s.usageSeq)
 }
 
-func decodeKeyState(d *dec) *keyState {
-	s := &keyState{}
+func decodeKeyState(d *dec, s *keyState) {
 	decodeKeyRecord(d, &s.rec)
 	s.use.total = d.varint()
 	s.use.lastUsed = d.varint()
@@ -182,7 +195,6 @@ func decodeKeyState(d *dec) *keyState {
 	}
 	s.applied = d.uvarint()
 	s.usageSeq = d.uvarint()
-	return s
 }
 
 // imageWriter streams a snapshot payload.
@@ -250,11 +262,11 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(blk.b), ErrCorrupt)
 		}
 		for range count {
-			st := decodeKeyState(&blk)
-			if blk.err() != nil {
+			x := newSlot()
+			if decodeKeyState(&blk, &x.st); blk.err() != nil {
 				break
 			}
-			im.putKey(st)
+			im.putKey(x)
 		}
 		if err := blk.done("key block"); err != nil {
 			return nil, err

@@ -86,12 +86,12 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if err != nil {
 		return KeyInfo{}, "", err
 	}
-	sealed, err := s.sealer.Seal([]byte(secret), id[:])
+	sealed, err := s.sealer.SealKey(secret, id[:])
 	if err != nil {
 		return KeyInfo{}, "", err
 	}
 	rec := keyRecord{
-		id: id, owner: k.Owner.ID, name: k.Name, preview: preview(secret), hash: h, sealed: sealed,
+		id: id, owner: k.Owner.ID, name: k.Name, preview: previewOf(secret), hash: h, sealed: sealed,
 		rateLimit: limit, createdAt: now.Unix(),
 	}
 	if !k.ExpiresAt.IsZero() {
@@ -217,11 +217,11 @@ func (s *System) RotateKey(ctx context.Context, id uuid.UUID) (KeyInfo, string, 
 	if err != nil {
 		return KeyInfo{}, "", err
 	}
-	sealed, err := s.sealer.Seal([]byte(secret), id[:])
+	sealed, err := s.sealer.SealKey(secret, id[:])
 	if err != nil {
 		return KeyInfo{}, "", err
 	}
-	r, err := s.keyCommand(ctx, &keyCmd{id: id, op: opRotate, rot: keyRotated{preview: preview(secret), hash: h, sealed: sealed}})
+	r, err := s.keyCommand(ctx, &keyCmd{id: id, op: opRotate, rot: keyRotated{preview: previewOf(secret), hash: h, sealed: sealed}})
 	if err != nil {
 		return KeyInfo{}, "", err
 	}

@@ -16,10 +16,10 @@ type keyRecord struct {
 	id        uuid.UUID
 	owner     uuid.UUID
 	name      string
-	preview   string
-	hash      hash   // current secret
-	sealed    []byte // AES-256-GCM of the current secret, bound to the id
-	prevHash  hash   // rotated-out secret, valid until graceEnds
+	preview   previewChars
+	hash      hash      // current secret
+	sealed    sealedKey // AES-256-GCM of the current secret, bound to the id
+	prevHash  hash      // rotated-out secret, valid until graceEnds
 	hasPrev   bool
 	rateLimit int64
 	revoked   bool
@@ -163,7 +163,7 @@ func (s *keyState) info() KeyInfo {
 		Owner:       r.owner,
 		Name:        r.name,
 		Prefix:      KeyPrefix,
-		Preview:     r.preview,
+		Preview:     r.preview.String(),
 		RateLimit:   r.rateLimit,
 		IsActive:    s.active(),
 		RotatedAt:   unixOrZero(r.rotatedAt),
@@ -192,7 +192,6 @@ func (s *keyState) usageView(now time.Time, days int) Usage {
 // out: exactly what replaying the WAL up to s.applied produces.
 func (s *keyState) durableCopy(unlogged ...[]secCount) *keyState {
 	c := &keyState{rec: s.rec, use: s.use.clone(), win: s.win.Clone(), applied: s.applied, usageSeq: s.usageSeq}
-	c.rec.sealed = append([]byte(nil), s.rec.sealed...)
 	for _, list := range unlogged {
 		for _, sc := range list {
 			c.win.Sub(sc.sec, sc.n)

@@ -37,9 +37,9 @@ type keyCreated struct {
 
 type keyRotated struct {
 	id        uuid.UUID
-	preview   string
+	preview   previewChars
 	hash      hash
-	sealed    []byte
+	sealed    sealedKey
 	at        int64
 	graceEnds int64
 }
@@ -81,9 +81,9 @@ func (e keyCreated) record() wal.Record {
 func (e keyRotated) record() wal.Record {
 	var w enc
 	w.fixed(e.id[:])
-	w.str(e.preview)
+	w.fixed(e.preview[:])
 	w.fixed(e.hash[:])
-	w.bytes(e.sealed)
+	w.fixed(e.sealed[:])
 	w.varint(e.at)
 	w.varint(e.graceEnds)
 	return wal.Record{Type: recKeyRotated, Data: w.b}
@@ -134,9 +134,9 @@ func decodeKeyEvent(r wal.Record) (ev keyEvent, ok bool, err error) {
 	case recKeyRotated:
 		var e keyRotated
 		d.fixed(e.id[:])
-		e.preview = d.str()
+		d.fixed(e.preview[:])
 		d.fixed(e.hash[:])
-		e.sealed = d.bytes()
+		d.fixed(e.sealed[:])
 		e.at, e.graceEnds = d.varint(), d.varint()
 		ev = e
 	case recKeyRevoked:
@@ -181,9 +181,9 @@ func encodeKeyRecord(w *enc, r *keyRecord) {
 	w.fixed(r.id[:])
 	w.fixed(r.owner[:])
 	w.str(r.name)
-	w.str(r.preview)
+	w.fixed(r.preview[:])
 	w.fixed(r.hash[:])
-	w.bytes(r.sealed)
+	w.fixed(r.sealed[:])
 	w.boolean(r.hasPrev)
 	if r.hasPrev {
 		w.fixed(r.prevHash[:])
@@ -200,9 +200,9 @@ func decodeKeyRecord(d *dec, r *keyRecord) {
 	d.fixed(r.id[:])
 	d.fixed(r.owner[:])
 	r.name = d.str()
-	r.preview = d.str()
+	d.fixed(r.preview[:])
 	d.fixed(r.hash[:])
-	r.sealed = d.bytes()
+	d.fixed(r.sealed[:])
 	r.hasPrev = d.boolean()
 	if r.hasPrev {
 		d.fixed(r.prevHash[:])

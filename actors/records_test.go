@@ -17,9 +17,9 @@ func sampleEvents() []keyEvent {
 	var h hash
 	h[0], h[31] = 1, 2
 	return []keyEvent{
-		keyCreated{rec: keyRecord{id: id, owner: id, name: "ключ", preview: "svc_live_abcd…wxyz", hash: h,
-			sealed: []byte{1, 2, 3}, rateLimit: 1000, createdAt: 1795000000, expiresAt: 1796000000}},
-		keyRotated{id: id, preview: "p", hash: h, sealed: []byte{9}, at: 1795000001, graceEnds: 1795086401},
+		keyCreated{rec: keyRecord{id: id, owner: id, name: "ключ", preview: previewChars{'a', 'b', 'c', 'd', 'w', 'x', 'y', 'z'}, hash: h,
+			sealed: sealedKey{1, 2, 3}, rateLimit: 1000, createdAt: 1795000000, expiresAt: 1796000000}},
+		keyRotated{id: id, preview: previewChars{'p'}, hash: h, sealed: sealedKey{9}, at: 1795000001, graceEnds: 1795086401},
 		keyRevoked{id: id, at: 1795000002},
 		keyDeleted{id: id},
 		keyUpdated{id: id, name: "n", rateLimit: 1e9, expiresAt: 0},

@@ -53,10 +53,41 @@ func wellFormed(b []byte) bool {
 	return true
 }
 
-// preview masks a secret: the prefix, the first and last 4 random characters.
-func preview(secret string) string {
+// previewChars are the first and last 4 random characters of a secret:
+// all a key keeps of it in the clear, to show it masked.
+type previewChars [8]byte
+
+func previewOf(secret string) previewChars {
 	r := secret[len(KeyPrefix)+1:]
-	return KeyPrefix + "_" + r[:4] + "…" + r[len(r)-4:]
+	var p previewChars
+	copy(p[:4], r[:4])
+	copy(p[4:], r[len(r)-4:])
+	return p
+}
+
+// String renders the masked key, e.g. "svc_live_AbCd…wXyZ".
+func (p previewChars) String() string {
+	return KeyPrefix + "_" + string(p[:4]) + "…" + string(p[4:])
+}
+
+// sealedLen is the size of a sealed secret: nonce, ciphertext, GCM tag.
+const sealedLen = 12 + keyLen + 16
+
+// sealedKey is a secret sealed by Sealer.SealKey, kept inline (no pointer).
+type sealedKey [sealedLen]byte
+
+// SealKey seals a full secret bound to its key id.
+func (s *Sealer) SealKey(secret string, id []byte) (sealedKey, error) {
+	var out sealedKey
+	b, err := s.Seal([]byte(secret), id)
+	if err != nil {
+		return out, err
+	}
+	if len(b) != sealedLen {
+		return out, errors.New("actors: sealed key has an unexpected size")
+	}
+	copy(out[:], b)
+	return out, nil
 }
 
 // Sealer encrypts secrets at rest with AES-256-GCM under the master key.

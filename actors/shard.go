@@ -16,8 +16,26 @@ type slot struct {
 	lastSeen    int64
 	dirty       bool
 	passivating bool
-	buffered    []any         // messages held while passivating
-	captures    []chan []byte // snapshot captures waiting for passivation
+	held        *held // only while passivating
+}
+
+// held is what waits for a passivation to finish.
+type held struct {
+	msgs     []any         // messages for the key
+	captures []chan []byte // snapshot captures
+}
+
+// slotState allocates a passive slot and its state together (restore
+// creates a million of them).
+type slotState struct {
+	slot
+	st keyState
+}
+
+func newSlot() *slotState {
+	x := &slotState{}
+	x.slot.state = &x.st
+	return x
 }
 
 // shard owns a fixed slice of the key space twice over: the keys whose id
@@ -97,7 +115,7 @@ func (s *shard) route(ctx actor.Context, id uuid.UUID, msg any, consume bool) {
 		return
 	}
 	if sl.passivating {
-		sl.buffered = append(sl.buffered, msg)
+		sl.held.msgs = append(sl.held.msgs, msg)
 		return
 	}
 	if sl.pid == nil {
@@ -133,8 +151,11 @@ func (s *shard) create(m createKey) keyReply {
 	if _, dup := s.keys[id]; dup {
 		return keyReply{err: fmt.Errorf("create key %s: duplicate id: %w", id, ErrInvalidArgument)}
 	}
-	st := &keyState{rec: m.ev.rec, applied: m.seq}
-	s.keys[id] = &slot{state: st, owner: st.rec.owner}
+	x := newSlot()
+	x.st = keyState{rec: m.ev.rec, applied: m.seq}
+	x.owner = x.st.rec.owner
+	st := &x.st
+	s.keys[id] = &x.slot
 	if shardOfHash(st.rec.hash, s.n) == s.idx {
 		s.dir[st.rec.hash] = id
 	}
@@ -165,7 +186,7 @@ func (s *shard) list(ctx actor.Context, owner uuid.UUID) listReply {
 
 // capture encodes every passive key and asks live ones for their durable copy.
 func (s *shard) capture(ctx actor.Context) captureReply {
-	var w enc
+	w := enc{b: make([]byte, 0, len(s.keys)*encodedKeyEstimate)}
 	r := captureReply{}
 	var live []*slot
 	for _, sl := range s.keys {
@@ -180,7 +201,7 @@ func (s *shard) capture(ctx actor.Context) captureReply {
 	r.live = make(chan []byte, len(live))
 	for _, sl := range live {
 		if sl.passivating {
-			sl.captures = append(sl.captures, r.live)
+			sl.held.captures = append(sl.held.captures, r.live)
 			continue
 		}
 		ctx.Send(sl.pid, captureKey{out: r.live})
@@ -198,7 +219,7 @@ func (s *shard) tick(ctx actor.Context, m tick) {
 			sl.dirty = false
 			ctx.Send(sl.pid, flushKey{})
 		} else if m.sweep && s.now-sl.lastSeen >= s.idleAfter {
-			sl.passivating = true
+			sl.passivating, sl.held = true, &held{}
 			ctx.Send(sl.pid, passivate{})
 		}
 	}
@@ -219,26 +240,24 @@ func (s *shard) passivated(ctx actor.Context, m passivated) {
 	if sl == nil || !sl.passivating {
 		return
 	}
-	sl.passivating = false
+	h := sl.held
+	sl.passivating, sl.held = false, nil
 	if m.state != nil {
 		ctx.Poison(sl.pid)
 		sl.pid, sl.state = nil, m.state
 		s.live--
 		s.onLive(-1)
-		for _, out := range sl.captures {
+		for _, out := range h.captures {
 			var w enc
 			encodeKeyState(&w, sl.state)
 			out <- w.b
 		}
 	} else {
-		for _, out := range sl.captures {
+		for _, out := range h.captures {
 			ctx.Send(sl.pid, captureKey{out: out})
 		}
 	}
-	sl.captures = nil
-	held := sl.buffered
-	sl.buffered = nil
-	for _, msg := range held {
+	for _, msg := range h.msgs {
 		var consume bool
 		if a, ok := msg.(*authorize); ok {
 			consume = a.consume
@@ -258,11 +277,13 @@ func (s *shard) gone(ctx actor.Context, id uuid.UUID) {
 		s.live--
 		s.onLive(-1)
 	}
-	for _, out := range sl.captures {
-		out <- nil // counted, carries nothing: the key is gone
-	}
-	for _, msg := range sl.buffered {
-		s.reject(msg)
+	if h := sl.held; h != nil {
+		for _, out := range h.captures {
+			out <- nil // counted, carries nothing: the key is gone
+		}
+		for _, msg := range h.msgs {
+			s.reject(msg)
+		}
 	}
 }
 

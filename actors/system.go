@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/clock"
@@ -154,13 +153,10 @@ func (s *System) spawn(im *image) {
 	for i := range s.shards {
 		sh := &shard{
 			idx: i, n: s.cfg.Shards, deps: deps, idleAfter: int64(s.cfg.IdleAfter / time.Second),
-			keys: make(map[uuid.UUID]*slot, len(im.keys[i])), dir: im.dirs[i], now: now,
+			keys: im.keys[i], dir: im.dirs[i], now: now,
 			onLive: func(d int) { s.m.liveKeys.Add(float64(d)) },
 		}
-		for id, st := range im.keys[i] {
-			sh.keys[id] = &slot{state: st, owner: st.rec.owner}
-		}
-		im.keys[i] = nil
+		im.keys[i], im.dirs[i] = nil, nil
 		s.shards[i] = s.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh }))
 	}
 	for _, pid := range s.shards {

@@ -1,0 +1,65 @@
+package httpapi
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors"
+)
+
+// BenchmarkProxyAuthPath measures the proxy's auth+limit path (path parse,
+// service lookup, key extraction, Authorize against the fake, X-RateLimit-*
+// headers) on a reused RequestCtx, as fasthttp reuses it. The "ctx" case
+// adds the per-request context.WithTimeout the route wrapper derives.
+func BenchmarkProxyAuthPath(b *testing.B) {
+	b.Run("admit", func(b *testing.B) { benchProxyAuth(b, false) })
+	b.Run("admit+ctx", func(b *testing.B) { benchProxyAuth(b, true) })
+}
+
+func benchProxyAuth(b *testing.B, withCtx bool) {
+	b.Helper()
+	fake := newFakeSystem()
+	cfg := DefaultConfig()
+	cfg.Services = map[string]Service{"llm": {Upstream: "http://127.0.0.1:1/base"}}
+	srv, err := New(cfg, fake, fake, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	u, err := fake.CreateUser(ctx, actors.NewUser{Email: "b@example.com", Password: "password123", LicenseActive: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	info, secret, err := fake.CreateKey(ctx, actors.NewKey{Owner: u, Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limit := int64(1_000_000_000)
+	if _, err := fake.UpdateKey(ctx, info.ID, actors.KeyPatch{RateLimit: &limit}); err != nil {
+		b.Fatal(err)
+	}
+
+	var req fasthttp.Request
+	req.SetRequestURI("/api/proxy/llm/v1/chat/completions?stream=false")
+	req.Header.SetHost("api.test")
+	req.Header.Set("X-API-Key", secret)
+	var rc fasthttp.RequestCtx
+	rc.Init(&req, clientAddr, nil)
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		c, cancel := ctx, context.CancelFunc(func() {})
+		if withCtx {
+			c, cancel = context.WithTimeout(ctx, time.Second)
+		}
+		if _, _, _, err := srv.admit(c, &rc); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+}

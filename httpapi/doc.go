@@ -1,0 +1,158 @@
+// Package httpapi is gatehouse's HTTP layer: the key-management API, the
+// authenticating and rate-limiting proxy, /health and /metrics, served by
+// fasthttp and fasthttp/router. It turns requests into calls on two small
+// consumer-side interfaces, KeyService and UserService (satisfied by the
+// actor system), and is the only place where errors become HTTP statuses
+// (errors.go).
+//
+// # Usage
+//
+//	cfg := httpapi.DefaultConfig()
+//	cfg.Services = map[string]httpapi.Service{
+//		"llm": {Upstream: "https://llm.internal:8443/api", Timeout: 30 * time.Second},
+//	}
+//	srv, err := httpapi.New(cfg, system, system, lg, reg, reg)
+//	if err != nil {
+//		return err
+//	}
+//	go srv.Serve(ln)        // blocks until Shutdown
+//	defer srv.Shutdown(ctx) // drains in-flight requests
+//
+// NewHealthServer serves only /health and /metrics, for a second listener.
+//
+// # Concurrency and ownership
+//
+// A Server is safe for concurrent use. Each request gets its own context,
+// context.WithTimeout(context.Background(), Config.RequestTimeout), for its
+// calls into the services. No *fasthttp.RequestCtx, and no byte slice of
+// one, outlives its handler: strings handed to the services are copies,
+// and the one exception is the key passed to Authorize and Validate,
+// which those methods must not retain. Upstream exchanges are bounded by
+// Service.Timeout instead. Every upstream has one keep-alive
+// *fasthttp.HostClient, built in New. A panic in a handler is logged with
+// its stack and answered 500; it is a bug, never control flow.
+//
+// # Routes
+//
+//	GET    /health                         200 {status:"ok"}
+//	GET    /metrics                        Prometheus text
+//	POST   /api/auth/login                 200 {user}, cookie | 400 401 INVALID_CREDENTIALS
+//	POST   /api/auth/logout                200 {success}, cookie cleared (also without a session)
+//	GET    /api/auth/me                    200 {user} | 401
+//	POST   /api/users                 adm  201 user | 400 401 403 409 EMAIL_TAKEN
+//	GET    /api/users                 adm  200 {users} | 401 403
+//	PATCH  /api/users/{id}            adm  200 user | 400 401 403 404 NOT_FOUND
+//	POST   /api/keys                  ses  201 {id,key,name,message} | 400 401 403 LICENSE_REQUIRED 413
+//	GET    /api/keys[?viewAs=<uuid>]  ses  200 {keys} newest first | 400 401 403 (viewAs by non-admin)
+//	GET    /api/keys/{id}             own  200 {key} | 401 404 KEY_NOT_FOUND
+//	DELETE /api/keys/{id}             own  200 {success} | 401 404
+//	PATCH  /api/keys/{id}             adm  200 {key} | 400 401 403 404
+//	POST   /api/keys/{id}/rotate      own  200 {key,message,gracePeriodHours} | 400 KEY_INACTIVE 401 404
+//	POST   /api/keys/{id}/revoke      own  200 {success,message} | 401 404
+//	GET    /api/keys/{id}/usage?days= own  200 {dailyUsage,totalUsageCount,rateLimit} | 400 401 404
+//	POST   /api/keys/validate         key  200 {valid,userId,rateLimit,isActive} | 401 {valid:false,error}
+//	ANY    /api/proxy/{service}/v1/*  key  upstream's answer | 400 404 401 429 502 504
+//
+// ses: a session cookie; adm: the session of an admin (403 FORBIDDEN for
+// others); own: the session of the key's owner or of an admin; another
+// user's key, an unknown id and a malformed id all answer 404
+// KEY_NOT_FOUND, so nobody learns whether a key exists. key: an API key
+// in X-API-Key (preferred) or Authorization: Bearer. Unknown paths answer
+// 404 NOT_FOUND and known paths with another method 405
+// METHOD_NOT_ALLOWED (with Allow). Paths match exactly: no redirects for
+// trailing slashes or case.
+//
+// # Errors
+//
+// Error bodies are {error: CODE, message} except the 429, {error,
+// retryAfter} with Retry-After, and validate's 401, {valid:false, error}.
+//
+//	400 VALIDATION_ERROR   a field fails validation; message starts with the field's name
+//	400 INVALID_JSON       body is not exactly one JSON object
+//	400 INVALID_PATH       proxy path is not /api/proxy/{service}/v1/..., or has a dot segment
+//	400 KEY_INACTIVE       rotate of a revoked key
+//	400 BAD_REQUEST        fasthttp could not parse the request
+//	401 UNAUTHORIZED       no, unknown or expired session
+//	401 INVALID_CREDENTIALS wrong email or password
+//	401 MISSING_API_KEY / INVALID_API_KEY / KEY_EXPIRED / KEY_REVOKED
+//	403 FORBIDDEN          admin only, or viewAs by a non-admin
+//	403 LICENSE_REQUIRED   creating a key without an active license
+//	403 CSRF_REJECTED      see below
+//	404 NOT_FOUND          unknown route or user
+//	404 KEY_NOT_FOUND      unknown, foreign or malformed key id
+//	404 UNKNOWN_SERVICE    proxy service not configured
+//	405 METHOD_NOT_ALLOWED
+//	409 EMAIL_TAKEN
+//	413 PAYLOAD_TOO_LARGE  body over MaxBodyBytes (JSON) or MaxProxyBodyBytes (proxy)
+//	429 RATE_LIMIT_EXCEEDED {error, retryAfter}
+//	502 UPSTREAM_UNAVAILABLE upstream refused, reset or answered garbage
+//	503 UNAVAILABLE        the services are shutting down or did not answer in time
+//	504 UPSTREAM_TIMEOUT   upstream (or a free connection to it) took over Service.Timeout
+//	500 INTERNAL           anything else; logged once, never with secrets
+//
+// # CSRF
+//
+// A state-changing request (POST, PUT, PATCH, DELETE) that carries the
+// session cookie is refused with 403 CSRF_REJECTED if its Origin header
+// (or, lacking one, its Referer) names another host than its Host header
+// (default ports ignored; Origin "null" never matches), or if its
+// Content-Type is one a cross-site HTML form can send:
+// application/x-www-form-urlencoded, multipart/form-data or text/plain.
+// Requests without those headers (curl, SDKs) pass. Login has no session
+// yet: only its Origin/Referer is checked (against login CSRF), so that
+// `curl -d` (a form content type) can log in. The check runs
+// before the session is looked up; without a cookie the answer is 401.
+// Validate and the proxy authenticate by key, not cookie, and are exempt.
+//
+// # Decisions where the seed is silent
+//
+//   - Session cookie "gatehouse_session": HttpOnly, SameSite=Lax, Path=/,
+//     Secure with Config.SecureCookies, Max-Age until the session expires.
+//   - Key names: a JSON string of 1-100 Unicode code points
+//     (utf8.RuneCountInString), not only whitespace, no control characters.
+//     Names are stored as given, not trimmed.
+//   - Body validation failures are 400 VALIDATION_ERROR naming the field;
+//     a wrongly typed field is VALIDATION_ERROR too, not INVALID_JSON.
+//     Unknown fields are ignored. Errors of the services wrapping
+//     actors.ErrInvalidArgument become VALIDATION_ERROR with their text
+//     minus the "actors: " noise.
+//   - Timestamps are ISO 8601 UTC with whole seconds, 2026-11-22T10:00:00Z,
+//     and null when unset. expiresAt accepts any RFC 3339 time after now;
+//     in PATCH, null clears the expiry.
+//   - PATCH /api/keys/{id}: rateLimit is a JSON integer in 1..10^9 (no
+//     fraction or exponent); an empty patch is a VALIDATION_ERROR.
+//   - POST /api/users: role defaults to "user", plan to "standard",
+//     licenseActive to false. PATCH cannot change the email.
+//   - ids in paths must be canonical 36-character UUIDs; viewAs must be one
+//     too (400), but a non-admin gets 403 before the value is looked at.
+//     viewAs of an unknown user lists nothing.
+//   - usage days: the query must be an integer 1..30; an empty value is 400.
+//   - validate of a valid key that is at its rate limit answers valid:true;
+//     the limit is not consumed either way.
+//   - Revoking a revoked key succeeds (200). Logout without a session
+//     succeeds and clears the cookie.
+//   - Proxy order of checks: path (400), service (404), body size (413),
+//     key (401), limit (429). So only a forwardable request costs quota.
+//   - Proxy forwarding: method, query and body unchanged; the raw,
+//     still-encoded path suffix /v1/... is appended to the upstream's base
+//     path. Dot segments ("." and "..", also as %2e, or behind '\', %2f or
+//     %5c) are refused with INVALID_PATH so a key for one service cannot
+//     reach outside its base path. Hop-by-hop headers (Connection and the
+//     headers it names, Keep-Alive, Proxy-*, TE, Trailer,
+//     Transfer-Encoding, Upgrade, Expect), X-API-Key, Authorization and the
+//     gatehouse_session cookie are removed; X-Forwarded-For (appended),
+//     X-Forwarded-Host, X-Forwarded-Proto, X-Gatehouse-User-Id and
+//     X-Gatehouse-Key-Id are set; Service.Headers replace client headers of
+//     the same name; Host is the upstream's.
+//   - A request admitted by the limiter counts in usage and in the window
+//     even if the upstream then fails (502/504): it was admitted before the
+//     upstream was contacted, and the upstream may have done the work even
+//     when its answer was lost.
+//   - X-RateLimit-Limit, -Remaining and -Reset (Unix seconds) come from the
+//     limiter's decision and are set on every admitted response (upstream
+//     values of those headers are replaced), on the 429 and on 502/504.
+//     On a 429, Retry-After and retryAfter equal Reset minus now.
+//   - Bodies: MaxBodyBytes (64 KiB) bounds JSON bodies; MaxProxyBodyBytes
+//     (8 MiB) bounds proxied request bodies; the upstream's answer is
+//     buffered up to 32 MiB (502 beyond) until streaming lands.
+package httpapi

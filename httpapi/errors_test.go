@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors"
+)
+
+func TestClassify(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("shard 3: get key: %w", err) }
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		msg    string // "" to skip
+		unexp  bool
+	}{
+		{"missing key", actors.ErrKeyMissing, 401, codeMissingKey, "", false},
+		{"invalid key", wrap(actors.ErrKeyInvalid), 401, codeInvalidKey, "", false},
+		{"expired", wrap(actors.ErrKeyExpired), 401, codeKeyExpired, "", false},
+		{"revoked", wrap(actors.ErrKeyRevoked), 401, codeKeyRevoked, "", false},
+		{"rate limited", wrap(actors.ErrRateLimited), 429, codeRateLimited, "", false},
+		{"key not found", wrap(actors.ErrKeyNotFound), 404, codeKeyNotFound, "", false},
+		{"inactive", wrap(actors.ErrKeyInactive), 400, codeKeyInactive, "", false},
+		{"license", wrap(actors.ErrLicenseRequired), 403, codeLicenseRequired, "", false},
+		{"user not found", wrap(actors.ErrUserNotFound), 404, codeNotFound, "", false},
+		{"email taken", wrap(actors.ErrEmailTaken), 409, codeEmailTaken, "", false},
+		{"bad credentials", actors.ErrBadCredentials, 401, codeInvalidCreds, "", false},
+		{"session", actors.ErrSessionInvalid, 401, codeUnauthorized, "", false},
+		{"unavailable", wrap(actors.ErrUnavailable), 503, codeUnavailable, "", false},
+		{"deadline", wrap(context.DeadlineExceeded), 503, codeUnavailable, "", false},
+		{"invalid argument", fmt.Errorf("create key: name must be 1-100 characters: %w", actors.ErrInvalidArgument),
+			400, codeValidation, "create key: name must be 1-100 characters", false},
+		{"bare invalid argument", actors.ErrInvalidArgument, 400, codeValidation, "invalid argument", false},
+		{"upstream refused", &upstreamError{&upstream{name: "llm"}, &net.OpError{Op: "dial", Err: errors.New("connection refused")}},
+			502, codeUpstreamDown, "upstream llm is unavailable", false},
+		{"upstream timeout", &upstreamError{&upstream{name: "llm"}, fasthttp.ErrTimeout}, 504, codeUpstreamTimeout, "", false},
+		{"upstream dial timeout", &upstreamError{&upstream{name: "llm"}, fasthttp.ErrDialTimeout}, 504, codeUpstreamTimeout, "", false},
+		{"upstream no conns", &upstreamError{&upstream{name: "llm"}, fasthttp.ErrNoFreeConns}, 504, codeUpstreamTimeout, "", false},
+		{"api error", invalidField("days", "must be %d", 1), 400, codeValidation, "days must be 1", false},
+		{"unexpected", errors.New("disk on fire"), 500, codeInternal, "internal error", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, code, msg, unexp := classify(tt.err)
+			if status != tt.status || code != tt.code || unexp != tt.unexp || (tt.msg != "" && msg != tt.msg) {
+				t.Errorf("classify(%v) = %d, %s, %q, %v; want %d, %s, %q, %v",
+					tt.err, status, code, msg, unexp, tt.status, tt.code, tt.msg, tt.unexp)
+			}
+		})
+	}
+}
+
+// brokenKeys fails GetKey with an unexpected error that carries a secret.
+type brokenKeys struct{ *fakeSystem }
+
+func (brokenKeys) GetKey(context.Context, uuid.UUID) (actors.KeyInfo, error) {
+	return actors.KeyInfo{}, errors.New("decrypt svc_live_SECRETSECRETSECRETSECRETSECRET12: bad tag")
+}
+
+func TestInternalErrorIsLoggedOnceWithoutLeaking(t *testing.T) {
+	fake := newFakeSystem()
+	var logs syncBuffer
+	srv, err := New(DefaultConfig(), brokenKeys{fake}, fake, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.now = fake.clk.Now
+	e := &testEnv{fake: fake, srv: srv}
+	e.client = inmemoryClient(t, srv)
+	e.addUser(t, "a@example.com", actors.RoleUser, actors.PlanStandard, true)
+	ck := e.login(t, "a@example.com")
+	r := e.do(t, request{method: "GET", path: "/api/keys/" + uuid.NewString(), cookie: ck})
+	mustStatus(t, r, 500, codeInternal)
+	if strings.Contains(string(r.body), "SECRET") {
+		t.Errorf("500 body leaks the error: %s", r.body)
+	}
+	if n := strings.Count(logs.String(), "request failed"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "SECRET") {
+		t.Errorf("log leaks an API key:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,282 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors"
+)
+
+const (
+	defaultUsageDays = 7
+	maxUsageDays     = 30
+	msgKeyCreated    = "Save this API key now: it is shown only once and cannot be retrieved again."
+	msgKeyRotated    = "Save the new API key now: it is shown only once. The old key stays valid until the grace period ends."
+	msgKeyRevoked    = "API key revoked: it is no longer valid."
+)
+
+type keyRequest struct {
+	Name      json.RawMessage `json:"name"`
+	ExpiresAt json.RawMessage `json:"expiresAt"`
+	RateLimit json.RawMessage `json:"rateLimit"`
+}
+
+// createKey: POST /api/keys {name, expiresAt?}.
+func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	var req keyRequest
+	if err := s.decodeBody(rc, &req); err != nil {
+		return err
+	}
+	name, ok, err := optString(req.Name, "name")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return invalidField("name", "is required")
+	}
+	if err = checkName(name, "name"); err != nil {
+		return err
+	}
+	exp, _, err := optTime(req.ExpiresAt, "expiresAt", s.now())
+	if err != nil {
+		return err
+	}
+	info, secret, err := s.keys.CreateKey(ctx, actors.NewKey{Owner: u, Name: name, ExpiresAt: exp})
+	if err != nil {
+		return err
+	}
+	writeJSON(rc, fasthttp.StatusCreated, createdKeyBody{ID: info.ID, Key: secret, Name: info.Name, Message: msgKeyCreated})
+	return nil
+}
+
+// listKeys: GET /api/keys[?viewAs=<user_id>], newest first.
+func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	owner := u.ID
+	if view := rc.QueryArgs().Peek("viewAs"); rc.QueryArgs().Has("viewAs") {
+		if u.Role != actors.RoleAdmin {
+			return &apiError{fasthttp.StatusForbidden, codeForbidden, "viewAs requires the admin role"}
+		}
+		id, ok := parseID(string(view))
+		if !ok {
+			return invalidField("viewAs", "must be a user id (UUID)")
+		}
+		owner = id
+	}
+	keys, err := s.keys.ListKeys(ctx, owner)
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(keys, func(a, b actors.KeyInfo) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	views := make([]keyListView, len(keys))
+	for i, k := range keys {
+		views[i] = newKeyListView(k)
+	}
+	writeJSON(rc, fasthttp.StatusOK, map[string]any{"keys": views})
+	return nil
+}
+
+// ownedKey returns the key named by the {id} path parameter if u owns it
+// or is an admin. Anything else is KEY_NOT_FOUND, so that nobody learns
+// whether another user's key exists.
+func (s *Server) ownedKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) (actors.KeyInfo, error) {
+	id, ok := pathID(rc)
+	if !ok {
+		return actors.KeyInfo{}, errKeyNotFound
+	}
+	k, err := s.keys.GetKey(ctx, id)
+	if err != nil {
+		return actors.KeyInfo{}, err
+	}
+	if k.Owner != u.ID && u.Role != actors.RoleAdmin {
+		return actors.KeyInfo{}, errKeyNotFound
+	}
+	return k, nil
+}
+
+// getKey: GET /api/keys/{id}.
+func (s *Server) getKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	k, err := s.ownedKey(ctx, rc, u)
+	if err != nil {
+		return err
+	}
+	writeJSON(rc, fasthttp.StatusOK, map[string]any{"key": newKeyDetailView(k)})
+	return nil
+}
+
+// deleteKey: DELETE /api/keys/{id}.
+func (s *Server) deleteKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	k, err := s.ownedKey(ctx, rc, u)
+	if err != nil {
+		return err
+	}
+	if err := s.keys.DeleteKey(ctx, k.ID); err != nil {
+		return err
+	}
+	writeJSON(rc, fasthttp.StatusOK, successBody{Success: true})
+	return nil
+}
+
+// rotateKey: POST /api/keys/{id}/rotate.
+func (s *Server) rotateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	k, err := s.ownedKey(ctx, rc, u)
+	if err != nil {
+		return err
+	}
+	_, secret, err := s.keys.RotateKey(ctx, k.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(rc, fasthttp.StatusOK, rotatedKeyBody{
+		Key: secret, Message: msgKeyRotated, GracePeriodHours: int64(s.cfg.GracePeriod / time.Hour),
+	})
+	return nil
+}
+
+// revokeKey: POST /api/keys/{id}/revoke. Revoking a revoked key succeeds.
+func (s *Server) revokeKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	k, err := s.ownedKey(ctx, rc, u)
+	if err != nil {
+		return err
+	}
+	if err := s.keys.RevokeKey(ctx, k.ID); err != nil {
+		return err
+	}
+	writeJSON(rc, fasthttp.StatusOK, successBody{Success: true, Message: msgKeyRevoked})
+	return nil
+}
+
+// updateKey: PATCH /api/keys/{id} (admin) {rateLimit?, name?, expiresAt?};
+// expiresAt null clears the expiry. At least one field is required.
+func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	k, err := s.ownedKey(ctx, rc, u)
+	if err != nil {
+		return err
+	}
+	var req keyRequest
+	if err = s.decodeBody(rc, &req); err != nil {
+		return err
+	}
+	p, err := s.keyPatch(req)
+	if err != nil {
+		return err
+	}
+	k, err = s.keys.UpdateKey(ctx, k.ID, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(rc, fasthttp.StatusOK, map[string]any{"key": newKeyDetailView(k)})
+	return nil
+}
+
+func (s *Server) keyPatch(req keyRequest) (actors.KeyPatch, error) {
+	var p actors.KeyPatch
+	if n, ok, err := optRateLimit(req.RateLimit, "rateLimit"); err != nil {
+		return p, err
+	} else if ok {
+		p.RateLimit = &n
+	}
+	if len(req.Name) > 0 {
+		name, ok, err := optString(req.Name, "name")
+		if err != nil {
+			return p, err
+		}
+		if !ok {
+			return p, invalidField("name", "must be a string")
+		}
+		if err := checkName(name, "name"); err != nil {
+			return p, err
+		}
+		p.Name = &name
+	}
+	if exp, set, err := optTime(req.ExpiresAt, "expiresAt", s.now()); err != nil {
+		return p, err
+	} else if set {
+		p.ExpiresAt = &exp
+	}
+	if p.RateLimit == nil && p.Name == nil && p.ExpiresAt == nil {
+		return p, invalidField("body", "must set at least one of rateLimit, name, expiresAt")
+	}
+	return p, nil
+}
+
+// keyUsage: GET /api/keys/{id}/usage?days=N, N in 1..30, default 7.
+func (s *Server) keyUsage(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	days := defaultUsageDays
+	if rc.QueryArgs().Has("days") {
+		n, err := strconv.Atoi(string(rc.QueryArgs().Peek("days")))
+		if err != nil || n < 1 || n > maxUsageDays {
+			return invalidField("days", "must be an integer between 1 and %d", maxUsageDays)
+		}
+		days = n
+	}
+	k, err := s.ownedKey(ctx, rc, u)
+	if err != nil {
+		return err
+	}
+	usage, err := s.keys.KeyUsage(ctx, k.ID, days)
+	if err != nil {
+		return err
+	}
+	writeJSON(rc, fasthttp.StatusOK, newUsageBody(usage))
+	return nil
+}
+
+// validateKey: POST /api/keys/validate. It does not consume the limit. A
+// key that is valid but at its limit is still valid.
+func (s *Server) validateKey(ctx context.Context, rc *fasthttp.RequestCtx) error {
+	secret := apiKey(&rc.Request.Header)
+	if len(secret) == 0 {
+		s.writeValidateError(rc, actors.ErrKeyMissing)
+		return nil
+	}
+	res := s.keys.Validate(ctx, secret)
+	if res.Err != nil && !errors.Is(res.Err, actors.ErrRateLimited) {
+		s.writeValidateError(rc, res.Err)
+		return nil
+	}
+	userID, limit, active := res.UserID, res.Limit.Limit, res.IsActive
+	writeJSON(rc, fasthttp.StatusOK, validateBody{Valid: true, UserID: &userID, RateLimit: &limit, IsActive: &active})
+	return nil
+}
+
+var bearer = []byte("bearer ")
+
+// apiKey returns the key of a request: X-API-Key, else the token of
+// Authorization: Bearer (scheme case-insensitive). The result aliases the
+// request's memory: use it only inside the handler.
+func apiKey(h *fasthttp.RequestHeader) []byte {
+	if k := bytes.TrimSpace(h.Peek("X-API-Key")); len(k) > 0 {
+		return k
+	}
+	auth := h.Peek(fasthttp.HeaderAuthorization)
+	if len(auth) > len(bearer) && asciiEqualFold(auth[:len(bearer)], bearer) {
+		return bytes.TrimSpace(auth[len(bearer):])
+	}
+	return nil
+}
+
+func asciiEqualFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		ca, cb := a[i], b[i]
+		if 'A' <= ca && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if 'A' <= cb && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+)
+
+// metrics are the Prometheus collectors of every Server sharing a
+// Registerer; the "listener" label tells the servers apart.
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// newMetrics creates the collectors and registers them on reg. If another
+// Server registered them already, its collectors are shared. On any other
+// registration error the collectors work but are not exported.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_http_requests_total",
+			Help: "HTTP requests answered, by listener, route pattern, method and status.",
+		}, []string{"listener", "route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gatehouse_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by listener and route pattern.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"listener", "route"}),
+	}
+	var err error
+	m.requests, err = register(reg, m.requests)
+	if err != nil {
+		return m, err
+	}
+	m.duration, err = register(reg, m.duration)
+	return m, err
+}
+
+// register registers c, or returns the collector already registered
+// under the same description.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	if err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// routeMetrics are the collectors of one route, curried once at startup.
+type routeMetrics struct {
+	requests *prometheus.CounterVec
+	duration prometheus.Observer
+}
+
+func (m *metrics) forRoute(listener, route string) routeMetrics {
+	return routeMetrics{
+		requests: m.requests.MustCurryWith(prometheus.Labels{"listener": listener, "route": route}),
+		duration: m.duration.WithLabelValues(listener, route),
+	}
+}
+
+// record counts one answered request.
+func (r routeMetrics) record(rc *fasthttp.RequestCtx, d time.Duration) {
+	r.requests.WithLabelValues(methodLabel(rc.Method()), statusLabel(rc.Response.StatusCode())).Inc()
+	r.duration.Observe(d.Seconds())
+}
+
+// methodLabel maps the method to a constant string: no allocation, and a
+// bounded label set whatever clients send.
+func methodLabel(m []byte) string {
+	switch string(m) {
+	case fasthttp.MethodGet:
+		return fasthttp.MethodGet
+	case fasthttp.MethodPost:
+		return fasthttp.MethodPost
+	case fasthttp.MethodPut:
+		return fasthttp.MethodPut
+	case fasthttp.MethodPatch:
+		return fasthttp.MethodPatch
+	case fasthttp.MethodDelete:
+		return fasthttp.MethodDelete
+	case fasthttp.MethodHead:
+		return fasthttp.MethodHead
+	case fasthttp.MethodOptions:
+		return fasthttp.MethodOptions
+	}
+	return "OTHER"
+}
+
+// statusLabels holds "100".."599" so that labelling allocates nothing.
+var statusLabels = func() (l [600]string) {
+	for i := 100; i < len(l); i++ {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+func statusLabel(code int) string {
+	if code < 100 || code >= len(statusLabels) {
+		return "other"
+	}
+	return statusLabels[code]
+}

@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// Route patterns, as they appear in the "route" metrics label.
+const (
+	routeProxy     = "/api/proxy/{service}/v1/{rest:*}"
+	routeUnmatched = "unmatched"
+)
+
+var proxyPrefix = []byte("/api/proxy/")
+
+// handlerFunc is a handler below the route wrapper: it gets the request's
+// context and returns an error for writeError instead of writing it.
+type handlerFunc func(ctx context.Context, rc *fasthttp.RequestCtx) error
+
+// apiRoutes builds the management API, the proxy and /health, /metrics.
+func (s *Server) apiRoutes() fasthttp.RequestHandler {
+	r := s.newRouter()
+	get, post, patch, del := fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPatch, fasthttp.MethodDelete
+
+	s.handle(r, post, "/api/auth/login", s.login)
+	s.handle(r, post, "/api/auth/logout", s.logout)
+	s.handle(r, get, "/api/auth/me", s.session(s.me))
+
+	s.handle(r, post, "/api/users", s.admin(s.createUser))
+	s.handle(r, get, "/api/users", s.admin(s.listUsers))
+	s.handle(r, patch, "/api/users/{id}", s.admin(s.updateUser))
+
+	s.handle(r, post, "/api/keys", s.session(s.createKey))
+	s.handle(r, get, "/api/keys", s.session(s.listKeys))
+	s.handle(r, post, "/api/keys/validate", s.validateKey)
+	s.handle(r, get, "/api/keys/{id}", s.session(s.getKey))
+	s.handle(r, del, "/api/keys/{id}", s.session(s.deleteKey))
+	s.handle(r, patch, "/api/keys/{id}", s.admin(s.updateKey))
+	s.handle(r, post, "/api/keys/{id}/rotate", s.session(s.rotateKey))
+	s.handle(r, post, "/api/keys/{id}/revoke", s.session(s.revokeKey))
+	s.handle(r, get, "/api/keys/{id}/usage", s.session(s.keyUsage))
+
+	// The proxy takes every method and is dispatched on its prefix before
+	// the router: the router's catch-all would copy the path on every
+	// request, and the proxy parses the raw path itself anyway.
+	proxy := s.wrap(routeProxy, s.proxy)
+	routed := r.Handler
+	return func(rc *fasthttp.RequestCtx) {
+		if bytes.HasPrefix(rc.Request.URI().PathOriginal(), proxyPrefix) {
+			proxy(rc)
+			return
+		}
+		routed(rc)
+	}
+}
+
+// healthRoutes builds the router of NewHealthServer.
+func (s *Server) healthRoutes() fasthttp.RequestHandler {
+	return s.newRouter().Handler
+}
+
+// newRouter returns a router with /health, /metrics and the JSON 404 and
+// 405 answers. Paths are matched exactly: no trailing-slash or case
+// redirects, which would turn a POST into a GET in many clients.
+func (s *Server) newRouter() *router.Router {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.HandleOPTIONS = false
+	r.NotFound = s.wrap(routeUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errNotFound })
+	r.MethodNotAllowed = s.wrap(routeUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errMethodNotAllowed })
+
+	s.handle(r, fasthttp.MethodGet, "/health", func(_ context.Context, rc *fasthttp.RequestCtx) error {
+		writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
+		return nil
+	})
+	prom := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
+	s.handle(r, fasthttp.MethodGet, "/metrics", func(_ context.Context, rc *fasthttp.RequestCtx) error {
+		prom(rc)
+		return nil
+	})
+	return r
+}
+
+// handle registers h for method and pattern behind the route wrapper.
+func (s *Server) handle(r *router.Router, method, pattern string, h handlerFunc) {
+	r.Handle(method, pattern, s.wrap(pattern, h))
+}
+
+// wrap turns h into a fasthttp handler: it derives the request context,
+// writes h's error, recovers a panic as a 500 and records the metrics
+// under route.
+func (s *Server) wrap(route string, h handlerFunc) fasthttp.RequestHandler {
+	obs := s.m.forRoute(s.cfg.Listener, route)
+	return func(rc *fasthttp.RequestCtx) {
+		start := time.Now()
+		defer s.finish(rc, obs, start)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+		defer cancel()
+		if err := h(ctx, rc); err != nil {
+			s.writeError(rc, err)
+		}
+	}
+}
+
+// finish runs deferred by wrap. A panic is a bug: it is logged with its
+// stack and answered as 500 so one bad request cannot stop the listener.
+func (s *Server) finish(rc *fasthttp.RequestCtx, obs routeMetrics, start time.Time) {
+	if v := recover(); v != nil {
+		s.lg.Error("handler panic", "path", string(rc.Path()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		rc.Response.Reset()
+		s.writeError(rc, errPanic)
+	}
+	obs.record(rc, time.Since(start))
+}
