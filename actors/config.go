@@ -27,6 +27,8 @@ type Config struct {
 	SnapshotEvery uint64
 	// SnapshotInterval takes a snapshot at least this often when anything changed (0 disables).
 	SnapshotInterval time.Duration
+	// AuthTimeout bounds an Authorize/Validate wait (between 1 and 2 times it).
+	AuthTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -41,6 +43,7 @@ func DefaultConfig() Config {
 		Plans:            map[Plan]int64{PlanStandard: 1000, PlanPremium: 10000},
 		SnapshotEvery:    200_000,
 		SnapshotInterval: 10 * time.Minute,
+		AuthTimeout:      time.Second,
 	}
 }
 
@@ -61,6 +64,8 @@ func (c Config) Validate() error {
 		return errors.New("actors: session_ttl must be > 0")
 	case c.SnapshotInterval < 0:
 		return errors.New("actors: snapshot interval must be >= 0")
+	case c.AuthTimeout <= 0:
+		return errors.New("actors: auth_timeout must be > 0")
 	}
 	for _, p := range []Plan{PlanStandard, PlanPremium} {
 		if n, ok := c.Plans[p]; !ok || n < 1 || n > maxRateLimit {

@@ -15,7 +15,10 @@ import (
 // Authorize checks a presented secret and, if it is usable, counts one
 // request against the key's sliding-window limit and its usage. It is the
 // proxy's hot path: the secret is hashed here and not retained, the message
-// is pooled, and the reply comes back on a channel.
+// is pooled, the reply comes back on a channel, and nothing is allocated.
+// The wait ends at ctx's end or, at the latest, after one to two
+// Config.AuthTimeout periods (a shared watchdog, not a timer per call), so
+// callers on the hot path may pass a context without a deadline.
 func (s *System) Authorize(ctx context.Context, secret []byte) AuthResult {
 	return s.authorize(ctx, secret, true)
 }
@@ -35,6 +38,7 @@ func (s *System) authorize(ctx context.Context, secret []byte, consume bool) Aut
 	m := s.authPool.Get().(*authorize)
 	m.hash, m.consume, m.routed = hashOf(secret), consume, false
 	s.root.Send(s.shards[shardOfHash(m.hash, len(s.shards))], m)
+	wd := *s.watchdog.Load()
 	select {
 	case r := <-m.reply:
 		s.authPool.Put(m)
@@ -42,6 +46,8 @@ func (s *System) authorize(ctx context.Context, secret []byte, consume bool) Aut
 	case <-ctx.Done():
 		// The actor may still answer into m.reply: m is not reused.
 		return AuthResult{Err: fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())}
+	case <-wd:
+		return AuthResult{Err: fmt.Errorf("authorize: no answer in time: %w", ErrUnavailable)}
 	}
 }
 

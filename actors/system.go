@@ -44,6 +44,7 @@ type System struct {
 	accounts *actor.PID
 
 	authPool sync.Pool
+	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
 	stop     chan struct{}
 	loopDone chan struct{}
 	closed   atomic.Bool
@@ -81,6 +82,8 @@ func New(cfg Config, d Deps) (*System, error) {
 		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	s.authPool.New = func() any { return &authorize{reply: make(chan AuthResult, 1)} }
+	wd := make(chan struct{})
+	s.watchdog.Store(&wd)
 	start := time.Now()
 	im, idx, replayed, err := s.restore()
 	if err != nil {
@@ -127,7 +130,12 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 		return nil, 0, 0, fmt.Errorf("restore: wal starts at %d but the snapshot ends at %d: records are missing", first, idx)
 	}
 	if last < idx {
+		// Every record left is already in the snapshot (the WAL was cut by a
+		// repair, or an older wal.db was restored): drop them, number on.
 		s.lg.Warn("wal ends before the snapshot, continuing numbering after it", "wal_last", last, "snapshot_index", idx)
+		if err := s.log.TruncateBefore(last + 1); err != nil {
+			return nil, 0, 0, fmt.Errorf("restore: %w", err)
+		}
 		if err := s.log.SetNext(idx); err != nil {
 			return nil, 0, 0, fmt.Errorf("restore: %w", err)
 		}
@@ -171,12 +179,21 @@ func (s *System) loop() {
 	defer close(s.loopDone)
 	t := time.NewTicker(s.cfg.FlushInterval)
 	defer t.Stop()
+	wd := time.NewTicker(s.cfg.AuthTimeout)
+	defer wd.Stop()
+	prev := make(chan struct{}) // stands for the generation before the first
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 			s.Tick()
+		case <-wd.C:
+			// A waiter took the current channel; it closes one tick after
+			// the next, so every wait lasts one to two AuthTimeouts.
+			next := make(chan struct{})
+			close(prev)
+			prev = *s.watchdog.Swap(&next)
 		}
 	}
 }

@@ -1,0 +1,65 @@
+package wal
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the package's Prometheus collectors. They are registered on the
+// Registerer given to Open and unregistered by Close.
+type metrics struct {
+	commitDuration prometheus.Histogram
+	batchRecords   prometheus.Histogram
+	appended       prometheus.Counter
+	repaired       prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gatehouse_wal_commit_duration_seconds",
+			Help:    "Time to write and fsync one group-commit batch.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gatehouse_wal_batch_records",
+			Help:    "Records per committed batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+		}),
+		appended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gatehouse_wal_appended_records_total",
+			Help: "Records committed to the log.",
+		}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gatehouse_wal_repaired_records_total",
+			Help: "Records cut from the log by repair on open.",
+		}),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.commitDuration, m.batchRecords, m.appended, m.repaired}
+}
+
+// register registers every collector on reg, or none of them. nil reg is a
+// no-op.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for i, c := range m.collectors() {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors()[:i] {
+				reg.Unregister(done)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range m.collectors() {
+		reg.Unregister(c)
+	}
+}

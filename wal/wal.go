@@ -1,0 +1,235 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/bbolt"
+)
+
+var (
+	bucketLog  = []byte("log")
+	bucketMeta = []byte("meta")
+	keyLast    = []byte("last")
+)
+
+// queueSize is how many Append/AppendAsync calls may wait for the writer
+// before callers block.
+const queueSize = 1024
+
+// Log is a write-ahead log in one bbolt file. All methods are safe for
+// concurrent use.
+type Log struct {
+	cfg Config
+	db  *bbolt.DB
+	lg  *slog.Logger
+	m   *metrics
+	reg prometheus.Registerer
+
+	mu     sync.RWMutex // guards closed; read-held while sending on reqs and during transactions
+	closed bool
+	reqs   chan *request
+	done   chan struct{} // closed when the writer goroutine exits
+	pool   sync.Pool     // *request for Append
+
+	commits atomic.Uint64 // committed batches (tests)
+
+	// Owned by the writer goroutine.
+	buf              []byte
+	batch            []*request
+	hookBeforeCommit func() error // fault injection (tests)
+}
+
+// Open opens or creates the log at cfg.Path, repairs it (see the package
+// documentation) and starts the writer goroutine. lg may be nil; reg may be
+// nil, in which case no metrics are registered.
+func Open(cfg Config, lg *slog.Logger, reg prometheus.Registerer) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("component", "wal")
+	dir := filepath.Dir(cfg.Path)
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("open %s: parent directory: %w", cfg.Path, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("open %s: parent %s is not a directory", cfg.Path, dir)
+	}
+	db, err := bbolt.Open(cfg.Path, 0o600, &bbolt.Options{
+		Timeout:        cfg.OpenTimeout,
+		NoFreelistSync: true,
+		NoSync:         cfg.NoSync,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
+	}
+	m := newMetrics()
+	if err := repair(db, lg, m); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
+	}
+	if err := m.register(reg); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %s: register metrics: %w", cfg.Path, err)
+	}
+	l := &Log{
+		cfg:  cfg,
+		db:   db,
+		lg:   lg,
+		m:    m,
+		reg:  reg,
+		reqs: make(chan *request, queueSize),
+		done: make(chan struct{}),
+	}
+	l.pool.New = func() any { return &request{ch: make(chan result, 1)} }
+	go l.run()
+	return l, nil
+}
+
+// Close waits for every queued append to be committed (or to fail), then
+// closes the file and unregisters the metrics. Later calls to any method
+// return ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	close(l.reqs)
+	l.mu.Unlock()
+
+	<-l.done
+	l.m.unregister(l.reg)
+	if err := l.db.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", l.cfg.Path, err)
+	}
+	return nil
+}
+
+// FirstIndex returns the sequence of the oldest record, or 0 if the log is
+// empty.
+func (l *Log) FirstIndex() (uint64, error) {
+	var first uint64
+	err := l.view(func(tx *bbolt.Tx) error {
+		k, _ := tx.Bucket(bucketLog).Cursor().First()
+		if k == nil {
+			return nil
+		}
+		if len(k) != 8 {
+			return fmt.Errorf("first index: key %x: %w", k, ErrCorrupt)
+		}
+		first = binary.BigEndian.Uint64(k)
+		return nil
+	})
+	return first, err
+}
+
+// LastIndex returns the last sequence ever assigned, even if TruncateBefore
+// has since deleted it, or 0 if nothing was ever appended.
+func (l *Log) LastIndex() (uint64, error) {
+	var last uint64
+	err := l.view(func(tx *bbolt.Tx) error {
+		var err error
+		last, err = getLast(tx.Bucket(bucketMeta))
+		return err
+	})
+	return last, err
+}
+
+// TruncateBefore deletes every record with sequence < seq in one transaction.
+// Numbering continues: the next Append still returns LastIndex()+1.
+// seq > LastIndex()+1 returns ErrOutOfRange and deletes nothing.
+func (l *Log) TruncateBefore(seq uint64) error {
+	return l.update(func(tx *bbolt.Tx) error {
+		last, err := getLast(tx.Bucket(bucketMeta))
+		if err != nil {
+			return fmt.Errorf("truncate before %d: %w", seq, err)
+		}
+		if last < math.MaxUint64 && seq > last+1 {
+			return fmt.Errorf("truncate before %d: last index %d: %w", seq, last, ErrOutOfRange)
+		}
+		target := appendKey(nil, seq)
+		c := tx.Bucket(bucketLog).Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k, target) < 0; k, _ = c.First() {
+			if err := c.Delete(); err != nil {
+				return fmt.Errorf("truncate before %d: %w", seq, err)
+			}
+		}
+		return nil
+	})
+}
+
+// SetNext makes the next assigned sequence at least idx+1. It is meant for
+// restoring from a snapshot at idx into an empty log, and returns
+// ErrNotEmpty if the log holds records. It never lowers LastIndex.
+func (l *Log) SetNext(idx uint64) error {
+	return l.update(func(tx *bbolt.Tx) error {
+		if k, _ := tx.Bucket(bucketLog).Cursor().First(); k != nil {
+			return fmt.Errorf("set next %d: %w", idx, ErrNotEmpty)
+		}
+		meta := tx.Bucket(bucketMeta)
+		last, err := getLast(meta)
+		if err != nil {
+			return fmt.Errorf("set next %d: %w", idx, err)
+		}
+		if idx <= last {
+			return nil
+		}
+		return putLast(meta, make([]byte, 0, lastSize), idx)
+	})
+}
+
+// view runs fn in a read transaction unless the log is closed.
+func (l *Log) view(fn func(tx *bbolt.Tx) error) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.db.View(fn)
+}
+
+// update runs fn in a write transaction unless the log is closed.
+func (l *Log) update(fn func(tx *bbolt.Tx) error) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.db.Update(fn)
+}
+
+// lastSize is the meta "last" value: uint64 big-endian | crc32c of those 8.
+const lastSize = 12
+
+// getLast reads the last assigned sequence; 0 if never set.
+func getLast(meta *bbolt.Bucket) (uint64, error) {
+	v := meta.Get(keyLast)
+	if v == nil {
+		return 0, nil
+	}
+	if len(v) != lastSize || crc32.Checksum(v[:8], castagnoli) != binary.BigEndian.Uint32(v[8:]) {
+		return 0, fmt.Errorf("read last index: meta value %x: %w", v, ErrCorrupt)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// putLast stores last, encoding it into buf, which must stay unmodified until
+// the transaction ends.
+func putLast(meta *bbolt.Bucket, buf []byte, last uint64) error {
+	buf = binary.BigEndian.AppendUint64(buf, last)
+	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf[len(buf)-8:], castagnoli))
+	return meta.Put(keyLast, buf[len(buf)-lastSize:])
+}
