@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"fmt"
 	"io"
 	"runtime"
@@ -120,28 +122,39 @@ func benchAuthorize(b *testing.B, callers int) {
 		secrets[i] = []byte(sec)
 	}
 	b.ReportAllocs()
-	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+	c := context.Background()
+	var mu sync.Mutex
+	var lat []time.Duration
 	b.ResetTimer()
 	start := time.Now()
-	c := context.Background()
-	if callers == 1 {
-		for i := range b.N {
-			if r := s.Authorize(c, secrets[i%len(secrets)]); r.Err != nil {
-				b.Fatal(r.Err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "authorize/s")
-		return
-	}
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(time.Now().UnixNano())
-		for pb.Next() {
-			i++
-			if r := s.Authorize(c, secrets[i%len(secrets)]); r.Err != nil {
+	run := func(n int, seed int) {
+		local := make([]time.Duration, 0, min(n, 1<<16))
+		for i := range n {
+			t := time.Now()
+			if r := s.Authorize(c, secrets[(seed+i)%len(secrets)]); r.Err != nil {
 				b.Error(r.Err)
 				return
 			}
+			if len(local) < cap(local) {
+				local = append(local, time.Since(t))
+			}
 		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "authorize/s")
+		mu.Lock()
+		lat = append(lat, local...)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Add(1)
+		go func() { defer wg.Done(); run(b.N/callers+1, w*7919) }()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(float64((b.N/callers+1)*callers)/elapsed.Seconds(), "authorize/s")
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(pct(0.999), "p999-µs")
 }

@@ -27,6 +27,12 @@ type keyDeps struct {
 	root  *actor.RootContext
 	lg    *slog.Logger
 	grace int64 // seconds
+	disp  actor.Dispatcher
+}
+
+// props builds actor props that run on the shared dispatcher.
+func (d *keyDeps) props(p actor.Producer) *actor.Props {
+	return actor.PropsFromProducer(p, actor.WithDispatcher(d.disp))
 }
 
 // keyActor owns one live key: its record, limiter window and usage. Admitted

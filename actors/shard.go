@@ -139,7 +139,7 @@ func (s *shard) reject(msg any) {
 func (s *shard) activate(ctx actor.Context, sl *slot) {
 	st := sl.state
 	sl.state = nil
-	sl.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+	sl.pid = ctx.Spawn(s.deps.props(func() actor.Actor {
 		return &keyActor{deps: s.deps, state: st}
 	}))
 	s.live++

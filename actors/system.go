@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -38,12 +39,17 @@ type System struct {
 	log      *wal.Log
 	snaps    *snapshot.Store
 	m        *metrics
+	disp     *poolDispatcher
 	as       *actor.ActorSystem
 	root     *actor.RootContext
 	shards   []*actor.PID
 	accounts *actor.PID
 
 	authPool sync.Pool
+
+	bucketShards []*actor.PID
+	bucketSeed   maphash.Seed
+	allowPool    sync.Pool
 	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
 	stop     chan struct{}
 	loopDone chan struct{}
@@ -155,7 +161,8 @@ func (s *System) spawn(im *image) {
 	plog := slog.New(minLevel{h: s.lg.Handler(), min: slog.LevelWarn}).With("component", "protoactor")
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
 	s.root = s.as.Root
-	deps := &keyDeps{log: s.log, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second)}
+	s.disp = newPoolDispatcher(dispatchWorkers, 300)
+	deps := &keyDeps{log: s.log, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second), disp: s.disp}
 	now := s.clock.Now().Unix()
 	s.shards = make([]*actor.PID, s.cfg.Shards)
 	for i := range s.shards {
@@ -165,13 +172,14 @@ func (s *System) spawn(im *image) {
 			onLive: func(d int) { s.m.liveKeys.Add(float64(d)) },
 		}
 		im.keys[i], im.dirs[i] = nil, nil
-		s.shards[i] = s.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh }))
+		s.shards[i] = s.root.Spawn(deps.props(func() actor.Actor { return sh }))
 	}
 	for _, pid := range s.shards {
 		s.root.Send(pid, shardPeers{peers: s.shards})
 	}
+	s.spawnBuckets(deps)
 	acc := newAccounts(deps, im)
-	s.accounts = s.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return acc }))
+	s.accounts = s.root.Spawn(deps.props(func() actor.Actor { return acc }))
 }
 
 // loop drives flushes, passivation sweeps and snapshots until Close.
@@ -211,6 +219,9 @@ func (s *System) Tick() {
 		s.root.Send(pid, tick{now: now, sweep: sweep})
 	}
 	s.root.Send(s.accounts, tick{now: now, sweep: sweep})
+	for _, pid := range s.bucketShards {
+		s.root.Send(pid, tick{now: now})
+	}
 	if s.snapshotDue(now) && s.snapping.CompareAndSwap(false, true) {
 		go func() {
 			defer s.snapping.Store(false)
@@ -267,6 +278,7 @@ func (s *System) Close(ctx context.Context) error {
 		_, err = s.Snapshot()
 	}
 	s.as.Shutdown()
+	s.disp.close()
 	return err
 }
 

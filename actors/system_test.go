@@ -75,6 +75,7 @@ func (e *env) crash() {
 		close(e.sys.stop)
 		<-e.sys.loopDone
 		e.sys.as.Shutdown()
+		e.sys.disp.close()
 	}
 	_ = e.log.Close()
 	e.sys = nil

@@ -144,6 +144,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	acfg.SessionTTL = cfg.Server.SessionTTL.d
 	acfg.Plans = map[actors.Plan]int64{actors.PlanStandard: cfg.Plans.Standard, actors.PlanPremium: cfg.Plans.Premium}
 	acfg.SnapshotEvery, acfg.SnapshotInterval = cfg.Snapshot.EveryRecords, cfg.Snapshot.Interval.d
+	acfg.GatewayRPM = cfg.Gateway.RateLimitRPM
 	sys, err := actors.New(acfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg})
 	if err != nil {
 		l.Close()
