@@ -2,11 +2,11 @@ package actors
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 

@@ -50,10 +50,10 @@ type System struct {
 	bucketShards []*actor.PID
 	bucketSeed   maphash.Seed
 	allowPool    sync.Pool
-	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
-	stop     chan struct{}
-	loopDone chan struct{}
-	closed   atomic.Bool
+	watchdog     atomic.Pointer[chan struct{}] // current generation; see loop
+	stop         chan struct{}
+	loopDone     chan struct{}
+	closed       atomic.Bool
 
 	snapping     atomic.Bool
 	snapMu       sync.Mutex // serializes Snapshot calls; guards lastSnap*
