@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -252,31 +255,120 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 	for i := range ss {
 		im.sessions[ss[i].Hash] = &ss[i]
 	}
+	var blocks []rawBlock
 	for {
 		count := d.uvarint()
 		if d.err() != nil || count == 0 {
 			break
 		}
-		blk := dec{b: d.bytes()}
-		if count > uint64(len(blk.b)/minKeyBytes) {
-			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(blk.b), ErrCorrupt)
+		b := d.bytes()
+		if count > uint64(len(b)/minKeyBytes) {
+			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
 		}
-		for range count {
-			x := newSlot()
-			if decodeKeyState(&blk, &x.st); blk.err() != nil {
-				break
-			}
-			im.putKey(x)
-		}
-		if err := blk.done("key block"); err != nil {
-			return nil, err
-		}
+		blocks = append(blocks, rawBlock{count: int(count), b: b})
 	}
 	if err := d.done("image"); err != nil {
+		return nil, err
+	}
+	if err := im.decodeBlocks(blocks); err != nil {
 		return nil, err
 	}
 	if im.nkeys != total {
 		return nil, fmt.Errorf("image has %d keys, header says %d: %w", im.nkeys, total, ErrCorrupt)
 	}
 	return im, nil
+}
+
+// rawBlock is one undecoded block of keys.
+type rawBlock struct {
+	count int
+	b     []byte
+}
+
+// dirEntry is a directory entry on its way to its shard.
+type dirEntry struct {
+	hash hash
+	id   uuid.UUID
+}
+
+// decoded is what one decoding worker produced, sorted by target shard.
+type decoded struct {
+	keys [][]*slotState
+	dirs [][]dirEntry
+	err  error
+}
+
+// decodeBlocks decodes key blocks on every core, then fills each shard's maps
+// from one goroutine per shard group: restore of 1M keys is bound by this.
+func (im *image) decodeBlocks(blocks []rawBlock) error {
+	n := len(im.keys)
+	workers := min(runtime.GOMAXPROCS(0), max(len(blocks), 1))
+	parts := make([]decoded, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := &parts[w]
+			p.keys, p.dirs = make([][]*slotState, n), make([][]dirEntry, n)
+			for i := int(next.Add(1) - 1); i < len(blocks) && p.err == nil; i = int(next.Add(1) - 1) {
+				p.err = p.decode(blocks[i], n)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range parts {
+		if p.err != nil {
+			return p.err
+		}
+	}
+	counts := make([]int, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sh := w; sh < n; sh += workers {
+				counts[w] += im.fill(sh, parts)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range counts {
+		im.nkeys += c
+	}
+	return nil
+}
+
+func (p *decoded) decode(blk rawBlock, n int) error {
+	d := dec{b: blk.b}
+	for range blk.count {
+		x := newSlot()
+		if decodeKeyState(&d, &x.st); d.err() != nil {
+			return d.err()
+		}
+		r := &x.st.rec
+		x.owner = r.owner
+		p.keys[shardOfID(r.id, n)] = append(p.keys[shardOfID(r.id, n)], x)
+		p.dirs[shardOfHash(r.hash, n)] = append(p.dirs[shardOfHash(r.hash, n)], dirEntry{r.hash, r.id})
+		if r.hasPrev {
+			p.dirs[shardOfHash(r.prevHash, n)] = append(p.dirs[shardOfHash(r.prevHash, n)], dirEntry{r.prevHash, r.id})
+		}
+	}
+	return d.done("key block")
+}
+
+// fill moves shard sh's keys and directory entries into its maps and
+// returns how many distinct keys it holds.
+func (im *image) fill(sh int, parts []decoded) int {
+	keys, dir := im.keys[sh], im.dirs[sh]
+	for _, p := range parts {
+		for _, x := range p.keys[sh] {
+			keys[x.st.rec.id] = &x.slot
+		}
+		for _, e := range p.dirs[sh] {
+			dir[e.hash] = e.id
+		}
+	}
+	return len(keys)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ func newEnv(tb testing.TB) *env {
 	cfg.SnapshotEvery, cfg.SnapshotInterval = 0, 0
 	e := &env{tb: tb, dir: tb.TempDir(), clk: clock.NewFake(t0), cfg: cfg, key: make([]byte, 32)}
 	e.lg = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("GATEHOUSE_TEST_LOG") != "" {
+		e.lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	tb.Cleanup(func() { e.crash() })
 	return e
 }
