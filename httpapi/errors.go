@@ -67,6 +67,7 @@ var (
 	errCSRFOrigin       = &apiError{fasthttp.StatusForbidden, codeCSRF, "cross-site request refused: Origin or Referer names another host"}
 	errCSRFForm         = &apiError{fasthttp.StatusForbidden, codeCSRF, "form content type refused with a session cookie: send Content-Type: application/json"}
 	errTooLarge         = &apiError{fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "request body too large"}
+	errBodyRead         = &apiError{fasthttp.StatusBadRequest, codeBadRequest, "request body could not be read"}
 	errInvalidPath      = &apiError{fasthttp.StatusBadRequest, codeInvalidPath, "proxy path must be /api/proxy/{service}/v1/{path}"}
 	errUnknownService   = &apiError{fasthttp.StatusNotFound, codeUnknownService, "unknown service"}
 	errPanic            = &apiError{fasthttp.StatusInternalServerError, codeInternal, "internal error"}

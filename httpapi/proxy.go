@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,14 +52,14 @@ func newUpstream(name string, svc Service) (*upstream, error) {
 		NoDefaultUserAgentHeader: true,
 		MaxConns:                 svc.MaxConns,
 		MaxConnWaitTimeout:       timeout,
-		MaxResponseBodySize:      maxUpstreamBody,
 		DisablePathNormalizing:   true,
+		// Every answer arrives as a stream: forward buffers the small ones
+		// of known length and streams the rest (proxybody.go).
+		StreamResponseBody: true,
 		// net.Dialer rather than fasthttp's default dialer, whose DNS cache
 		// keeps a goroutine for the life of the process; connections are
 		// kept alive, so dials (and lookups) are rare.
 		DialTimeout: dialUpstream,
-		// Streaming (SSE, large bodies) will set StreamResponseBody and copy
-		// the body stream into the RequestCtx; forward is shaped for it.
 	}
 	return up, nil
 }
@@ -70,10 +69,13 @@ func dialUpstream(addr string, timeout time.Duration) (net.Conn, error) {
 	return d.Dial("tcp", addr)
 }
 
-// proxy: ANY /api/proxy/{service}/v1/{rest}.
+// proxy: ANY /api/proxy/{service}/v1/{rest}. It runs under wrapHot: ctx
+// has no deadline (Authorize bounds its own wait) and the upstream
+// exchange is bounded by Service.Timeout.
 func (s *Server) proxy(ctx context.Context, rc *fasthttp.RequestCtx) error {
 	up, suffix, res, err := s.admit(ctx, rc)
 	if err != nil {
+		settleUnreadBody(rc)
 		return err
 	}
 	return s.forward(rc, up, suffix, res)
@@ -82,7 +84,7 @@ func (s *Server) proxy(ctx context.Context, rc *fasthttp.RequestCtx) error {
 // admit is the auth+limit path of the proxy. The checks run in the order
 // path (400), service (404), body size (413), key (401), limit (429), so
 // only a forwardable request costs quota. suffix aliases the request's
-// path.
+// path. It allocates nothing.
 func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstream, suffix []byte, res actors.AuthResult, err error) {
 	name, suffix, ok := parseProxyPath(rc.Request.URI().PathOriginal())
 	if !ok {
@@ -91,7 +93,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstre
 	if up = s.services[string(name)]; up == nil {
 		return nil, nil, res, errUnknownService
 	}
-	if len(rc.Request.Body()) > s.cfg.MaxProxyBodyBytes {
+	if proxyBodyTooLarge(rc, s.cfg.MaxProxyBodyBytes) {
 		return nil, nil, res, errTooLarge
 	}
 	res, err = s.authorize(ctx, rc)
@@ -99,7 +101,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstre
 }
 
 // authorize checks the request's key and consumes one request of its
-// limit. It sets the X-RateLimit-* headers whenever the key was usable.
+// limit. It sets the rate-limit headers whenever the key was usable.
 // It allocates nothing on the admitted path (the key bytes are passed
 // as they are: Authorize does not retain them).
 func (s *Server) authorize(ctx context.Context, rc *fasthttp.RequestCtx) (actors.AuthResult, error) {
@@ -109,176 +111,91 @@ func (s *Server) authorize(ctx context.Context, rc *fasthttp.RequestCtx) (actors
 	}
 	res := s.keys.Authorize(ctx, secret)
 	if res.Err == nil {
-		setLimitHeaders(&rc.Response.Header, res.Limit)
+		s.setLimitHeaders(&rc.Response.Header, res.Limit)
 		return res, nil
 	}
 	if errors.Is(res.Err, actors.ErrRateLimited) {
-		setLimitHeaders(&rc.Response.Header, res.Limit)
+		s.setLimitHeaders(&rc.Response.Header, res.Limit)
 		return res, &rateLimitedError{d: res.Limit}
 	}
 	return res, res.Err
 }
 
 var (
-	hdrLimit     = []byte("X-RateLimit-Limit")
-	hdrRemaining = []byte("X-RateLimit-Remaining")
-	hdrReset     = []byte("X-RateLimit-Reset")
+	hdrLimit       = []byte("X-RateLimit-Limit")
+	hdrRemaining   = []byte("X-RateLimit-Remaining")
+	hdrReset       = []byte("X-RateLimit-Reset")
+	hdrRateLimit   = []byte("RateLimit")
+	hdrRatePolicy  = []byte("RateLimit-Policy")
+	policyPrefix   = []byte(`"hourly";q=`)
+	policyWindow   = []byte(`;w=3600`)
+	limitRemaining = []byte(`"hourly";r=`)
+	limitReset     = []byte(`;t=`)
 )
 
-// setLimitHeaders writes the X-RateLimit-* headers of d without allocating.
-func setLimitHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
-	var buf [20]byte
+// setLimitHeaders writes the rate-limit headers of d without allocating:
+// X-RateLimit-Limit, -Remaining and -Reset (Unix seconds), and the IETF
+// draft (draft-ietf-httpapi-ratelimit-headers) RateLimit-Policy
+// `"hourly";q=LIMIT;w=3600` and RateLimit `"hourly";r=REMAINING;t=SECONDS`
+// where SECONDS is Reset minus now (on a 429, equal to Retry-After).
+func (s *Server) setLimitHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
+	var buf [64]byte
 	h.SetCanonical(hdrLimit, strconv.AppendInt(buf[:0], d.Limit, 10))
 	h.SetCanonical(hdrRemaining, strconv.AppendInt(buf[:0], d.Remaining, 10))
 	h.SetCanonical(hdrReset, strconv.AppendInt(buf[:0], d.Reset, 10))
+
+	b := strconv.AppendInt(append(buf[:0], policyPrefix...), d.Limit, 10)
+	h.SetCanonical(hdrRatePolicy, append(b, policyWindow...))
+	t := d.RetryAfter
+	if t == 0 {
+		t = max(0, d.Reset-s.now().Unix())
+	}
+	b = strconv.AppendInt(append(buf[:0], limitRemaining...), d.Remaining, 10)
+	h.SetCanonical(hdrRateLimit, strconv.AppendInt(append(b, limitReset...), t, 10))
 }
 
-// forward sends the request to up and copies the answer into rc. The
-// upstream request is the client's with hop-by-hop headers, the key and
-// the session cookie removed, the forwarding headers added and up's
-// headers injected. The request was admitted: it counts in usage even if
-// the upstream then fails.
+// forward sends the request to up and answers rc with the upstream's
+// answer. The request body is buffered or streamed (see attachBody), and
+// so is the answer (see relayBody). The request was admitted: it counts
+// in usage even if the upstream then fails.
 func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) error {
 	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
 	buildUpstreamRequest(req, rc, up, suffix, res)
-
-	err := up.client.DoDeadline(req, &rc.Response, time.Now().Add(up.timeout))
+	body, err := attachBody(req, rc, s.cfg.MaxProxyBodyBytes)
 	if err != nil {
-		rc.Response.Reset()
-		setLimitHeaders(&rc.Response.Header, res.Limit)
-		return &upstreamError{up: up, err: err}
+		fasthttp.ReleaseRequest(req)
+		rc.SetConnectionClose()
+		return err
 	}
-	stripHopHeaders(&rc.Response.Header)
-	setLimitHeaders(&rc.Response.Header, res.Limit)
+	resp := fasthttp.AcquireResponse()
+	err = up.client.DoDeadline(req, resp, time.Now().Add(up.timeout))
+	fasthttp.ReleaseRequest(req)
+	unread, tooLarge := body.release()
+	if unread {
+		// The rest of the client's body is still on the wire, where the
+		// next request would be read: this connection carries no other.
+		defer rc.SetConnectionClose()
+	}
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		return s.upstreamFailed(rc, up, res, tooLarge, err)
+	}
+	copyResponseHeader(rc, resp)
+	s.setLimitHeaders(&rc.Response.Header, res.Limit)
+	if err := relayBody(rc, resp); err != nil {
+		return s.upstreamFailed(rc, up, res, false, err)
+	}
 	return nil
 }
 
-var (
-	hdrXFF       = []byte("X-Forwarded-For")
-	hdrXFHost    = []byte("X-Forwarded-Host")
-	hdrXFProto   = []byte("X-Forwarded-Proto")
-	hdrUserID    = []byte("X-Gatehouse-User-Id")
-	hdrKeyID     = []byte("X-Gatehouse-Key-Id")
-	hdrAPIKey    = []byte("X-Api-Key")
-	hdrAuthz     = []byte("Authorization")
-	commaSpace   = []byte(", ")
-	protoHTTP    = []byte("http")
-	protoHTTPS   = []byte("https")
-	http11       = []byte("HTTP/1.1")
-	cookieNameB  = []byte(CookieName)
-	hopByHopReq  = []string{"Expect", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-	hopByHopResp = []string{"Keep-Alive", "Proxy-Authenticate", "Proxy-Connection", "Te", "Trailer", "Upgrade"}
-)
-
-var uriPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
-
-// buildUpstreamRequest fills req from the client's request in rc.
-func buildUpstreamRequest(req *fasthttp.Request, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) {
-	rc.Request.Header.CopyTo(&req.Header)
-	stripConnectionTokens(&req.Header, rc.Request.Header.Peek(fasthttp.HeaderConnection))
-	req.Header.ResetConnectionClose()
-	for _, h := range hopByHopReq {
-		req.Header.Del(h)
+// upstreamFailed resets the answer to rc after a failed exchange and
+// returns the error for writeError: 413 if the client's streamed body
+// outgrew MaxProxyBodyBytes, else 502 or 504. The rate-limit headers stay.
+func (s *Server) upstreamFailed(rc *fasthttp.RequestCtx, up *upstream, res actors.AuthResult, tooLarge bool, err error) error {
+	rc.Response.Reset()
+	s.setLimitHeaders(&rc.Response.Header, res.Limit)
+	if tooLarge {
+		return errTooLarge
 	}
-	req.Header.DelBytes(hdrAPIKey)
-	req.Header.DelBytes(hdrAuthz)
-	req.Header.DelCookieBytes(cookieNameB)
-
-	bp := uriPool.Get().(*[]byte)
-	uri := append((*bp)[:0], up.basePath...)
-	uri = append(uri, suffix...)
-	if q := rc.URI().QueryString(); len(q) > 0 {
-		uri = append(uri, '?')
-		uri = append(uri, q...)
-	}
-	req.Header.SetRequestURIBytes(uri)
-	*bp = uri
-	uriPool.Put(bp)
-	req.Header.SetHost(up.host)
-	req.SetBodyRaw(rc.Request.Body())
-
-	var buf [64]byte
-	xff := buf[:0]
-	if prev := rc.Request.Header.PeekBytes(hdrXFF); len(prev) > 0 {
-		xff = append(append(xff, prev...), commaSpace...)
-	}
-	req.Header.SetCanonical(hdrXFF, appendRemoteIP(xff, rc.RemoteAddr()))
-	req.Header.SetCanonical(hdrXFHost, rc.Request.Header.Host())
-	if rc.IsTLS() {
-		req.Header.SetCanonical(hdrXFProto, protoHTTPS)
-	} else {
-		req.Header.SetCanonical(hdrXFProto, protoHTTP)
-	}
-	req.Header.SetCanonical(hdrUserID, appendUUID(buf[:0], res.UserID))
-	req.Header.SetCanonical(hdrKeyID, appendUUID(buf[:0], res.KeyID))
-	for _, h := range up.headers {
-		req.Header.SetBytesKV(h[0], h[1])
-	}
-}
-
-// stripConnectionTokens removes the headers the Connection header names.
-func stripConnectionTokens(h *fasthttp.RequestHeader, conn []byte) {
-	for len(conn) > 0 {
-		var tok []byte
-		if i := indexByte(conn, ','); i >= 0 {
-			tok, conn = conn[:i], conn[i+1:]
-		} else {
-			tok, conn = conn, nil
-		}
-		tok = trimOWS(tok)
-		if len(tok) > 0 && !asciiEqualFold(tok, []byte("close")) && !asciiEqualFold(tok, []byte("keep-alive")) {
-			h.DelBytes(tok)
-		}
-	}
-}
-
-// stripHopHeaders removes the upstream's hop-by-hop response headers. The
-// status line is ours too: an HTTP/1.0 upstream must not make the answer
-// to an HTTP/1.1 client read "HTTP/1.0".
-func stripHopHeaders(h *fasthttp.ResponseHeader) {
-	h.SetProtocol(http11)
-	h.ResetConnectionClose()
-	for _, name := range hopByHopResp {
-		h.Del(name)
-	}
-}
-
-func indexByte(b []byte, c byte) int {
-	for i := range b {
-		if b[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// appendRemoteIP appends the client's IP without allocating.
-func appendRemoteIP(dst []byte, a net.Addr) []byte {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap().AppendTo(dst)
-	}
-	return append(dst, a.String()...)
-}
-
-// appendUUID appends the canonical form of id.
-func appendUUID(dst []byte, id [16]byte) []byte {
-	const hex = "0123456789abcdef"
-	for i, b := range id {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			dst = append(dst, '-')
-		}
-		dst = append(dst, hex[b>>4], hex[b&0x0f])
-	}
-	return dst
+	return &upstreamError{up: up, err: err}
 }

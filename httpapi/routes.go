@@ -40,7 +40,12 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 
 	s.handle(r, post, "/api/keys", s.session(s.createKey))
 	s.handle(r, get, "/api/keys", s.session(s.listKeys))
-	s.handle(r, post, "/api/keys/validate", s.validateKey)
+	// validate is a hot path like the proxy: no per-request deadline, and
+	// its (meaningless) body is settled rather than buffered.
+	r.Handle(post, "/api/keys/validate", s.wrapHot("/api/keys/validate", func(ctx context.Context, rc *fasthttp.RequestCtx) error {
+		settleUnreadBody(rc)
+		return s.validateKey(ctx, rc)
+	}))
 	s.handle(r, get, "/api/keys/{id}", s.session(s.getKey))
 	s.handle(r, del, "/api/keys/{id}", s.session(s.deleteKey))
 	s.handle(r, patch, "/api/keys/{id}", s.admin(s.updateKey))
@@ -51,7 +56,7 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	// The proxy takes every method and is dispatched on its prefix before
 	// the router: the router's catch-all would copy the path on every
 	// request, and the proxy parses the raw path itself anyway.
-	proxy := s.wrap(routeProxy, s.proxy)
+	proxy := s.wrapHot(routeProxy, s.proxy)
 	routed := r.Handler
 	return func(rc *fasthttp.RequestCtx) {
 		if bytes.HasPrefix(rc.Request.URI().PathOriginal(), proxyPrefix) {
@@ -96,7 +101,8 @@ func (s *Server) handle(r *router.Router, method, pattern string, h handlerFunc)
 	r.Handle(method, pattern, s.wrap(pattern, h))
 }
 
-// wrap turns h into a fasthttp handler: it derives the request context,
+// wrap turns h into a fasthttp handler: it reads the request body whole
+// (bufferBody), derives the request context with Config.RequestTimeout,
 // writes h's error, recovers a panic as a 500 and records the metrics
 // under route.
 func (s *Server) wrap(route string, h handlerFunc) fasthttp.RequestHandler {
@@ -104,9 +110,29 @@ func (s *Server) wrap(route string, h handlerFunc) fasthttp.RequestHandler {
 	return func(rc *fasthttp.RequestCtx) {
 		start := time.Now()
 		defer s.finish(rc, obs, start)
+		if err := bufferBody(rc, s.cfg.MaxBodyBytes); err != nil {
+			s.writeError(rc, err)
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 		defer cancel()
 		if err := h(ctx, rc); err != nil {
+			s.writeError(rc, err)
+		}
+	}
+}
+
+// wrapHot is wrap for the hot paths (proxy, validate), which allocate
+// nothing per request on their own: h gets context.Background(), because
+// KeyService.Authorize and Validate bound their own wait (a timer per
+// request would be the path's largest cost), and h owns the request body
+// (see body.go).
+func (s *Server) wrapHot(route string, h handlerFunc) fasthttp.RequestHandler {
+	obs := s.m.forRoute(s.cfg.Listener, route)
+	return func(rc *fasthttp.RequestCtx) {
+		start := time.Now()
+		defer s.finish(rc, obs, start)
+		if err := h(context.Background(), rc); err != nil {
 			s.writeError(rc, err)
 		}
 	}

@@ -37,10 +37,11 @@ type KeyService interface {
 	// KeyUsage returns the last days (1..30) of usage; ErrKeyNotFound.
 	KeyUsage(ctx context.Context, id uuid.UUID, days int) (actors.Usage, error)
 	// Authorize checks secret, consumes one request of the key's limit and
-	// counts usage. It does not retain secret.
+	// counts usage. It does not retain secret. It must bound its own wait
+	// when ctx has no deadline: the proxy passes context.Background().
 	Authorize(ctx context.Context, secret []byte) actors.AuthResult
 	// Validate checks secret without consuming the limit. It does not
-	// retain secret.
+	// retain secret, and bounds its own wait like Authorize.
 	Validate(ctx context.Context, secret []byte) actors.AuthResult
 }
 
@@ -71,9 +72,8 @@ var (
 
 // Server timeouts that Config does not expose.
 const (
-	readTimeout     = 30 * time.Second
-	idleTimeout     = 2 * time.Minute
-	maxUpstreamBody = 32 << 20 // buffered proxy only; streaming lifts it
+	readTimeout = 30 * time.Second
+	idleTimeout = 2 * time.Minute
 )
 
 // Server is the HTTP API of one listener. Create it with New or
@@ -118,6 +118,9 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 	}
 	s.handler = s.apiRoutes()
 	s.srv.Handler = s.handler
+	// Bodies are read as streams (body.go): MaxRequestBodySize only caps
+	// what fasthttp reads ahead; the route wrappers enforce the limits.
+	s.srv.StreamRequestBody = true
 	s.srv.MaxRequestBodySize = max(cfg.MaxBodyBytes, cfg.MaxProxyBodyBytes)
 	return s, nil
 }
