@@ -105,9 +105,11 @@ func benchRestore(b *testing.B, n int) {
 // BenchmarkAuthorize measures Authorize round trips (handler → shard → key
 // actor → handler) over 10k keys, with 1 and 64 concurrent callers.
 func BenchmarkAuthorize1(b *testing.B)  { benchAuthorize(b, 1) }
+func BenchmarkAuthorize8(b *testing.B)  { benchAuthorize(b, 8) }
 func BenchmarkAuthorize64(b *testing.B) { benchAuthorize(b, 64) }
 
-func benchAuthorize(b *testing.B, callers int) {
+// authorizeFixture starts a System with 10k keys whose limit never binds.
+func authorizeFixture(b *testing.B) (*System, [][]byte) {
 	e := newEnv(b)
 	e.cfg.Shards = 64
 	s := e.start()
@@ -121,6 +123,11 @@ func benchAuthorize(b *testing.B, callers int) {
 		}
 		secrets[i] = []byte(sec)
 	}
+	return s, secrets
+}
+
+func benchAuthorize(b *testing.B, callers int) {
+	s, secrets := authorizeFixture(b)
 	b.ReportAllocs()
 	c := context.Background()
 	var mu sync.Mutex
