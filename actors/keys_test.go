@@ -274,3 +274,49 @@ func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
 		t.Errorf("usage counted %d, admitted %d", counted, total)
 	}
 }
+
+func TestUsageDayBoundaries(t *testing.T) {
+	e := newEnv(t)
+	s := e.start()
+	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	k, secret := mustKey(t, s, u, "k")
+	midnight := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	e.clk.Set(midnight.Add(-time.Second)) // 23:59:59 on the 22nd
+	authN(t, s, secret, 2)
+	e.clk.Set(midnight) // 00:00:00 on the 23rd
+	authN(t, s, secret, 3)
+	e.clk.Set(midnight.Add(30 * 24 * time.Hour)) // 30 days later
+	authN(t, s, secret, 1)
+	tests := []struct {
+		days int
+		want map[string]int64 // days not listed must be 0
+	}{
+		{1, map[string]int64{"2026-12-23": 1}},
+		{30, map[string]int64{"2026-12-23": 1}}, // Nov 22 and 23 fell out
+	}
+	for _, tt := range tests {
+		us, err := s.KeyUsage(ctx(t), k.ID, tt.days)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(us.Daily) != tt.days || us.Daily[len(us.Daily)-1].Date != "2026-12-23" {
+			t.Fatalf("KeyUsage(%d): %d entries ending %v", tt.days, len(us.Daily), us.Daily[len(us.Daily)-1])
+		}
+		if tt.days == 30 && us.Daily[0].Date != "2026-11-24" {
+			t.Errorf("30 days start at %s, want 2026-11-24 (oldest first)", us.Daily[0].Date)
+		}
+		for _, d := range us.Daily {
+			if d.Count != tt.want[d.Date] {
+				t.Errorf("KeyUsage(%d) %s = %d, want %d", tt.days, d.Date, d.Count, tt.want[d.Date])
+			}
+		}
+		if us.Total != 6 {
+			t.Errorf("total = %d, want 6", us.Total)
+		}
+	}
+	for _, bad := range []int{0, 31, -1} {
+		if _, err := s.KeyUsage(ctx(t), k.ID, bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("KeyUsage(days=%d) = %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}
