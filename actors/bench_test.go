@@ -52,6 +52,7 @@ func writeSynthSnapshot(tb testing.TB, e *env, n int) {
 			}
 		}
 		iw.uvarint(0)
+		iw.uvarint(0) // no extension sections
 		return iw.err
 	})
 	if err != nil {

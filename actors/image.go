@@ -24,6 +24,7 @@ type image struct {
 	keys     []map[uuid.UUID]*slot
 	dirs     []map[hash]uuid.UUID
 	nkeys    int
+	ext      map[string][]byte // extension sections by name
 }
 
 func newImage(shards, sizeHint int) *image {
@@ -150,6 +151,7 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 //	uvarint total keys
 //	repeated blocks: uvarint count (>0) | uvarint bytes | count encoded keyStates
 //	uvarint 0 (end of blocks)
+//	uvarint n | n × (uvarint len | extension name | uvarint len | section)
 var imageMagic = []byte("GHIMG\x01")
 
 // minKeyBytes is less than the smallest encoded keyState (two ids and a hash
@@ -266,6 +268,11 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
 		}
 		blocks = append(blocks, rawBlock{count: int(count), b: b})
+	}
+	im.ext = map[string][]byte{}
+	for range d.count(2) {
+		name, section := d.str(), d.bytes()
+		im.ext[name] = section
 	}
 	if err := d.done("image"); err != nil {
 		return nil, err

@@ -12,17 +12,19 @@ import (
 	"gatehouse/wal"
 )
 
-// eventLog is what actors need from *wal.Log.
-type eventLog interface {
+// EventLog is what actors (and extensions) need from *wal.Log: Append is
+// durable on return; AppendAsync reports the commit through done, called in
+// sequence order on the WAL writer (it must not block).
+type EventLog interface {
 	Append(recs ...wal.Record) (last uint64, err error)
 	AppendAsync(recs []wal.Record, done func(last uint64, err error))
 }
 
-var _ eventLog = (*wal.Log)(nil)
+var _ EventLog = (*wal.Log)(nil)
 
 // keyDeps are the shared, read-only dependencies of key actors.
 type keyDeps struct {
-	log   eventLog
+	log   EventLog
 	clock clock.Clock
 	root  *actor.RootContext
 	lg    *slog.Logger

@@ -95,6 +95,7 @@ func FuzzDecodeImage(f *testing.F) {
 	iw.uvarint(1)
 	iw.block(1, w.b)
 	iw.uvarint(0)
+	iw.uvarint(0)
 	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		if _, err := decodeImage(payload, 4); err != nil && !errors.Is(err, ErrCorrupt) {

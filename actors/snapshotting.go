@@ -36,6 +36,12 @@ func (s *System) Snapshot() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("snapshot capture: %w", err)
 	}
+	sections := make([][]byte, len(s.exts))
+	for i, x := range s.exts {
+		if sections[i], err = x.Capture(ctx); err != nil {
+			return 0, fmt.Errorf("snapshot capture %s: %w", x.Name(), err)
+		}
+	}
 	size, err := s.snaps.Save(idx, func(w io.Writer) error {
 		iw := &imageWriter{w: w}
 		iw.write(imageMagic)
@@ -46,6 +52,11 @@ func (s *System) Snapshot() (uint64, error) {
 			iw.block(b.count, b.buf)
 		}
 		iw.uvarint(0)
+		iw.uvarint(uint64(len(s.exts)))
+		for i, x := range s.exts {
+			iw.blob([]byte(x.Name()))
+			iw.blob(sections[i])
+		}
 		return iw.err
 	})
 	if err != nil {

@@ -27,6 +27,8 @@ type Deps struct {
 	Sealer     *Sealer
 	Logger     *slog.Logger // nil: discard
 	Registerer prometheus.Registerer
+	// Extensions are further durable domains (the agent gateway).
+	Extensions []Extension
 }
 
 // System is the actor-based core: key shards and their key actors, and the
@@ -40,6 +42,7 @@ type System struct {
 	log      *wal.Log
 	snaps    *snapshot.Store
 	m        *metrics
+	exts     []Extension
 	disp     *poolDispatcher
 	as       *actor.ActorSystem
 	root     *actor.RootContext
@@ -85,7 +88,7 @@ func New(cfg Config, d Deps) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, lg: d.Logger.With("component", "actors"), clock: d.Clock, sealer: d.Sealer,
-		log: d.Log, snaps: d.Snapshots, m: m,
+		log: d.Log, snaps: d.Snapshots, m: m, exts: d.Extensions,
 		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	s.authPool.New = func() any { return &authorize{reply: make(chan AuthResult, 1)} }
@@ -104,7 +107,11 @@ func New(cfg Config, d Deps) (*System, error) {
 		"keys", im.nkeys, "users", len(im.users), "duration", took)
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(d.Clock.Now().Unix())
-	s.spawn(im)
+	if err := s.spawn(im); err != nil {
+		s.as.Shutdown()
+		s.disp.close()
+		return nil, err
+	}
 	go s.loop()
 	return s, nil
 }
@@ -121,6 +128,9 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 	idx, err = s.snaps.Load(func(i uint64, payload []byte) error {
 		s.lg.Debug("snapshot read", "index", i, "bytes", len(payload), "duration", time.Since(loaded))
 		got, err := decodeImage(payload, s.cfg.Shards)
+		if err == nil {
+			err = s.restoreExtensions(got.ext)
+		}
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) {
 				return fmt.Errorf("%w: %w", snapshot.ErrCorrupt, err)
@@ -133,6 +143,9 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 	switch {
 	case errors.Is(err, snapshot.ErrNoSnapshot):
 		im, idx = newImage(s.cfg.Shards, 0), 0
+		if err := s.restoreExtensions(nil); err != nil {
+			return nil, 0, 0, fmt.Errorf("restore: %w", err)
+		}
 	case err != nil:
 		return nil, 0, 0, fmt.Errorf("restore: %w", err)
 	}
@@ -157,6 +170,9 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 	}
 	err = s.log.Replay(idx, func(seq uint64, r wal.Record) error {
 		replayed++
+		if x := s.extensionFor(r.Type); x != nil {
+			return x.Apply(seq, r)
+		}
 		return im.apply(seq, r)
 	})
 	if err != nil {
@@ -165,8 +181,9 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 	return im, idx, replayed, nil
 }
 
-// spawn starts the actor system and hands each actor its part of the image.
-func (s *System) spawn(im *image) {
+// spawn starts the actor system, hands each actor its part of the image and
+// starts the extensions.
+func (s *System) spawn(im *image) error {
 	plog := slog.New(minLevel{h: s.lg.Handler(), min: slog.LevelWarn}).With("component", "protoactor")
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
 	s.root = s.as.Root
@@ -189,6 +206,22 @@ func (s *System) spawn(im *image) {
 	s.spawnBuckets(deps)
 	acc := newAccounts(deps, im)
 	s.accounts = s.root.Spawn(deps.props(func() actor.Actor { return acc }))
+	for _, x := range s.exts {
+		if err := x.Start(s.extensionEnv(deps)); err != nil {
+			return fmt.Errorf("start extension %s: %w", x.Name(), err)
+		}
+	}
+	return nil
+}
+
+// restoreExtensions hands each extension its snapshot section (nil if none).
+func (s *System) restoreExtensions(sections map[string][]byte) error {
+	for _, x := range s.exts {
+		if err := x.Restore(sections[x.Name()]); err != nil {
+			return fmt.Errorf("extension %s: %w", x.Name(), err)
+		}
+	}
+	return nil
 }
 
 // loop drives flushes, passivation sweeps and snapshots until Close.
@@ -285,6 +318,9 @@ func (s *System) Close(ctx context.Context) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 		_, err = s.Snapshot()
+	}
+	for _, x := range s.exts {
+		x.Stop()
 	}
 	s.as.Shutdown()
 	s.disp.close()

@@ -28,6 +28,7 @@ type env struct {
 	sys   *System
 	lg    *slog.Logger
 	snaps *snapshot.Store
+	exts  []Extension
 }
 
 func newEnv(tb testing.TB) *env {
@@ -62,7 +63,7 @@ func (e *env) start() *System {
 	if err != nil {
 		e.tb.Fatal(err)
 	}
-	sys, err := New(e.cfg, Deps{Log: l, Snapshots: snaps, Clock: e.clk, Sealer: sealer, Logger: e.lg})
+	sys, err := New(e.cfg, Deps{Log: l, Snapshots: snaps, Clock: e.clk, Sealer: sealer, Logger: e.lg, Extensions: e.exts})
 	if err != nil {
 		e.tb.Fatalf("New: %v", err)
 	}

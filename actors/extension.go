@@ -1,0 +1,89 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"gatehouse/actors/clock"
+	"gatehouse/wal"
+)
+
+// Extension is a durable domain that lives beside keys and accounts in the
+// same actor system, WAL and snapshots: the agent gateway is one. System
+// drives its life: Restore (from the snapshot), Apply (each later WAL
+// record it owns), Start (spawn its actors), Capture (at every snapshot),
+// Stop.
+//
+// The rules that make its state exactly as durable as the keys':
+//   - Record types 64..255 belong to extensions; Owns must claim only those,
+//     and two extensions never claim the same type.
+//   - A change is validated by the owning actor, appended with Log.Append
+//     (durable on return), applied, then answered; or appended with
+//     AppendAsync whose done callback sends the commit notice to the owning
+//     actor. Either way Capture, which is a message to those actors, sees
+//     every record up to the snapshot's barrier.
+//   - Apply must be deterministic and must be a no-op for a record the
+//     restored section already reflects (full-state upserts, deletes, or
+//     per-entity watermarks as keys use).
+type Extension interface {
+	// Name is the extension's section name in snapshots; unique.
+	Name() string
+	// Owns reports whether records of type t are the extension's.
+	Owns(t wal.Type) bool
+	// Restore replaces the extension's state with a snapshot section (nil
+	// when the snapshot has none or there is no snapshot). An error wrapping
+	// ErrCorrupt sets the snapshot aside and an older one is tried.
+	Restore(section []byte) error
+	// Apply replays one record after the snapshot, before Start.
+	Apply(seq uint64, rec wal.Record) error
+	// Start spawns the extension's actors.
+	Start(env ExtensionEnv) error
+	// Capture returns the extension's section for a snapshot; it is called
+	// after the snapshot's barrier record is durable.
+	Capture(ctx context.Context) ([]byte, error)
+	// Stop is called after the final snapshot, before the actor system stops.
+	Stop()
+}
+
+// ExtensionEnv is what an extension gets to run its actors with.
+type ExtensionEnv struct {
+	Root   *actor.RootContext
+	Log    EventLog
+	Clock  clock.Clock
+	Sealer *Sealer
+	Logger *slog.Logger
+	// Props builds actor props on gatehouse's pooled dispatcher.
+	Props func(actor.Producer) *actor.Props
+	// Watchdog returns a channel closed 1-2 AuthTimeouts from now, for hot
+	// paths that should not arm a timer per request.
+	Watchdog func() <-chan struct{}
+	// Allow is the gateway token-bucket limiter (always true when disabled).
+	Allow func(ctx context.Context, subject string) (bool, error)
+}
+
+// firstExtensionType is the first WAL record type extensions may own.
+const firstExtensionType wal.Type = 64
+
+// extensionFor returns the extension owning t, or nil.
+func (s *System) extensionFor(t wal.Type) Extension {
+	if t < firstExtensionType {
+		return nil
+	}
+	for _, x := range s.exts {
+		if x.Owns(t) {
+			return x
+		}
+	}
+	return nil
+}
+
+func (s *System) extensionEnv(deps *keyDeps) ExtensionEnv {
+	return ExtensionEnv{
+		Root: s.root, Log: s.log, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
+		Props:    deps.props,
+		Watchdog: func() <-chan struct{} { return *s.watchdog.Load() },
+		Allow:    s.Allow,
+	}
+}
