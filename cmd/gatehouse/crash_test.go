@@ -44,6 +44,7 @@ func (s *served) counts(before time.Time) (all, old map[string]int64) {
 type crashLoad struct {
 	keys    sync.Map // id → secret of every acknowledged creation
 	revoked sync.Map // id → true for every acknowledged revocation
+	rotated sync.Map // id → new secret of every acknowledged rotation
 	served  served
 	failed  atomic.Int64
 }
@@ -132,9 +133,15 @@ func controlLoop(admin *client, load *crashLoad, stop chan struct{}) {
 			continue
 		}
 		load.keys.Store(k.ID, k.Key)
-		if i%3 == 0 {
+		switch i % 3 {
+		case 0:
 			if code, err := admin.do("POST", "/api/keys/"+k.ID+"/revoke", nil, nil, nil); err == nil && code == 200 {
 				load.revoked.Store(k.ID, true)
+			}
+		case 1:
+			var rot struct{ Key string }
+			if code, err := admin.do("POST", "/api/keys/"+k.ID+"/rotate", nil, nil, &rot); err == nil && code == 200 {
+				load.rotated.Store(k.ID, rot.Key)
 			}
 		}
 	}
@@ -157,6 +164,12 @@ func verifyAfterCrash(t *testing.T, c *child, load *crashLoad, killedAt time.Tim
 		}
 		if _, rev := load.revoked.Load(id); rev && d.Key.IsActive {
 			t.Errorf("acknowledged revocation of %s lost", id)
+		}
+		if secret, ok := load.rotated.Load(id); ok {
+			code, err := admin.do("POST", "/api/keys/validate", nil, map[string]string{"X-API-Key": secret.(string)}, nil)
+			if err != nil || code != 200 {
+				t.Errorf("acknowledged rotation of %s lost: new secret answers %d %v", id, code, err)
+			}
 		}
 		got := d.Key.UsageCount
 		requests += all[id]
