@@ -148,27 +148,56 @@ func (l *Log) LastIndex() (uint64, error) {
 	return last, err
 }
 
-// TruncateBefore deletes every record with sequence < seq in one transaction.
-// Numbering continues: the next Append still returns LastIndex()+1.
-// seq > LastIndex()+1 returns ErrOutOfRange and deletes nothing.
+// truncateChunk bounds the records one TruncateBefore transaction deletes,
+// so appends interleave and bbolt rebalances the emptied pages as it goes.
+const truncateChunk = 8192
+
+// TruncateBefore deletes every record with sequence < seq, in transactions
+// of at most truncateChunk records. Numbering continues: the next Append
+// still returns LastIndex()+1. seq > LastIndex()+1 returns ErrOutOfRange
+// and deletes nothing. A crash part-way leaves a prefix deleted, which is
+// what a completed call would have left of it.
 func (l *Log) TruncateBefore(seq uint64) error {
-	return l.update(func(tx *bbolt.Tx) error {
-		last, err := getLast(tx.Bucket(bucketMeta))
+	for {
+		n, err := l.truncateSome(seq)
 		if err != nil {
 			return fmt.Errorf("truncate before %d: %w", seq, err)
 		}
+		if n < truncateChunk {
+			return nil
+		}
+	}
+}
+
+// truncateSome deletes up to truncateChunk of the records below seq and
+// reports how many. Keys are collected first and deleted by key: deleting
+// under a cursor re-seeks from the first, emptied, page every time, which
+// is quadratic in one transaction (seconds for 200k records).
+func (l *Log) truncateSome(seq uint64) (n int, err error) {
+	err = l.update(func(tx *bbolt.Tx) error {
+		last, err := getLast(tx.Bucket(bucketMeta))
+		if err != nil {
+			return err
+		}
 		if last < math.MaxUint64 && seq > last+1 {
-			return fmt.Errorf("truncate before %d: last index %d: %w", seq, last, ErrOutOfRange)
+			return fmt.Errorf("last index %d: %w", last, ErrOutOfRange)
 		}
 		target := appendKey(nil, seq)
-		c := tx.Bucket(bucketLog).Cursor()
-		for k, _ := c.First(); k != nil && bytes.Compare(k, target) < 0; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return fmt.Errorf("truncate before %d: %w", seq, err)
+		b := tx.Bucket(bucketLog)
+		keys := make([][]byte, 0, 256)
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k, target) < 0 && len(keys) < truncateChunk; k, _ = c.Next() {
+			keys = append(keys, bytes.Clone(k))
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
 			}
 		}
+		n = len(keys)
 		return nil
 	})
+	return n, err
 }
 
 // SetNext makes the next assigned sequence at least idx+1. It is meant for
