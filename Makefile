@@ -4,11 +4,13 @@ BIN       := bin/gatehouse
 PKGS      := ./...
 DATA_DIR  ?= ./data
 
-.PHONY: all build run test test-crash fuzz bench verify fix clean
+OPENAI_CLIENT := cmd/gatehouse/testdata/openaiclient
+
+.PHONY: all build run test test-deps test-crash fuzz bench bench-deps bench-go verify fix clean
 
 all: build
 
-build:
+build: docs-ui
 	$(GO) build -o $(BIN) ./cmd/gatehouse
 
 ## run: start the server on embedded defaults (data under ./data)
@@ -16,8 +18,17 @@ run: build
 	./$(BIN) serve --data-dir $(DATA_DIR)
 
 ## test: every test, with the race detector
-test:
+test: test-deps gw-test-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $(PKGS)
+
+## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse).
+## Without npm that test skips, and fails under CI=true.
+test-deps:
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(OPENAI_CLIENT) --no-audit --no-fund --loglevel=error; \
+	else \
+		echo "npm not found: TestOpenAIClient will skip (and fail when CI=true)"; \
+	fi
 
 ## test-crash: the crash tests, 20 times in a row
 test-crash:
@@ -31,8 +42,19 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeKeyEvent -fuzztime=60s ./actors
 	$(GO) test -run='^$$' -fuzz=FuzzParseProxyPath -fuzztime=60s ./httpapi
 
-## bench: Go benchmarks and the bench/ suite; results in bench/latest.txt
-bench:
+## bench: the side-by-side proxy table (upstream direct, bare fasthttp hop,
+## nginx, gatehouse), printed and appended to bench/RESULTS.md
+bench: bench-deps
+	$(GO) run ./bench/cmd/benchsuite -results bench/RESULTS.md
+
+## bench-deps: nginx from Debian's packages, for the bench, when missing
+bench-deps:
+	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx; \
+	fi
+
+## bench-go: every Go benchmark, into bench/latest.txt
+bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout=3600s $(PKGS) | tee bench/latest.txt
 
 verify:
@@ -46,3 +68,36 @@ fix:
 
 clean:
 	rm -rf bin
+
+# --- agent gateway (httpapi/gw*.go): docs viewer and test tools ---
+GW_CLIENT   := httpapi/testdata/gwclient
+DOCS_UI_SRC := httpapi/testdata/docsui-src
+DOCS_UI_DIR := httpapi/docsui
+
+.PHONY: docs-ui gw-test-deps chromium
+
+## docs-ui: copy the pinned OpenAPI viewer (npm swagger-ui-dist) into
+## httpapi/docsui for go:embed. Without npm the binary serves a notice at /docs.
+docs-ui:
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(DOCS_UI_SRC) --no-audit --no-fund --loglevel=error && \
+		cp $(DOCS_UI_SRC)/node_modules/swagger-ui-dist/swagger-ui-bundle.js \
+		   $(DOCS_UI_SRC)/node_modules/swagger-ui-dist/swagger-ui.css $(DOCS_UI_DIR)/; \
+	else \
+		echo "npm not found: /docs will explain that the viewer is not bundled"; \
+	fi
+
+## gw-test-deps: the openai client and the OpenAPI validator for httpapi's
+## gateway tests (they skip without them, and fail when CI=true).
+gw-test-deps: docs-ui chromium
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(GW_CLIENT) --no-audit --no-fund --loglevel=error; \
+	else \
+		echo "npm not found: the gateway's node tests will skip (and fail when CI=true)"; \
+	fi
+
+## chromium: Debian's chromium for the /docs browser test, only when missing
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	fi

@@ -9,15 +9,42 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/bench"
 )
 
 // BenchmarkProxyAuthPath measures the proxy's auth+limit path (path parse,
-// service lookup, key extraction, Authorize against the fake, X-RateLimit-*
+// service lookup, key extraction, Authorize against the fake, rate-limit
 // headers) on a reused RequestCtx, as fasthttp reuses it. The "ctx" case
-// adds the per-request context.WithTimeout the route wrapper derives.
+// adds a per-request context.WithTimeout, which the proxy no longer
+// derives; "actors" runs the path against the real actor system.
 func BenchmarkProxyAuthPath(b *testing.B) {
 	b.Run("admit", func(b *testing.B) { benchProxyAuth(b, false) })
 	b.Run("admit+ctx", func(b *testing.B) { benchProxyAuth(b, true) })
+	b.Run("admit-actors", benchProxyAuthActors)
+}
+
+// benchProxyAuthActors is admit against the real actor system, one key.
+func benchProxyAuthActors(b *testing.B) {
+	sys, secrets := bench.NewSystem(b, 1)
+	cfg := DefaultConfig()
+	cfg.Services = map[string]Service{"llm": {Upstream: "http://127.0.0.1:1/base"}}
+	srv, err := New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var req fasthttp.Request
+	req.SetRequestURI("/api/proxy/llm/v1/chat/completions?stream=false")
+	req.Header.SetHost("api.test")
+	req.Header.SetBytesV("X-API-Key", secrets[0])
+	var rc fasthttp.RequestCtx
+	rc.Init(&req, clientAddr, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := srv.admit(ctx, &rc); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func benchProxyAuth(b *testing.B, withCtx bool) {

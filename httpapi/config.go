@@ -50,7 +50,8 @@ type Service struct {
 	// Headers are set on every request sent upstream (credentials of the
 	// upstream, for example); they replace client headers of the same name.
 	Headers map[string]string
-	// Timeout bounds one upstream exchange (504 beyond); 0 means
+	// Timeout bounds one upstream exchange, a streamed answer included
+	// (504 if no status came back in time, a cut stream after); 0 means
 	// DefaultUpstreamTimeout.
 	Timeout time.Duration
 	// MaxConns bounds the keep-alive connections to the upstream; 0 means

@@ -24,13 +24,24 @@
 //
 // A Server is safe for concurrent use. Each request gets its own context,
 // context.WithTimeout(context.Background(), Config.RequestTimeout), for its
-// calls into the services. No *fasthttp.RequestCtx, and no byte slice of
-// one, outlives its handler: strings handed to the services are copies,
-// and the one exception is the key passed to Authorize and Validate,
-// which those methods must not retain. Upstream exchanges are bounded by
-// Service.Timeout instead. Every upstream has one keep-alive
-// *fasthttp.HostClient, built in New. A panic in a handler is logged with
-// its stack and answered 500; it is a bug, never control flow.
+// calls into the services, except on the two hot paths, the proxy and
+// validate: they pass context.Background(), because Authorize and Validate
+// bound their own wait with a shared watchdog, and a timer per request
+// would be those paths' largest cost. No *fasthttp.RequestCtx, and no byte
+// slice of one, outlives its handler: strings handed to the services are
+// copies, and the one exception is the key passed to Authorize and
+// Validate, which those methods must not retain. A streamed answer is
+// written by the server after the handler returns, from the upstream's
+// response, which the stream owns and releases (proxybody.go). Upstream
+// exchanges are bounded by Service.Timeout. Every upstream has one
+// keep-alive *fasthttp.HostClient, built in New. A panic in a handler is
+// logged with its stack and answered 500; it is a bug, never control flow.
+//
+// Request bodies are read as streams (fasthttp's StreamRequestBody); the
+// route wrappers read them whole (up to MaxBodyBytes) for the management
+// API, and the proxy streams them on. A body left unread, for instance
+// by a 401, closes its connection after the answer unless it is short
+// enough to be skipped (body.go).
 //
 // # Routes
 //
@@ -51,7 +62,7 @@
 //	POST   /api/keys/{id}/revoke      own  200 {success,message} | 401 404
 //	GET    /api/keys/{id}/usage?days= own  200 {dailyUsage,totalUsageCount,rateLimit} | 400 401 404
 //	POST   /api/keys/validate         key  200 {valid,userId,rateLimit,isActive} | 401 {valid:false,error}
-//	ANY    /api/proxy/{service}/v1/*  key  upstream's answer | 400 404 401 429 502 504
+//	ANY    /api/proxy/{service}/v1/*  key  upstream's answer | 400 404 413 401 429 502 504
 //
 // ses: a session cookie; adm: the session of an admin (403 FORBIDDEN for
 // others); own: the session of the key's owner or of an admin; another
@@ -151,8 +162,25 @@
 //   - X-RateLimit-Limit, -Remaining and -Reset (Unix seconds) come from the
 //     limiter's decision and are set on every admitted response (upstream
 //     values of those headers are replaced), on the 429 and on 502/504.
-//     On a 429, Retry-After and retryAfter equal Reset minus now.
+//     On a 429, Retry-After and retryAfter equal Reset minus now. The IETF
+//     draft headers (draft-ietf-httpapi-ratelimit-headers) go along:
+//     RateLimit-Policy: "hourly";q=LIMIT;w=3600 and
+//     RateLimit: "hourly";r=REMAINING;t=SECONDS, SECONDS being Reset minus
+//     now (Retry-After on a 429).
 //   - Bodies: MaxBodyBytes (64 KiB) bounds JSON bodies; MaxProxyBodyBytes
-//     (8 MiB) bounds proxied request bodies; the upstream's answer is
-//     buffered up to 32 MiB (502 beyond) until streaming lands.
+//     (8 MiB) bounds proxied request bodies, by Content-Length before the
+//     key is checked, or, for a chunked body, as it streams (413 if the
+//     upstream has not answered yet; the request was admitted and counts).
+//   - Proxy bodies of known length up to 64 KiB are buffered, in both
+//     directions, and keep their Content-Length; longer or chunked ones
+//     are streamed as they arrive, the answer flushed after every read so
+//     that server-sent events reach the client one by one. An upstream
+//     that breaks off a buffered answer is a 502 (504 on a timeout); one
+//     that breaks off a streamed answer cuts the client's connection, the
+//     only signal left once the status is sent.
+//   - Service.Timeout bounds the whole upstream exchange, a streamed
+//     answer included: set it above the longest stream (an LLM completion
+//     can take minutes). A 504 is possible only before the status is sent.
+//     A streamed upload must also arrive within the listener's read
+//     timeout (30 s), which fasthttp sets once per request.
 package httpapi

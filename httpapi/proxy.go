@@ -101,9 +101,10 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstre
 }
 
 // authorize checks the request's key and consumes one request of its
-// limit. It sets the rate-limit headers whenever the key was usable.
-// It allocates nothing on the admitted path (the key bytes are passed
-// as they are: Authorize does not retain them).
+// limit. It sets the rate-limit headers of a refused request; forward
+// sets those of an admitted one, once the upstream's headers are in. It
+// allocates nothing (the key bytes are passed as they are: Authorize does
+// not retain them).
 func (s *Server) authorize(ctx context.Context, rc *fasthttp.RequestCtx) (actors.AuthResult, error) {
 	secret := apiKey(&rc.Request.Header)
 	if len(secret) == 0 {
@@ -111,7 +112,6 @@ func (s *Server) authorize(ctx context.Context, rc *fasthttp.RequestCtx) (actors
 	}
 	res := s.keys.Authorize(ctx, secret)
 	if res.Err == nil {
-		s.setLimitHeaders(&rc.Response.Header, res.Limit)
 		return res, nil
 	}
 	if errors.Is(res.Err, actors.ErrRateLimited) {
@@ -165,10 +165,11 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, r
 	if err != nil {
 		fasthttp.ReleaseRequest(req)
 		rc.SetConnectionClose()
+		s.setLimitHeaders(&rc.Response.Header, res.Limit)
 		return err
 	}
 	resp := fasthttp.AcquireResponse()
-	err = up.client.DoDeadline(req, resp, time.Now().Add(up.timeout))
+	err = up.client.DoTimeout(req, resp, up.timeout)
 	fasthttp.ReleaseRequest(req)
 	unread, tooLarge := body.release()
 	if unread {

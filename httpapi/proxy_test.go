@@ -243,7 +243,10 @@ func TestProxyRateLimit(t *testing.T) {
 		if r.status != 202 {
 			t.Fatalf("request %d = %d %s", i, r.status, r.body)
 		}
-		want := map[string]string{"X-Ratelimit-Limit": "2", "X-Ratelimit-Remaining": remaining, "X-Ratelimit-Reset": strconv.FormatInt(now+3600, 10)}
+		want := map[string]string{
+			"X-Ratelimit-Limit": "2", "X-Ratelimit-Remaining": remaining, "X-Ratelimit-Reset": strconv.FormatInt(now+3600, 10),
+			"Ratelimit-Policy": `"hourly";q=2;w=3600`, "Ratelimit": `"hourly";r=` + remaining + `;t=3600`,
+		}
 		for k, v := range want {
 			if r.headers[k] != v {
 				t.Errorf("request %d: %s = %q, want %q", i, k, r.headers[k], v)
@@ -259,7 +262,7 @@ func TestProxyRateLimit(t *testing.T) {
 	}
 	reset, _ := strconv.ParseInt(r.headers["X-Ratelimit-Reset"], 10, 64)
 	if r.headers["Retry-After"] != strconv.FormatInt(retry, 10) || r.headers["X-Ratelimit-Remaining"] != "0" ||
-		reset-p.fake.clk.Now().Unix() != retry {
+		reset-p.fake.clk.Now().Unix() != retry || r.headers["Ratelimit"] != `"hourly";r=0;t=`+strconv.FormatInt(retry, 10) {
 		t.Errorf("429 headers disagree: %v", r.headers)
 	}
 }

@@ -195,6 +195,9 @@ func (c *fileConfig) validateValues() error {
 			return fmt.Errorf("config: %s must be %s", x.name, x.want)
 		}
 	}
+	if c.Gateway.Token == "" && !loopback(c.Gateway.Host) {
+		return fmt.Errorf("config: gateway.token must be set unless gateway.host is a loopback address (got %q)", c.Gateway.Host)
+	}
 	for name, s := range c.Services {
 		if name == "" || strings.ContainsAny(name, "/?#% ") {
 			return fmt.Errorf("config: services.%q: name must be a plain path segment", name)
@@ -204,6 +207,12 @@ func (c *fileConfig) validateValues() error {
 		}
 	}
 	return nil
+}
+
+// loopback reports whether host only accepts local connections.
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 func oneOf(s string, opts ...string) bool {

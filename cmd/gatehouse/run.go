@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"gatehouse/actors"
+	"gatehouse/actors/gateway"
 	"gatehouse/httpapi"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
@@ -59,6 +60,7 @@ func newLogger(cfg fileConfig, w io.Writer) *slog.Logger {
 type node struct {
 	log *wal.Log
 	sys *actors.System
+	gw  *gateway.Gateway
 }
 
 func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *slog.Logger, stderr io.Writer) error {
@@ -76,7 +78,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		_ = n.sys.Close(context.Background())
 		return err
 	}
-	api, gw, err := newServers(cfg, n.sys, lg, reg)
+	api, gw, err := newServers(cfg, n, lg, reg)
 	if err != nil {
 		_ = n.sys.Close(context.Background())
 		return err
@@ -85,7 +87,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	for _, l := range []struct {
 		name, host string
 		port       int
-		srv        *httpapi.Server
+		srv        interface{ Serve(net.Listener) error }
 	}{{"api", cfg.Server.Host, cfg.Server.Port, api}, {"gateway", cfg.Gateway.Host, cfg.Gateway.Port, gw}} {
 		ln, err := net.Listen("tcp", net.JoinHostPort(l.host, strconv.Itoa(l.port)))
 		if err != nil {
@@ -104,7 +106,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 }
 
 // shutdown drains in-flight requests, flushes usage, takes a final snapshot.
-func shutdown(n *node, lg *slog.Logger, api, gw *httpapi.Server, cause error) error {
+func shutdown(n *node, lg *slog.Logger, api *httpapi.Server, gw *httpapi.GatewayServer, cause error) error {
 	lg.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -145,15 +147,21 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	acfg.Plans = map[actors.Plan]int64{actors.PlanStandard: cfg.Plans.Standard, actors.PlanPremium: cfg.Plans.Premium}
 	acfg.SnapshotEvery, acfg.SnapshotInterval = cfg.Snapshot.EveryRecords, cfg.Snapshot.Interval.d
 	acfg.GatewayRPM = cfg.Gateway.RateLimitRPM
-	sys, err := actors.New(acfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg})
+	gw, err := gateway.New(gateway.DefaultConfig())
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	sys, err := actors.New(acfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{gw}})
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("start actors: %w", err)
 	}
-	return &node{log: l, sys: sys}, nil
+	return &node{log: l, sys: sys, gw: gw}, nil
 }
 
-func newServers(cfg fileConfig, sys *actors.System, lg *slog.Logger, reg *prometheus.Registry) (api, gw *httpapi.Server, err error) {
+func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Registry) (api *httpapi.Server, gw *httpapi.GatewayServer, err error) {
+	sys := n.sys
 	hcfg := httpapi.DefaultConfig()
 	hcfg.Host, hcfg.Port = cfg.Server.Host, cfg.Server.Port
 	hcfg.MaxBodyBytes, hcfg.SecureCookies = cfg.Server.MaxBodyBytes, cfg.Server.SecureCookies
@@ -165,7 +173,13 @@ func newServers(cfg fileConfig, sys *actors.System, lg *slog.Logger, reg *promet
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)
 	}
-	return api, httpapi.NewHealthServer("gateway", lg, reg, reg), nil
+	gcfg := httpapi.DefaultGatewayConfig()
+	gcfg.Token = cfg.Gateway.Token
+	gw, err = httpapi.NewGateway(gcfg, n.gw, lg, reg, reg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway api: %w", err)
+	}
+	return api, gw, nil
 }
 
 // masterKey loads the AES-256 master key (64 hex characters) or creates it

@@ -1,0 +1,22 @@
+package gateway
+
+import "errors"
+
+// Errors returned by Gateway. httpapi maps them to the gateway's error
+// codes; nothing else does.
+var (
+	// ErrKeyMissing: no token was presented.
+	ErrKeyMissing = errors.New("gateway: missing token")
+	// ErrKeyInvalid: the token is malformed, unknown, revoked or expired.
+	ErrKeyInvalid = errors.New("gateway: invalid token")
+	// ErrNotFound: no such API key, provider or agent.
+	ErrNotFound = errors.New("gateway: not found")
+	// ErrExists: the name or agent_key is taken.
+	ErrExists = errors.New("gateway: already exists")
+	// ErrForbidden: the user does not own the agent.
+	ErrForbidden = errors.New("gateway: not the owner")
+	// ErrInUse: the provider is still used by an agent.
+	ErrInUse = errors.New("gateway: still in use")
+	// ErrInvalid wraps every validation failure; the text names the field.
+	ErrInvalid = errors.New("gateway: invalid argument")
+)

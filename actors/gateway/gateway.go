@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+
+	"gatehouse/actors"
+	"gatehouse/actors/clock"
+	"gatehouse/wal"
+)
+
+// Config bounds the gateway's in-memory state.
+type Config struct {
+	// KeyShards is the number of API-key shard actors.
+	KeyShards int
+	// MaxTraces is how many run traces are kept (the oldest are dropped).
+	MaxTraces int
+	// UsageDays is how many UTC days of usage rows are kept, counted back
+	// from the newest day recorded.
+	UsageDays int
+}
+
+// DefaultConfig returns 8 key shards, 10,000 traces and 400 days of usage.
+func DefaultConfig() Config { return Config{KeyShards: 8, MaxTraces: 10_000, UsageDays: 400} }
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.KeyShards < 1 || c.KeyShards > 1024:
+		return errors.New("gateway: KeyShards must be in 1..1024")
+	case c.MaxTraces < 1:
+		return errors.New("gateway: MaxTraces must be > 0")
+	case c.UsageDays < 1:
+		return errors.New("gateway: UsageDays must be > 0")
+	}
+	return nil
+}
+
+// Gateway is the agent gateway's durable domain: an actors.Extension whose
+// actors own API keys (sharded by hash), providers and agents (one registry
+// actor) and run records (one runs actor). Its methods are safe for
+// concurrent use once the System has started it; none holds state itself.
+type Gateway struct {
+	cfg    Config
+	st     *state // restore and replay target; handed to the actors at Start
+	root   *actor.RootContext
+	log    actors.EventLog
+	clock  clock.Clock
+	sealer *actors.Sealer
+	lg     *slog.Logger
+	wd     func() <-chan struct{}
+	allow  func(ctx context.Context, subject string) (bool, error)
+
+	shards   []*actor.PID
+	registry *actor.PID
+	runs     *actor.PID
+	authPool sync.Pool
+}
+
+var _ actors.Extension = (*Gateway)(nil)
+
+// New returns a Gateway to pass in actors.Deps.Extensions.
+func New(cfg Config) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Gateway{cfg: cfg}, nil
+}
+
+// Name is the snapshot section name.
+func (g *Gateway) Name() string { return "gateway" }
+
+// Owns claims record types 64..69.
+func (g *Gateway) Owns(t wal.Type) bool { return owns(t) }
+
+// Restore replaces the state with a snapshot section (nil: empty).
+func (g *Gateway) Restore(b []byte) error {
+	g.st = newState(g.cfg.MaxTraces, g.cfg.UsageDays)
+	if b == nil {
+		return nil
+	}
+	return decodeSection(b, g.st)
+}
+
+// Apply replays one record after the snapshot.
+func (g *Gateway) Apply(seq uint64, r wal.Record) error { return g.st.apply(seq, r) }
+
+// Start spawns the key shards, the registry and the runs actor.
+func (g *Gateway) Start(env actors.ExtensionEnv) error {
+	g.root, g.log, g.clock, g.sealer, g.wd, g.allow = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog, env.Allow
+	g.lg = env.Logger
+	if g.lg == nil {
+		g.lg = slog.New(slog.DiscardHandler)
+	}
+	g.lg = g.lg.With("component", "gateway")
+	st := g.st
+	g.st = nil
+	g.shards = make([]*actor.PID, g.cfg.KeyShards)
+	parts := make([]*keyShard, len(g.shards))
+	for i := range parts {
+		parts[i] = &keyShard{log: g.log, clock: g.clock, byHash: map[[32]byte]*APIKey{}, byID: map[uuid.UUID]*APIKey{}}
+	}
+	for _, k := range st.keys {
+		parts[shardOf(k.Hash, len(parts))].put(k)
+	}
+	for i, p := range parts {
+		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return p }))
+	}
+	reg := &registry{log: g.log, clock: g.clock, providers: st.providers, agents: st.agents}
+	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
+	ra := &runsActor{log: g.log, lg: g.lg, self: nil, st: st.runs}
+	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
+	ra.self, ra.root = g.runs, g.root
+	g.authPool.New = func() any { return &authMsg{reply: make(chan authReply, 1)} }
+	return nil
+}
+
+// Capture returns the section: every actor's copy, gathered by message.
+func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
+	s := section{Version: 1}
+	replies := make(chan []APIKey, len(g.shards))
+	for _, pid := range g.shards {
+		g.root.Send(pid, captureKeys{reply: replies})
+	}
+	for range g.shards {
+		ks, err := await(ctx, replies)
+		if err != nil {
+			return nil, err
+		}
+		s.Keys = append(s.Keys, ks...)
+	}
+	rr := make(chan registryImage, 1)
+	g.root.Send(g.registry, captureRegistry{reply: rr})
+	im, err := await(ctx, rr)
+	if err != nil {
+		return nil, err
+	}
+	s.Providers, s.Agents = im.providers, im.agents
+	ru := make(chan runsImage, 1)
+	g.root.Send(g.runs, captureRuns{reply: ru})
+	ri, err := await(ctx, ru)
+	if err != nil {
+		return nil, err
+	}
+	s.RunsSeq, s.Traces, s.Usage = ri.seq, ri.traces, ri.usage
+	slices.SortFunc(s.Keys, func(a, b APIKey) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("gateway capture: %w", err)
+	}
+	return b, nil
+}
+
+// Stop has nothing to release: the System stops the actors.
+func (g *Gateway) Stop() {}
+
+// Allow is the System's gateway token bucket (always true when disabled).
+func (g *Gateway) Allow(ctx context.Context, subject string) (bool, error) {
+	return g.allow(ctx, subject)
+}
+
+// await waits for a reply or the caller's deadline.
+func await[T any](ctx context.Context, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("%w: %w", actors.ErrUnavailable, ctx.Err())
+	}
+}

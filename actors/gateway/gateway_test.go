@@ -1,0 +1,298 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"go.uber.org/goleak"
+
+	"gatehouse/actors"
+	"gatehouse/actors/clock"
+	"gatehouse/snapshot"
+	"gatehouse/wal"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// node is a data dir a System with a Gateway can be started on, crashed
+// and restarted.
+type node struct {
+	tb  testing.TB
+	dir string
+	clk *clock.Fake
+	key []byte
+	log *wal.Log
+	sys *actors.System
+	gw  *Gateway
+}
+
+func newNode(tb testing.TB) *node {
+	tb.Helper()
+	n := &node{tb: tb, dir: tb.TempDir(), clk: clock.NewFake(t0), key: make([]byte, 32)}
+	tb.Cleanup(n.crash)
+	return n
+}
+
+func (n *node) start() *Gateway {
+	n.tb.Helper()
+	wcfg := wal.DefaultConfig()
+	wcfg.Path, wcfg.NoSync = filepath.Join(n.dir, "wal.db"), true
+	l, err := wal.Open(wcfg, nil, nil)
+	if err != nil {
+		n.tb.Fatalf("wal.Open: %v", err)
+	}
+	snaps, err := snapshot.New(snapshot.Config{Dir: filepath.Join(n.dir, "snap"), Retain: 2}, nil, nil)
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	sealer, err := actors.NewSealer(n.key)
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	gw, err := New(DefaultConfig())
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	cfg := actors.DefaultConfig()
+	cfg.Shards, cfg.FlushInterval = 4, time.Hour
+	cfg.SnapshotEvery, cfg.SnapshotInterval = 0, 0
+	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Clock: n.clk, Sealer: sealer, Extensions: []actors.Extension{gw}})
+	if err != nil {
+		n.tb.Fatalf("actors.New: %v", err)
+	}
+	n.log, n.sys, n.gw = l, sys, gw
+	return gw
+}
+
+// crash closes the WAL under the running system, so its shutdown cannot
+// snapshot: the next start sees only what was durable, as after kill -9.
+func (n *node) crash() {
+	if n.sys == nil {
+		return
+	}
+	_ = n.log.Close()
+	_ = n.sys.Close(context.Background())
+	n.sys = nil
+}
+
+func (n *node) stop() {
+	n.tb.Helper()
+	if err := n.sys.Close(ctx(n.tb)); err != nil {
+		n.tb.Fatalf("Close: %v", err)
+	}
+	_ = n.log.Close()
+	n.sys = nil
+}
+
+func ctx(tb testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	tb.Cleanup(cancel)
+	return c
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestAPIKeys(t *testing.T) {
+	n := newNode(t)
+	gw := n.start()
+	k, raw, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "ci", Scopes: []Scope{ScopeRead}, ExpiresIn: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !WellFormed([]byte(raw)) {
+		t.Fatalf("raw key %q is not gateway_ + 32 hex", raw)
+	}
+	got, err := gw.Authenticate(ctx(t), []byte(raw))
+	if err != nil || got.ID != k.ID || !cmp.Equal(got.Scopes, []Scope{ScopeRead}) {
+		t.Fatalf("Authenticate = %+v, %v", got, err)
+	}
+	tests := []struct {
+		name string
+		tok  string
+		want error
+	}{
+		{"empty", "", ErrKeyMissing},
+		{"malformed", "gateway_XYZ", ErrKeyInvalid},
+		{"unknown", KeyPrefix + "00000000000000000000000000000000", ErrKeyInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := gw.Authenticate(ctx(t), []byte(tt.tok)); !errors.Is(err, tt.want) {
+				t.Errorf("Authenticate(%q) = %v, want %v", tt.tok, err, tt.want)
+			}
+		})
+	}
+	n.clk.Advance(2 * time.Hour)
+	if _, err := gw.Authenticate(ctx(t), []byte(raw)); !errors.Is(err, ErrKeyInvalid) {
+		t.Errorf("expired key: Authenticate = %v, want ErrKeyInvalid", err)
+	}
+	k2, raw2, _ := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "two", Scopes: []Scope{ScopeAdmin}})
+	if err := gw.RevokeAPIKey(ctx(t), k2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.Authenticate(ctx(t), []byte(raw2)); !errors.Is(err, ErrKeyInvalid) {
+		t.Errorf("revoked key: Authenticate = %v, want ErrKeyInvalid", err)
+	}
+	if err := gw.RevokeAPIKey(ctx(t), uuid.New()); !errors.Is(err, ErrNotFound) {
+		t.Errorf("RevokeAPIKey(unknown) = %v, want ErrNotFound", err)
+	}
+	if _, _, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "x", Scopes: []Scope{"operator.god"}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad scope = %v, want ErrInvalid", err)
+	}
+}
+
+func TestScopeGrants(t *testing.T) {
+	tests := []struct {
+		have, need Scope
+		want       bool
+	}{
+		{ScopeAdmin, ScopeRead, true}, {ScopeAdmin, ScopeAdmin, true}, {ScopeWrite, ScopeRead, true},
+		{ScopeWrite, ScopeAdmin, false}, {ScopeRead, ScopeWrite, false}, {"x", ScopeRead, false},
+	}
+	for _, tt := range tests {
+		if got := tt.have.Grants(tt.need); got != tt.want {
+			t.Errorf("%s.Grants(%s) = %v, want %v", tt.have, tt.need, got, tt.want)
+		}
+	}
+}
+
+func TestProvidersAndAgents(t *testing.T) {
+	n := newNode(t)
+	gw := n.start()
+	p, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "oa", ProviderType: ProviderOpenAICompat, APIBase: "http://127.0.0.1:1/v1/", APIKey: ptr("sk-secret-123456"), Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.APIKeyHint != "****3456" || p.APIBase != "http://127.0.0.1:1/v1" {
+		t.Errorf("provider = %+v", p)
+	}
+	if key, err := gw.ProviderKey(p); err != nil || key != "sk-secret-123456" {
+		t.Errorf("ProviderKey = %q, %v", key, err)
+	}
+	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "oa", ProviderType: ProviderEcho}); !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate provider = %v, want ErrExists", err)
+	}
+	a, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("helper"), Provider: ptr("oa"), Model: ptr("gpt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.CreateAgent(ctx(t), "bob", AgentInput{AgentKey: ptr("helper"), Provider: ptr("oa"), Model: ptr("gpt")}); !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate agent_key = %v, want ErrExists", err)
+	}
+	if _, err := gw.GetAgent(ctx(t), "bob", "helper"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob GetAgent = %v, want ErrNotFound", err)
+	}
+	if _, err := gw.UpdateAgent(ctx(t), "alice", a.ID.String(), AgentInput{SharedWith: &[]string{"bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.UpdateAgent(ctx(t), "bob", "helper", AgentInput{Model: ptr("x")}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("bob UpdateAgent = %v, want ErrForbidden", err)
+	}
+	if as, _ := gw.ListAgents(ctx(t), "bob"); len(as) != 1 {
+		t.Errorf("bob ListAgents = %d agents, want 1", len(as))
+	}
+	if err := gw.DeleteProvider(ctx(t), "oa"); !errors.Is(err, ErrInUse) {
+		t.Errorf("DeleteProvider in use = %v, want ErrInUse", err)
+	}
+	if err := gw.DeleteAgent(ctx(t), "bob", "helper"); !errors.Is(err, ErrForbidden) {
+		t.Errorf("bob DeleteAgent = %v, want ErrForbidden", err)
+	}
+}
+
+// TestRestart: providers, agents, API keys and usage survive a crash, both
+// from the WAL alone and from a snapshot plus the WAL after it.
+func TestRestart(t *testing.T) {
+	n := newNode(t)
+	gw := n.start()
+	p, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, APIKey: ptr("sk-never-in-clear"), Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("default"), Provider: ptr("echo"), Model: ptr("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, raw, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "k", Scopes: []Scope{ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string, prompt int64) {
+		gw.RecordRun(Trace{ID: id, AgentID: a.ID, UserID: "alice", Status: RunOK, StartedAt: n.clk.Now(),
+			Spans: []Span{{Name: "llm", Kind: "llm", PromptTokens: prompt, CompletionTokens: 1, Status: RunOK}}})
+	}
+	waitUsage := func(gw *Gateway, want int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			us, err := gw.Usage(ctx(t), a.ID, "alice")
+			if err == nil && len(us) == 1 && us[0].PromptTokens == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("usage = %+v, %v, want prompt tokens %d", us, err, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	run("r1", 10)
+	waitUsage(gw, 10)
+
+	check := func(stage string, gw *Gateway, wantPrompt int64) {
+		t.Helper()
+		if got, err := gw.GetProvider(ctx(t), p.ID.String()); err != nil || got.APIKeyHint != "****lear" {
+			t.Errorf("%s: provider = %+v, %v", stage, got, err)
+		} else if key, _ := gw.ProviderKey(got); key != "sk-never-in-clear" {
+			t.Errorf("%s: provider key = %q", stage, key)
+		}
+		if _, err := gw.GetAgent(ctx(t), "alice", "default"); err != nil {
+			t.Errorf("%s: agent: %v", stage, err)
+		}
+		if _, err := gw.Authenticate(ctx(t), []byte(raw)); err != nil {
+			t.Errorf("%s: api key: %v", stage, err)
+		}
+		waitUsage(gw, wantPrompt)
+		if tr, err := gw.Trace(ctx(t), "r1"); err != nil || tr.AgentID != a.ID {
+			t.Errorf("%s: trace r1 = %+v, %v", stage, tr, err)
+		}
+	}
+	n.crash()
+	gw = n.start()
+	check("after crash (wal only)", gw, 10)
+
+	if _, err := n.sys.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	run("r2", 5) // after the snapshot: replayed exactly once
+	waitUsage(gw, 15)
+	n.crash()
+	gw = n.start()
+	check("after crash (snapshot + wal)", gw, 15)
+	n.stop()
+	gw = n.start()
+	check("after clean stop", gw, 15)
+	n.stop()
+	// The credential is sealed: it appears in no file of the data dir.
+	err = filepath.WalkDir(n.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte("sk-never-in-clear")) {
+			t.Errorf("%s holds the provider credential in clear", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

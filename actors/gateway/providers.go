@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// providerSlug is the rule for provider names.
+var providerSlug = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// validateProvider checks in; create requires every field.
+func validateProvider(in ProviderInput) error {
+	if !providerSlug.MatchString(in.Name) {
+		return fmt.Errorf("name must match %s: %w", providerSlug, ErrInvalid)
+	}
+	if utf8.RuneCountInString(in.DisplayName) > 100 {
+		return fmt.Errorf("display_name must be at most 100 characters: %w", ErrInvalid)
+	}
+	switch in.ProviderType {
+	case ProviderOpenAICompat:
+		u, err := url.Parse(in.APIBase)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("api_base must be an http:// or https:// URL: %w", ErrInvalid)
+		}
+	case ProviderEcho:
+	default:
+		return fmt.Errorf("provider_type must be %q or %q: %w", ProviderOpenAICompat, ProviderEcho, ErrInvalid)
+	}
+	if len(in.Settings) > 0 && !bytes.Equal(bytes.TrimSpace(in.Settings), []byte("null")) {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(in.Settings, &obj); err != nil {
+			return fmt.Errorf("settings must be a JSON object: %w", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// hintOf masks a credential: its last four characters when long enough.
+func hintOf(key string) string {
+	if key == "" {
+		return ""
+	}
+	if len(key) < 12 {
+		return "****"
+	}
+	return "****" + key[len(key)-4:]
+}
+
+// CreateProvider validates in, seals its credential and stores it.
+func (g *Gateway) CreateProvider(ctx context.Context, in ProviderInput) (Provider, error) {
+	return g.putProvider(ctx, uuid.New(), in, true)
+}
+
+// UpdateProvider replaces the provider's fields (by id or name); a nil
+// APIKey keeps the credential. ErrNotFound, ErrExists, ErrInvalid.
+func (g *Gateway) UpdateProvider(ctx context.Context, ref string, in ProviderInput) (Provider, error) {
+	cur, err := g.GetProvider(ctx, ref)
+	if err != nil {
+		return Provider{}, err
+	}
+	return g.putProvider(ctx, cur.ID, in, false)
+}
+
+func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInput, create bool) (Provider, error) {
+	if err := validateProvider(in); err != nil {
+		return Provider{}, err
+	}
+	m := putProvider{create: create, reply: make(chan provReply, 1), p: Provider{
+		ID: id, Name: in.Name, DisplayName: in.DisplayName, ProviderType: in.ProviderType,
+		APIBase: strings.TrimRight(in.APIBase, "/"), Enabled: in.Enabled, Settings: in.Settings,
+	}}
+	if m.p.DisplayName == "" {
+		m.p.DisplayName = in.Name
+	}
+	if in.APIKey != nil {
+		var sealed []byte
+		if *in.APIKey != "" {
+			var err error
+			if sealed, err = g.sealer.Seal([]byte(*in.APIKey), id[:]); err != nil {
+				return Provider{}, err
+			}
+		}
+		m.sealed, m.hint = &sealed, hintOf(*in.APIKey)
+	}
+	g.root.Send(g.registry, m)
+	r, err := await(ctx, m.reply)
+	if err = cmpErr(r.err, err); err != nil {
+		return Provider{}, err
+	}
+	return r.p, nil
+}
+
+// GetProvider finds a provider by id or name; ErrNotFound.
+func (g *Gateway) GetProvider(ctx context.Context, ref string) (Provider, error) {
+	reply := make(chan provReply, 1)
+	g.root.Send(g.registry, getProvider{ref: ref, reply: reply})
+	r, err := await(ctx, reply)
+	return r.p, cmpErr(r.err, err)
+}
+
+// ListProviders returns every provider by name.
+func (g *Gateway) ListProviders(ctx context.Context) ([]Provider, error) {
+	reply := make(chan provReply, 1)
+	g.root.Send(g.registry, listProviders{reply: reply})
+	r, err := await(ctx, reply)
+	return r.ps, cmpErr(r.err, err)
+}
+
+// DeleteProvider removes a provider; ErrNotFound, ErrInUse while an agent
+// uses it.
+func (g *Gateway) DeleteProvider(ctx context.Context, ref string) error {
+	reply := make(chan provReply, 1)
+	g.root.Send(g.registry, delProvider{ref: ref, reply: reply})
+	r, err := await(ctx, reply)
+	return cmpErr(r.err, err)
+}
+
+// ProviderKey opens p's sealed credential ("" when it has none). Call it
+// only to call out; never log the result.
+func (g *Gateway) ProviderKey(p Provider) (string, error) {
+	if len(p.APIKeySealed) == 0 {
+		return "", nil
+	}
+	b, err := g.sealer.Open(p.APIKeySealed, p.ID[:])
+	return string(b), err
+}

@@ -1,0 +1,59 @@
+package gateway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func TestRunStateApply(t *testing.T) {
+	agent := uuid.New()
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 23, 59, 0, 0, time.UTC) }
+	tr := func(id string, at time.Time) Trace {
+		return Trace{ID: id, AgentID: agent, UserID: "u", StartedAt: at, Spans: []Span{{PromptTokens: 2, CompletionTokens: 1}}}
+	}
+	rs := newRunState(3, 2)
+	rs.apply(1, tr("a", day(20)))
+	rs.apply(2, tr("b", day(20).Add(2*time.Minute))) // 00:01 the next UTC day
+	rs.apply(2, tr("b", day(20)))                    // replayed: already reflected
+	rs.apply(1, tr("a", day(20)))
+	if len(rs.usage) != 2 || len(rs.traces) != 2 || rs.seq != 2 {
+		t.Fatalf("after replay: %d usage rows, %d traces, seq %d; want 2, 2, 2", len(rs.usage), len(rs.traces), rs.seq)
+	}
+	rs.apply(3, tr("c", day(22)))
+	rs.apply(4, tr("d", day(22)))
+	// Two days kept back from the newest (the 22nd): the 21st and 22nd.
+	for k := range rs.usage {
+		if k.day < "2026-11-21" {
+			t.Errorf("usage row %s outlived the 2-day retention", k.day)
+		}
+	}
+	if u := rs.usage[usageKey{"2026-11-22", agent, "u"}]; u == nil || u.Runs != 2 || u.PromptTokens != 4 || u.CompletionTokens != 2 {
+		t.Errorf("row 2026-11-22 = %+v, want 2 runs, 4 prompt, 2 completion tokens", u)
+	}
+	if len(rs.traces) != 3 || rs.traces[0].ID != "b" {
+		t.Errorf("traces = %v, want the newest 3 from b", rs.traces)
+	}
+}
+
+func BenchmarkAuthenticate(b *testing.B) {
+	n := newNode(b)
+	gw := n.start()
+	_, raw, err := gw.CreateAPIKey(ctx(b), NewAPIKey{Name: "bench", Scopes: []Scope{ScopeRead}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := []byte(raw)
+	c := ctx(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := gw.Authenticate(c, key); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Scope is an API-key permission. Names follow the GoClaw ecosystem.
+type Scope string
+
+// The three scopes. Admin implies write, write implies read.
+const (
+	ScopeAdmin Scope = "operator.admin"
+	ScopeWrite Scope = "operator.write"
+	ScopeRead  Scope = "operator.read"
+)
+
+// Grants reports whether a holder of s may use an endpoint needing need.
+func (s Scope) Grants(need Scope) bool {
+	rank := map[Scope]int{ScopeRead: 1, ScopeWrite: 2, ScopeAdmin: 3}
+	return rank[s] >= rank[need] && rank[need] > 0
+}
+
+// ValidScope reports whether s is one of the three scopes.
+func ValidScope(s Scope) bool { return s == ScopeAdmin || s == ScopeWrite || s == ScopeRead }
+
+// APIKey is a gateway API key as listed: the raw key is never kept, only
+// its SHA-256 and a masked preview.
+type APIKey struct {
+	ID        uuid.UUID `json:"id"`
+	Name      string    `json:"name"`
+	Preview   string    `json:"preview"`
+	Hash      [32]byte  `json:"hash"`
+	Scopes    []Scope   `json:"scopes"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// Active reports whether k authenticates at now.
+func (k *APIKey) Active(now time.Time) bool {
+	return k.RevokedAt.IsZero() && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
+}
+
+// NewAPIKey is a create request. ExpiresIn 0 means never.
+type NewAPIKey struct {
+	Name      string
+	Scopes    []Scope
+	ExpiresIn time.Duration
+}
+
+// KeyAuth is what a successful API-key authentication yields.
+type KeyAuth struct {
+	ID     uuid.UUID
+	Scopes []Scope
+}
+
+// Provider types.
+const (
+	ProviderOpenAICompat = "openai_compat"
+	// ProviderEcho is offline and deterministic: for demos and tests only.
+	ProviderEcho = "echo"
+)
+
+// Provider is an LLM endpoint. APIKeySealed is the AES-256-GCM sealed
+// credential (bound to the provider id); it is opened only to call out.
+type Provider struct {
+	ID           uuid.UUID       `json:"id"`
+	Name         string          `json:"name"`
+	DisplayName  string          `json:"display_name"`
+	ProviderType string          `json:"provider_type"`
+	APIBase      string          `json:"api_base"`
+	APIKeySealed []byte          `json:"api_key_sealed,omitempty"`
+	APIKeyHint   string          `json:"api_key_hint,omitempty"`
+	Enabled      bool            `json:"enabled"`
+	Settings     json.RawMessage `json:"settings,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+}
+
+// ProviderInput creates or replaces a provider's fields. APIKey nil keeps
+// the current credential on update; "" clears it.
+type ProviderInput struct {
+	Name         string
+	DisplayName  string
+	ProviderType string
+	APIBase      string
+	APIKey       *string
+	Enabled      bool
+	Settings     json.RawMessage
+}
+
+// Agent statuses.
+const (
+	AgentActive   = "active"
+	AgentDisabled = "disabled"
+)
+
+// Agent is a configured assistant: a provider, a model and a system prompt,
+// owned by one gateway user and optionally shared with others.
+type Agent struct {
+	ID             uuid.UUID `json:"id"`
+	AgentKey       string    `json:"agent_key"`
+	DisplayName    string    `json:"display_name"`
+	OwnerID        string    `json:"owner_id"`
+	ProviderID     uuid.UUID `json:"provider_id"`
+	Model          string    `json:"model"`
+	SystemPrompt   string    `json:"system_prompt"`
+	Status         string    `json:"status"`
+	TimeoutSeconds int       `json:"timeout_seconds"`
+	SharedWith     []string  `json:"shared_with,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// CanUse reports whether user owns a or a is shared with user.
+func (a *Agent) CanUse(user string) bool {
+	if a.OwnerID == user {
+		return true
+	}
+	for _, u := range a.SharedWith {
+		if u == user {
+			return true
+		}
+	}
+	return false
+}
+
+// AgentInput creates or updates an agent. Provider is a provider's name or
+// id. Nil fields keep their value on update.
+type AgentInput struct {
+	AgentKey       *string
+	DisplayName    *string
+	Provider       *string
+	Model          *string
+	SystemPrompt   *string
+	Status         *string
+	TimeoutSeconds *int
+	SharedWith     *[]string
+}
+
+// Span is one timed step of a run (today: the LLM call).
+type Span struct {
+	Name             string    `json:"name"`
+	Kind             string    `json:"kind"`
+	StartedAt        time.Time `json:"started_at"`
+	DurationMs       int64     `json:"duration_ms"`
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+	Status           string    `json:"status"`
+	Error            string    `json:"error,omitempty"`
+}
+
+// Run statuses.
+const (
+	RunOK      = "ok"
+	RunFailed  = "failed"
+	RunTimeout = "timeout"
+)
+
+// Trace is the record of one agent run.
+type Trace struct {
+	ID         string    `json:"id"`
+	AgentID    uuid.UUID `json:"agent_id"`
+	UserID     string    `json:"user_id"`
+	Endpoint   string    `json:"endpoint"`
+	Status     string    `json:"status"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMs int64     `json:"duration_ms"`
+	Spans      []Span    `json:"spans"`
+}
+
+// UsageRow is the token usage of one agent for one user on one UTC day.
+type UsageRow struct {
+	Day              string    `json:"day"` // 2006-01-02
+	AgentID          uuid.UUID `json:"agent_id"`
+	UserID           string    `json:"user_id"`
+	Runs             int64     `json:"runs"`
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+}

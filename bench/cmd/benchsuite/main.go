@@ -1,0 +1,149 @@
+// Command benchsuite runs gatehouse's proxy benchmark: the stub upstream
+// direct, a bare fasthttp hop, nginx and gatehouse side by side in one
+// run, prints the table and appends it to -results. See package bench.
+//
+//	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs
+//
+// The subcommands `stub` and `barehop` are the suite's own child
+// processes.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"gatehouse/bench"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "load" {
+		if err := load(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "benchsuite load:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && (os.Args[1] == "stub" || os.Args[1] == "barehop") {
+		fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+		body := fs.Int("body", 1024, "answer size in bytes (stub)")
+		upstream := fs.String("upstream", "", "upstream host:port (barehop)")
+		_ = fs.Parse(os.Args[2:])
+		if err := bench.ServeSubcommand(os.Stdout, os.Args[1], *body, *upstream); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "benchsuite:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	cfg := bench.DefaultConfig()
+	flag.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections of the throughput runs")
+	flag.IntVar(&cfg.LatencyConns, "latency-conns", cfg.LatencyConns, "connections of the latency runs")
+	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per target and round")
+	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up before each measurement")
+	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds, targets interleaved")
+	flag.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys of the spread-keys case")
+	flag.IntVar(&cfg.BodyBytes, "body", cfg.BodyBytes, "stub answer size in bytes")
+	results := flag.String("results", "", "append the report to this Markdown file")
+	allocs := flag.Bool("allocs", true, "also run the auth+limit allocation benchmarks (go test)")
+	keep := flag.Bool("keep", false, "keep the work dir (configs, logs, data)")
+	flag.Parse()
+
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "gatehouse-bench-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintln(os.Stderr, "work dir:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	cfg.Self, cfg.Dir, cfg.Log = []string{exe}, dir, os.Stderr
+
+	s, err := bench.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	err = s.Run(ctx)
+	s.Stop()
+	if err != nil {
+		return err
+	}
+	meta := bench.Meta{Date: time.Now(), Command: strings.TrimSpace("go run ./bench/cmd/benchsuite " + strings.Join(os.Args[1:], " "))}
+	if *allocs {
+		meta.Extra = allocBenchmarks(ctx)
+	}
+	report := s.Report(meta)
+	fmt.Print("\n" + report)
+	if *results != "" {
+		if err := bench.AppendResults(*results, report); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "appended to", *results)
+	}
+	return nil
+}
+
+// load runs the load generator alone against a gatehouse proxy (for
+// BenchmarkProxyProcess): one line of results on stdout.
+func load(args []string) error {
+	fs := flag.NewFlagSet("load", flag.ExitOnError)
+	addr := fs.String("addr", "", "host:port to load")
+	keys := fs.String("keys", "", "file of API keys, one a line")
+	conns := fs.Int("conns", 64, "connections")
+	d := fs.Duration("duration", 5*time.Second, "measured time")
+	_ = fs.Parse(args)
+	b, err := os.ReadFile(*keys)
+	if err != nil {
+		return err
+	}
+	var reqs [][]byte
+	for _, k := range strings.Fields(string(b)) {
+		reqs = append(reqs, bench.ProxyRequest(k))
+	}
+	res, err := bench.Run(context.Background(), bench.Load{Addr: *addr, Requests: reqs, Conns: *conns, Warmup: time.Second, Duration: *d, Status: 200})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%.0f req/s, p50 %v, p99 %v, errors %d\n", res.Throughput(), res.Latency.Quantile(0.5), res.Latency.Quantile(0.99), res.Errors)
+	return nil
+}
+
+// allocBenchmarks runs the benchmarks that show what the auth+limit path
+// allocates, and returns their output for the report.
+func allocBenchmarks(ctx context.Context) string {
+	fmt.Fprintln(os.Stderr, "running the auth+limit allocation benchmarks")
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "ProxyAuthPath|Authorize",
+		"-benchmem", "-benchtime", "2s", "./httpapi", "./bench")
+	out, err := cmd.CombinedOutput()
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "Benchmark") {
+			lines = append(lines, l)
+		}
+	}
+	text := "Auth+limit path, allocations (`go test -run '^$' -bench 'ProxyAuthPath|Authorize' -benchmem -benchtime 2s ./httpapi ./bench`):\n\n```\n" +
+		strings.Join(lines, "\n") + "\n```\n"
+	if err != nil {
+		text += fmt.Sprintf("\n(the benchmarks failed: %v)\n", err)
+	}
+	return text
+}

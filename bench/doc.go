@@ -1,0 +1,57 @@
+// Package bench measures gatehouse's proxy against what it competes with,
+// side by side in one run on one machine, and holds the benchmark harness
+// typed on small interfaces that the other packages' benchmarks share.
+//
+// # The suite
+//
+// `make bench` (go run ./bench/cmd/benchsuite -results bench/RESULTS.md)
+// starts, each in its own process on loopback:
+//
+//   - the stub upstream (Upstream: a fasthttp server answering 1 KiB of
+//     JSON to anything);
+//   - the bare hop (BareHop: fasthttp server + keep-alive HostClient, no
+//     auth, no header rewriting, the physical limit of one hop);
+//   - nginx as a plain keep-alive reverse proxy (NginxConfig; installed
+//     from Debian's packages by `make bench-deps`), a child process in the
+//     foreground, killed at the end;
+//   - gatehouse, built from ./cmd/gatehouse and started with a temp data
+//     dir, WAL with fsync, usage counting and the limiter on; the bootstrap
+//     admin creates a user and 10,000 keys through the API and raises their
+//     limits (Provision), so that nothing is refused.
+//
+// It then loads each target with the same request bytes (Run: a closed
+// loop over N keep-alive connections for a fixed time, latencies in a
+// Histogram), in rounds with the targets interleaved so that a noisy
+// moment hits them all, and one more time at one connection for latency
+// without queueing. It prints a Markdown table (req/s, p50/p99/p999, the
+// server's CPU per request from /proc, the ratios to the bare hop and to
+// nginx, the issue's targets checked) and appends it, dated, with the
+// machine and the command, to bench/RESULTS.md. Flags: -conns, -duration,
+// -rounds, -keys, -body, -results, -keep (keep the work dir and logs).
+//
+// The load generator is built like wrk, to leave the servers as much of
+// the shared CPU as it can: a few OS threads, each with its own epoll set
+// of non-blocking sockets, answers parsed in place, nothing allocated per
+// request. It only ever dials loopback addresses it is given.
+//
+// # Go benchmarks
+//
+//	go test ./bench -run '^$' -bench . -benchmem
+//
+// BenchmarkAuthorize* run the real actor system's Authorize through the
+// Authorize harness (any Authorizer). BenchmarkProxyGatehouse and
+// BenchmarkProxyBareHop run client, proxy and stub in one process, for a
+// quick A/B; BenchmarkProxyProcess serves gatehouse's handler in the test
+// process and loads it from child processes as the suite does, so that
+// -cpuprofile gives the profile of gatehouse alone:
+//
+//	go test ./bench -run '^$' -bench 'ProxyProcess/hot' -benchtime 1x -cpuprofile cpu.prof
+//	go tool pprof -top bench.test cpu.prof
+//
+// # Concurrency and ownership
+//
+// Run is safe to call from one goroutine at a time per Load; a Histogram
+// is not safe for concurrent use (one per event loop, merged at the end).
+// A Suite owns its child processes: Stop ends them, the last started
+// first, and they get SIGTERM (Pdeathsig) if the suite dies.
+package bench

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gatehouse/actors"
+	"gatehouse/snapshot"
+	"gatehouse/wal"
+)
+
+// Authorizer is what the auth benchmarks need: actors.System, or a fake.
+type Authorizer interface {
+	Authorize(ctx context.Context, secret []byte) actors.AuthResult
+}
+
+var _ Authorizer = (*actors.System)(nil)
+
+// NewSystem starts a real actor system on a WAL (fsync on, as in
+// production) and snapshot store in a temp dir, and closes it when tb
+// ends. It creates a licensed premium user and n keys with their limit
+// raised so that no benchmark is refused, and returns their secrets.
+func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
+	tb.Helper()
+	dir := tb.TempDir()
+	wcfg := wal.DefaultConfig()
+	wcfg.Path = filepath.Join(dir, "wal.db")
+	l, err := wal.Open(wcfg, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snaps, err := snapshot.New(snapshot.Config{Dir: filepath.Join(dir, "snap"), Retain: 2}, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sealer, err := actors.NewSealer(make([]byte, 32))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sys.Close(ctx); err != nil {
+			tb.Errorf("Close() = %v", err)
+		}
+		if err := l.Close(); err != nil {
+			tb.Errorf("wal Close() = %v", err)
+		}
+	})
+	ctx := context.Background()
+	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "bench@example.com", Password: "bench-password", Plan: actors.PlanPremium, LicenseActive: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	limit := int64(1_000_000_000)
+	secrets := make([][]byte, n)
+	errs := make(chan error, 16)
+	for w := range 16 { // concurrent, so that the WAL commits in groups
+		go func() {
+			var err error
+			for i := w; i < n && err == nil; i += 16 {
+				var k actors.KeyInfo
+				var secret string
+				if k, secret, err = sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "bench"}); err == nil {
+					_, err = sys.UpdateKey(ctx, k.ID, actors.KeyPatch{RateLimit: &limit})
+				}
+				secrets[i] = []byte(secret)
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return sys, secrets
+}
+
+// Authorize benchmarks a.Authorize from b's parallel goroutines, the
+// secrets taken in turn, with the context the proxy passes (no deadline).
+func Authorize(b *testing.B, a Authorizer, secrets [][]byte) {
+	b.Helper()
+	b.ReportAllocs()
+	var next atomic.Uint64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			s := secrets[next.Add(1)%uint64(len(secrets))]
+			if res := a.Authorize(ctx, s); res.Err != nil {
+				b.Error(res.Err)
+				return
+			}
+		}
+	})
+}

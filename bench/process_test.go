@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gatehouse/actors"
+	"gatehouse/httpapi"
+)
+
+// BenchmarkProxyProcess serves gatehouse's handler (real actor system, WAL
+// with fsync) in this process and loads it from a child process through
+// the stub upstream in another, as cmd/benchsuite does: so a CPU profile
+// of this benchmark is a profile of gatehouse alone under the suite's
+// load. b.N is ignored: each run loads for 5 s.
+//
+//	go test ./bench -run '^$' -bench ProxyProcess -benchtime 1x -cpuprofile cpu.prof
+//	go tool pprof -top bench.test cpu.prof
+func BenchmarkProxyProcess(b *testing.B) {
+	b.Run("bare-hop", func(b *testing.B) { benchProcess(b, 0) })
+	b.Run("hot-key", func(b *testing.B) { benchProcess(b, 1) })
+	b.Run("10k-keys", func(b *testing.B) { benchProcess(b, 10_000) })
+}
+
+// benchProcess loads gatehouse with keys keys, or the bare hop if keys is 0.
+func benchProcess(b *testing.B, keys int) {
+	dir := b.TempDir()
+	suite := filepath.Join(dir, "benchsuite")
+	if out, err := exec.Command("go", "build", "-o", suite, "gatehouse/bench/cmd/benchsuite").CombinedOutput(); err != nil {
+		b.Fatalf("build benchsuite: %v\n%s", err, out)
+	}
+	stub, stubAddr, err := StartProc(dir, "stub", []string{suite, "stub"}, nil, 10*time.Second,
+		func(line string) (string, bool) { return strings.CutPrefix(line, "listening ") })
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(stub.Stop)
+	secrets := [][]byte{[]byte("none")}
+	var addr string
+	if keys == 0 {
+		addr = serveLoopback(b, BareHop(stubAddr))
+	} else {
+		var sys *actors.System
+		sys, secrets = NewSystem(b, keys)
+		cfg := httpapi.DefaultConfig()
+		cfg.Services = map[string]httpapi.Service{ServiceName: {Upstream: "http://" + stubAddr}}
+		srv, err := httpapi.New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ln, err := listenLoopback()
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		b.Cleanup(func() { _ = srv.Shutdown(b.Context()) })
+		addr = ln.Addr().String()
+	}
+	keyFile := filepath.Join(dir, "keys")
+	var lines []string
+	for _, s := range secrets {
+		lines = append(lines, string(s))
+	}
+	if err := os.WriteFile(keyFile, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	out, err := exec.Command(suite, "load", "-addr", addr, "-keys", keyFile).CombinedOutput()
+	if err != nil {
+		b.Fatalf("load: %v\n%s", err, out)
+	}
+	b.Log(strings.TrimSpace(string(out)))
+}

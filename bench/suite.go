@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Config is one suite run.
+type Config struct {
+	Conns        int           // connections of the throughput runs
+	LatencyConns int           // connections of the latency runs (no queueing)
+	Duration     time.Duration // measured time per target and round
+	Warmup       time.Duration // unmeasured time before each run
+	Rounds       int           // rounds, the targets interleaved in each
+	Keys         int           // keys of the spread-keys case
+	BodyBytes    int           // size of the stub's answer
+	// Self is the argv prefix that runs this program's subcommands:
+	// `Self... stub` and `Self... barehop` (see cmd/benchsuite).
+	Self []string
+	// Dir receives configs, data and the servers' logs.
+	Dir string
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// DefaultConfig is what `make bench` runs: about three minutes.
+func DefaultConfig() Config {
+	return Config{Conns: 64, LatencyConns: 1, Duration: 5 * time.Second, Warmup: time.Second, Rounds: 3, Keys: 10_000, BodyBytes: 1024}
+}
+
+// Validate reports the first invalid field, by name.
+func (c Config) Validate() error {
+	switch {
+	case c.Conns < 1 || c.LatencyConns < 1:
+		return errors.New("bench: conns and latency_conns must be >= 1")
+	case c.Duration <= 0 || c.Warmup < 0:
+		return errors.New("bench: duration must be > 0 and warmup >= 0")
+	case c.Rounds < 1:
+		return errors.New("bench: rounds must be >= 1")
+	case c.Keys < 1:
+		return errors.New("bench: keys must be >= 1")
+	case c.BodyBytes < 16:
+		return errors.New("bench: body must be >= 16 bytes")
+	case len(c.Self) == 0 || c.Dir == "":
+		return errors.New("bench: self and dir are required")
+	}
+	return nil
+}
+
+// Target is one server under load.
+type Target struct {
+	Name     string
+	Addr     string
+	Requests [][]byte
+	Status   int
+	Server   *Proc // whose CPU is charged per request
+	Kind     string
+
+	Rounds  []*Result
+	CPU     time.Duration // server CPU over the measured windows
+	LoadCPU time.Duration // the load generator's CPU, likewise
+	Latency *Result       // at Config.LatencyConns
+	Failed  error         // the first run that failed outright, if any
+}
+
+// Target kinds, for the ratios of the report.
+const (
+	KindDirect   = "direct"
+	KindBare     = "bare"
+	KindNginx    = "nginx"
+	KindGateway  = "gatehouse"
+	KindValidate = "validate"
+)
+
+// Suite holds the servers of one run.
+type Suite struct {
+	cfg     Config
+	procs   []*Proc
+	Targets []*Target
+	Nginx   string // version
+}
+
+// Start starts the stub upstream, the bare hop, nginx and gatehouse (built
+// from this module, with nkeys keys provisioned), each in its own process.
+func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Suite{cfg: cfg}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	nginx, err := NginxPath()
+	if err != nil {
+		return nil, err
+	}
+	s.Nginx = NginxVersion(nginx)
+	addrLine := func(line string) (string, bool) { return strings.CutPrefix(line, "listening ") }
+	s.logf("starting the stub upstream and the bare hop")
+	stub, stubAddr, err := StartProc(cfg.Dir, "stub", append(cfg.Self, "stub", "-body", fmt.Sprint(cfg.BodyBytes)), nil, 10*time.Second, addrLine)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, stub)
+	bare, bareAddr, err := StartProc(cfg.Dir, "barehop", append(cfg.Self, "barehop", "-upstream", stubAddr), nil, 10*time.Second, addrLine)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, bare)
+	s.logf("starting %s", s.Nginx)
+	ngx, ngxAddr, err := StartNginx(nginx, cfg.Dir, stubAddr)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, ngx)
+	s.logf("building and starting gatehouse")
+	bin, err := BuildGatehouse(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	gh, ghAddr, err := StartGatehouse(bin, cfg.Dir, stubAddr)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, gh)
+	s.logf("creating %d keys", cfg.Keys)
+	t0 := time.Now()
+	secrets, err := Provision(ctx, "http://"+ghAddr, cfg.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("provision keys: %w", err)
+	}
+	s.logf("created %d keys in %v", len(secrets), time.Since(t0).Round(time.Millisecond))
+
+	hot := [][]byte{ProxyRequest(secrets[0])}
+	spread := make([][]byte, len(secrets))
+	for i, k := range secrets {
+		spread[i] = ProxyRequest(k)
+	}
+	s.Targets = []*Target{
+		{Name: "upstream direct", Kind: KindDirect, Addr: stubAddr, Requests: hot, Server: stub},
+		{Name: "bare fasthttp hop (no auth)", Kind: KindBare, Addr: bareAddr, Requests: hot, Server: bare},
+		{Name: "nginx keep-alive proxy", Kind: KindNginx, Addr: ngxAddr, Requests: hot, Server: ngx},
+		{Name: "gatehouse, 1 hot key", Kind: KindGateway, Addr: ghAddr, Requests: hot, Server: gh},
+		{Name: fmt.Sprintf("gatehouse, %d keys", len(secrets)), Kind: KindGateway, Addr: ghAddr, Requests: spread, Server: gh},
+		{Name: "gatehouse POST /api/keys/validate", Kind: KindValidate, Addr: ghAddr, Requests: [][]byte{validateRequest(secrets[0])}, Server: gh},
+	}
+	for _, t := range s.Targets {
+		t.Status = 200
+	}
+	return s, nil
+}
+
+// ProxyRequest is the request every proxy target gets, byte for byte: the
+// stub answers any path, and gatehouse needs the key and the proxy path.
+func ProxyRequest(key string) []byte {
+	return []byte("GET /api/proxy/" + ServiceName + "/v1/items?page=1 HTTP/1.1\r\nHost: bench.local\r\n" +
+		"User-Agent: gatehouse-bench\r\nAccept: application/json\r\nX-API-Key: " + key + "\r\n\r\n")
+}
+
+func validateRequest(key string) []byte {
+	return []byte("POST /api/keys/validate HTTP/1.1\r\nHost: bench.local\r\nUser-Agent: gatehouse-bench\r\n" +
+		"X-API-Key: " + key + "\r\nContent-Length: 0\r\n\r\n")
+}
+
+// Run measures every target: Rounds throughput rounds at Conns
+// connections, the targets interleaved so that a noisy moment hits them
+// all alike, then one latency run each at LatencyConns. A run that fails
+// outright is recorded in the target's Failed and the suite goes on.
+func (s *Suite) Run(ctx context.Context) error {
+	for r := range s.cfg.Rounds {
+		for _, t := range s.Targets {
+			res, cpu, load, err := s.measure(ctx, t, s.cfg.Conns)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				s.failed(t, err)
+				continue
+			}
+			t.Rounds = append(t.Rounds, res)
+			t.CPU += cpu
+			t.LoadCPU += load
+			s.logf("round %d/%d  %-36s %9.0f req/s  p99 %v  errors %d", r+1, s.cfg.Rounds, t.Name, res.Throughput(), res.Latency.Quantile(0.99), res.Errors)
+		}
+	}
+	for _, t := range s.Targets {
+		res, _, _, err := s.measure(ctx, t, s.cfg.LatencyConns)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			s.failed(t, err)
+			continue
+		}
+		t.Latency = res
+		s.logf("latency at %d conn  %-36s p50 %v  p99 %v", s.cfg.LatencyConns, t.Name, res.Latency.Quantile(0.5), res.Latency.Quantile(0.99))
+	}
+	return nil
+}
+
+func (s *Suite) failed(t *Target, err error) {
+	s.logf("%s: %v", t.Name, err)
+	if t.Failed == nil {
+		t.Failed = fmt.Errorf("%s: %w", time.Now().UTC().Format(time.TimeOnly), err)
+	}
+}
+
+// measure loads t once; it returns the result and the CPU time the
+// server and the load generator used in the measured window.
+func (s *Suite) measure(ctx context.Context, t *Target, conns int) (res *Result, server, load time.Duration, err error) {
+	var srv0, srv1, load0, load1 time.Duration
+	res, err = Run(ctx, Load{
+		Addr: t.Addr, Requests: t.Requests, Conns: conns, Warmup: s.cfg.Warmup, Duration: s.cfg.Duration, Status: t.Status,
+		OnWindow: func(start bool) {
+			if start {
+				srv0, load0 = t.Server.CPU(), selfCPU()
+			} else {
+				srv1, load1 = t.Server.CPU(), selfCPU()
+			}
+		},
+	})
+	return res, srv1 - srv0, load1 - load0, err
+}
+
+// selfCPU is the CPU time (user + system) this process used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Stop stops every server, the last started first.
+func (s *Suite) Stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].Stop()
+	}
+	s.procs = nil
+}
+
+func (s *Suite) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		fmt.Fprintf(s.cfg.Log, format+"\n", args...)
+	}
+}
+
+func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// ServeSubcommand runs the stub or bare hop in this process on a loopback
+// port, printing "listening ADDR" once it accepts connections.
+func ServeSubcommand(w io.Writer, name string, body int, upstream string) error {
+	ln, err := listenLoopback()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "listening "+ln.Addr().String())
+	if f, ok := w.(*os.File); ok {
+		_ = f.Sync()
+	}
+	switch name {
+	case "stub":
+		return Serve(ln, Upstream(JSONBody(body)))
+	case "barehop":
+		return Serve(ln, BareHop(upstream))
+	}
+	return fmt.Errorf("bench: unknown server %q", name)
+}

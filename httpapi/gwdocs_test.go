@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+func TestDocsPage(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	if r := e.do("GET", "/docs", "", ""); r.status != 401 {
+		t.Errorf("GET /docs without a token = %d, want 401", r.status)
+	}
+	if !docsBundled() {
+		missing(t, "viewer not bundled: run `make docs-ui`")
+	}
+	r := e.must(200, "GET", "/docs?token="+gwToken, "", "")
+	if !strings.Contains(r.raw, "/docs/assets/swagger-ui-bundle.js?token="+gwToken) || !strings.Contains(r.raw, `"/docs/openapi.json?token=`+gwToken+`"`) {
+		t.Errorf("page does not pass the token on: %s", r.raw)
+	}
+	e.must(200, "GET", "/docs/assets/swagger-ui.css?token="+gwToken, "", "")
+	e.must(404, "GET", "/docs/assets/..%2Fgwdocs.go?token="+gwToken, "", "")
+	e.must(200, "GET", "/docs/openapi.json?token="+gwToken, "", "")
+}
+
+func TestDocsPageWithoutBundle(t *testing.T) {
+	saved := docsFiles
+	docsFiles = fstest.MapFS{"README.txt": {Data: []byte("placeholder")}}
+	t.Cleanup(func() { docsFiles = saved })
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	r := e.must(503, "GET", "/docs", gwToken, "")
+	if !strings.Contains(r.raw, "make docs-ui") || !strings.Contains(r.raw, "/docs/openapi.json") {
+		t.Errorf("missing-bundle page = %s", r.raw)
+	}
+}
+
+// TestDocsInChromium loads /docs in headless Chromium and checks that the
+// viewer rendered the operations.
+func TestDocsInChromium(t *testing.T) {
+	chromium := needTool(t, "chromium", "run `make chromium` (Debian package chromium)")
+	if !docsBundled() {
+		missing(t, "viewer not bundled: run `make docs-ui`")
+	}
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=20000", "--dump-dom",
+		e.url+"/docs?token="+gwToken)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	dom := string(out)
+	if n := strings.Count(dom, `class="opblock opblock-`); n != len(e.srv.routes) {
+		t.Errorf("rendered %d operations, want %d", n, len(e.srv.routes))
+	}
+	for _, want := range []string{"/v1/chat/completions", "/v1/responses", "/v1/agents/{id}/wake", "/v1/api-keys", "gatehouse agent gateway"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q", want)
+		}
+	}
+}

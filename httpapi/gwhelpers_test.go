@@ -1,0 +1,220 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gatehouse/actors"
+	"gatehouse/actors/clock"
+	"gatehouse/actors/gateway"
+	"gatehouse/snapshot"
+	"gatehouse/wal"
+)
+
+const gwToken = "test-gateway-token"
+
+// gwEnv is a GatewayServer on 127.0.0.1 backed by a real actor System
+// with the gateway extension, on a temp dir.
+type gwEnv struct {
+	tb   testing.TB
+	url  string
+	gw   *gateway.Gateway
+	sys  *actors.System
+	srv  *GatewayServer
+	clk  *clock.Fake
+	http *http.Client
+}
+
+type gwOpts struct {
+	rpm   int
+	token string
+	extra []gwRoute
+	clk   *clock.Fake // nil: a real-time clock is used for buckets
+}
+
+func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
+	tb.Helper()
+	dir := tb.TempDir()
+	wcfg := wal.DefaultConfig()
+	wcfg.Path, wcfg.NoSync = filepath.Join(dir, "wal.db"), true
+	l, err := wal.Open(wcfg, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snaps, err := snapshot.New(snapshot.Config{Dir: filepath.Join(dir, "snap"), Retain: 2}, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sealer, err := actors.NewSealer(make([]byte, 32))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	acfg := actors.DefaultConfig()
+	acfg.Shards, acfg.GatewayRPM = 2, o.rpm
+	acfg.SnapshotEvery, acfg.SnapshotInterval = 0, 0
+	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Extensions: []actors.Extension{gw}}
+	if o.clk != nil {
+		deps.Clock = o.clk
+	}
+	sys, err := actors.New(acfg, deps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := DefaultGatewayConfig()
+	cfg.Token = o.token
+	reg := prometheus.NewRegistry()
+	srv, err := newGateway(cfg, gw, testLogger(tb), reg, reg, o.extra)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			tb.Errorf("Shutdown() = %v", err)
+		}
+		<-done
+		if err := sys.Close(ctx); err != nil {
+			tb.Errorf("sys.Close() = %v", err)
+		}
+		_ = l.Close()
+	})
+	return &gwEnv{tb: tb, url: "http://" + ln.Addr().String(), gw: gw, sys: sys, srv: srv, clk: o.clk, http: hc}
+}
+
+// gwResp is an answer with its JSON body decoded (when JSON).
+type gwResp struct {
+	status int
+	header http.Header
+	raw    string
+	body   map[string]any
+}
+
+// errCode returns error.code of an envelope.
+func (r gwResp) errCode() string {
+	e, _ := r.body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func (r gwResp) errMsg() string {
+	e, _ := r.body["error"].(map[string]any)
+	c, _ := e["message"].(string)
+	return c
+}
+
+// do sends a request; hdr holds name, value pairs. A token "" sends none.
+func (e *gwEnv) do(method, path, token, body string, hdr ...string) gwResp {
+	e.tb.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		e.tb.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := gwResp{status: resp.StatusCode, header: resp.Header, raw: string(b)}
+	_ = json.Unmarshal(b, &out.body)
+	return out
+}
+
+// must is do that fails the test unless the status is want.
+func (e *gwEnv) must(want int, method, path, token, body string, hdr ...string) gwResp {
+	e.tb.Helper()
+	r := e.do(method, path, token, body, hdr...)
+	if r.status != want {
+		e.tb.Fatalf("%s %s = %d %s, want %d", method, path, r.status, r.raw, want)
+	}
+	return r
+}
+
+// seedAgent creates an echo provider and an agent for user alice.
+func (e *gwEnv) seedAgent(key, settings string, extra string) {
+	e.tb.Helper()
+	if r := e.do("GET", "/v1/providers/echo", gwToken, ""); r.status == http.StatusNotFound {
+		e.must(201, "POST", "/v1/providers", gwToken, `{"name":"echo","provider_type":"echo","settings":`+settings+`}`)
+	}
+	e.must(201, "POST", "/v1/agents", gwToken,
+		`{"agent_key":"`+key+`","provider":"echo","model":"echo-1","system_prompt":"be brief"`+extra+`}`, "X-Gateway-User-Id", "alice")
+}
+
+// sseEvent is one parsed Server-Sent Event.
+type sseEvent struct {
+	event string
+	data  string
+}
+
+// readEvents parses an SSE body.
+func readEvents(tb testing.TB, body io.Reader) []sseEvent {
+	tb.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			cur.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.data = line[6:]
+		}
+	}
+	return out
+}
+
+func jsonOf(tb testing.TB, s string) map[string]any {
+	tb.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		tb.Fatalf("json %q: %v", s, err)
+	}
+	return m
+}
+
+func ctxT(tb testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	tb.Cleanup(cancel)
+	return c
+}

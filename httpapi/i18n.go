@@ -1,0 +1,122 @@
+package httpapi
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The gateway's message catalogue: every client-facing error message, in
+// each supported language. Handlers name a message by its msgID; nothing
+// else in the gateway writes message text.
+
+// msgID names one catalogue entry; its text may hold fmt verbs.
+type msgID string
+
+// Catalogue entries.
+const (
+	msgTokenMissing     msgID = "token_missing"
+	msgTokenInvalid     msgID = "token_invalid"
+	msgScopeDenied      msgID = "scope_denied"
+	msgOwnerOnly        msgID = "owner_only"
+	msgUserRequired     msgID = "user_required"
+	msgBadHeader        msgID = "bad_header"
+	msgRateLimited      msgID = "rate_limited"
+	msgRouteNotFound    msgID = "route_not_found"
+	msgMethodNotAllowed msgID = "method_not_allowed"
+	msgAgentNotFound    msgID = "agent_not_found"
+	msgProviderNotFound msgID = "provider_not_found"
+	msgKeyNotFound      msgID = "key_not_found"
+	msgTraceNotFound    msgID = "trace_not_found"
+	msgNotFound         msgID = "not_found"
+	msgExists           msgID = "exists"
+	msgAgentExists      msgID = "agent_exists"
+	msgProviderExists   msgID = "provider_exists"
+	msgInvalid          msgID = "invalid"
+	msgInvalidJSON      msgID = "invalid_json"
+	msgTooLarge         msgID = "too_large"
+	msgInUse            msgID = "in_use"
+	msgAgentDisabled    msgID = "agent_disabled"
+	msgProviderDisabled msgID = "provider_disabled"
+	msgAgentTimeout     msgID = "agent_timeout"
+	msgProviderFailed   msgID = "provider_failed"
+	msgUnavailable      msgID = "unavailable"
+	msgInternal         msgID = "internal"
+)
+
+// Supported languages, in catalogue column order.
+const (
+	langEN = iota
+	langVI
+	langZH
+)
+
+var langTags = [...]string{langEN: "en", langVI: "vi", langZH: "zh"}
+
+// catalogue holds {en, vi, zh} for every msgID.
+var catalogue = map[msgID][3]string{
+	msgTokenMissing:     {"missing bearer token: send Authorization: Bearer <token>", "thiếu mã xác thực: hãy gửi Authorization: Bearer <token>", "缺少令牌：请发送 Authorization: Bearer <token>"},
+	msgTokenInvalid:     {"invalid, revoked or expired token", "mã xác thực không hợp lệ, đã bị thu hồi hoặc đã hết hạn", "令牌无效、已吊销或已过期"},
+	msgScopeDenied:      {"this credential lacks the %s scope", "thông tin xác thực này thiếu quyền %s", "此凭据缺少 %s 权限"},
+	msgOwnerOnly:        {"only the agent's owner may do this", "chỉ chủ sở hữu agent mới được thực hiện thao tác này", "只有智能体的所有者可以执行此操作"},
+	msgUserRequired:     {"header X-Gateway-User-Id is required", "cần có header X-Gateway-User-Id", "需要请求头 X-Gateway-User-Id"},
+	msgBadHeader:        {"header %s is invalid", "header %s không hợp lệ", "请求头 %s 无效"},
+	msgRateLimited:      {"rate limit exceeded, retry later", "vượt quá giới hạn tần suất, vui lòng thử lại sau", "超出速率限制，请稍后重试"},
+	msgRouteNotFound:    {"no such endpoint", "không có endpoint này", "没有此端点"},
+	msgMethodNotAllowed: {"method not allowed on this endpoint", "phương thức không được phép trên endpoint này", "此端点不允许该方法"},
+	msgAgentNotFound:    {"agent not found", "không tìm thấy agent", "未找到智能体"},
+	msgProviderNotFound: {"provider not found", "không tìm thấy nhà cung cấp", "未找到提供商"},
+	msgKeyNotFound:      {"API key not found", "không tìm thấy API key", "未找到 API 密钥"},
+	msgTraceNotFound:    {"trace not found", "không tìm thấy trace", "未找到追踪记录"},
+	msgNotFound:         {"resource not found", "không tìm thấy tài nguyên", "未找到资源"},
+	msgExists:           {"already exists: %s", "đã tồn tại: %s", "已存在：%s"},
+	msgAgentExists:      {"an agent with this agent_key already exists", "đã có agent với agent_key này", "已存在使用此 agent_key 的智能体"},
+	msgProviderExists:   {"a provider with this name already exists", "đã có nhà cung cấp với tên này", "已存在同名提供商"},
+	msgInvalid:          {"invalid request: %s", "yêu cầu không hợp lệ: %s", "请求无效：%s"},
+	msgInvalidJSON:      {"request body is not valid JSON: %s", "nội dung yêu cầu không phải JSON hợp lệ: %s", "请求体不是有效的 JSON：%s"},
+	msgTooLarge:         {"request body too large", "nội dung yêu cầu quá lớn", "请求体过大"},
+	msgInUse:            {"precondition failed: %s", "điều kiện tiên quyết không thỏa: %s", "前置条件不满足：%s"},
+	msgAgentDisabled:    {"the agent is disabled", "agent đang bị vô hiệu hóa", "该智能体已停用"},
+	msgProviderDisabled: {"the agent's provider is disabled", "nhà cung cấp của agent đang bị vô hiệu hóa", "该智能体的提供商已停用"},
+	msgAgentTimeout:     {"the agent did not finish within its time limit of %d s", "agent không hoàn thành trong giới hạn thời gian %d giây", "智能体未在 %d 秒的时限内完成"},
+	msgProviderFailed:   {"the agent's provider failed: %s", "nhà cung cấp của agent gặp lỗi: %s", "智能体的提供商出错：%s"},
+	msgUnavailable:      {"service temporarily unavailable", "dịch vụ tạm thời không khả dụng", "服务暂时不可用"},
+	msgInternal:         {"internal error", "lỗi nội bộ", "内部错误"},
+}
+
+// text renders msg in lang with args.
+func (m msgID) text(lang int, args ...any) string {
+	row, ok := catalogue[m]
+	if !ok {
+		return string(m)
+	}
+	f := row[lang]
+	if len(args) == 0 {
+		return f
+	}
+	return fmt.Sprintf(f, args...)
+}
+
+// parseLang picks the best supported language of an Accept-Language value
+// (RFC 9110: q-values, region subtags such as vi-VN); English when none.
+func parseLang(h string) int {
+	best, bestQ := langEN, 0.0
+	for part := range strings.SplitSeq(h, ",") {
+		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		q := 1.0
+		if p := strings.TrimSpace(params); strings.HasPrefix(p, "q=") {
+			v, err := strconv.ParseFloat(p[2:], 64)
+			if err != nil || v < 0 || v > 1 {
+				continue
+			}
+			q = v
+		}
+		primary, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(tag)), "-")
+		for i, l := range langTags {
+			if primary == l && q > bestQ {
+				best, bestQ = i, q
+			}
+		}
+	}
+	return best
+}

@@ -1,0 +1,195 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+)
+
+// bufferBodyMax is the largest body of known length that the proxy reads
+// whole instead of streaming, in either direction: one copy, and the
+// Content-Length goes along. Anything longer, or of unknown length
+// (chunked, or ended by the upstream closing), is streamed.
+const bufferBodyMax = 64 << 10
+
+// requestBody streams the client's request body to the upstream. It
+// counts what it passes against MaxProxyBodyBytes (a chunked body has no
+// length to check up front) and records whether the body was read to its
+// end. It is pooled.
+type requestBody struct {
+	r        io.Reader // the client's body stream, owned by fasthttp
+	left     int       // bytes still allowed
+	eof      bool
+	tooLarge bool
+}
+
+var requestBodyPool = sync.Pool{New: func() any { return new(requestBody) }}
+
+// errBodyLimit ends a streamed request body that outgrew MaxProxyBodyBytes.
+var errBodyLimit = errors.New("httpapi: request body over the proxy limit")
+
+// Read passes the client's body on. It is deliberately not an io.Closer:
+// the stream belongs to the server's RequestCtx, not to the upstream
+// request that reads it.
+func (b *requestBody) Read(p []byte) (int, error) {
+	if b.eof {
+		return 0, io.EOF
+	}
+	n, err := b.r.Read(p)
+	b.left -= n
+	if b.left < 0 {
+		b.tooLarge = true
+		return 0, errBodyLimit
+	}
+	if errors.Is(err, io.EOF) {
+		b.eof = true
+	}
+	return n, err
+}
+
+// release returns b to its pool and reports whether the client's body was
+// left unread and whether it outgrew the limit. A nil b (a buffered body)
+// was read whole.
+func (b *requestBody) release() (unread, tooLarge bool) {
+	if b == nil {
+		return false, false
+	}
+	unread, tooLarge = !b.eof, b.tooLarge
+	*b = requestBody{}
+	requestBodyPool.Put(b)
+	return unread, tooLarge
+}
+
+// attachBody gives req the client's body: as it is if fasthttp holds it
+// whole, copied if its length is known and at most bufferBodyMax, else as
+// a stream (chunked upstream if the client's was chunked). It returns the
+// stream, or nil if the body was buffered. A client whose small body
+// breaks off is answered 400 by the caller through errBodyRead.
+func attachBody(req *fasthttp.Request, rc *fasthttp.RequestCtx, limit int) (*requestBody, error) {
+	if !rc.Request.IsBodyStream() {
+		req.SetBodyRaw(rc.Request.Body())
+		return nil, nil
+	}
+	cl := rc.Request.Header.ContentLength()
+	if cl >= 0 && cl <= bufferBodyMax {
+		if cl == 0 {
+			return nil, nil
+		}
+		if err := rc.Request.BodyWriteTo(req.BodyWriter()); err != nil {
+			return nil, errBodyRead
+		}
+		return nil, nil
+	}
+	b := requestBodyPool.Get().(*requestBody)
+	*b = requestBody{r: rc.RequestBodyStream(), left: limit}
+	req.SetBodyStream(b, max(cl, -1))
+	return b, nil
+}
+
+// proxyBodyTooLarge reports a body known to be over limit before any of
+// it is read: by its Content-Length, or its size if fasthttp holds it.
+func proxyBodyTooLarge(rc *fasthttp.RequestCtx, limit int) bool {
+	if rc.Request.IsBodyStream() {
+		return rc.Request.Header.ContentLength() > limit
+	}
+	return len(rc.Request.Body()) > limit
+}
+
+// copyResponseHeader copies the upstream's status and headers to rc,
+// minus its hop-by-hop headers. The status line is ours too: an HTTP/1.0
+// upstream must not make the answer to an HTTP/1.1 client read "HTTP/1.0".
+func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
+	h := &rc.Response.Header
+	resp.Header.CopyTo(h)
+	h.SetProtocol(http11)
+	h.ResetConnectionClose()
+	for _, name := range hopByHopResp {
+		h.Del(name)
+	}
+}
+
+// relayBody hands the upstream's body (a stream, see newUpstream) to rc
+// and resp to whoever finishes with it. A body of known length up to
+// bufferBodyMax is copied now, so its errors can still become a 502 or
+// 504. Any other body is streamed by the server after the handler
+// returns, flushed as it arrives so that server-sent events reach the
+// client one by one; an upstream failure then cuts the client's
+// connection, the only signal left once the status is sent.
+func relayBody(rc *fasthttp.RequestCtx, resp *fasthttp.Response) error {
+	if resp.BodyStream() == nil { // HEAD, 204, 304: no body
+		fasthttp.ReleaseResponse(resp)
+		return nil
+	}
+	cl := resp.Header.ContentLength()
+	if cl >= 0 && cl <= bufferBodyMax {
+		err := resp.BodyWriteTo(rc.Response.BodyWriter())
+		fasthttp.ReleaseResponse(resp)
+		return err
+	}
+	b := responseBodyPool.Get().(*responseBody)
+	b.resp = resp
+	rc.Response.ImmediateHeaderFlush = true
+	rc.Response.SetBodyStream(b, max(cl, -1))
+	return nil
+}
+
+// responseBody is the upstream's body as the body stream of the answer to
+// the client. The server reads it through WriteTo, which flushes after
+// every read, and closes it with CloseWithError, which releases the
+// upstream response (and its connection: back to the pool if the body
+// was read to its end, closed otherwise). It is pooled.
+type responseBody struct {
+	resp *fasthttp.Response
+}
+
+var (
+	responseBodyPool = sync.Pool{New: func() any { return new(responseBody) }}
+	copyBufPool      = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+)
+
+func (b *responseBody) Read(p []byte) (int, error) { return b.resp.BodyStream().Read(p) }
+
+// SupportsBodyWriteTo lets fasthttp use WriteTo for both fixed-length and
+// chunked framing.
+func (b *responseBody) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo copies the body to w, flushing w (when it can) after each read
+// so that nothing waits in a buffer for more data from the upstream.
+func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
+	f, _ := w.(interface{ Flush() error })
+	bp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bp)
+	var total int64
+	for {
+		n, err := b.Read(*bp)
+		if n > 0 {
+			if _, werr := w.Write((*bp)[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+			if f != nil {
+				if ferr := f.Flush(); ferr != nil {
+					return total, ferr
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// CloseWithError releases the upstream response; fasthttp calls it once
+// the body is written or the write failed.
+func (b *responseBody) CloseWithError(error) error {
+	err := b.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(b.resp)
+	b.resp = nil
+	responseBodyPool.Put(b)
+	return err
+}

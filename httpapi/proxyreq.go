@@ -1,0 +1,156 @@
+package httpapi
+
+import (
+	"net"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors"
+)
+
+var (
+	hdrXFF       = []byte("X-Forwarded-For")
+	hdrXFHost    = []byte("X-Forwarded-Host")
+	hdrXFProto   = []byte("X-Forwarded-Proto")
+	hdrUserID    = []byte("X-Gatehouse-User-Id")
+	hdrKeyID     = []byte("X-Gatehouse-Key-Id")
+	hdrAPIKey    = []byte("X-Api-Key")
+	hdrAuthz     = []byte("Authorization")
+	commaSpace   = []byte(", ")
+	protoHTTP    = []byte("http")
+	protoHTTPS   = []byte("https")
+	http11       = []byte("HTTP/1.1")
+	cookieNameB  = []byte(CookieName)
+	hopByHopResp = []string{"Keep-Alive", "Proxy-Authenticate", "Proxy-Connection", "Te", "Trailer", "Upgrade"}
+)
+
+// dropped reports whether the client's header named k (canonical form) is
+// not forwarded: hop-by-hop, or the key. Expect and Transfer-Encoding are
+// fasthttp's own business and removed unconditionally.
+func dropped(k []byte) bool {
+	switch string(k) {
+	case "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade",
+		"X-Api-Key", "Authorization":
+		return true
+	}
+	return false
+}
+
+var uriPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// buildUpstreamRequest fills req's header from the client's request in rc;
+// attachBody adds the body.
+func buildUpstreamRequest(req *fasthttp.Request, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) {
+	rc.Request.Header.CopyTo(&req.Header)
+	stripConnectionTokens(&req.Header, rc.Request.Header.Peek(fasthttp.HeaderConnection))
+	req.Header.ResetConnectionClose()
+	req.Header.Del(fasthttp.HeaderExpect)
+	req.Header.Del(fasthttp.HeaderTransferEncoding)
+	// One pass finds what to drop, so that the usual request, which has
+	// nothing to drop but its key, pays for one deletion instead of ten.
+	var drop [8][]byte
+	n := 0
+	for k := range rc.Request.Header.All() {
+		if dropped(k) && n < len(drop) {
+			drop[n], n = k, n+1
+		}
+	}
+	for _, k := range drop[:n] {
+		req.Header.DelBytes(k)
+	}
+	if n == len(drop) { // more than fit: the slow way
+		for _, k := range [...][]byte{hdrAPIKey, hdrAuthz, []byte("Keep-Alive"), []byte("Proxy-Authenticate"), []byte("Proxy-Authorization"),
+			[]byte("Proxy-Connection"), []byte("Te"), []byte("Trailer"), []byte("Upgrade")} {
+			req.Header.DelBytes(k)
+		}
+	}
+	if len(rc.Request.Header.Peek(fasthttp.HeaderCookie)) > 0 {
+		req.Header.DelCookieBytes(cookieNameB)
+	}
+
+	bp := uriPool.Get().(*[]byte)
+	uri := append((*bp)[:0], up.basePath...)
+	uri = append(uri, suffix...)
+	if q := rc.URI().QueryString(); len(q) > 0 {
+		uri = append(uri, '?')
+		uri = append(uri, q...)
+	}
+	req.Header.SetRequestURIBytes(uri)
+	*bp = uri
+	uriPool.Put(bp)
+	req.Header.SetHost(up.host)
+
+	var buf [64]byte
+	xff := buf[:0]
+	if prev := rc.Request.Header.PeekBytes(hdrXFF); len(prev) > 0 {
+		xff = append(append(xff, prev...), commaSpace...)
+	}
+	req.Header.SetCanonical(hdrXFF, appendRemoteIP(xff, rc.RemoteAddr()))
+	req.Header.SetCanonical(hdrXFHost, rc.Request.Header.Host())
+	if rc.IsTLS() {
+		req.Header.SetCanonical(hdrXFProto, protoHTTPS)
+	} else {
+		req.Header.SetCanonical(hdrXFProto, protoHTTP)
+	}
+	req.Header.SetCanonical(hdrUserID, appendUUID(buf[:0], res.UserID))
+	req.Header.SetCanonical(hdrKeyID, appendUUID(buf[:0], res.KeyID))
+	for _, h := range up.headers {
+		req.Header.SetBytesKV(h[0], h[1])
+	}
+}
+
+// stripConnectionTokens removes the headers the Connection header names.
+func stripConnectionTokens(h *fasthttp.RequestHeader, conn []byte) {
+	for len(conn) > 0 {
+		var tok []byte
+		if i := indexByte(conn, ','); i >= 0 {
+			tok, conn = conn[:i], conn[i+1:]
+		} else {
+			tok, conn = conn, nil
+		}
+		tok = trimOWS(tok)
+		if len(tok) > 0 && !asciiEqualFold(tok, []byte("close")) && !asciiEqualFold(tok, []byte("keep-alive")) {
+			h.DelBytes(tok)
+		}
+	}
+}
+
+func indexByte(b []byte, c byte) int {
+	for i := range b {
+		if b[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// appendRemoteIP appends the client's IP without allocating.
+func appendRemoteIP(dst []byte, a net.Addr) []byte {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap().AppendTo(dst)
+	}
+	return append(dst, a.String()...)
+}
+
+// appendUUID appends the canonical form of id.
+func appendUUID(dst []byte, id [16]byte) []byte {
+	const hex = "0123456789abcdef"
+	for i, b := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hex[b>>4], hex[b&0x0f])
+	}
+	return dst
+}
