@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ const (
 	codeTooLarge         = "PAYLOAD_TOO_LARGE"
 	codeCSRF             = "CSRF_REJECTED"
 	codeBadRequest       = "BAD_REQUEST"
+	codeRequestTimeout   = "REQUEST_TIMEOUT"
 	codeUpstreamDown     = "UPSTREAM_UNAVAILABLE"
 	codeUpstreamTimeout  = "UPSTREAM_TIMEOUT"
 	codeUnavailable      = "UNAVAILABLE"
@@ -226,6 +228,13 @@ func (s *Server) writeValidateError(rc *fasthttp.RequestCtx, err error) {
 func (s *Server) serverError(rc *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		s.writeError(rc, errTooLarge)
+		return
+	}
+	// A keep-alive connection that sent nothing before the read timeout is
+	// not a malformed request: 408, as fasthttp's own default answers.
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		writeJSON(rc, fasthttp.StatusRequestTimeout, errorBody{Error: codeRequestTimeout, Message: "request not received in time"})
 		return
 	}
 	writeJSON(rc, fasthttp.StatusBadRequest, errorBody{Error: codeBadRequest, Message: "malformed HTTP request"})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -90,5 +91,27 @@ func TestInternalErrorIsLoggedOnceWithoutLeaking(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "SECRET") {
 		t.Errorf("log leaks an API key:\n%s", logs.String())
+	}
+}
+
+func TestServerErrorTimeoutIs408(t *testing.T) {
+	s := NewHealthServer("api", nil, nil, nil)
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"read timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, fasthttp.StatusRequestTimeout},
+		{"garbage", errors.New("cannot parse request"), fasthttp.StatusBadRequest},
+		{"too large", fasthttp.ErrBodyTooLarge, fasthttp.StatusRequestEntityTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rc fasthttp.RequestCtx
+			s.serverError(&rc, tt.err)
+			if got := rc.Response.StatusCode(); got != tt.want {
+				t.Errorf("serverError(%v) status = %d, want %d", tt.err, got, tt.want)
+			}
+		})
 	}
 }
