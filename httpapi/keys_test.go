@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
 )
 
 var keyPattern = regexp.MustCompile(`^svc_live_[A-Za-z0-9]{32}$`)
@@ -263,5 +266,29 @@ func TestValidateKey(t *testing.T) {
 	u, err := w.fake.KeyUsage(ctx, w.keyIDOf(t, secret), 1)
 	if err != nil || u.Used != 0 || u.Total != 0 {
 		t.Errorf("after validate: usage %+v, %v; want nothing consumed", u, err)
+	}
+}
+
+func TestWriteValidOK(t *testing.T) {
+	tests := []struct {
+		id     uuid.UUID
+		limit  int64
+		active bool
+	}{
+		{uuid.MustParse("6f1c8a52-3c39-4d0e-9a51-1f2a3b4c5d6e"), 1000, true},
+		{uuid.Nil, 1_000_000_000, false},
+		{uuid.New(), 1, true},
+	}
+	for _, tt := range tests {
+		var rc fasthttp.RequestCtx
+		writeValidOK(&rc, tt.id, tt.limit, tt.active)
+		id, limit, active := tt.id, tt.limit, tt.active
+		want, _ := json.Marshal(validateBody{Valid: true, UserID: &id, RateLimit: &limit, IsActive: &active})
+		if got := rc.Response.Body(); string(got) != string(want) {
+			t.Errorf("writeValidOK() = %s, want %s", got, want)
+		}
+		if n := testing.AllocsPerRun(100, func() { writeValidOK(&rc, tt.id, tt.limit, tt.active) }); n != 0 {
+			t.Errorf("writeValidOK allocates %v times", n)
+		}
 	}
 }
