@@ -113,6 +113,7 @@ func BenchmarkAuthorize64(b *testing.B) { benchAuthorize(b, 64) }
 func authorizeFixture(b *testing.B) (*System, [][]byte) {
 	e := newEnv(b)
 	e.cfg.Shards = 64
+	e.cfg.FlushInterval = time.Second // usage flushes run, as in production
 	s := e.start()
 	u := mustUser(b, s, "bench@example.com", PlanPremium, true)
 	secrets := make([][]byte, 10_000)
