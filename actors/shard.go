@@ -49,8 +49,8 @@ type shard struct {
 	keys      map[uuid.UUID]*slot
 	dir       map[hash]uuid.UUID
 	now       int64
-	live      int
-	onLive    func(delta int) // metrics hook
+	live      map[*slot]struct{} // slots with a key actor: what ticks visit
+	onLive    func(delta int)    // metrics hook
 }
 
 // shardPeers gives a shard the PIDs of all shards (sent once at start).
@@ -142,7 +142,7 @@ func (s *shard) activate(ctx actor.Context, sl *slot) {
 	sl.pid = ctx.Spawn(s.deps.props(func() actor.Actor {
 		return &keyActor{deps: s.deps, state: st}
 	}))
-	s.live++
+	s.live[sl] = struct{}{}
 	s.onLive(1)
 }
 
@@ -209,9 +209,11 @@ func (s *shard) capture(ctx actor.Context) captureReply {
 	return r
 }
 
+// tick visits only live slots: with a million passive keys, scanning them
+// all every flush interval would cost more than the flushes.
 func (s *shard) tick(ctx actor.Context, m tick) {
 	s.now = m.now
-	for _, sl := range s.keys {
+	for sl := range s.live {
 		if sl.pid == nil || sl.passivating {
 			continue
 		}
@@ -226,8 +228,8 @@ func (s *shard) tick(ctx actor.Context, m tick) {
 }
 
 func (s *shard) flushAll(ctx actor.Context, m flushAll) {
-	for _, sl := range s.keys {
-		if sl.pid != nil && !sl.passivating {
+	for sl := range s.live {
+		if !sl.passivating {
 			m.wg.Add(1)
 			ctx.Send(sl.pid, flushNow{wg: m.wg})
 		}
@@ -245,7 +247,7 @@ func (s *shard) passivated(ctx actor.Context, m passivated) {
 	if m.state != nil {
 		ctx.Poison(sl.pid)
 		sl.pid, sl.state = nil, m.state
-		s.live--
+		delete(s.live, sl)
 		s.onLive(-1)
 		for _, out := range h.captures {
 			var w enc
@@ -274,7 +276,7 @@ func (s *shard) gone(ctx actor.Context, id uuid.UUID) {
 	delete(s.keys, id)
 	if sl.pid != nil {
 		ctx.Poison(sl.pid)
-		s.live--
+		delete(s.live, sl)
 		s.onLive(-1)
 	}
 	if h := sl.held; h != nil {

@@ -194,7 +194,7 @@ func (s *System) spawn(im *image) error {
 	for i := range s.shards {
 		sh := &shard{
 			idx: i, n: s.cfg.Shards, deps: deps, idleAfter: int64(s.cfg.IdleAfter / time.Second),
-			keys: im.keys[i], dir: im.dirs[i], now: now,
+			keys: im.keys[i], dir: im.dirs[i], now: now, live: map[*slot]struct{}{},
 			onLive: func(d int) { s.m.liveKeys.Add(float64(d)) },
 		}
 		im.keys[i], im.dirs[i] = nil, nil
