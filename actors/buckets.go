@@ -111,7 +111,7 @@ func (s *System) spawnBuckets(deps *keyDeps) {
 		}
 		s.bucketShards[i] = s.root.Spawn(deps.props(func() actor.Actor { return sh }))
 	}
-	s.allowPool.New = func() any { return &allowMsg{reply: make(chan bool, 1)} }
+	s.allowPool = NewPool(func() *allowMsg { return &allowMsg{reply: make(chan bool, 1)} })
 }
 
 // Allow takes one token from subject's bucket (refilled at GatewayRPM/60 per
@@ -122,21 +122,16 @@ func (s *System) Allow(ctx context.Context, subject string) (bool, error) {
 	if len(s.bucketShards) == 0 {
 		return true, nil
 	}
-	m := s.allowPool.Get().(*allowMsg)
+	m := s.allowPool.Get()
 	m.subject = subject
 	shard := maphash.String(s.bucketSeed, subject) % uint64(len(s.bucketShards))
-	s.root.Send(s.bucketShards[shard], m)
-	wd := *s.watchdog.Load()
-	select {
-	case ok := <-m.reply:
-		m.subject = ""
-		s.allowPool.Put(m)
-		return ok, nil
-	case <-ctx.Done():
-		return false, fmt.Errorf("rate limit: %w: %w", ErrUnavailable, ctx.Err())
-	case <-wd:
-		return false, fmt.Errorf("rate limit: no answer in time: %w", ErrUnavailable)
+	allowed, ok, err := Ask(ctx, s.root, s.bucketShards[shard], m, m.reply, s.Watchdog())
+	if !ok {
+		return false, fmt.Errorf("rate limit: %w", err)
 	}
+	m.subject = ""
+	s.allowPool.Put(m)
+	return allowed, nil
 }
 
 // liveBucketCount reports the buckets held (tests).

@@ -83,7 +83,7 @@ func (s *System) extensionEnv(deps *keyDeps) ExtensionEnv {
 	return ExtensionEnv{
 		Root: s.root, Log: s.log, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
 		Props:    deps.props,
-		Watchdog: func() <-chan struct{} { return *s.watchdog.Load() },
+		Watchdog: s.Watchdog,
 		Allow:    s.Allow,
 	}
 }

@@ -35,20 +35,14 @@ func (s *System) authorize(ctx context.Context, secret []byte, consume bool) Aut
 	if !wellFormed(secret) {
 		return AuthResult{Err: ErrKeyInvalid}
 	}
-	m := s.authPool.Get().(*authorize)
+	m := s.authPool.Get()
 	m.hash, m.consume, m.routed = hashOf(secret), consume, false
-	s.root.Send(s.shards[shardOfHash(m.hash, len(s.shards))], m)
-	wd := *s.watchdog.Load()
-	select {
-	case r := <-m.reply:
-		s.authPool.Put(m)
-		return r
-	case <-ctx.Done():
-		// The actor may still answer into m.reply: m is not reused.
-		return AuthResult{Err: fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())}
-	case <-wd:
-		return AuthResult{Err: fmt.Errorf("authorize: no answer in time: %w", ErrUnavailable)}
+	r, ok, err := Ask(ctx, s.root, s.shards[shardOfHash(m.hash, len(s.shards))], m, m.reply, s.Watchdog())
+	if !ok {
+		return AuthResult{Err: fmt.Errorf("authorize: %w", err)}
 	}
+	s.authPool.Put(m)
+	return r
 }
 
 // validateName applies the seed's rule: a string of 1 to 100 characters

@@ -49,11 +49,11 @@ type System struct {
 	shards   []*actor.PID
 	accounts *actor.PID
 
-	authPool sync.Pool
+	authPool *Pool[authorize]
 
 	bucketShards []*actor.PID
 	bucketSeed   maphash.Seed
-	allowPool    sync.Pool
+	allowPool    *Pool[allowMsg]
 	watchdog     atomic.Pointer[chan struct{}] // current generation; see loop
 	stop         chan struct{}
 	loopDone     chan struct{}
@@ -91,7 +91,7 @@ func New(cfg Config, d Deps) (*System, error) {
 		log: d.Log, snaps: d.Snapshots, m: m, exts: d.Extensions,
 		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
-	s.authPool.New = func() any { return &authorize{reply: make(chan AuthResult, 1)} }
+	s.authPool = NewPool(func() *authorize { return &authorize{reply: make(chan AuthResult, 1)} })
 	wd := make(chan struct{})
 	s.watchdog.Store(&wd)
 	start := time.Now()
@@ -327,6 +327,23 @@ func (s *System) Close(ctx context.Context) error {
 	return err
 }
 
+// Abort stops the ticker and the actors at once: no usage flush, no final
+// snapshot, nothing more appended. It leaves the data dir exactly as a
+// kill -9 at this moment would (crash tests restart on it). It does not
+// close the WAL. Abort after Close, or twice, does nothing.
+func (s *System) Abort() {
+	if !s.closed.CompareAndSwap(false, true) {
+		return
+	}
+	close(s.stop)
+	<-s.loopDone
+	for _, x := range s.exts {
+		x.Stop()
+	}
+	s.as.Shutdown()
+	s.disp.close()
+}
+
 // minLevel drops records below min (protoactor logs every spawn at Info).
 type minLevel struct {
 	h   slog.Handler
@@ -344,11 +361,10 @@ func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{h: m.h.With
 
 // await waits for a reply or the caller's deadline.
 func await[T any](ctx context.Context, ch <-chan T) (T, error) {
-	select {
-	case v := <-ch:
-		return v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
-	}
+	v, _, err := Await(ctx, ch, nil)
+	return v, err
 }
+
+// Watchdog returns a channel closed one to two Config.AuthTimeout periods
+// from now: hot paths bound their wait with it instead of a timer per call.
+func (s *System) Watchdog() <-chan struct{} { return *s.watchdog.Load() }

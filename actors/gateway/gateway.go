@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
@@ -62,7 +61,7 @@ type Gateway struct {
 	shards   []*actor.PID
 	registry *actor.PID
 	runs     *actor.PID
-	authPool sync.Pool
+	authPool *actors.Pool[authMsg]
 }
 
 var _ actors.Extension = (*Gateway)(nil)
@@ -119,7 +118,7 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	ra := &runsActor{log: g.log, lg: g.lg, self: nil, st: st.runs}
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root
-	g.authPool.New = func() any { return &authMsg{reply: make(chan authReply, 1)} }
+	g.authPool = actors.NewPool(func() *authMsg { return &authMsg{reply: make(chan authReply, 1)} })
 	return nil
 }
 
@@ -169,11 +168,6 @@ func (g *Gateway) Allow(ctx context.Context, subject string) (bool, error) {
 
 // await waits for a reply or the caller's deadline.
 func await[T any](ctx context.Context, ch <-chan T) (T, error) {
-	select {
-	case v := <-ch:
-		return v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("%w: %w", actors.ErrUnavailable, ctx.Err())
-	}
+	v, _, err := actors.Await(ctx, ch, nil)
+	return v, err
 }

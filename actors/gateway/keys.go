@@ -148,19 +148,14 @@ func (g *Gateway) Authenticate(ctx context.Context, b []byte) (KeyAuth, error) {
 	if !WellFormed(b) {
 		return KeyAuth{}, ErrKeyInvalid
 	}
-	m := g.authPool.Get().(*authMsg)
+	m := g.authPool.Get()
 	m.hash = sha256.Sum256(b)
-	g.root.Send(g.shards[shardOf(m.hash, len(g.shards))], m)
-	wd := g.wd()
-	select {
-	case r := <-m.reply:
-		g.authPool.Put(m)
-		return r.auth, r.err
-	case <-ctx.Done():
-		return KeyAuth{}, fmt.Errorf("authenticate: %w: %w", actors.ErrUnavailable, ctx.Err())
-	case <-wd:
-		return KeyAuth{}, fmt.Errorf("authenticate: no answer in time: %w", actors.ErrUnavailable)
+	r, ok, err := actors.Ask(ctx, g.root, g.shards[shardOf(m.hash, len(g.shards))], m, m.reply, g.wd())
+	if !ok {
+		return KeyAuth{}, fmt.Errorf("authenticate: %w", err)
 	}
+	g.authPool.Put(m)
+	return r.auth, r.err
 }
 
 // CreateAPIKey creates a key and returns it with the raw key, which is
