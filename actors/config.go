@@ -29,11 +29,6 @@ type Config struct {
 	SnapshotInterval time.Duration
 	// AuthTimeout bounds an Authorize/Validate wait (between 1 and 2 times it).
 	AuthTimeout time.Duration
-	// GatewayRPM enables the agent gateway's per-subject token buckets
-	// (gateway.rate_limit_rpm); 0 disables them.
-	GatewayRPM int
-	// GatewayBurst is the bucket size (the seed's burst of 5).
-	GatewayBurst int
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -49,7 +44,6 @@ func DefaultConfig() Config {
 		SnapshotEvery:    200_000,
 		SnapshotInterval: 10 * time.Minute,
 		AuthTimeout:      time.Second,
-		GatewayBurst:     5,
 	}
 }
 
@@ -72,10 +66,6 @@ func (c Config) Validate() error {
 		return errors.New("actors: snapshot interval must be >= 0")
 	case c.AuthTimeout <= 0:
 		return errors.New("actors: auth_timeout must be > 0")
-	case c.GatewayRPM < 0:
-		return errors.New("actors: gateway.rate_limit_rpm must be >= 0")
-	case c.GatewayRPM > 0 && c.GatewayBurst < 1:
-		return errors.New("actors: gateway burst must be >= 1")
 	}
 	for _, p := range []Plan{PlanStandard, PlanPremium} {
 		if n, ok := c.Plans[p]; !ok || n < 1 || n > maxRateLimit {

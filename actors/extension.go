@@ -3,8 +3,10 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/clock"
 	"gatehouse/wal"
@@ -59,8 +61,15 @@ type ExtensionEnv struct {
 	// Watchdog returns a channel closed 1-2 AuthTimeouts from now, for hot
 	// paths that should not arm a timer per request.
 	Watchdog func() <-chan struct{}
-	// Allow is the gateway token-bucket limiter (always true when disabled).
-	Allow func(ctx context.Context, subject string) (bool, error)
+	// Registerer takes the extension's metrics (nil: none registered).
+	Registerer prometheus.Registerer
+}
+
+// Ticker is an optional Extension capability: System calls Tick every
+// Config.FlushInterval (and when a test calls System.Tick), for sweeps and
+// other periodic work. Tick must not block.
+type Ticker interface {
+	Tick(now time.Time)
 }
 
 // firstExtensionType is the first WAL record type extensions may own.
@@ -82,8 +91,8 @@ func (s *System) extensionFor(t wal.Type) Extension {
 func (s *System) extensionEnv(deps *keyDeps) ExtensionEnv {
 	return ExtensionEnv{
 		Root: s.root, Log: s.log, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
-		Props:    deps.props,
-		Watchdog: s.Watchdog,
-		Allow:    s.Allow,
+		Props:      deps.props,
+		Watchdog:   s.Watchdog,
+		Registerer: s.reg,
 	}
 }

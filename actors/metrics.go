@@ -4,7 +4,6 @@ import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
 	liveKeys    prometheus.Gauge
-	liveBuckets prometheus.Gauge
 	keys        prometheus.Gauge
 	restoreSecs prometheus.Gauge
 	snapRecords prometheus.Gauge
@@ -16,10 +15,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		liveKeys: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gatehouse_actors_live_key_actors",
 			Help: "Key actors currently live (not passivated).",
-		}),
-		liveBuckets: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "gatehouse_actors_live_bucket_actors",
-			Help: "Gateway token-bucket actors currently live.",
 		}),
 		keys: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gatehouse_actors_keys_restored",
@@ -41,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.liveKeys, m.liveBuckets, m.keys, m.restoreSecs, m.snapRecords, m.snapErrors} {
+	for _, c := range []prometheus.Collector{m.liveKeys, m.keys, m.restoreSecs, m.snapRecords, m.snapErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

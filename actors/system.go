@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -51,13 +50,11 @@ type System struct {
 
 	authPool *Pool[authorize]
 
-	bucketShards []*actor.PID
-	bucketSeed   maphash.Seed
-	allowPool    *Pool[allowMsg]
-	watchdog     atomic.Pointer[chan struct{}] // current generation; see loop
-	stop         chan struct{}
-	loopDone     chan struct{}
-	closed       atomic.Bool
+	reg      prometheus.Registerer
+	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
+	stop     chan struct{}
+	loopDone chan struct{}
+	closed   atomic.Bool
 
 	snapping     atomic.Bool
 	snapMu       sync.Mutex // serializes Snapshot calls; guards lastSnap*
@@ -88,7 +85,7 @@ func New(cfg Config, d Deps) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, lg: d.Logger.With("component", "actors"), clock: d.Clock, sealer: d.Sealer,
-		log: d.Log, snaps: d.Snapshots, m: m, exts: d.Extensions,
+		log: d.Log, snaps: d.Snapshots, m: m, exts: d.Extensions, reg: d.Registerer,
 		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	s.authPool = NewPool(func() *authorize { return &authorize{reply: make(chan AuthResult, 1)} })
@@ -203,7 +200,6 @@ func (s *System) spawn(im *image) error {
 	for _, pid := range s.shards {
 		s.root.Send(pid, shardPeers{peers: s.shards})
 	}
-	s.spawnBuckets(deps)
 	acc := newAccounts(deps, im)
 	s.accounts = s.root.Spawn(deps.props(func() actor.Actor { return acc }))
 	for _, x := range s.exts {
@@ -261,8 +257,10 @@ func (s *System) Tick() {
 		s.root.Send(pid, tick{now: now, sweep: sweep})
 	}
 	s.root.Send(s.accounts, tick{now: now, sweep: sweep})
-	for _, pid := range s.bucketShards {
-		s.root.Send(pid, tick{now: now})
+	for _, x := range s.exts {
+		if t, ok := x.(Ticker); ok {
+			t.Tick(time.Unix(now, 0))
+		}
 	}
 	if s.snapshotDue(now) && s.snapping.CompareAndSwap(false, true) {
 		go func() {

@@ -59,12 +59,14 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.DefaultConfig())
+	gwcfg := gateway.DefaultConfig()
+	gwcfg.RateLimitRPM = o.rpm
+	gw, err := gateway.New(gwcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	acfg := actors.DefaultConfig()
-	acfg.Shards, acfg.GatewayRPM = 2, o.rpm
+	acfg.Shards = 2
 	acfg.SnapshotEvery, acfg.SnapshotInterval = 0, 0
 	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Extensions: []actors.Extension{gw}}
 	if o.clk != nil {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors"
 	"gatehouse/actors/clock"
@@ -25,10 +27,20 @@ type Config struct {
 	// UsageDays is how many UTC days of usage rows are kept, counted back
 	// from the newest day recorded.
 	UsageDays int
+	// RateLimitRPM enables the per-subject token buckets
+	// (gateway.rate_limit_rpm): tokens refilled per minute; 0 disables them.
+	RateLimitRPM int
+	// RateLimitBurst is the bucket size (the seed's burst of 5).
+	RateLimitBurst int
+	// BucketShards is the number of bucket shard actors.
+	BucketShards int
 }
 
-// DefaultConfig returns 8 key shards, 10,000 traces and 400 days of usage.
-func DefaultConfig() Config { return Config{KeyShards: 8, MaxTraces: 10_000, UsageDays: 400} }
+// DefaultConfig returns 8 key shards, 10,000 traces, 400 days of usage,
+// and the token buckets off (burst 5 once enabled, 16 bucket shards).
+func DefaultConfig() Config {
+	return Config{KeyShards: 8, MaxTraces: 10_000, UsageDays: 400, RateLimitBurst: 5, BucketShards: 16}
+}
 
 // Validate names the first bad field.
 func (c Config) Validate() error {
@@ -39,6 +51,12 @@ func (c Config) Validate() error {
 		return errors.New("gateway: MaxTraces must be > 0")
 	case c.UsageDays < 1:
 		return errors.New("gateway: UsageDays must be > 0")
+	case c.RateLimitRPM < 0:
+		return errors.New("gateway: rate_limit_rpm must be >= 0")
+	case c.RateLimitRPM > 0 && c.RateLimitBurst < 1:
+		return errors.New("gateway: RateLimitBurst must be >= 1")
+	case c.BucketShards < 1 || c.BucketShards > 1024:
+		return errors.New("gateway: BucketShards must be in 1..1024")
 	}
 	return nil
 }
@@ -56,7 +74,8 @@ type Gateway struct {
 	sealer *actors.Sealer
 	lg     *slog.Logger
 	wd     func() <-chan struct{}
-	allow  func(ctx context.Context, subject string) (bool, error)
+	bk     *buckets
+	live   prometheus.Gauge
 
 	shards   []*actor.PID
 	registry *actor.PID
@@ -64,7 +83,10 @@ type Gateway struct {
 	authPool *actors.Pool[authMsg]
 }
 
-var _ actors.Extension = (*Gateway)(nil)
+var (
+	_ actors.Extension = (*Gateway)(nil)
+	_ actors.Ticker    = (*Gateway)(nil)
+)
 
 // New returns a Gateway to pass in actors.Deps.Extensions.
 func New(cfg Config) (*Gateway, error) {
@@ -94,7 +116,17 @@ func (g *Gateway) Apply(seq uint64, r wal.Record) error { return g.st.apply(seq,
 
 // Start spawns the key shards, the registry and the runs actor.
 func (g *Gateway) Start(env actors.ExtensionEnv) error {
-	g.root, g.log, g.clock, g.sealer, g.wd, g.allow = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog, env.Allow
+	g.root, g.log, g.clock, g.sealer, g.wd = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog
+	g.live = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gatehouse_gateway_live_bucket_actors",
+		Help: "Gateway token-bucket actors currently live.",
+	})
+	if env.Registerer != nil {
+		if err := env.Registerer.Register(g.live); err != nil {
+			return fmt.Errorf("gateway metrics: %w", err)
+		}
+	}
+	g.bk = startBuckets(g.cfg, env, func(d int) { g.live.Add(float64(d)) })
 	g.lg = env.Logger
 	if g.lg == nil {
 		g.lg = slog.New(slog.DiscardHandler)
@@ -161,10 +193,17 @@ func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
 // Stop has nothing to release: the System stops the actors.
 func (g *Gateway) Stop() {}
 
-// Allow is the System's gateway token bucket (always true when disabled).
+// Allow takes one token from subject's bucket (refilled at RateLimitRPM/60
+// per second, holding at most RateLimitBurst). It always allows when the
+// limit is off (RateLimitRPM 0). Subjects are opaque: the caller decides
+// (the credential and the user it acts for, or the client IP without port).
+// The wait is bounded by ctx and the System's watchdog.
 func (g *Gateway) Allow(ctx context.Context, subject string) (bool, error) {
-	return g.allow(ctx, subject)
+	return g.bk.allow(ctx, subject)
 }
+
+// Tick drives the bucket sweep; the System calls it every flush interval.
+func (g *Gateway) Tick(now time.Time) { g.bk.tick(now) }
 
 // await waits for a reply or the caller's deadline.
 func await[T any](ctx context.Context, ch <-chan T) (T, error) {

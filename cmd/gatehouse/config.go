@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"gatehouse/actors/gateway"
 )
 
 // duration is a JSON string such as "24h", checked by validate so the error
@@ -52,6 +54,12 @@ type fileConfig struct {
 		Port         int    `json:"port"`
 		Token        string `json:"token"`
 		RateLimitRPM int    `json:"rate_limit_rpm"`
+		// RateLimitBurst is the token bucket's size (the seed's burst of 5).
+		RateLimitBurst int `json:"rate_limit_burst"`
+		// MaxTraces is how many run traces the gateway keeps.
+		MaxTraces int `json:"max_traces"`
+		// UsageDays is how many UTC days of run usage the gateway keeps.
+		UsageDays int `json:"usage_days"`
 	} `json:"gateway"`
 	Keys struct {
 		RotationGracePeriod duration `json:"rotation_grace_period"`
@@ -97,6 +105,8 @@ func defaultConfig() fileConfig {
 	c.Server.RequestTimeout = dur(5 * time.Second)
 	c.Server.SessionTTL = dur(7 * 24 * time.Hour)
 	c.Gateway.Host, c.Gateway.Port = "127.0.0.1", 18790
+	gwd := gateway.DefaultConfig()
+	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
 	c.Keys.RotationGracePeriod = dur(24 * time.Hour)
 	c.Plans.Standard, c.Plans.Premium = 1000, 10000
 	c.Services = map[string]serviceConfig{}
@@ -184,6 +194,9 @@ func (c *fileConfig) validateValues() error {
 		{net.ParseIP(c.Gateway.Host) == nil && c.Gateway.Host != "localhost", "gateway.host", "an IP address or localhost"},
 		{c.Gateway.Port < 0 || c.Gateway.Port > 65535, "gateway.port", "in 0..65535"},
 		{c.Gateway.RateLimitRPM < 0, "gateway.rate_limit_rpm", ">= 0 (0 disables it)"},
+		{c.Gateway.RateLimitBurst < 1, "gateway.rate_limit_burst", ">= 1"},
+		{c.Gateway.MaxTraces < 1, "gateway.max_traces", ">= 1"},
+		{c.Gateway.UsageDays < 1, "gateway.usage_days", ">= 1"},
 		{c.Plans.Standard < 1 || c.Plans.Standard > 1e9, "plans.standard", "in 1..1000000000"},
 		{c.Plans.Premium < 1 || c.Plans.Premium > 1e9, "plans.premium", "in 1..1000000000"},
 		{c.Snapshot.Retain < 1, "snapshot.retain", ">= 1"},

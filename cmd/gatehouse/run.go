@@ -146,8 +146,10 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	acfg.SessionTTL = cfg.Server.SessionTTL.d
 	acfg.Plans = map[actors.Plan]int64{actors.PlanStandard: cfg.Plans.Standard, actors.PlanPremium: cfg.Plans.Premium}
 	acfg.SnapshotEvery, acfg.SnapshotInterval = cfg.Snapshot.EveryRecords, cfg.Snapshot.Interval.d
-	acfg.GatewayRPM = cfg.Gateway.RateLimitRPM
-	gw, err := gateway.New(gateway.DefaultConfig())
+	gwcfg := gateway.DefaultConfig()
+	gwcfg.RateLimitRPM, gwcfg.RateLimitBurst = cfg.Gateway.RateLimitRPM, cfg.Gateway.RateLimitBurst
+	gwcfg.MaxTraces, gwcfg.UsageDays = cfg.Gateway.MaxTraces, cfg.Gateway.UsageDays
+	gw, err := gateway.New(gwcfg)
 	if err != nil {
 		l.Close()
 		return nil, err
