@@ -3,12 +3,169 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
+
+type putAgent struct {
+	id    uuid.UUID // create: the new agent's id
+	ref   string    // update: the agent's id or agent_key; empty: create
+	user  string
+	in    AgentInput
+	reply chan agentReply
+}
+
+type getAgent struct {
+	ref     string
+	user    string // "" skips the access check (chat resolution)
+	resolve bool   // also return the provider
+	reply   chan agentReply
+}
+
+type listAgents struct {
+	user  string
+	reply chan agentReply
+}
+
+type delAgent struct {
+	ref   string
+	user  string
+	reply chan agentReply
+}
+
+func errNoProvider(a *agentRec) error {
+	return fmt.Errorf("agent %s has no provider: %w", a.AgentKey, ErrNotFound)
+}
+
+// owned finds the agent ref for a change by user: ErrNotFound when user
+// cannot see it, ErrForbidden when user sees it but does not own it.
+func (r *registry) owned(ref, user string) (*agentRec, error) {
+	a := r.part.agent(ref)
+	if a == nil || !a.canUse(user) {
+		return nil, ErrNotFound
+	}
+	if a.OwnerID != user {
+		return nil, ErrForbidden
+	}
+	return a, nil
+}
+
+func (r *registry) putAgent(m putAgent) agentReply {
+	now := r.clock.Now().UTC()
+	var a agentRec
+	if m.ref == "" {
+		a = agentRec{ID: m.id, OwnerID: m.user, Status: AgentActive, TimeoutSeconds: 60, CreatedAt: now}
+	} else {
+		cur, err := r.owned(m.ref, m.user)
+		if err != nil {
+			return agentReply{err: err}
+		}
+		a = *cur
+	}
+	if err := r.fillAgent(&a, m.in, m.ref == ""); err != nil {
+		return agentReply{err: err}
+	}
+	a.UpdatedAt = now
+	if err := commit(r.log, r.part, entitySaved{&a}); err != nil {
+		return agentReply{err: fmt.Errorf("log agent: %w", err)}
+	}
+	return agentReply{a: a.view()}
+}
+
+var agentKeyRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// fillAgent validates in and sets its fields on a.
+func (r *registry) fillAgent(a *agentRec, in AgentInput, create bool) error {
+	if create && (in.AgentKey == nil || in.Provider == nil || in.Model == nil) {
+		return fmt.Errorf("agent_key, provider and model are required: %w", ErrInvalid)
+	}
+	if in.AgentKey != nil {
+		k := *in.AgentKey
+		if !agentKeyRE.MatchString(k) {
+			return fmt.Errorf("agent_key must match %s: %w", agentKeyRE, ErrInvalid)
+		}
+		if _, err := uuid.Parse(k); err == nil {
+			return fmt.Errorf("agent_key must not be a UUID: %w", ErrInvalid)
+		}
+		if id, ok := r.part.agentByKey[k]; ok && id != a.ID {
+			return fmt.Errorf("agent_key %q: %w", k, ErrExists)
+		}
+		a.AgentKey = k
+	}
+	if in.DisplayName != nil {
+		if utf8.RuneCountInString(*in.DisplayName) > 100 {
+			return fmt.Errorf("display_name must be at most 100 characters: %w", ErrInvalid)
+		}
+		a.DisplayName = *in.DisplayName
+	}
+	if a.DisplayName == "" {
+		a.DisplayName = a.AgentKey
+	}
+	if in.Provider != nil {
+		p := r.part.provider(*in.Provider)
+		if p == nil {
+			return fmt.Errorf("provider %q does not exist: %w", *in.Provider, ErrInvalid)
+		}
+		a.ProviderID = p.ID
+	}
+	return fillAgentSettings(a, in)
+}
+
+// fillAgentSettings validates and sets the fields that need no lookup.
+func fillAgentSettings(a *agentRec, in AgentInput) error {
+	if in.Model != nil {
+		if err := validName("model", *in.Model, 200); err != nil {
+			return err
+		}
+		a.Model = *in.Model
+	}
+	if in.SystemPrompt != nil {
+		if len(*in.SystemPrompt) > 64<<10 {
+			return fmt.Errorf("system_prompt must be at most 64 KiB: %w", ErrInvalid)
+		}
+		a.SystemPrompt = *in.SystemPrompt
+	}
+	if in.Status != nil {
+		if *in.Status != AgentActive && *in.Status != AgentDisabled {
+			return fmt.Errorf("status must be %q or %q: %w", AgentActive, AgentDisabled, ErrInvalid)
+		}
+		a.Status = *in.Status
+	}
+	if in.TimeoutSeconds != nil {
+		if *in.TimeoutSeconds < 1 || *in.TimeoutSeconds > 600 {
+			return fmt.Errorf("timeout_seconds must be in 1..600: %w", ErrInvalid)
+		}
+		a.TimeoutSeconds = *in.TimeoutSeconds
+	}
+	if in.SharedWith != nil {
+		sw := slices.Clone(*in.SharedWith)
+		slices.Sort(sw)
+		a.SharedWith = slices.Clip(slices.Compact(sw))
+		if len(a.SharedWith) == 0 {
+			a.SharedWith = nil // as a record decodes it
+		}
+	}
+	return nil
+}
+
+func (r *registry) delAgent(m delAgent) agentReply {
+	a, err := r.owned(m.ref, m.user)
+	if err != nil {
+		return agentReply{err: err}
+	}
+	if err := commit(r.log, r.part, entityDeleted{kind: kindAgent, id: a.ID}); err != nil {
+		return agentReply{err: fmt.Errorf("log agent delete: %w", err)}
+	}
+	return agentReply{}
+}
 
 // CreateAgent creates an agent owned by user. ErrExists for a taken
 // agent_key, ErrInvalid.
 func (g *Gateway) CreateAgent(ctx context.Context, user string, in AgentInput) (Agent, error) {
-	return g.agentCmd(ctx, putAgent{user: user, in: in})
+	return g.agentCmd(ctx, putAgent{id: g.newID(kindAgent), user: user, in: in})
 }
 
 // UpdateAgent changes the agent (id or agent_key). ErrNotFound when the

@@ -4,24 +4,16 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
 )
 
 // startWithRPM starts a node whose gateway has the token buckets at rpm.
 func startWithRPM(t *testing.T, rpm int) (*actorstest.Node, *Gateway) {
 	t.Helper()
-	n := actorstest.New(t, actorstest.WithExtensions(func() []actors.Extension {
-		cfg := DefaultConfig()
-		cfg.RateLimitRPM = rpm
-		gw, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []actors.Extension{gw}
-	}))
-	n.Start()
-	return n, n.Exts[0].(*Gateway)
+	cfg := DefaultConfig()
+	cfg.RateLimitRPM = rpm
+	n := newNode(t, cfg, nil)
+	return n, start(n)
 }
 
 func TestBuckets(t *testing.T) {

@@ -2,9 +2,10 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"time"
@@ -76,6 +77,12 @@ type Gateway struct {
 	wd     func() <-chan struct{}
 	bk     *buckets
 	live   prometheus.Gauge
+	homes  keyHomes // read-only after Start
+
+	// newID draws entity ids and rand the raw API keys: uuid.New and
+	// crypto/rand, replaced by seeded sources in tests.
+	newID func(kind) uuid.UUID
+	rand  io.Reader
 
 	shards   []*actor.PID
 	registry *actor.PID
@@ -93,28 +100,36 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg}, nil
+	return &Gateway{cfg: cfg, newID: func(kind) uuid.UUID { return uuid.New() }, rand: rand.Reader}, nil
 }
 
 // Name is the snapshot section name.
 func (g *Gateway) Name() string { return "gateway" }
 
-// Owns claims record types 64..69.
+// Owns claims record types 64..72.
 func (g *Gateway) Owns(t wal.Type) bool { return owns(t) }
 
 // Restore replaces the state with a snapshot section (nil: empty).
 func (g *Gateway) Restore(b []byte) error {
-	g.st = newState(g.cfg.MaxTraces, g.cfg.UsageDays)
+	g.st = newState(g.cfg)
 	if b == nil {
 		return nil
 	}
-	return decodeSection(b, g.st)
+	return restoreSection(b, g.st)
 }
 
 // Apply replays one record after the snapshot.
-func (g *Gateway) Apply(seq uint64, r wal.Record) error { return g.st.apply(seq, r) }
+func (g *Gateway) Apply(seq uint64, r wal.Record) error {
+	ev, err := decodeEvent(r)
+	if err != nil {
+		return fmt.Errorf("seq %d: %w", seq, err)
+	}
+	g.st.apply(seq, ev)
+	return nil
+}
 
-// Start spawns the key shards, the registry and the runs actor.
+// Start spawns the key shards, the registry and the runs actor, each with
+// its part of the restored state.
 func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	g.root, g.log, g.clock, g.sealer, g.wd = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog
 	g.live = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -133,61 +148,60 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	}
 	g.lg = g.lg.With("component", "gateway")
 	st := g.st
-	g.st = nil
-	g.shards = make([]*actor.PID, g.cfg.KeyShards)
-	parts := make([]*keyShard, len(g.shards))
-	for i := range parts {
-		parts[i] = &keyShard{log: g.log, clock: g.clock, byHash: map[[32]byte]*APIKey{}, byID: map[uuid.UUID]*APIKey{}}
+	g.st, g.homes = nil, st.homes
+	g.shards = make([]*actor.PID, len(st.keys))
+	for i, p := range st.keys {
+		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}
+		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return ks }))
 	}
-	for _, k := range st.keys {
-		parts[shardOf(k.Hash, len(parts))].put(k)
-	}
-	for i, p := range parts {
-		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return p }))
-	}
-	reg := &registry{log: g.log, clock: g.clock, providers: st.providers, agents: st.agents}
+	reg := &registry{log: g.log, clock: g.clock, part: st.reg}
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
-	ra := &runsActor{log: g.log, lg: g.lg, self: nil, st: st.runs}
+	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs}
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root
 	g.authPool = actors.NewPool(func() *authMsg { return &authMsg{reply: make(chan authReply, 1)} })
 	return nil
 }
 
-// Capture returns the section: every actor's copy, gathered by message.
-func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
-	s := section{Version: 1}
-	replies := make(chan []APIKey, len(g.shards))
-	for _, pid := range g.shards {
-		g.root.Send(pid, captureKeys{reply: replies})
-	}
-	for range g.shards {
-		ks, err := await(ctx, replies)
-		if err != nil {
-			return nil, err
-		}
-		s.Keys = append(s.Keys, ks...)
-	}
-	rr := make(chan registryImage, 1)
-	g.root.Send(g.registry, captureRegistry{reply: rr})
-	im, err := await(ctx, rr)
+// commit appends ev (durable on return) and applies it to p, the part of
+// the state the calling actor owns: the only way actors change durable
+// state, so that live traffic and replay run the same apply.
+func commit(log actors.EventLog, p part, ev event) error {
+	seq, err := log.Append(ev.record())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.Providers, s.Agents = im.providers, im.agents
+	p.apply(seq, ev)
+	return nil
+}
+
+// captureMsg asks an actor for the entities of its part.
+type captureMsg struct{ reply chan []entity }
+
+// Capture returns the section: every actor's part, gathered by message
+// (applied entities are immutable, so they are encoded here, outside the
+// actors).
+func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
+	owners := append(slices.Clone(g.shards), g.registry)
+	replies := make(chan []entity, len(owners))
+	for _, pid := range owners {
+		g.root.Send(pid, captureMsg{reply: replies})
+	}
+	var ents []entity
+	for range owners {
+		es, err := await(ctx, replies)
+		if err != nil {
+			return nil, fmt.Errorf("gateway capture: %w", err)
+		}
+		ents = append(ents, es...)
+	}
 	ru := make(chan runsImage, 1)
 	g.root.Send(g.runs, captureRuns{reply: ru})
 	ri, err := await(ctx, ru)
 	if err != nil {
-		return nil, err
-	}
-	s.RunsSeq, s.Traces, s.Usage = ri.seq, ri.traces, ri.usage
-	slices.SortFunc(s.Keys, func(a, b APIKey) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	b, err := json.Marshal(s)
-	if err != nil {
 		return nil, fmt.Errorf("gateway capture: %w", err)
 	}
-	return b, nil
+	return encodeSection(ents, ri), nil
 }
 
 // Stop has nothing to release: the System stops the actors.

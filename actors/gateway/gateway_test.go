@@ -15,96 +15,43 @@ import (
 	"go.uber.org/goleak"
 
 	"gatehouse/actors"
-	"gatehouse/actors/clock"
-	"gatehouse/snapshot"
-	"gatehouse/wal"
+	"gatehouse/actors/actorstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-
-// node is a data dir a System with a Gateway can be started on, crashed
-// and restarted.
-type node struct {
-	tb  testing.TB
-	dir string
-	clk *clock.Fake
-	key []byte
-	log *wal.Log
-	sys *actors.System
-	gw  *Gateway
-}
-
-func newNode(tb testing.TB) *node {
+// newNode returns a node whose every Start builds a Gateway from cfg;
+// setup (nil: none) may then replace its sources of ids and keys.
+func newNode(tb testing.TB, cfg Config, setup func(*Gateway)) *actorstest.Node {
 	tb.Helper()
-	n := &node{tb: tb, dir: tb.TempDir(), clk: clock.NewFake(t0), key: make([]byte, 32)}
-	tb.Cleanup(n.crash)
-	return n
+	return actorstest.New(tb, actorstest.WithExtensions(func() []actors.Extension {
+		gw, err := New(cfg)
+		if err != nil {
+			tb.Fatalf("New: %v", err)
+		}
+		if setup != nil {
+			setup(gw)
+		}
+		return []actors.Extension{gw}
+	}))
 }
 
-func (n *node) start() *Gateway {
-	n.tb.Helper()
-	wcfg := wal.DefaultConfig()
-	wcfg.Path, wcfg.NoSync = filepath.Join(n.dir, "wal.db"), true
-	l, err := wal.Open(wcfg, nil, nil)
-	if err != nil {
-		n.tb.Fatalf("wal.Open: %v", err)
-	}
-	snaps, err := snapshot.New(snapshot.Config{Dir: filepath.Join(n.dir, "snap"), Retain: 2}, nil, nil)
-	if err != nil {
-		n.tb.Fatal(err)
-	}
-	sealer, err := actors.NewSealer(n.key)
-	if err != nil {
-		n.tb.Fatal(err)
-	}
-	gw, err := New(DefaultConfig())
-	if err != nil {
-		n.tb.Fatal(err)
-	}
-	cfg := actors.DefaultConfig()
-	cfg.Shards, cfg.FlushInterval = 4, time.Hour
-	cfg.SnapshotEvery, cfg.SnapshotInterval = 0, 0
-	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Clock: n.clk, Sealer: sealer, Extensions: []actors.Extension{gw}})
-	if err != nil {
-		n.tb.Fatalf("actors.New: %v", err)
-	}
-	n.log, n.sys, n.gw = l, sys, gw
-	return gw
-}
-
-// crash closes the WAL under the running system, so its shutdown cannot
-// snapshot: the next start sees only what was durable, as after kill -9.
-func (n *node) crash() {
-	if n.sys == nil {
-		return
-	}
-	_ = n.log.Close()
-	_ = n.sys.Close(context.Background())
-	n.sys = nil
-}
-
-func (n *node) stop() {
-	n.tb.Helper()
-	if err := n.sys.Close(ctx(n.tb)); err != nil {
-		n.tb.Fatalf("Close: %v", err)
-	}
-	_ = n.log.Close()
-	n.sys = nil
+// start starts n and returns its gateway.
+func start(n *actorstest.Node) *Gateway {
+	n.Start()
+	return n.Exts[0].(*Gateway)
 }
 
 func ctx(tb testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	tb.Cleanup(cancel)
-	return c
+	tb.Helper()
+	return actorstest.Ctx(tb)
 }
 
 func ptr[T any](v T) *T { return &v }
 
 func TestAPIKeys(t *testing.T) {
-	n := newNode(t)
-	gw := n.start()
+	n := newNode(t, DefaultConfig(), nil)
+	gw := start(n)
 	k, raw, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "ci", Scopes: []Scope{ScopeRead}, ExpiresIn: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +79,7 @@ func TestAPIKeys(t *testing.T) {
 			}
 		})
 	}
-	n.clk.Advance(2 * time.Hour)
+	n.Clock.Advance(2 * time.Hour)
 	if _, err := gw.Authenticate(ctx(t), []byte(raw)); !errors.Is(err, ErrKeyInvalid) {
 		t.Errorf("expired key: Authenticate = %v, want ErrKeyInvalid", err)
 	}
@@ -167,8 +114,8 @@ func TestScopeGrants(t *testing.T) {
 }
 
 func TestProvidersAndAgents(t *testing.T) {
-	n := newNode(t)
-	gw := n.start()
+	n := newNode(t, DefaultConfig(), nil)
+	gw := start(n)
 	p, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "oa", ProviderType: ProviderOpenAICompat, APIBase: "http://127.0.0.1:1/v1/", APIKey: ptr("sk-secret-123456"), Enabled: true})
 	if err != nil {
 		t.Fatal(err)
@@ -212,8 +159,8 @@ func TestProvidersAndAgents(t *testing.T) {
 // TestRestart: providers, agents, API keys and usage survive a crash, both
 // from the WAL alone and from a snapshot plus the WAL after it.
 func TestRestart(t *testing.T) {
-	n := newNode(t)
-	gw := n.start()
+	n := newNode(t, DefaultConfig(), nil)
+	gw := start(n)
 	p, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, APIKey: ptr("sk-never-in-clear"), Enabled: true})
 	if err != nil {
 		t.Fatal(err)
@@ -227,21 +174,17 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(id string, prompt int64) {
-		gw.RecordRun(Trace{ID: id, AgentID: a.ID, UserID: "alice", Status: RunOK, StartedAt: n.clk.Now(),
+		gw.RecordRun(Trace{ID: id, AgentID: a.ID, UserID: "alice", Status: RunOK, StartedAt: n.Clock.Now(),
 			Spans: []Span{{Name: "llm", Kind: "llm", PromptTokens: prompt, CompletionTokens: 1, Status: RunOK}}})
 	}
 	waitUsage := func(gw *Gateway, want int64) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			us, err := gw.Usage(ctx(t), a.ID, "alice")
-			if err == nil && len(us) == 1 && us[0].PromptTokens == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("usage = %+v, %v, want prompt tokens %d", us, err, want)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if err := gw.syncRuns(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		us, err := gw.Usage(ctx(t), a.ID, "alice")
+		if err != nil || len(us) != 1 || us[0].PromptTokens != want {
+			t.Fatalf("usage = %+v, %v, want prompt tokens %d", us, err, want)
 		}
 	}
 	run("r1", 10)
@@ -265,24 +208,24 @@ func TestRestart(t *testing.T) {
 			t.Errorf("%s: trace r1 = %+v, %v", stage, tr, err)
 		}
 	}
-	n.crash()
-	gw = n.start()
+	n.Crash()
+	gw = start(n)
 	check("after crash (wal only)", gw, 10)
 
-	if _, err := n.sys.Snapshot(); err != nil {
+	if _, err := n.Sys.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	run("r2", 5) // after the snapshot: replayed exactly once
 	waitUsage(gw, 15)
-	n.crash()
-	gw = n.start()
+	n.Crash()
+	gw = start(n)
 	check("after crash (snapshot + wal)", gw, 15)
-	n.stop()
-	gw = n.start()
+	n.Stop()
+	gw = start(n)
 	check("after clean stop", gw, 15)
-	n.stop()
+	n.Stop()
 	// The credential is sealed: it appears in no file of the data dir.
-	err = filepath.WalkDir(n.dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(n.Dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -37,16 +37,13 @@ func WellFormed(b []byte) bool {
 	return true
 }
 
-func shardOf(h [32]byte, n int) int {
-	return int(uint32(h[0])<<24|uint32(h[1])<<16|uint32(h[2])<<8|uint32(h[3])) % n
-}
-
-// keyShard owns the API keys whose hash maps to it.
+// keyShard owns the API keys whose hash maps to it (its keyPart).
 type keyShard struct {
-	log    actors.EventLog
-	clock  clock.Clock
-	byHash map[[32]byte]*APIKey
-	byID   map[uuid.UUID]*APIKey
+	idx   int
+	n     int // shards
+	log   actors.EventLog
+	clock clock.Clock
+	part  *keyPart
 }
 
 // authMsg is the pooled hot-path lookup.
@@ -60,8 +57,8 @@ type authReply struct {
 	err  error
 }
 
-type putKey struct {
-	key   APIKey
+type createKey struct {
+	key   *apiKeyRec
 	reply chan error
 }
 
@@ -70,50 +67,50 @@ type revokeKey struct {
 	reply chan error
 }
 
-type listKeys struct{ reply chan []APIKey }
-
-type captureKeys struct{ reply chan []APIKey }
+type listKeys struct{ reply chan []entity }
 
 // Receive is the shard's mailbox entry point.
 func (s *keyShard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *authMsg:
 		m.reply <- s.authenticate(m.hash)
-	case putKey:
+	case createKey:
 		m.reply <- s.create(m.key)
 	case revokeKey:
 		m.reply <- s.revoke(m.id)
 	case listKeys:
-		m.reply <- s.list()
-	case captureKeys:
-		m.reply <- s.list()
+		m.reply <- s.part.entities(nil)
+	case captureMsg:
+		m.reply <- s.part.entities(nil)
 	}
 }
 
-func (s *keyShard) put(k *APIKey) {
-	s.byHash[k.Hash] = k
-	s.byID[k.ID] = k
-}
-
 func (s *keyShard) authenticate(h [32]byte) authReply {
-	k := s.byHash[h]
-	if k == nil || !k.Active(s.clock.Now()) {
+	k := s.part.byHash[h]
+	if k == nil || !k.active(s.clock.Now()) {
 		return authReply{err: ErrKeyInvalid}
 	}
 	return authReply{auth: KeyAuth{ID: k.ID, Scopes: k.Scopes}}
 }
 
-func (s *keyShard) create(k APIKey) error {
-	if _, err := s.log.Append(jsonRecord(recAPIKeyPut, k)); err != nil {
+// create stores a key the Gateway drew: its id maps to this shard, as its
+// hash does, so revocation finds it by id alone.
+func (s *keyShard) create(k *apiKeyRec) error {
+	if shardOf(k.Hash, s.n) != s.idx || shardOfID(k.ID, s.n) != s.idx {
+		return fmt.Errorf("api key %s was drawn for another shard", k.ID) // a bug, not input
+	}
+	if s.part.byID[k.ID] != nil || s.part.byHash[k.Hash] != nil {
+		return fmt.Errorf("api key %s: %w", k.ID, ErrExists)
+	}
+	if err := commit(s.log, s.part, entitySaved{k}); err != nil {
 		return fmt.Errorf("log api key: %w", err)
 	}
-	s.put(&k)
 	return nil
 }
 
 // revoke answers ErrNotFound when the key is not on this shard.
 func (s *keyShard) revoke(id uuid.UUID) error {
-	cur := s.byID[id]
+	cur := s.part.byID[id]
 	if cur == nil {
 		return ErrNotFound
 	}
@@ -122,19 +119,10 @@ func (s *keyShard) revoke(id uuid.UUID) error {
 	}
 	k := *cur
 	k.RevokedAt = s.clock.Now().UTC()
-	if _, err := s.log.Append(jsonRecord(recAPIKeyPut, k)); err != nil {
+	if err := commit(s.log, s.part, entitySaved{&k}); err != nil {
 		return fmt.Errorf("log api key revoke: %w", err)
 	}
-	s.put(&k)
 	return nil
-}
-
-func (s *keyShard) list() []APIKey {
-	out := make([]APIKey, 0, len(s.byID))
-	for _, k := range s.byID {
-		out = append(out, *k)
-	}
-	return out
 }
 
 // Authenticate resolves a presented API key: ErrKeyMissing when empty,
@@ -179,26 +167,41 @@ func (g *Gateway) CreateAPIKey(ctx context.Context, n NewAPIKey) (APIKey, string
 	if n.ExpiresIn < 0 {
 		return APIKey{}, "", fmt.Errorf("expires_in must be > 0: %w", ErrInvalid)
 	}
-	var rnd [16]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return APIKey{}, "", fmt.Errorf("draw api key: %w", err)
+	k, raw, err := g.drawKey()
+	if err != nil {
+		return APIKey{}, "", err
 	}
-	raw := KeyPrefix + hex.EncodeToString(rnd[:])
-	now := g.clock.Now().UTC().Truncate(time.Second)
-	k := APIKey{
-		ID: uuid.New(), Name: n.Name, Preview: raw[:len(KeyPrefix)+4] + "…" + raw[len(raw)-4:],
-		Hash: sha256.Sum256([]byte(raw)), Scopes: scopes, CreatedAt: now,
-	}
+	k.Name, k.Scopes, k.CreatedAt = n.Name, scopes, g.clock.Now().UTC().Truncate(time.Second)
 	if n.ExpiresIn > 0 {
-		k.ExpiresAt = now.Add(n.ExpiresIn)
+		k.ExpiresAt = k.CreatedAt.Add(n.ExpiresIn)
 	}
 	reply := make(chan error, 1)
-	g.root.Send(g.shards[shardOf(k.Hash, len(g.shards))], putKey{key: k, reply: reply})
+	g.root.Send(g.shards[shardOf(k.Hash, len(g.shards))], createKey{key: k, reply: reply})
 	err, werr := await(ctx, reply)
 	if err = cmpErr(err, werr); err != nil {
 		return APIKey{}, "", fmt.Errorf("create api key: %w", err)
 	}
-	return k, raw, nil
+	return k.view(), raw, nil
+}
+
+// drawKey draws a raw key and an id on the shard of its hash, so the key
+// is found by id (revocation) and by hash (authentication) on one shard.
+func (g *Gateway) drawKey() (*apiKeyRec, string, error) {
+	var rnd [16]byte
+	if _, err := io.ReadFull(g.rand, rnd[:]); err != nil {
+		return nil, "", fmt.Errorf("draw api key: %w", err)
+	}
+	raw := KeyPrefix + hex.EncodeToString(rnd[:])
+	k := &apiKeyRec{Preview: raw[:len(KeyPrefix)+4] + "…" + raw[len(raw)-4:], Hash: sha256.Sum256([]byte(raw))}
+	home := shardOf(k.Hash, len(g.shards))
+	// One draw in len(g.shards) matches: 64 per shard fail with odds e^-64.
+	for range 64 * len(g.shards) {
+		if id := g.newID(kindAPIKey); shardOfID(id, len(g.shards)) == home {
+			k.ID = id
+			return k, raw, nil
+		}
+	}
+	return nil, "", errors.New("draw api key: no id for its shard")
 }
 
 func cmpErr(err, werr error) error {
@@ -210,7 +213,7 @@ func cmpErr(err, werr error) error {
 
 // ListAPIKeys returns every key, newest first (revoked ones included).
 func (g *Gateway) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
-	replies := make(chan []APIKey, len(g.shards))
+	replies := make(chan []entity, len(g.shards))
 	for _, pid := range g.shards {
 		g.root.Send(pid, listKeys{reply: replies})
 	}
@@ -220,7 +223,9 @@ func (g *Gateway) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list api keys: %w", err)
 		}
-		out = append(out, ks...)
+		for _, k := range ks {
+			out = append(out, k.(*apiKeyRec).view())
+		}
 	}
 	slices.SortFunc(out, func(a, b APIKey) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
@@ -232,33 +237,13 @@ func (g *Gateway) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
 }
 
 // RevokeAPIKey makes the key fail from the next request on; ErrNotFound
-// if there is no such key. Revoking twice is not an error.
+// if there is no such key. Revoking twice is not an error. Only the shard
+// holding the key hears of it.
 func (g *Gateway) RevokeAPIKey(ctx context.Context, id uuid.UUID) error {
-	replies := make(chan error, len(g.shards))
-	for _, pid := range g.shards {
-		g.root.Send(pid, revokeKey{id: id, reply: replies})
-	}
-	found := false
-	var first error
-	for range g.shards {
-		err, werr := await(ctx, replies)
-		if werr != nil {
-			return werr
-		}
-		switch {
-		case err == nil:
-			found = true
-		case !errors.Is(err, ErrNotFound):
-			first = err
-		}
-	}
-	if first != nil {
-		return first
-	}
-	if !found {
-		return ErrNotFound
-	}
-	return nil
+	reply := make(chan error, 1)
+	g.root.Send(g.shards[g.homes.of(id)], revokeKey{id: id, reply: reply})
+	err, werr := await(ctx, reply)
+	return cmpErr(err, werr)
 }
 
 // validName checks a required display string of 1..max code points.

@@ -54,9 +54,83 @@ func hintOf(key string) string {
 	return "****" + key[len(key)-4:]
 }
 
+// putProvider creates (create: the id is new) or replaces a provider.
+// sealed nil keeps the current credential.
+type putProvider struct {
+	p      providerRec // the caller's fields; times and credential filled in by the registry
+	create bool
+	sealed *[]byte
+	hint   string
+	reply  chan provReply
+}
+
+type getProvider struct {
+	ref   string
+	reply chan provReply
+}
+
+type listProviders struct{ reply chan provReply }
+
+type delProvider struct {
+	ref   string
+	reply chan provReply
+}
+
+func (r *registry) putProvider(m putProvider) provReply {
+	p := m.p
+	cur := r.part.providers[p.ID]
+	switch {
+	case m.create && cur != nil:
+		return provReply{err: ErrExists}
+	case !m.create && cur == nil:
+		return provReply{err: ErrNotFound}
+	}
+	if id, ok := r.part.provByName[p.Name]; ok && id != p.ID {
+		return provReply{err: fmt.Errorf("provider name %q: %w", p.Name, ErrExists)}
+	}
+	now := r.clock.Now().UTC()
+	p.CreatedAt, p.UpdatedAt = now, now
+	if cur != nil {
+		p.CreatedAt = cur.CreatedAt
+		p.APIKeySealed, p.APIKeyHint = cur.APIKeySealed, cur.APIKeyHint
+	}
+	if m.sealed != nil {
+		p.APIKeySealed, p.APIKeyHint = *m.sealed, m.hint
+	}
+	if err := commit(r.log, r.part, entitySaved{&p}); err != nil {
+		return provReply{err: fmt.Errorf("log provider: %w", err)}
+	}
+	return provReply{p: p.view()}
+}
+
+func (r *registry) delProvider(ref string) provReply {
+	p := r.part.provider(ref)
+	if p == nil {
+		return provReply{err: ErrNotFound}
+	}
+	if r.part.agentsOn[p.ID] > 0 {
+		return provReply{err: fmt.Errorf("provider %s is used by agent %s: %w", p.Name, r.firstAgentOn(p.ID), ErrInUse)}
+	}
+	if err := commit(r.log, r.part, entityDeleted{kind: kindProvider, id: p.ID}); err != nil {
+		return provReply{err: fmt.Errorf("log provider delete: %w", err)}
+	}
+	return provReply{}
+}
+
+// firstAgentOn names the first agent (by agent_key) using provider id.
+func (r *registry) firstAgentOn(id uuid.UUID) string {
+	first := ""
+	for _, a := range r.part.agents {
+		if a.ProviderID == id && (first == "" || a.AgentKey < first) {
+			first = a.AgentKey
+		}
+	}
+	return first
+}
+
 // CreateProvider validates in, seals its credential and stores it.
 func (g *Gateway) CreateProvider(ctx context.Context, in ProviderInput) (Provider, error) {
-	return g.putProvider(ctx, uuid.New(), in, true)
+	return g.putProvider(ctx, g.newID(kindProvider), in, true)
 }
 
 // UpdateProvider replaces the provider's fields (by id or name); a nil
@@ -73,12 +147,17 @@ func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInpu
 	if err := validateProvider(in); err != nil {
 		return Provider{}, err
 	}
-	m := putProvider{create: create, reply: make(chan provReply, 1), p: Provider{
+	m := putProvider{create: create, reply: make(chan provReply, 1), p: providerRec{
 		ID: id, Name: in.Name, DisplayName: in.DisplayName, ProviderType: in.ProviderType,
-		APIBase: strings.TrimRight(in.APIBase, "/"), Enabled: in.Enabled, Settings: in.Settings,
+		APIBase: strings.TrimRight(in.APIBase, "/"), Enabled: in.Enabled,
 	}}
 	if m.p.DisplayName == "" {
 		m.p.DisplayName = in.Name
+	}
+	if len(in.Settings) > 0 {
+		// The bytes a record decodes to (compact, HTML-escaped), so the
+		// live provider equals the replayed one.
+		m.p.Settings = mustJSON(in.Settings)
 	}
 	if in.APIKey != nil {
 		var sealed []byte

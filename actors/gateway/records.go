@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,182 +12,364 @@ import (
 )
 
 // WAL record types of the gateway (extensions own 64..255). The numbers are
-// part of the on-disk format: never reuse or renumber one.
+// part of the on-disk format: never reuse or renumber one. A new payload
+// layout gets a new number; doc.go has the table.
 const (
-	recAPIKeyPut   wal.Type = 64 // JSON APIKey: full state (create or revoke)
-	recProviderPut wal.Type = 65 // JSON Provider: full state, credential sealed
-	recProviderDel wal.Type = 66 // 16-byte provider id
-	recAgentPut    wal.Type = 67 // JSON Agent: full state
-	recAgentDel    wal.Type = 68 // 16-byte agent id
-	recRunRecorded wal.Type = 69 // JSON Trace; usage is derived from it
+	// Written by builds before entity records: decoded, never written.
+	recLegacyAPIKeyPut   wal.Type = 64 // JSON apiKeyRec (data v1)
+	recLegacyProviderPut wal.Type = 65 // JSON providerRec (data v1)
+	recLegacyProviderDel wal.Type = 66 // 16-byte provider id
+	recLegacyAgentPut    wal.Type = 67 // JSON agentRec (data v1)
+	recLegacyAgentDel    wal.Type = 68 // 16-byte agent id
+	recLegacyRunRecorded wal.Type = 69 // JSON runRec (v1 without "v")
+
+	recEntitySaved   wal.Type = 70 // JSON entityJSON: one entity's full state
+	recEntityDeleted wal.Type = 71 // JSON deletedJSON
+	recRunRecorded   wal.Type = 72 // JSON runJSON
 )
 
-func owns(t wal.Type) bool { return t >= recAPIKeyPut && t <= recRunRecorded }
+func owns(t wal.Type) bool { return t >= recLegacyAPIKeyPut && t <= recRunRecorded }
 
-func jsonRecord(t wal.Type, v any) wal.Record {
+// event is one change to the gateway's durable state: what a record holds.
+// state.apply applies it; record encodes it.
+type event interface {
+	record() wal.Record
+}
+
+// entitySaved is the full state of one configuration entity: a create or
+// an update (revoking an API key is an update).
+type entitySaved struct{ ent entity }
+
+// entityDeleted removes one configuration entity.
+type entityDeleted struct {
+	kind kind
+	id   uuid.UUID
+}
+
+// runRecorded is one finished agent run; usage is derived from it.
+type runRecorded struct{ run *runRec }
+
+// entityJSON is the payload of recEntitySaved and one entity of a
+// snapshot section: V is the version of Kind's data layout.
+type entityJSON struct {
+	Kind kind            `json:"kind"`
+	V    uint8           `json:"v"`
+	Data json.RawMessage `json:"data"`
+}
+
+// deletedJSON is the payload of recEntityDeleted.
+type deletedJSON struct {
+	Kind kind      `json:"kind"`
+	ID   uuid.UUID `json:"id"`
+}
+
+// runJSON is the payload of recRunRecorded: version 1.
+type runJSON struct {
+	V uint8 `json:"v"`
+	runRec
+}
+
+const runVersion = 1
+
+func (e entitySaved) record() wal.Record { return jsonRecord(recEntitySaved, encodeEntity(e.ent)) }
+
+func (e entityDeleted) record() wal.Record {
+	return jsonRecord(recEntityDeleted, deletedJSON{Kind: e.kind, ID: e.id})
+}
+
+func (e runRecorded) record() wal.Record {
+	return jsonRecord(recRunRecorded, runJSON{V: runVersion, runRec: *e.run})
+}
+
+func encodeEntity(ent entity) entityJSON {
+	k, _ := ent.ref()
+	return entityJSON{Kind: k, V: kinds[k].v, Data: mustJSON(ent)}
+}
+
+func jsonRecord(t wal.Type, v any) wal.Record { return wal.Record{Type: t, Data: mustJSON(v)} }
+
+func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("gateway: marshal record type %d: %v", t, err)) // plain structs: cannot fail
+		panic(fmt.Sprintf("gateway: marshal %T: %v", v, err)) // plain structs: cannot fail
 	}
-	return wal.Record{Type: t, Data: b}
+	return b
 }
 
-func idRecord(t wal.Type, id uuid.UUID) wal.Record {
-	return wal.Record{Type: t, Data: append([]byte(nil), id[:]...)}
+// legacyKinds are the kinds of the pre-entity put and delete records.
+var legacyKinds = map[wal.Type]kind{
+	recLegacyAPIKeyPut: kindAPIKey, recLegacyProviderPut: kindProvider, recLegacyProviderDel: kindProvider,
+	recLegacyAgentPut: kindAgent, recLegacyAgentDel: kindAgent,
 }
 
-// state is the gateway's whole durable state. apply is pure and
-// deterministic: it serves replay (before Start) and the actors alike.
-type state struct {
-	keys      map[uuid.UUID]*APIKey
-	providers map[uuid.UUID]*Provider
-	agents    map[uuid.UUID]*Agent
-	runs      runState
-}
-
-func newState(maxTraces, usageDays int) *state {
-	return &state{
-		keys: map[uuid.UUID]*APIKey{}, providers: map[uuid.UUID]*Provider{}, agents: map[uuid.UUID]*Agent{},
-		runs: newRunState(maxTraces, usageDays),
+// decodeEvent decodes a record of one of the gateway's types; errors wrap
+// actors.ErrCorrupt.
+func decodeEvent(r wal.Record) (event, error) {
+	ev, err := decodeEventData(r)
+	if err != nil {
+		return nil, fmt.Errorf("gateway record type %d: %w: %w", r.Type, actors.ErrCorrupt, err)
 	}
+	return ev, nil
 }
 
-// apply applies one record; seq is its WAL index (run records at or below
-// the runs watermark are already reflected and skipped).
-func (st *state) apply(seq uint64, r wal.Record) error {
+func decodeEventData(r wal.Record) (event, error) {
 	switch r.Type {
-	case recAPIKeyPut:
-		var k APIKey
-		if err := json.Unmarshal(r.Data, &k); err != nil {
-			return fmt.Errorf("api key record: %w", actors.ErrCorrupt)
+	case recEntitySaved:
+		var e entityJSON
+		if err := json.Unmarshal(r.Data, &e); err != nil {
+			return nil, err
 		}
-		st.keys[k.ID] = &k
-	case recProviderPut:
-		var p Provider
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return fmt.Errorf("provider record: %w", actors.ErrCorrupt)
+		ent, err := e.decode()
+		return entitySaved{ent}, err
+	case recEntityDeleted:
+		var d deletedJSON
+		if err := json.Unmarshal(r.Data, &d); err != nil {
+			return nil, err
 		}
-		st.providers[p.ID] = &p
-	case recAgentPut:
-		var a Agent
-		if err := json.Unmarshal(r.Data, &a); err != nil {
-			return fmt.Errorf("agent record: %w", actors.ErrCorrupt)
+		return deleted(d.Kind, d.ID)
+	case recRunRecorded:
+		var rj runJSON
+		if err := json.Unmarshal(r.Data, &rj); err != nil {
+			return nil, err
 		}
-		st.agents[a.ID] = &a
-	case recProviderDel, recAgentDel:
+		if rj.V != runVersion {
+			return nil, fmt.Errorf("run layout v%d unsupported", rj.V)
+		}
+		return runRecorded{&rj.runRec}, nil
+	case recLegacyAPIKeyPut, recLegacyProviderPut, recLegacyAgentPut:
+		ent, err := decodeEntity(legacyKinds[r.Type], 1, r.Data)
+		return entitySaved{ent}, err
+	case recLegacyProviderDel, recLegacyAgentDel:
 		id, err := uuid.FromBytes(r.Data)
 		if err != nil {
-			return fmt.Errorf("delete record: %w", actors.ErrCorrupt)
+			return nil, err
 		}
-		delete(st.providers, id)
-		delete(st.agents, id)
-	case recRunRecorded:
-		var t Trace
-		if err := json.Unmarshal(r.Data, &t); err != nil {
-			return fmt.Errorf("run record: %w", actors.ErrCorrupt)
-		}
-		st.runs.apply(seq, t)
-	default:
-		return fmt.Errorf("gateway: unknown record type %d: %w", r.Type, actors.ErrCorrupt)
+		return deleted(legacyKinds[r.Type], id)
+	case recLegacyRunRecorded:
+		run := new(runRec)
+		return runRecorded{run}, json.Unmarshal(r.Data, run)
 	}
-	return nil
+	return nil, fmt.Errorf("unknown type")
 }
 
-// section is the snapshot encoding of state (JSON, version 1).
-type section struct {
-	Version   int        `json:"version"`
-	Keys      []APIKey   `json:"keys"`
-	Providers []Provider `json:"providers"`
-	Agents    []Agent    `json:"agents"`
-	RunsSeq   uint64     `json:"runs_seq"`
-	Traces    []Trace    `json:"traces"`
-	Usage     []UsageRow `json:"usage"`
+func deleted(k kind, id uuid.UUID) (event, error) {
+	if _, ok := kinds[k]; !ok || id == uuid.Nil {
+		return nil, fmt.Errorf("delete of %q %s", k, id)
+	}
+	return entityDeleted{kind: k, id: id}, nil
 }
 
-func decodeSection(b []byte, st *state) error {
-	var s section
-	if err := json.Unmarshal(b, &s); err != nil || s.Version != 1 {
-		return fmt.Errorf("gateway section: %w", actors.ErrCorrupt)
-	}
-	for i := range s.Keys {
-		st.keys[s.Keys[i].ID] = &s.Keys[i]
-	}
-	for i := range s.Providers {
-		st.providers[s.Providers[i].ID] = &s.Providers[i]
-	}
-	for i := range s.Agents {
-		st.agents[s.Agents[i].ID] = &s.Agents[i]
-	}
-	st.runs.seq = s.RunsSeq
-	st.runs.traces = s.Traces
-	for i := range s.Usage {
-		u := s.Usage[i]
-		st.runs.usage[usageKey{u.Day, u.AgentID, u.UserID}] = &u
-		st.runs.newestDay = max(st.runs.newestDay, u.Day)
-	}
-	return nil
+func (e entityJSON) decode() (entity, error) { return decodeEntity(e.Kind, e.V, e.Data) }
+
+// kind names an entity kind in records and snapshots: never rename one.
+type kind string
+
+// The entity kinds.
+const (
+	kindAPIKey   kind = "api_key"
+	kindProvider kind = "provider"
+	kindAgent    kind = "agent"
+)
+
+// owner is the part of the state (and so the actor) an entity belongs to.
+type owner uint8
+
+const (
+	ownerKeys     owner = iota + 1 // the key shard of the key's hash
+	ownerRegistry                  // the registry actor
+)
+
+// kindSpec declares an entity kind: the data version written, the decoder
+// of every version it knows, and the owner that applies it.
+type kindSpec struct {
+	v      uint8
+	decode func(v uint8, data []byte) (entity, error)
+	owner  owner
 }
 
-// runState holds the bounded traces and the usage per agent/user/day.
-type runState struct {
-	seq       uint64 // highest run record reflected
-	maxTraces int
-	usageDays int
-	traces    []Trace // oldest first, at most maxTraces
-	usage     map[usageKey]*UsageRow
-	newestDay string
+// kinds declares every entity kind; adding one is a line here, its record
+// struct below, and its apply case in state.go.
+var kinds = map[kind]kindSpec{
+	kindAPIKey:   {v: 1, decode: decodeV1[apiKeyRec], owner: ownerKeys},
+	kindProvider: {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
+	kindAgent:    {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
 }
 
-type usageKey struct {
-	day   string
-	agent uuid.UUID
-	user  string
+// entity is the durable state of one configuration entity. Applied
+// entities are immutable: an update applies a new one.
+type entity interface {
+	ref() (kind, uuid.UUID)
 }
 
-func newRunState(maxTraces, usageDays int) runState {
-	return runState{maxTraces: maxTraces, usageDays: usageDays, usage: map[usageKey]*UsageRow{}}
-}
-
-// apply records t and its usage unless seq is already reflected. Retention
-// depends only on the records (the newest day seen), so replay is exact.
-func (rs *runState) apply(seq uint64, t Trace) {
-	if seq != 0 && seq <= rs.seq {
-		return
+func decodeEntity(k kind, v uint8, data []byte) (entity, error) {
+	spec, ok := kinds[k]
+	if !ok {
+		return nil, fmt.Errorf("unknown entity kind %q", k)
 	}
-	if seq != 0 {
-		rs.seq = seq
-	}
-	rs.traces = append(rs.traces, t)
-	if over := len(rs.traces) - rs.maxTraces; over > 0 {
-		rs.traces = slices.Delete(rs.traces, 0, over)
-	}
-	day := t.StartedAt.UTC().Format(time.DateOnly)
-	k := usageKey{day, t.AgentID, t.UserID}
-	u := rs.usage[k]
-	if u == nil {
-		u = &UsageRow{Day: day, AgentID: t.AgentID, UserID: t.UserID}
-		rs.usage[k] = u
-	}
-	u.Runs++
-	for _, sp := range t.Spans {
-		u.PromptTokens += sp.PromptTokens
-		u.CompletionTokens += sp.CompletionTokens
-	}
-	if day > rs.newestDay {
-		rs.newestDay = day
-		rs.prune()
-	}
-}
-
-func (rs *runState) prune() {
-	newest, err := time.Parse(time.DateOnly, rs.newestDay)
+	ent, err := spec.decode(v, data)
 	if err != nil {
-		return
+		return nil, fmt.Errorf("%s v%d: %w", k, v, err)
 	}
-	cut := newest.AddDate(0, 0, -rs.usageDays+1).Format(time.DateOnly)
-	for k := range rs.usage {
-		if k.day < cut {
-			delete(rs.usage, k)
-		}
+	if _, id := ent.ref(); id == uuid.Nil {
+		return nil, fmt.Errorf("%s without id", k)
+	}
+	return ent, nil
+}
+
+// decodeV1 decodes the first data layout of a kind whose record struct is R.
+func decodeV1[R any, P interface {
+	*R
+	entity
+}](v uint8, data []byte) (entity, error) {
+	if v != 1 {
+		return nil, fmt.Errorf("layout v%d unsupported", v)
+	}
+	p := P(new(R))
+	if err := json.Unmarshal(data, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// The record structs: the durable layout of each kind, separate from the
+// API types (types.go) they are viewed as. Their JSON names are the ones
+// the legacy records 64..69 used, so those decode into them unchanged.
+
+// apiKeyRec is a gateway API key (kind api_key, data v1).
+type apiKeyRec struct {
+	ID        uuid.UUID `json:"id"`
+	Name      string    `json:"name"`
+	Preview   string    `json:"preview"`
+	Hash      [32]byte  `json:"hash"`
+	Scopes    []Scope   `json:"scopes"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+func (k *apiKeyRec) ref() (kind, uuid.UUID) { return kindAPIKey, k.ID }
+
+func (k *apiKeyRec) active(now time.Time) bool { return activeAt(k.RevokedAt, k.ExpiresAt, now) }
+
+func (k *apiKeyRec) view() APIKey {
+	return APIKey{
+		ID: k.ID, Name: k.Name, Preview: k.Preview, Hash: k.Hash, Scopes: k.Scopes,
+		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
 	}
 }
+
+// providerRec is an LLM provider (kind provider, data v1); the credential
+// is sealed.
+type providerRec struct {
+	ID           uuid.UUID       `json:"id"`
+	Name         string          `json:"name"`
+	DisplayName  string          `json:"display_name"`
+	ProviderType string          `json:"provider_type"`
+	APIBase      string          `json:"api_base"`
+	APIKeySealed []byte          `json:"api_key_sealed,omitempty"`
+	APIKeyHint   string          `json:"api_key_hint,omitempty"`
+	Enabled      bool            `json:"enabled"`
+	Settings     json.RawMessage `json:"settings,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+}
+
+func (p *providerRec) ref() (kind, uuid.UUID) { return kindProvider, p.ID }
+
+func (p *providerRec) view() Provider {
+	return Provider{
+		ID: p.ID, Name: p.Name, DisplayName: p.DisplayName, ProviderType: p.ProviderType, APIBase: p.APIBase,
+		APIKeySealed: p.APIKeySealed, APIKeyHint: p.APIKeyHint, Enabled: p.Enabled, Settings: p.Settings,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+	}
+}
+
+// agentRec is an agent (kind agent, data v1).
+type agentRec struct {
+	ID             uuid.UUID `json:"id"`
+	AgentKey       string    `json:"agent_key"`
+	DisplayName    string    `json:"display_name"`
+	OwnerID        string    `json:"owner_id"`
+	ProviderID     uuid.UUID `json:"provider_id"`
+	Model          string    `json:"model"`
+	SystemPrompt   string    `json:"system_prompt"`
+	Status         string    `json:"status"`
+	TimeoutSeconds int       `json:"timeout_seconds"`
+	SharedWith     []string  `json:"shared_with,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+func (a *agentRec) ref() (kind, uuid.UUID) { return kindAgent, a.ID }
+
+func (a *agentRec) canUse(user string) bool { return usableBy(a.OwnerID, a.SharedWith, user) }
+
+func (a *agentRec) view() Agent {
+	return Agent{
+		ID: a.ID, AgentKey: a.AgentKey, DisplayName: a.DisplayName, OwnerID: a.OwnerID, ProviderID: a.ProviderID,
+		Model: a.Model, SystemPrompt: a.SystemPrompt, Status: a.Status, TimeoutSeconds: a.TimeoutSeconds,
+		SharedWith: a.SharedWith, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
+	}
+}
+
+// runRec is one agent run (runRecorded v1, legacy type 69, snapshot traces).
+type runRec struct {
+	ID         string    `json:"id"`
+	AgentID    uuid.UUID `json:"agent_id"`
+	UserID     string    `json:"user_id"`
+	Endpoint   string    `json:"endpoint"`
+	Status     string    `json:"status"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMs int64     `json:"duration_ms"`
+	Spans      []spanRec `json:"spans"`
+}
+
+// spanRec is one timed step of a run.
+type spanRec struct {
+	Name             string    `json:"name"`
+	Kind             string    `json:"kind"`
+	StartedAt        time.Time `json:"started_at"`
+	DurationMs       int64     `json:"duration_ms"`
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+	Status           string    `json:"status"`
+	Error            string    `json:"error,omitempty"`
+}
+
+// newRunRec is the record of t, times in UTC without a monotonic reading,
+// so the live record equals the one decoded from the WAL.
+func newRunRec(t Trace) *runRec {
+	r := &runRec{
+		ID: t.ID, AgentID: t.AgentID, UserID: t.UserID, Endpoint: t.Endpoint, Status: t.Status,
+		StartedAt: t.StartedAt.UTC(), DurationMs: t.DurationMs, Spans: make([]spanRec, len(t.Spans)),
+	}
+	for i, s := range t.Spans {
+		r.Spans[i] = spanRec(s)
+		r.Spans[i].StartedAt = s.StartedAt.UTC()
+	}
+	return r
+}
+
+func (r *runRec) view() Trace {
+	t := Trace{
+		ID: r.ID, AgentID: r.AgentID, UserID: r.UserID, Endpoint: r.Endpoint, Status: r.Status,
+		StartedAt: r.StartedAt, DurationMs: r.DurationMs, Spans: make([]Span, len(r.Spans)),
+	}
+	for i, s := range r.Spans {
+		t.Spans[i] = Span(s)
+	}
+	return t
+}
+
+// usageRec is the usage of one agent by one user on one UTC day (snapshot
+// sections only: it is derived from runs).
+type usageRec struct {
+	Day              string    `json:"day"`
+	AgentID          uuid.UUID `json:"agent_id"`
+	UserID           string    `json:"user_id"`
+	Runs             int64     `json:"runs"`
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+}
+
+func (u *usageRec) view() UsageRow { return UsageRow(*u) }

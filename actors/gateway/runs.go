@@ -13,23 +13,37 @@ import (
 	"gatehouse/wal"
 )
 
-// runsActor owns the run traces and the usage per agent/user/day. A run is
-// appended asynchronously (the reply to the client never waits for it);
-// the commit notice applies it, so a snapshot sees exactly the runs whose
-// records precede its barrier, and the watermark makes replay exact.
+// runsActor owns the run traces and the usage per agent/user/day (its
+// runState). A run is appended asynchronously (the reply to the client
+// never waits for it); the commit notice applies it, so a snapshot sees
+// exactly the runs whose records precede its barrier, and the watermark
+// makes replay exact.
 type runsActor struct {
 	log  actors.EventLog
 	lg   *slog.Logger
 	root *actor.RootContext
 	self *actor.PID
-	st   runState
+	part *runState
+
+	recorded, committed uint64 // runs sent to the WAL, and answered by it
+	waiters             []runsWaiter
 }
 
-type recordRun struct{ t Trace }
+type recordRun struct{ run *runRec }
 
 type runCommitted struct {
 	seq uint64
-	t   Trace
+	ev  runRecorded
+	err error
+}
+
+// syncRuns is answered once every run recorded before it is applied (or
+// failed to log): tests wait on it instead of polling.
+type syncRuns struct{ reply chan struct{} }
+
+type runsWaiter struct {
+	upto  uint64
+	reply chan struct{}
 }
 
 // TraceFilter selects traces; zero fields match everything.
@@ -55,36 +69,51 @@ type queryUsage struct {
 
 type captureRuns struct{ reply chan runsImage }
 
-type runsImage struct {
-	seq    uint64
-	traces []Trace
-	usage  []UsageRow
-}
-
 // Receive is the runs actor's mailbox entry point.
 func (a *runsActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case recordRun:
-		a.record(m.t)
+		a.record(m.run)
 	case runCommitted:
-		a.st.apply(m.seq, m.t)
+		a.committedRun(m)
+	case syncRuns:
+		a.waiters = append(a.waiters, runsWaiter{upto: a.recorded, reply: m.reply})
+		a.release()
 	case queryTraces:
 		m.reply <- a.traces(m)
 	case queryUsage:
 		m.reply <- a.usage(m)
 	case captureRuns:
-		m.reply <- runsImage{seq: a.st.seq, traces: slices.Clone(a.st.traces), usage: a.usage(queryUsage{})}
+		m.reply <- a.part.image()
 	}
 }
 
-func (a *runsActor) record(t Trace) {
-	root, self, lg := a.root, a.self, a.lg
-	a.log.AppendAsync([]wal.Record{jsonRecord(recRunRecorded, t)}, func(seq uint64, err error) {
-		if err != nil {
-			lg.Error("run record not logged", "run_id", t.ID, "err", err)
-			return
+func (a *runsActor) record(run *runRec) {
+	root, self := a.root, a.self
+	ev := runRecorded{run}
+	a.recorded++
+	a.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+		root.Send(self, runCommitted{seq: seq, ev: ev, err: err})
+	})
+}
+
+func (a *runsActor) committedRun(m runCommitted) {
+	a.committed++
+	if m.err != nil {
+		a.lg.Error("run record not logged", "run_id", m.ev.run.ID, "err", m.err)
+	} else {
+		a.part.apply(m.seq, m.ev)
+	}
+	a.release()
+}
+
+func (a *runsActor) release() {
+	a.waiters = slices.DeleteFunc(a.waiters, func(w runsWaiter) bool {
+		if w.upto > a.committed {
+			return false
 		}
-		root.Send(self, runCommitted{seq: seq, t: t})
+		close(w.reply)
+		return true
 	})
 }
 
@@ -94,8 +123,8 @@ func (a *runsActor) traces(m queryTraces) []Trace {
 		limit = 100
 	}
 	var out []Trace
-	for i := len(a.st.traces) - 1; i >= 0 && len(out) < limit; i-- {
-		t := a.st.traces[i]
+	for i := len(a.part.traces) - 1; i >= 0 && len(out) < limit; i-- {
+		t := a.part.traces[i]
 		switch {
 		case m.id != "" && t.ID != m.id,
 			m.f.AgentID != uuid.Nil && t.AgentID != m.f.AgentID,
@@ -104,27 +133,23 @@ func (a *runsActor) traces(m queryTraces) []Trace {
 			m.f.Day != "" && !strings.HasPrefix(t.StartedAt.UTC().Format("2006-01-02"), m.f.Day):
 			continue
 		}
-		out = append(out, t)
+		out = append(out, t.view())
 	}
 	return out
 }
 
 func (a *runsActor) usage(m queryUsage) []UsageRow {
-	out := make([]UsageRow, 0, len(a.st.usage))
-	for _, u := range a.st.usage {
+	var rows []usageRec
+	for _, u := range a.part.usage {
 		if (m.agent == uuid.Nil || u.AgentID == m.agent) && (m.user == "" || u.UserID == m.user) {
-			out = append(out, *u)
+			rows = append(rows, *u)
 		}
 	}
-	slices.SortFunc(out, func(x, y UsageRow) int {
-		if c := strings.Compare(x.Day, y.Day); c != 0 {
-			return c
-		}
-		if c := strings.Compare(x.AgentID.String(), y.AgentID.String()); c != 0 {
-			return c
-		}
-		return strings.Compare(x.UserID, y.UserID)
-	})
+	slices.SortFunc(rows, cmpUsage)
+	out := make([]UsageRow, len(rows))
+	for i := range rows {
+		out[i] = rows[i].view()
+	}
 	return out
 }
 
@@ -132,7 +157,15 @@ func (a *runsActor) usage(m queryUsage) []UsageRow {
 // returns at once; the record is durable within one WAL group commit and
 // visible to Traces and Usage after that.
 func (g *Gateway) RecordRun(t Trace) {
-	g.root.Send(g.runs, recordRun{t: t})
+	g.root.Send(g.runs, recordRun{run: newRunRec(t)})
+}
+
+// syncRuns waits until every run recorded before it is applied.
+func (g *Gateway) syncRuns(ctx context.Context) error {
+	reply := make(chan struct{})
+	g.root.Send(g.runs, syncRuns{reply: reply})
+	_, err := await(ctx, reply)
+	return err
 }
 
 // Traces returns the newest traces matching f, newest first.

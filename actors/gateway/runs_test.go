@@ -10,8 +10,8 @@ import (
 func TestRunStateApply(t *testing.T) {
 	agent := uuid.New()
 	day := func(d int) time.Time { return time.Date(2026, 11, d, 23, 59, 0, 0, time.UTC) }
-	tr := func(id string, at time.Time) Trace {
-		return Trace{ID: id, AgentID: agent, UserID: "u", StartedAt: at, Spans: []Span{{PromptTokens: 2, CompletionTokens: 1}}}
+	tr := func(id string, at time.Time) runRecorded {
+		return runRecorded{newRunRec(Trace{ID: id, AgentID: agent, UserID: "u", StartedAt: at, Spans: []Span{{PromptTokens: 2, CompletionTokens: 1}}})}
 	}
 	rs := newRunState(3, 2)
 	rs.apply(1, tr("a", day(20)))
@@ -38,8 +38,7 @@ func TestRunStateApply(t *testing.T) {
 }
 
 func BenchmarkAuthenticate(b *testing.B) {
-	n := newNode(b)
-	gw := n.start()
+	gw := start(newNode(b, DefaultConfig(), nil))
 	_, raw, err := gw.CreateAPIKey(ctx(b), NewAPIKey{Name: "bench", Scopes: []Scope{ScopeRead}})
 	if err != nil {
 		b.Fatal(err)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,8 +41,10 @@ type APIKey struct {
 }
 
 // Active reports whether k authenticates at now.
-func (k *APIKey) Active(now time.Time) bool {
-	return k.RevokedAt.IsZero() && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
+func (k *APIKey) Active(now time.Time) bool { return activeAt(k.RevokedAt, k.ExpiresAt, now) }
+
+func activeAt(revokedAt, expiresAt, now time.Time) bool {
+	return revokedAt.IsZero() && (expiresAt.IsZero() || now.Before(expiresAt))
 }
 
 // NewAPIKey is a create request. ExpiresIn 0 means never.
@@ -116,16 +119,10 @@ type Agent struct {
 }
 
 // CanUse reports whether user owns a or a is shared with user.
-func (a *Agent) CanUse(user string) bool {
-	if a.OwnerID == user {
-		return true
-	}
-	for _, u := range a.SharedWith {
-		if u == user {
-			return true
-		}
-	}
-	return false
+func (a *Agent) CanUse(user string) bool { return usableBy(a.OwnerID, a.SharedWith, user) }
+
+func usableBy(owner string, sharedWith []string, user string) bool {
+	return owner == user || slices.Contains(sharedWith, user)
 }
 
 // AgentInput creates or updates an agent. Provider is a provider's name or

@@ -1,0 +1,370 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// state is the gateway's whole durable state, partitioned by the actor that
+// owns each part once the gateway runs: keys[i] belongs to key shard i,
+// reg to the registry actor, runs to the runs actor.
+//
+// apply is the only code that changes it, and it is pure and
+// deterministic. Before Start, restore (snapshot entities, then the WAL)
+// calls state.apply, which routes each event to its part; after Start each
+// actor calls its own part's apply with the events it appends (commit), so
+// live changes and replay run the same code.
+type state struct {
+	keys  []*keyPart
+	homes keyHomes
+	reg   *registryPart
+	runs  *runState
+}
+
+// part is one actor's share of the state.
+type part interface {
+	apply(seq uint64, ev event)
+}
+
+func newState(cfg Config) *state {
+	st := &state{
+		keys:  make([]*keyPart, cfg.KeyShards),
+		homes: keyHomes{n: cfg.KeyShards, moved: map[uuid.UUID]int{}},
+		reg:   newRegistryPart(),
+		runs:  newRunState(cfg.MaxTraces, cfg.UsageDays),
+	}
+	for i := range st.keys {
+		st.keys[i] = newKeyPart()
+	}
+	return st
+}
+
+// apply routes ev to the part that owns it; seq is its WAL index (0 for a
+// snapshot's entities).
+func (st *state) apply(seq uint64, ev event) {
+	switch e := ev.(type) {
+	case entitySaved:
+		k, id := e.ent.ref()
+		st.owner(k, id, e.ent).apply(seq, ev)
+	case entityDeleted:
+		st.owner(e.kind, e.id, nil).apply(seq, ev)
+		if e.kind == kindAPIKey {
+			delete(st.homes.moved, e.id)
+		}
+	case runRecorded:
+		st.runs.apply(seq, ev)
+	default:
+		panic(fmt.Sprintf("gateway: no part applies %T", ev))
+	}
+}
+
+// owner is the part holding the entity k/id (ent: its new state, if saved).
+func (st *state) owner(k kind, id uuid.UUID, ent entity) part {
+	switch kinds[k].owner {
+	case ownerKeys:
+		if key, ok := ent.(*apiKeyRec); ok {
+			return st.keys[st.homes.place(key)]
+		}
+		return st.keys[st.homes.of(id)]
+	case ownerRegistry:
+		return st.reg
+	}
+	panic(fmt.Sprintf("gateway: kind %q has no owner", k))
+}
+
+// entities appends every entity of the state to dst.
+func (st *state) entities(dst []entity) []entity {
+	for _, p := range st.keys {
+		dst = p.entities(dst)
+	}
+	return st.reg.entities(dst)
+}
+
+// keyHomes says which key shard holds a key id. This build draws a key's
+// id so that shardOfID(id) is the shard of its hash; keys restored from
+// older data dirs (random ids), or after KeyShards changed, sit on their
+// hash's shard too and are listed in moved. moved is built by restore and
+// read-only once the gateway runs: live creates never add to it.
+type keyHomes struct {
+	n     int
+	moved map[uuid.UUID]int
+}
+
+func (h keyHomes) of(id uuid.UUID) int {
+	if i, ok := h.moved[id]; ok {
+		return i
+	}
+	return shardOfID(id, h.n)
+}
+
+// place returns k's shard and records it if its id maps elsewhere.
+func (h keyHomes) place(k *apiKeyRec) int {
+	i := shardOf(k.Hash, h.n)
+	if shardOfID(k.ID, h.n) != i {
+		h.moved[k.ID] = i
+	}
+	return i
+}
+
+func shardOf(h [32]byte, n int) int {
+	return int(uint32(h[0])<<24|uint32(h[1])<<16|uint32(h[2])<<8|uint32(h[3])) % n
+}
+
+func shardOfID(id uuid.UUID, n int) int {
+	return int(uint32(id[0])<<24|uint32(id[1])<<16|uint32(id[2])<<8|uint32(id[3])) % n
+}
+
+// keyPart is one key shard's keys, by id and by SHA-256 of the raw key.
+type keyPart struct {
+	byID   map[uuid.UUID]*apiKeyRec
+	byHash map[[32]byte]*apiKeyRec
+}
+
+func newKeyPart() *keyPart {
+	return &keyPart{byID: map[uuid.UUID]*apiKeyRec{}, byHash: map[[32]byte]*apiKeyRec{}}
+}
+
+func (p *keyPart) apply(_ uint64, ev event) {
+	switch e := ev.(type) {
+	case entitySaved:
+		k := e.ent.(*apiKeyRec)
+		if old := p.byID[k.ID]; old != nil {
+			delete(p.byHash, old.Hash)
+		}
+		p.byID[k.ID], p.byHash[k.Hash] = k, k
+	case entityDeleted:
+		if old := p.byID[e.id]; old != nil {
+			delete(p.byHash, old.Hash)
+			delete(p.byID, e.id)
+		}
+	default:
+		panic(fmt.Sprintf("gateway: key part cannot apply %T", ev))
+	}
+}
+
+func (p *keyPart) entities(dst []entity) []entity {
+	for _, k := range p.byID {
+		dst = append(dst, k)
+	}
+	return dst
+}
+
+// registryPart holds providers and agents with their indexes: provider
+// name → id, agent_key → id, and how many agents use each provider.
+type registryPart struct {
+	providers  map[uuid.UUID]*providerRec
+	agents     map[uuid.UUID]*agentRec
+	provByName map[string]uuid.UUID
+	agentByKey map[string]uuid.UUID
+	agentsOn   map[uuid.UUID]int
+}
+
+func newRegistryPart() *registryPart {
+	return &registryPart{
+		providers: map[uuid.UUID]*providerRec{}, agents: map[uuid.UUID]*agentRec{},
+		provByName: map[string]uuid.UUID{}, agentByKey: map[string]uuid.UUID{}, agentsOn: map[uuid.UUID]int{},
+	}
+}
+
+func (r *registryPart) apply(_ uint64, ev event) {
+	switch e := ev.(type) {
+	case entitySaved:
+		switch x := e.ent.(type) {
+		case *providerRec:
+			r.dropProvider(x.ID)
+			r.providers[x.ID], r.provByName[x.Name] = x, x.ID
+		case *agentRec:
+			r.dropAgent(x.ID)
+			r.agents[x.ID], r.agentByKey[x.AgentKey] = x, x.ID
+			r.agentsOn[x.ProviderID]++
+		default:
+			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
+		}
+	case entityDeleted:
+		switch e.kind {
+		case kindProvider:
+			r.dropProvider(e.id)
+		case kindAgent:
+			r.dropAgent(e.id)
+		default:
+			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
+		}
+	default:
+		panic(fmt.Sprintf("gateway: registry cannot apply %T", ev))
+	}
+}
+
+// dropProvider removes a provider and its index entries.
+func (r *registryPart) dropProvider(id uuid.UUID) {
+	p := r.providers[id]
+	if p == nil {
+		return
+	}
+	if r.provByName[p.Name] == id {
+		delete(r.provByName, p.Name)
+	}
+	delete(r.providers, id)
+}
+
+// dropAgent removes an agent and its index entries.
+func (r *registryPart) dropAgent(id uuid.UUID) {
+	a := r.agents[id]
+	if a == nil {
+		return
+	}
+	if r.agentByKey[a.AgentKey] == id {
+		delete(r.agentByKey, a.AgentKey)
+	}
+	if r.agentsOn[a.ProviderID]--; r.agentsOn[a.ProviderID] <= 0 {
+		delete(r.agentsOn, a.ProviderID)
+	}
+	delete(r.agents, id)
+}
+
+func (r *registryPart) entities(dst []entity) []entity {
+	for _, p := range r.providers {
+		dst = append(dst, p)
+	}
+	for _, a := range r.agents {
+		dst = append(dst, a)
+	}
+	return dst
+}
+
+// provider finds a provider by id, else by name.
+func (r *registryPart) provider(ref string) *providerRec {
+	if id, err := uuid.Parse(ref); err == nil {
+		if p := r.providers[id]; p != nil {
+			return p
+		}
+	}
+	if id, ok := r.provByName[ref]; ok {
+		return r.providers[id]
+	}
+	return nil
+}
+
+// agent finds an agent by id, else by agent_key.
+func (r *registryPart) agent(ref string) *agentRec {
+	if id, err := uuid.Parse(ref); err == nil {
+		if a := r.agents[id]; a != nil {
+			return a
+		}
+	}
+	if id, ok := r.agentByKey[ref]; ok {
+		return r.agents[id]
+	}
+	return nil
+}
+
+// runState holds the bounded traces and the usage per agent/user/day.
+type runState struct {
+	seq       uint64 // highest run record reflected
+	maxTraces int
+	usageDays int
+	traces    []*runRec // oldest first, at most maxTraces
+	usage     map[usageKey]*usageRec
+	newestDay string
+}
+
+type usageKey struct {
+	day   string
+	agent uuid.UUID
+	user  string
+}
+
+func newRunState(maxTraces, usageDays int) *runState {
+	return &runState{maxTraces: maxTraces, usageDays: usageDays, usage: map[usageKey]*usageRec{}}
+}
+
+// apply records a run and its usage unless seq is already reflected.
+// Retention depends only on the records (the newest day seen), so replay
+// is exact.
+func (rs *runState) apply(seq uint64, ev event) {
+	t := ev.(runRecorded).run
+	if seq != 0 && seq <= rs.seq {
+		return
+	}
+	if seq != 0 {
+		rs.seq = seq
+	}
+	rs.traces = append(rs.traces, t)
+	if over := len(rs.traces) - rs.maxTraces; over > 0 {
+		rs.traces = slices.Delete(rs.traces, 0, over)
+	}
+	day := t.StartedAt.UTC().Format(time.DateOnly)
+	k := usageKey{day, t.AgentID, t.UserID}
+	u := rs.usage[k]
+	if u == nil {
+		u = &usageRec{Day: day, AgentID: t.AgentID, UserID: t.UserID}
+		rs.usage[k] = u
+	}
+	u.Runs++
+	for _, sp := range t.Spans {
+		u.PromptTokens += sp.PromptTokens
+		u.CompletionTokens += sp.CompletionTokens
+	}
+	if day > rs.newestDay {
+		rs.newestDay = day
+		rs.prune()
+	}
+}
+
+func (rs *runState) prune() {
+	newest, err := time.Parse(time.DateOnly, rs.newestDay)
+	if err != nil {
+		return
+	}
+	cut := newest.AddDate(0, 0, -rs.usageDays+1).Format(time.DateOnly)
+	for k := range rs.usage {
+		if k.day < cut {
+			delete(rs.usage, k)
+		}
+	}
+}
+
+// runsImage is a copy of the runs part for a snapshot.
+type runsImage struct {
+	seq    uint64
+	traces []*runRec
+	usage  []usageRec // by day, agent, user
+}
+
+func (rs *runState) image() runsImage {
+	im := runsImage{seq: rs.seq, traces: slices.Clone(rs.traces), usage: make([]usageRec, 0, len(rs.usage))}
+	for _, u := range rs.usage {
+		im.usage = append(im.usage, *u)
+	}
+	slices.SortFunc(im.usage, cmpUsage)
+	return im
+}
+
+// restore replaces the runs part with a snapshot's, trimmed to this
+// build's limits.
+func (rs *runState) restore(im runsImage) {
+	rs.seq, rs.traces = im.seq, im.traces
+	if over := len(rs.traces) - rs.maxTraces; over > 0 {
+		rs.traces = slices.Delete(rs.traces, 0, over)
+	}
+	clear(rs.usage)
+	for i := range im.usage {
+		u := im.usage[i]
+		rs.usage[usageKey{u.Day, u.AgentID, u.UserID}] = &u
+		rs.newestDay = max(rs.newestDay, u.Day)
+	}
+	rs.prune()
+}
+
+func cmpUsage(x, y usageRec) int {
+	if c := strings.Compare(x.Day, y.Day); c != 0 {
+		return c
+	}
+	if c := strings.Compare(x.AgentID.String(), y.AgentID.String()); c != 0 {
+		return c
+	}
+	return strings.Compare(x.UserID, y.UserID)
+}
