@@ -105,7 +105,6 @@ func checkLegacyDir(t *testing.T, stage string, gw *Gateway) {
 	}
 }
 
-
 func copyDir(tb testing.TB, from, to string) {
 	tb.Helper()
 	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
