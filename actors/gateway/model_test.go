@@ -1,0 +1,376 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The command generator of TestLiveEqualsRestore and its model: what the
+// gateway should hold after each command, so that each outcome (created,
+// ErrExists, ErrInUse, ErrNotFound, ErrForbidden, ErrInvalid) is checked.
+
+var (
+	users     = []string{"alice", "bob", "carol"}
+	provNames = []string{"p0", "p1", "p2", "p3", "p4"}
+	agentKeys = []string{"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"}
+)
+
+type model struct {
+	providers map[uuid.UUID]*mProvider
+	agents    map[uuid.UUID]*mAgent
+	keys      []*mKey
+}
+
+type mProvider struct {
+	id   uuid.UUID
+	name string
+}
+
+type mAgent struct {
+	id         uuid.UUID
+	key, owner string
+	provider   uuid.UUID
+	shared     []string
+}
+
+type mKey struct {
+	id      uuid.UUID
+	raw     string
+	revoked bool
+	expires time.Time
+}
+
+func newModel() *model {
+	return &model{providers: map[uuid.UUID]*mProvider{}, agents: map[uuid.UUID]*mAgent{}}
+}
+
+func (a *mAgent) visibleTo(u string) bool { return a.owner == u || slices.Contains(a.shared, u) }
+
+func (m *model) providerNamed(name string) *mProvider {
+	for _, p := range m.providers {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (m *model) provider(ref string) *mProvider {
+	if id, err := uuid.Parse(ref); err == nil && m.providers[id] != nil {
+		return m.providers[id]
+	}
+	return m.providerNamed(ref)
+}
+
+func (m *model) agent(ref string) *mAgent {
+	if id, err := uuid.Parse(ref); err == nil && m.agents[id] != nil {
+		return m.agents[id]
+	}
+	for _, a := range m.agents {
+		if a.key == ref {
+			return a
+		}
+	}
+	return nil
+}
+
+// otherIDs are the live ids of the kinds other than k, sorted.
+func (m *model) otherIDs(k kind) []uuid.UUID {
+	var ids []uuid.UUID
+	if k != kindProvider {
+		ids = slices.AppendSeq(ids, maps.Keys(m.providers))
+	}
+	if k != kindAgent {
+		ids = slices.AppendSeq(ids, maps.Keys(m.agents))
+	}
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return ids
+}
+
+func (m *model) inUse(id uuid.UUID) bool {
+	for _, a := range m.agents {
+		if a.provider == id {
+			return true
+		}
+	}
+	return false
+}
+
+func pick[T any](p *prop, xs []T) T { return xs[p.r.IntN(len(xs))] }
+
+// step runs one random command and checks its outcome against the model.
+func (p *prop) step() {
+	switch x := p.r.IntN(100); {
+	case x < 8:
+		p.createProvider()
+	case x < 16:
+		p.updateProvider()
+	case x < 24:
+		p.deleteProvider()
+	case x < 36:
+		p.createAgent()
+	case x < 46:
+		p.updateAgent()
+	case x < 58:
+		p.deleteAgent()
+	case x < 66:
+		p.createKey()
+	case x < 72:
+		p.revokeKey()
+	case x < 94:
+		p.recordRun()
+	default:
+		p.n.Clock.Advance(time.Duration(1+p.r.IntN(30*60)) * time.Minute)
+	}
+}
+
+// expect checks err against the model's want; it reports success.
+func (p *prop) expect(op string, err, want error) bool {
+	p.t.Helper()
+	if (want == nil) != (err == nil) || want != nil && !errors.Is(err, want) {
+		p.t.Fatalf("%s = %v, the model expects %v", op, err, want)
+	}
+	return err == nil
+}
+
+// ref names a provider or agent by name or id, or something unknown.
+func (p *prop) ref(name string, id uuid.UUID) string {
+	switch p.r.IntN(10) {
+	case 0:
+		return "nope"
+	case 1, 2, 3:
+		return id.String()
+	}
+	return name
+}
+
+func (p *prop) providerInput(name string) ProviderInput {
+	in := ProviderInput{Name: name, ProviderType: ProviderEcho, Enabled: p.r.IntN(2) == 0}
+	if p.r.IntN(2) == 0 {
+		in.ProviderType, in.APIBase = ProviderOpenAICompat, "http://127.0.0.1:1/v1/"
+	}
+	switch p.r.IntN(4) {
+	case 0:
+		in.APIKey = ptr("")
+	case 1:
+		in.APIKey = ptr(fmt.Sprintf("sk-secret-%d", p.r.IntN(1e6)))
+	}
+	in.Settings = pick(p, []json.RawMessage{nil, json.RawMessage(`{ "delay_ms" : 5, "note": "<b>&" }`), json.RawMessage(` null `)})
+	if p.r.IntN(3) == 0 {
+		in.DisplayName = "Display " + name
+	}
+	return in
+}
+
+// anyOf picks a value of m in a seeded order (maps iterate at random).
+func anyOf[V any](p *prop, m map[uuid.UUID]V) (V, bool) {
+	var zero V
+	if len(m) == 0 {
+		return zero, false
+	}
+	ids := slices.SortedFunc(maps.Keys(m), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return m[pick(p, ids)], true
+}
+
+func (p *prop) anyProvider() (string, uuid.UUID) {
+	if pr, ok := anyOf(p, p.m.providers); ok {
+		return pr.name, pr.id
+	}
+	return "nope", uuid.Nil
+}
+
+func (p *prop) createProvider() {
+	name := pick(p, provNames)
+	var want error
+	if p.m.providerNamed(name) != nil {
+		want = ErrExists
+	}
+	pr, err := p.gw.CreateProvider(ctx(p.t), p.providerInput(name))
+	if p.expect("CreateProvider "+name, err, want) {
+		p.m.providers[pr.ID] = &mProvider{id: pr.ID, name: name}
+	}
+}
+
+func (p *prop) updateProvider() {
+	ref := p.ref(p.anyProvider())
+	name := pick(p, provNames)
+	cur, other := p.m.provider(ref), p.m.providerNamed(name)
+	var want error
+	switch {
+	case cur == nil:
+		want = ErrNotFound
+	case other != nil && other != cur:
+		want = ErrExists
+	}
+	if _, err := p.gw.UpdateProvider(ctx(p.t), ref, p.providerInput(name)); p.expect("UpdateProvider "+ref, err, want) {
+		cur.name = name
+	}
+}
+
+func (p *prop) deleteProvider() {
+	ref := p.ref(p.anyProvider())
+	cur := p.m.provider(ref)
+	var want error
+	switch {
+	case cur == nil:
+		want = ErrNotFound
+	case p.m.inUse(cur.id):
+		want = ErrInUse
+	}
+	if p.expect("DeleteProvider "+ref, p.gw.DeleteProvider(ctx(p.t), ref), want) {
+		delete(p.m.providers, cur.id)
+	}
+}
+
+// shared draws a shared_with list: nil (keep), empty or some users.
+func (p *prop) shared() *[]string {
+	if p.r.IntN(3) == 0 {
+		return nil
+	}
+	var sw []string
+	for _, u := range users {
+		if p.r.IntN(3) == 0 {
+			sw = append(sw, u, u) // duplicates are dropped
+		}
+	}
+	if sw == nil {
+		sw = []string{}
+	}
+	return &sw
+}
+
+func sortedUnique(sw []string) []string {
+	out := slices.Compact(slices.Sorted(slices.Values(sw)))
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func (p *prop) createAgent() {
+	user, key := pick(p, users), pick(p, agentKeys)
+	provRef := p.ref(p.anyProvider())
+	in := AgentInput{AgentKey: &key, Provider: &provRef, Model: ptr("m"), SharedWith: p.shared()}
+	prov := p.m.provider(provRef)
+	var want error
+	switch {
+	case p.m.agent(key) != nil:
+		want = ErrExists
+	case prov == nil:
+		want = ErrInvalid
+	}
+	a, err := p.gw.CreateAgent(ctx(p.t), user, in)
+	if p.expect("CreateAgent "+key, err, want) {
+		ma := &mAgent{id: a.ID, key: key, owner: user, provider: prov.id}
+		if in.SharedWith != nil {
+			ma.shared = sortedUnique(*in.SharedWith)
+		}
+		p.m.agents[a.ID] = ma
+	}
+}
+
+func (p *prop) anyAgent() (string, uuid.UUID) {
+	if a, ok := anyOf(p, p.m.agents); ok {
+		return a.key, a.id
+	}
+	return "nope", uuid.Nil
+}
+
+// ownedAgent is the model's answer to a change of agent ref by user.
+func (p *prop) ownedAgent(ref, user string) (*mAgent, error) {
+	a := p.m.agent(ref)
+	switch {
+	case a == nil || !a.visibleTo(user):
+		return nil, ErrNotFound
+	case a.owner != user:
+		return nil, ErrForbidden
+	}
+	return a, nil
+}
+
+func (p *prop) updateAgent() {
+	user, ref := pick(p, users), p.ref(p.anyAgent())
+	in := AgentInput{SharedWith: p.shared(), Model: ptr(pick(p, []string{"m", "m2"}))}
+	if p.r.IntN(3) == 0 {
+		in.AgentKey = ptr(pick(p, agentKeys))
+	}
+	var prov *mProvider
+	if p.r.IntN(3) == 0 {
+		in.Provider = ptr(p.ref(p.anyProvider()))
+		prov = p.m.provider(*in.Provider)
+	}
+	a, want := p.ownedAgent(ref, user)
+	switch {
+	case want != nil:
+	case in.AgentKey != nil && p.m.agent(*in.AgentKey) != nil && p.m.agent(*in.AgentKey) != a:
+		want = ErrExists
+	case in.Provider != nil && prov == nil:
+		want = ErrInvalid
+	}
+	if _, err := p.gw.UpdateAgent(ctx(p.t), user, ref, in); p.expect("UpdateAgent "+ref+" by "+user, err, want) {
+		if in.AgentKey != nil {
+			a.key = *in.AgentKey
+		}
+		if prov != nil {
+			a.provider = prov.id
+		}
+		if in.SharedWith != nil {
+			a.shared = sortedUnique(*in.SharedWith)
+		}
+	}
+}
+
+func (p *prop) deleteAgent() {
+	user, ref := pick(p, users), p.ref(p.anyAgent())
+	a, want := p.ownedAgent(ref, user)
+	if p.expect("DeleteAgent "+ref+" by "+user, p.gw.DeleteAgent(ctx(p.t), user, ref), want) {
+		delete(p.m.agents, a.id)
+	}
+}
+
+func (p *prop) createKey() {
+	n := NewAPIKey{Name: "k", Scopes: []Scope{pick(p, []Scope{ScopeRead, ScopeWrite, ScopeAdmin}), ScopeRead}}
+	if p.r.IntN(2) == 0 {
+		n.ExpiresIn = time.Duration(1+p.r.IntN(3)) * time.Hour
+	}
+	k, raw, err := p.gw.CreateAPIKey(ctx(p.t), n)
+	if p.expect("CreateAPIKey", err, nil) {
+		p.m.keys = append(p.m.keys, &mKey{id: k.ID, raw: raw, expires: k.ExpiresAt})
+	}
+}
+
+func (p *prop) revokeKey() {
+	var k *mKey
+	var id uuid.UUID
+	for i := range id {
+		id[i] = byte(p.r.Uint32())
+	}
+	var want error = ErrNotFound
+	if len(p.m.keys) > 0 && p.r.IntN(5) > 0 {
+		k = pick(p, p.m.keys)
+		id, want = k.id, nil
+	}
+	if p.expect("RevokeAPIKey", p.gw.RevokeAPIKey(ctx(p.t), id), want) {
+		k.revoked = true
+	}
+}
+
+func (p *prop) recordRun() {
+	_, agent := p.anyAgent()
+	at := p.n.Clock.Now().Add(time.Duration(p.r.IntN(1000)) * time.Millisecond)
+	t := Trace{
+		ID: fmt.Sprintf("run-%d", p.r.Uint64()), AgentID: agent, UserID: pick(p, users), Endpoint: "chat",
+		Status: pick(p, []string{RunOK, RunFailed, RunTimeout}), StartedAt: at.In(time.FixedZone("X", 3600)), DurationMs: int64(p.r.IntN(5000)),
+	}
+	for range p.r.IntN(3) {
+		t.Spans = append(t.Spans, Span{Name: "llm", Kind: "llm", StartedAt: at, PromptTokens: int64(p.r.IntN(100)), CompletionTokens: int64(p.r.IntN(50)), Status: t.Status})
+	}
+	p.gw.RecordRun(t)
+}
