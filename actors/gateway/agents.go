@@ -43,8 +43,8 @@ func errNoProvider(a *agentRec) error {
 // owned finds the agent ref for a change by user: ErrNotFound when user
 // cannot see it, ErrForbidden when user sees it but does not own it.
 func (r *registry) owned(ref, user string) (*agentRec, error) {
-	a := r.part.agent(ref)
-	if a == nil || !a.canUse(user) {
+	a, ok := r.part.agents.get(ref)
+	if !ok || !a.canUse(user) {
 		return nil, ErrNotFound
 	}
 	if a.OwnerID != user {
@@ -90,7 +90,7 @@ func (r *registry) fillAgent(a *agentRec, in AgentInput, create bool) error {
 		if _, err := uuid.Parse(k); err == nil {
 			return fmt.Errorf("agent_key must not be a UUID: %w", ErrInvalid)
 		}
-		if id, ok := r.part.agentByKey[k]; ok && id != a.ID {
+		if o, ok := r.part.agents.named(k); ok && o.ID != a.ID {
 			return fmt.Errorf("agent_key %q: %w", k, ErrExists)
 		}
 		a.AgentKey = k
@@ -105,8 +105,8 @@ func (r *registry) fillAgent(a *agentRec, in AgentInput, create bool) error {
 		a.DisplayName = a.AgentKey
 	}
 	if in.Provider != nil {
-		p := r.part.provider(*in.Provider)
-		if p == nil {
+		p, ok := r.part.providers.get(*in.Provider)
+		if !ok {
 			return fmt.Errorf("provider %q does not exist: %w", *in.Provider, ErrInvalid)
 		}
 		a.ProviderID = p.ID

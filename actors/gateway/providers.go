@@ -78,19 +78,19 @@ type delProvider struct {
 
 func (r *registry) putProvider(m putProvider) provReply {
 	p := m.p
-	cur := r.part.providers[p.ID]
+	cur, exists := r.part.providers.rows[p.ID]
 	switch {
-	case m.create && cur != nil:
+	case m.create && exists:
 		return provReply{err: ErrExists}
-	case !m.create && cur == nil:
+	case !m.create && !exists:
 		return provReply{err: ErrNotFound}
 	}
-	if id, ok := r.part.provByName[p.Name]; ok && id != p.ID {
+	if o, ok := r.part.providers.named(p.Name); ok && o.ID != p.ID {
 		return provReply{err: fmt.Errorf("provider name %q: %w", p.Name, ErrExists)}
 	}
 	now := r.clock.Now().UTC()
 	p.CreatedAt, p.UpdatedAt = now, now
-	if cur != nil {
+	if exists {
 		p.CreatedAt = cur.CreatedAt
 		p.APIKeySealed, p.APIKeyHint = cur.APIKeySealed, cur.APIKeyHint
 	}
@@ -104,8 +104,8 @@ func (r *registry) putProvider(m putProvider) provReply {
 }
 
 func (r *registry) delProvider(ref string) provReply {
-	p := r.part.provider(ref)
-	if p == nil {
+	p, ok := r.part.providers.get(ref)
+	if !ok {
 		return provReply{err: ErrNotFound}
 	}
 	if r.part.agentsOn[p.ID] > 0 {
@@ -120,7 +120,7 @@ func (r *registry) delProvider(ref string) provReply {
 // firstAgentOn names the first agent (by agent_key) using provider id.
 func (r *registry) firstAgentOn(id uuid.UUID) string {
 	first := ""
-	for _, a := range r.part.agents {
+	for _, a := range r.part.agents.rows {
 		if a.ProviderID == id && (first == "" || a.AgentKey < first) {
 			first = a.AgentKey
 		}

@@ -237,11 +237,12 @@ func TestDeleteOnlyItsKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.apply(3, ev)
-		if st.reg.providers[shared] == nil || st.reg.agents[shared] != nil {
-			t.Errorf("record type %d: provider kept %v, agent deleted %v; want true, true",
-				del.Type, st.reg.providers[shared] != nil, st.reg.agents[shared] == nil)
+		_, provKept := st.reg.providers.rows[shared]
+		_, agentKept := st.reg.agents.rows[shared]
+		if !provKept || agentKept {
+			t.Errorf("record type %d: provider kept %v, agent kept %v; want true, false", del.Type, provKept, agentKept)
 		}
-		if st.reg.agentsOn[p.ID] != 0 || st.reg.agentByKey[a.AgentKey] != uuid.Nil {
+		if _, ok := st.reg.agents.named(a.AgentKey); ok || st.reg.agentsOn[p.ID] != 0 {
 			t.Errorf("record type %d: agent indexes kept: %v", del.Type, st.reg.agentsOn)
 		}
 	}

@@ -57,16 +57,16 @@ func (r *registry) Receive(ctx actor.Context) {
 }
 
 func (r *registry) getProvider(ref string) provReply {
-	p := r.part.provider(ref)
-	if p == nil {
+	p, ok := r.part.providers.get(ref)
+	if !ok {
 		return provReply{err: ErrNotFound}
 	}
 	return provReply{p: p.view()}
 }
 
 func (r *registry) listProviders() []Provider {
-	out := make([]Provider, 0, len(r.part.providers))
-	for _, p := range r.part.providers {
+	out := make([]Provider, 0, len(r.part.providers.rows))
+	for _, p := range r.part.providers.rows {
 		out = append(out, p.view())
 	}
 	slices.SortFunc(out, func(a, b Provider) int { return strings.Compare(a.Name, b.Name) })
@@ -74,14 +74,14 @@ func (r *registry) listProviders() []Provider {
 }
 
 func (r *registry) getAgent(m getAgent) agentReply {
-	a := r.part.agent(m.ref)
-	if a == nil || m.user != "" && !a.canUse(m.user) {
+	a, ok := r.part.agents.get(m.ref)
+	if !ok || m.user != "" && !a.canUse(m.user) {
 		return agentReply{err: ErrNotFound}
 	}
 	out := agentReply{a: a.view()}
 	if m.resolve {
-		p := r.part.providers[a.ProviderID]
-		if p == nil {
+		p, ok := r.part.providers.rows[a.ProviderID]
+		if !ok {
 			return agentReply{err: errNoProvider(a)}
 		}
 		out.p = p.view()
@@ -91,7 +91,7 @@ func (r *registry) getAgent(m getAgent) agentReply {
 
 func (r *registry) listAgents(user string) agentReply {
 	var out []Agent
-	for _, a := range r.part.agents {
+	for _, a := range r.part.agents.rows {
 		if a.canUse(user) {
 			out = append(out, a.view())
 		}

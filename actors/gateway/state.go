@@ -156,17 +156,16 @@ func (p *keyPart) entities(dst []entity) []entity {
 // registryPart holds providers and agents with their indexes: provider
 // name → id, agent_key → id, and how many agents use each provider.
 type registryPart struct {
-	providers  map[uuid.UUID]*providerRec
-	agents     map[uuid.UUID]*agentRec
-	provByName map[string]uuid.UUID
-	agentByKey map[string]uuid.UUID
-	agentsOn   map[uuid.UUID]int
+	providers table[*providerRec]
+	agents    table[*agentRec]
+	agentsOn  map[uuid.UUID]int
 }
 
 func newRegistryPart() *registryPart {
 	return &registryPart{
-		providers: map[uuid.UUID]*providerRec{}, agents: map[uuid.UUID]*agentRec{},
-		provByName: map[string]uuid.UUID{}, agentByKey: map[string]uuid.UUID{}, agentsOn: map[uuid.UUID]int{},
+		providers: newTable(func(p *providerRec) string { return p.Name }),
+		agents:    newTable(func(a *agentRec) string { return a.AgentKey }),
+		agentsOn:  map[uuid.UUID]int{},
 	}
 }
 
@@ -175,11 +174,9 @@ func (r *registryPart) apply(_ uint64, ev event) {
 	case entitySaved:
 		switch x := e.ent.(type) {
 		case *providerRec:
-			r.dropProvider(x.ID)
-			r.providers[x.ID], r.provByName[x.Name] = x, x.ID
+			r.providers.save(x)
 		case *agentRec:
-			r.dropAgent(x.ID)
-			r.agents[x.ID], r.agentByKey[x.AgentKey] = x, x.ID
+			r.unuse(r.agents.save(x))
 			r.agentsOn[x.ProviderID]++
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
@@ -187,9 +184,9 @@ func (r *registryPart) apply(_ uint64, ev event) {
 	case entityDeleted:
 		switch e.kind {
 		case kindProvider:
-			r.dropProvider(e.id)
+			r.providers.drop(e.id)
 		case kindAgent:
-			r.dropAgent(e.id)
+			r.unuse(r.agents.drop(e.id))
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -198,67 +195,18 @@ func (r *registryPart) apply(_ uint64, ev event) {
 	}
 }
 
-// dropProvider removes a provider and its index entries.
-func (r *registryPart) dropProvider(id uuid.UUID) {
-	p := r.providers[id]
-	if p == nil {
+// unuse drops a replaced or deleted agent's use of its provider.
+func (r *registryPart) unuse(a *agentRec, ok bool) {
+	if !ok {
 		return
-	}
-	if r.provByName[p.Name] == id {
-		delete(r.provByName, p.Name)
-	}
-	delete(r.providers, id)
-}
-
-// dropAgent removes an agent and its index entries.
-func (r *registryPart) dropAgent(id uuid.UUID) {
-	a := r.agents[id]
-	if a == nil {
-		return
-	}
-	if r.agentByKey[a.AgentKey] == id {
-		delete(r.agentByKey, a.AgentKey)
 	}
 	if r.agentsOn[a.ProviderID]--; r.agentsOn[a.ProviderID] <= 0 {
 		delete(r.agentsOn, a.ProviderID)
 	}
-	delete(r.agents, id)
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	for _, p := range r.providers {
-		dst = append(dst, p)
-	}
-	for _, a := range r.agents {
-		dst = append(dst, a)
-	}
-	return dst
-}
-
-// provider finds a provider by id, else by name.
-func (r *registryPart) provider(ref string) *providerRec {
-	if id, err := uuid.Parse(ref); err == nil {
-		if p := r.providers[id]; p != nil {
-			return p
-		}
-	}
-	if id, ok := r.provByName[ref]; ok {
-		return r.providers[id]
-	}
-	return nil
-}
-
-// agent finds an agent by id, else by agent_key.
-func (r *registryPart) agent(ref string) *agentRec {
-	if id, err := uuid.Parse(ref); err == nil {
-		if a := r.agents[id]; a != nil {
-			return a
-		}
-	}
-	if id, ok := r.agentByKey[ref]; ok {
-		return r.agents[id]
-	}
-	return nil
+	return r.agents.appendTo(r.providers.appendTo(dst))
 }
 
 // runState holds the bounded traces and the usage per agent/user/day.
