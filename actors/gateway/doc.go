@@ -2,7 +2,7 @@
 // LLM providers, agents, and the record of every agent run (traces and
 // token usage per agent, user and UTC day). It is an actors.Extension, so
 // its state lives in actors and reaches disk through the same WAL and
-// snapshots as the keys (record types 64..69, section "gateway").
+// snapshots as the keys (record types 64..72, section "gateway").
 //
 // Usage:
 //
@@ -14,23 +14,72 @@
 //	a, _ := gw.CreateAgent(ctx, "alice", gateway.AgentInput{AgentKey: &key, Provider: &p.Name, Model: &model})
 //	gw.RecordRun(gateway.Trace{...})
 //
-// Actors and ownership:
+// # Actors and ownership
+//
 //   - KeyShards key-shard actors own the API keys, each the keys whose
-//     SHA-256 maps to it; Authenticate sends a pooled message with a
-//     buffered reply channel and waits on it, ctx, or the System watchdog.
-//     The raw key is never stored: only its hash and a masked preview.
+//     SHA-256 maps to it. A new key's id is drawn so that it maps to the
+//     same shard, so revocation (by id) reaches that one shard; keys from
+//     older data dirs, or restored under another KeyShards, are found
+//     through a table of exceptions built at restore. Authenticate sends a
+//     pooled message with a buffered reply channel and waits on it, ctx, or
+//     the System watchdog. The raw key is never stored: only its hash and a
+//     masked preview.
 //   - One registry actor owns providers and agents (light control-plane
-//     traffic). Provider credentials are sealed with the System's Sealer
+//     traffic; one actor keeps checks such as "still in use" atomic).
+//     Provider credentials are sealed with the System's Sealer
 //     (AES-256-GCM, bound to the provider id) in the caller's goroutine;
 //     the WAL, snapshots and logs only ever see the sealed form.
 //   - One runs actor owns traces (the newest Config.MaxTraces, default
 //     10,000) and usage rows (Config.UsageDays days back from the newest
 //     recorded day, default 400). A run is appended with AppendAsync and
-//     applied on its commit notice; the runs section carries a WAL
-//     watermark, so replay after a snapshot never counts a run twice.
+//     applied on its commit notice; the runs part carries a WAL watermark,
+//     so replay after a snapshot never counts a run twice.
 //
-// Every control-plane change is validated by its actor, appended (durable
-// on return), applied, then answered. Records are full-state upserts or
-// deletes, so replaying one the snapshot already reflects is harmless.
+// # State and apply
+//
+// state (state.go) is the whole durable state, partitioned by owning
+// actor: one keyPart per key shard, the registryPart, the runState. Each
+// part's apply is pure and deterministic and is the only code that changes
+// durable state, derived indexes included (hash → key, key id → shard,
+// provider name → id, agent_key → id, agents per provider). An actor
+// validates, builds the event, appends it (commit: durable on return),
+// applies it to its part and answers. Restore applies the snapshot's
+// entities and then the WAL's records through state.apply, which routes
+// each event to the part that owns it, so live changes and replay run the
+// same code. Applied entities are immutable: an update applies a new one.
+//
+// # Record types
+//
+// The payload of every record is JSON. A record type's layout never
+// changes: a new layout gets a new type number, and the old number keeps
+// its decoder. An entity kind's data carries its own version ("v"), so a
+// kind's layout can change without a new record type.
+//
+//	type  name              payload                                      applied by
+//	  64  api key put       apiKeyRec JSON (legacy: decoded, not written) key shard of its hash
+//	  65  provider put      providerRec JSON, credential sealed (legacy)  registry
+//	  66  provider delete   16-byte provider id (legacy)                 registry
+//	  67  agent put         agentRec JSON (legacy)                       registry
+//	  68  agent delete      16-byte agent id (legacy)                    registry
+//	  69  run recorded      runRec JSON without "v" (legacy)             runs actor
+//	  70  entitySaved       {"kind", "v", "data": full entity}           owner of kind
+//	  71  entityDeleted     {"kind", "id"}                               owner of kind
+//	  72  runRecorded       {"v": 1, run fields, "spans"}                runs actor
+//
+// Entity kinds (records 70 and 71, snapshot entities): "api_key" (data v1:
+// id, name, preview, hash, scopes, created_at, expires_at, revoked_at;
+// revoking saves the key with revoked_at), "provider" (v1: id, name,
+// display_name, provider_type, api_base, api_key_sealed, api_key_hint,
+// enabled, settings, created_at, updated_at), "agent" (v1: id, agent_key,
+// display_name, owner_id, provider_id, model, system_prompt, status,
+// timeout_seconds, shared_with, created_at, updated_at). Data v1 uses the
+// names of the legacy records, which is why 64, 65 and 67 decode as v1.
+// Every type and kind has a golden file in testdata/ (go test -update
+// rewrites them; the legacy_* files never change).
+//
+// The snapshot section is {"version": 2, "entities": [entitySaved
+// payloads sorted by kind, then id], "runs": {"seq", "traces", "usage"}};
+// version 1 (the API types' JSON) is still read.
+//
 // All Gateway methods are safe for concurrent use after Start.
 package gateway
