@@ -47,6 +47,10 @@
 // entities and then the WAL's records through state.apply, which routes
 // each event to the part that owns it, so live changes and replay run the
 // same code. Applied entities are immutable: an update applies a new one.
+// Entity records carry full state or a delete, so re-applying records a
+// snapshot section already reflects (the System cuts at a barrier while
+// actors keep applying) ends in the same state; runs at or below the
+// watermark are skipped.
 //
 // # Record types
 //
