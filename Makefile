@@ -69,15 +69,15 @@ fix:
 clean:
 	rm -rf bin
 
-# --- agent gateway (httpapi/gw*.go): docs viewer and test tools ---
-GW_CLIENT   := httpapi/testdata/gwclient
-DOCS_UI_SRC := httpapi/testdata/docsui-src
-DOCS_UI_DIR := httpapi/docsui
+# --- agent gateway (httpapi/gateway): docs viewer and test tools ---
+GW_CLIENT   := httpapi/gateway/testdata/gwclient
+DOCS_UI_SRC := httpapi/gateway/testdata/docsui-src
+DOCS_UI_DIR := httpapi/gateway/docsui
 
 .PHONY: docs-ui gw-test-deps chromium
 
 ## docs-ui: copy the pinned OpenAPI viewer (npm swagger-ui-dist) into
-## httpapi/docsui for go:embed. Without npm the binary serves a notice at /docs.
+## httpapi/gateway/docsui for go:embed. Without npm the binary serves a notice at /docs.
 docs-ui:
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix $(DOCS_UI_SRC) --no-audit --no-fund --loglevel=error && \
@@ -87,8 +87,8 @@ docs-ui:
 		echo "npm not found: /docs will explain that the viewer is not bundled"; \
 	fi
 
-## gw-test-deps: the openai client and the OpenAPI validator for httpapi's
-## gateway tests (they skip without them, and fail when CI=true).
+## gw-test-deps: the openai client and the OpenAPI validator for the
+## gateway's tests in httpapi/gateway (they skip without them, and fail when CI=true).
 gw-test-deps: docs-ui chromium
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix $(GW_CLIENT) --no-audit --no-fund --loglevel=error; \

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/ratelimit"
+	"gatehouse/httpapi/listener"
 )
 
 // This file is the only place where errors become HTTP statuses and error
@@ -72,7 +72,6 @@ var (
 	errBodyRead         = &apiError{fasthttp.StatusBadRequest, codeBadRequest, "request body could not be read"}
 	errInvalidPath      = &apiError{fasthttp.StatusBadRequest, codeInvalidPath, "proxy path must be /api/proxy/{service}/v1/{path}"}
 	errUnknownService   = &apiError{fasthttp.StatusNotFound, codeUnknownService, "unknown service"}
-	errPanic            = &apiError{fasthttp.StatusInternalServerError, codeInternal, "internal error"}
 )
 
 // invalidJSON reports a body that is not one well-formed JSON object.
@@ -139,6 +138,11 @@ var sentinels = []sentinel{
 	{context.DeadlineExceeded, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
 	{context.Canceled, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
 	{fasthttp.ErrBodyTooLarge, fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "request body too large"},
+	// The listener's own failures (listener.ServerError, a panic already logged).
+	{listener.ErrTooLarge, fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "request body too large"},
+	{listener.ErrRequestTimeout, fasthttp.StatusRequestTimeout, codeRequestTimeout, "request not received in time"},
+	{listener.ErrMalformed, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request"},
+	{listener.ErrPanic, fasthttp.StatusInternalServerError, codeInternal, "internal error"},
 }
 
 // classify returns the status, code and client-safe message of err. The
@@ -223,21 +227,11 @@ func (s *Server) writeValidateError(rc *fasthttp.RequestCtx, err error) {
 	writeJSON(rc, status, validateBody{Valid: false, Error: code})
 }
 
-// serverError answers requests fasthttp could not read (too large,
-// malformed); it is the fasthttp.Server's ErrorHandler.
+// serverError is the listener's ErrorHandler: requests fasthttp could
+// not read (too large, malformed, nothing before the read timeout: 408,
+// as fasthttp's own default answers) and handlers that panicked.
 func (s *Server) serverError(rc *fasthttp.RequestCtx, err error) {
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		s.writeError(rc, errTooLarge)
-		return
-	}
-	// A keep-alive connection that sent nothing before the read timeout is
-	// not a malformed request: 408, as fasthttp's own default answers.
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		writeJSON(rc, fasthttp.StatusRequestTimeout, errorBody{Error: codeRequestTimeout, Message: "request not received in time"})
-		return
-	}
-	writeJSON(rc, fasthttp.StatusBadRequest, errorBody{Error: codeBadRequest, Message: "malformed HTTP request"})
+	s.writeError(rc, listener.ServerError(err))
 }
 
 type errorBody struct {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/httpapi/listener"
 )
 
 // Limits of request fields (see doc.go).
@@ -25,14 +26,11 @@ var jsonNull = []byte("null")
 
 // writeJSON writes v as the JSON body with the given status.
 func writeJSON(rc *fasthttp.RequestCtx, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // only plain structs reach here: a broken invariant, answered as 500
-		b = []byte(`{"error":"` + codeInternal + `","message":"internal error"}`)
-		status = fasthttp.StatusInternalServerError
+	if listener.WriteJSON(rc, status, v) != nil { // only plain structs reach here: a broken invariant, answered as 500
+		rc.SetStatusCode(fasthttp.StatusInternalServerError)
+		rc.SetContentType("application/json")
+		rc.SetBodyString(`{"error":"` + codeInternal + `","message":"internal error"}`)
 	}
-	rc.SetStatusCode(status)
-	rc.SetContentType("application/json")
-	rc.SetBody(b)
 }
 
 // decodeBody decodes the request body, which must be exactly one JSON
@@ -44,25 +42,17 @@ func (s *Server) decodeBody(rc *fasthttp.RequestCtx, dst any) error {
 	if len(body) > s.cfg.MaxBodyBytes {
 		return errTooLarge
 	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return invalidJSON("empty body")
+	err := listener.DecodeObject(body, dst)
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, listener.ErrEmptyBody), errors.Is(err, listener.ErrNotObject), errors.Is(err, listener.ErrTrailing):
+		return invalidJSON(err.Error())
+	case errors.As(err, &se):
+		return invalidJSON(se.Error())
 	}
-	if body[0] != '{' {
-		return invalidJSON("body must be a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(dst); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return invalidJSON(se.Error())
-		}
-		return invalidJSON("unexpected end of input")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalidJSON("trailing data after the object")
-	}
-	return nil
+	return invalidJSON("unexpected end of input")
 }
 
 func absent(raw json.RawMessage) bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/httpapi/listener"
 )
 
 const (
@@ -264,8 +265,6 @@ func writeValidOK(rc *fasthttp.RequestCtx, userID uuid.UUID, limit int64, active
 	rc.SetBody(b)
 }
 
-var bearer = []byte("bearer ")
-
 // apiKey returns the key of a request: X-API-Key, else the token of
 // Authorization: Bearer (scheme case-insensitive). The result aliases the
 // request's memory: use it only inside the handler.
@@ -273,11 +272,8 @@ func apiKey(h *fasthttp.RequestHeader) []byte {
 	if k := bytes.TrimSpace(h.Peek("X-API-Key")); len(k) > 0 {
 		return k
 	}
-	auth := h.Peek(fasthttp.HeaderAuthorization)
-	if len(auth) > len(bearer) && asciiEqualFold(auth[:len(bearer)], bearer) {
-		return bytes.TrimSpace(auth[len(bearer):])
-	}
-	return nil
+	tok, _ := listener.Bearer(h)
+	return tok
 }
 
 func asciiEqualFold(a, b []byte) bool {

@@ -3,21 +3,15 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"runtime/debug"
-	"time"
 
 	"github.com/fasthttp/router"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"gatehouse/httpapi/listener"
 )
 
 // Route patterns, as they appear in the "route" metrics label.
-const (
-	routeProxy     = "/api/proxy/{service}/v1/{rest:*}"
-	routeUnmatched = "unmatched"
-)
+const routeProxy = "/api/proxy/{service}/v1/{rest:*}"
 
 var proxyPrefix = []byte("/api/proxy/")
 
@@ -67,28 +61,18 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	}
 }
 
-// healthRoutes builds the router of NewHealthServer.
-func (s *Server) healthRoutes() fasthttp.RequestHandler {
-	return s.newRouter().Handler
-}
-
 // newRouter returns a router with /health, /metrics and the JSON 404 and
-// 405 answers. Paths are matched exactly: no trailing-slash or case
-// redirects, which would turn a POST into a GET in many clients.
+// 405 answers (listener.NewRouter: paths match exactly).
 func (s *Server) newRouter() *router.Router {
-	r := router.New()
-	r.RedirectTrailingSlash = false
-	r.RedirectFixedPath = false
-	r.HandleMethodNotAllowed = true
-	r.HandleOPTIONS = false
-	r.NotFound = s.wrap(routeUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errNotFound })
-	r.MethodNotAllowed = s.wrap(routeUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errMethodNotAllowed })
+	r := listener.NewRouter()
+	r.NotFound = s.wrap(listener.RouteUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errNotFound })
+	r.MethodNotAllowed = s.wrap(listener.RouteUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errMethodNotAllowed })
 
 	s.handle(r, fasthttp.MethodGet, "/health", func(_ context.Context, rc *fasthttp.RequestCtx) error {
 		writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
 		return nil
 	})
-	prom := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
+	prom := s.l.MetricsHandler()
 	s.handle(r, fasthttp.MethodGet, "/metrics", func(_ context.Context, rc *fasthttp.RequestCtx) error {
 		prom(rc)
 		return nil
@@ -101,15 +85,12 @@ func (s *Server) handle(r *router.Router, method, pattern string, h handlerFunc)
 	r.Handle(method, pattern, s.wrap(pattern, h))
 }
 
-// wrap turns h into a fasthttp handler: it reads the request body whole
-// (bufferBody), derives the request context with Config.RequestTimeout,
-// writes h's error, recovers a panic as a 500 and records the metrics
-// under route.
+// wrap turns h into a fasthttp handler behind the listener's wrapper
+// (metrics, panic guard): it reads the request body whole (bufferBody),
+// derives the request context with Config.RequestTimeout and writes h's
+// error.
 func (s *Server) wrap(route string, h handlerFunc) fasthttp.RequestHandler {
-	obs := s.m.forRoute(s.cfg.Listener, route)
-	return func(rc *fasthttp.RequestCtx) {
-		start := time.Now()
-		defer s.finish(rc, obs, start)
+	return s.l.Wrap(route, func(rc *fasthttp.RequestCtx) {
 		if err := bufferBody(rc, s.cfg.MaxBodyBytes); err != nil {
 			s.writeError(rc, err)
 			return
@@ -119,7 +100,7 @@ func (s *Server) wrap(route string, h handlerFunc) fasthttp.RequestHandler {
 		if err := h(ctx, rc); err != nil {
 			s.writeError(rc, err)
 		}
-	}
+	})
 }
 
 // wrapHot is wrap for the hot paths (proxy, validate), which allocate
@@ -128,23 +109,9 @@ func (s *Server) wrap(route string, h handlerFunc) fasthttp.RequestHandler {
 // request would be the path's largest cost), and h owns the request body
 // (see body.go).
 func (s *Server) wrapHot(route string, h handlerFunc) fasthttp.RequestHandler {
-	obs := s.m.forRoute(s.cfg.Listener, route)
-	return func(rc *fasthttp.RequestCtx) {
-		start := time.Now()
-		defer s.finish(rc, obs, start)
+	return s.l.Wrap(route, func(rc *fasthttp.RequestCtx) {
 		if err := h(context.Background(), rc); err != nil {
 			s.writeError(rc, err)
 		}
-	}
-}
-
-// finish runs deferred by wrap. A panic is a bug: it is logged with its
-// stack and answered as 500 so one bad request cannot stop the listener.
-func (s *Server) finish(rc *fasthttp.RequestCtx, obs routeMetrics, start time.Time) {
-	if v := recover(); v != nil {
-		s.lg.Error("handler panic", "path", string(rc.Path()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		rc.Response.Reset()
-		s.writeError(rc, errPanic)
-	}
-	obs.record(rc, time.Since(start))
+	})
 }

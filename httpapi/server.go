@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/httpapi/listener"
 )
 
 // KeyService is what the HTTP layer needs from the key actors. All methods
@@ -70,24 +71,15 @@ var (
 	_ UserService = (*actors.System)(nil)
 )
 
-// Server timeouts that Config does not expose.
-const (
-	readTimeout = 30 * time.Second
-	idleTimeout = 2 * time.Minute
-)
-
 // Server is the HTTP API of one listener. Create it with New or
 // NewHealthServer; it is safe for concurrent use.
 type Server struct {
 	cfg      Config
 	keys     KeyService
 	users    UserService
+	l        *listener.Listener
 	lg       *slog.Logger
-	m        *metrics
 	services map[string]*upstream
-	handler  fasthttp.RequestHandler
-	srv      *fasthttp.Server
-	gather   prometheus.Gatherer
 	now      func() time.Time
 }
 
@@ -103,7 +95,9 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 	if cfg.MaxProxyBodyBytes == 0 {
 		cfg.MaxProxyBodyBytes = DefaultMaxProxyBodyBytes
 	}
-	s, err := newServer(cfg, lg, reg, gather)
+	// Bodies are read as streams (body.go): MaxRequestBodySize only caps
+	// what fasthttp reads ahead; the route wrappers enforce the limits.
+	s, err := newServer(cfg, lg, reg, gather, max(cfg.MaxBodyBytes, cfg.MaxProxyBodyBytes), true)
 	if err != nil {
 		return nil, err
 	}
@@ -116,92 +110,51 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 		}
 		s.services[name] = up
 	}
-	s.handler = s.apiRoutes()
-	s.srv.Handler = s.handler
-	// Bodies are read as streams (body.go): MaxRequestBodySize only caps
-	// what fasthttp reads ahead; the route wrappers enforce the limits.
-	s.srv.StreamRequestBody = true
-	s.srv.MaxRequestBodySize = max(cfg.MaxBodyBytes, cfg.MaxProxyBodyBytes)
+	s.l.SetHandler(s.apiRoutes())
 	return s, nil
 }
 
 // NewHealthServer builds a server that answers only GET /health and
-// GET /metrics, for the gateway listener until the agent gateway lands.
-// A metrics registration failure is logged, not fatal.
-func NewHealthServer(listener string, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer) *Server {
+// GET /metrics, for a listener that serves nothing else. A metrics
+// registration failure is logged, not fatal.
+func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer) *Server {
 	cfg := DefaultConfig()
-	if listener != "" {
-		cfg.Listener = listener
+	if name != "" {
+		cfg.Listener = name
 	}
 	cfg.MaxProxyBodyBytes = 0
-	s, err := newServer(cfg, lg, reg, gather)
+	s, err := newServer(cfg, lg, reg, gather, cfg.MaxBodyBytes, false)
 	if err != nil {
 		s.lg.Warn("metrics not registered", "err", err)
 	}
-	s.handler = s.healthRoutes()
-	s.srv.Handler = s.handler
-	s.srv.MaxRequestBodySize = cfg.MaxBodyBytes
+	s.l.SetHandler(s.newRouter().Handler)
 	return s
 }
 
 // newServer builds the parts shared by New and NewHealthServer. It always
 // returns a usable Server, with unregistered metrics if registration fails.
-func newServer(cfg Config, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer) (*Server, error) {
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
-	lg = lg.With("component", "httpapi", "listener", cfg.Listener)
-	if reg == nil {
-		r := prometheus.NewRegistry()
-		reg = r
-		if gather == nil {
-			gather = r
-		}
-	}
-	if gather == nil {
-		if g, ok := reg.(prometheus.Gatherer); ok {
-			gather = g
-		} else {
-			gather = prometheus.NewRegistry()
-		}
-	}
-	m, err := newMetrics(reg)
-	s := &Server{cfg: cfg, lg: lg, m: m, gather: gather, now: time.Now}
-	s.srv = &fasthttp.Server{
-		NoDefaultServerHeader:        true,
-		ReadTimeout:                  readTimeout,
-		IdleTimeout:                  idleTimeout,
-		DisablePreParseMultipartForm: true,
-		CloseOnShutdown:              true,
-		ErrorHandler:                 s.serverError,
-		Logger:                       fastLogger{lg},
-	}
+func newServer(cfg Config, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer, maxBody int, stream bool) (*Server, error) {
+	s := &Server{cfg: cfg, now: time.Now}
+	l, err := listener.New(listener.Options{
+		Name: cfg.Listener, Logger: lg, Registerer: reg, Gatherer: gather,
+		MaxRequestBodySize: maxBody, StreamRequestBody: stream, ErrorHandler: s.serverError,
+	})
+	s.l, s.lg = l, l.Logger()
 	return s, err
 }
 
 // Handler returns the request handler, for tests and for mounting.
-func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
+func (s *Server) Handler() fasthttp.RequestHandler { return s.l.Handler() }
 
 // Serve serves ln until Shutdown; it returns nil after a Shutdown.
-func (s *Server) Serve(ln net.Listener) error {
-	s.lg.Info("serving", "addr", ln.Addr().String())
-	return s.srv.Serve(ln)
-}
+func (s *Server) Serve(ln net.Listener) error { return s.l.Serve(ln) }
 
 // Shutdown stops accepting connections and waits, until ctx is done, for
 // in-flight requests to finish. Idle upstream connections are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.ShutdownWithContext(ctx)
+	err := s.l.Shutdown(ctx)
 	for _, up := range s.services {
 		up.client.CloseIdleConnections()
 	}
 	return err
-}
-
-// fastLogger sends fasthttp's own messages (mostly broken client
-// connections) to slog at debug level.
-type fastLogger struct{ lg *slog.Logger }
-
-func (l fastLogger) Printf(format string, args ...any) {
-	l.lg.Debug(fmt.Sprintf(format, args...))
 }

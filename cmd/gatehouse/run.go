@@ -22,6 +22,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/gateway"
 	"gatehouse/httpapi"
+	gwapi "gatehouse/httpapi/gateway"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
@@ -106,7 +107,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 }
 
 // shutdown drains in-flight requests, flushes usage, takes a final snapshot.
-func shutdown(n *node, lg *slog.Logger, api *httpapi.Server, gw *httpapi.GatewayServer, cause error) error {
+func shutdown(n *node, lg *slog.Logger, api *httpapi.Server, gw *gwapi.Server, cause error) error {
 	lg.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -162,7 +163,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	return &node{log: l, sys: sys, gw: gw}, nil
 }
 
-func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Registry) (api *httpapi.Server, gw *httpapi.GatewayServer, err error) {
+func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
 	sys := n.sys
 	hcfg := httpapi.DefaultConfig()
 	hcfg.Host, hcfg.Port = cfg.Server.Host, cfg.Server.Port
@@ -175,9 +176,9 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Regist
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)
 	}
-	gcfg := httpapi.DefaultGatewayConfig()
+	gcfg := gwapi.DefaultConfig()
 	gcfg.Token = cfg.Gateway.Token
-	gw, err = httpapi.NewGateway(gcfg, n.gw, lg, reg, reg)
+	gw, err = gwapi.New(gcfg, gwapi.DepsOf(n.gw), lg, reg, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway api: %w", err)
 	}

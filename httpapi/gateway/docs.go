@@ -1,7 +1,8 @@
-package httpapi
+package gateway
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -55,51 +56,49 @@ func docsBundled() bool {
 	return err1 == nil && err2 == nil
 }
 
+// docsPageIn carries the token a browser opened /docs with, to pass on.
+type docsPageIn struct {
+	Token string `query:"token"`
+}
+
 // docsPage serves the viewer, passing a ?token= on to its assets and the
 // spec so a browser can open /docs?token=<token>.
-func (s *GatewayServer) docsPage(r *gwReq) error {
-	r.rc.SetContentType("text/html; charset=utf-8")
+func (s *Server) docsPage(_ context.Context, _ Caller, in docsPageIn) (Body, error) {
+	const html = "text/html; charset=utf-8"
 	if !docsBundled() {
-		r.rc.SetStatusCode(fasthttp.StatusServiceUnavailable)
-		r.rc.SetBodyString(docsMissing)
-		return nil
+		return Body{ContentType: html, Data: []byte(docsMissing), Status: fasthttp.StatusServiceUnavailable}, nil
 	}
 	q := ""
-	if tok := r.rc.QueryArgs().Peek("token"); len(tok) > 0 {
-		q = "?token=" + url.QueryEscape(string(tok))
+	if in.Token != "" {
+		q = "?token=" + url.QueryEscape(in.Token)
 	}
 	var b bytes.Buffer
 	if err := docsPageTmpl.Execute(&b, struct{ Query, Spec string }{q, "/docs/openapi.json" + q}); err != nil {
-		return err
+		return Body{}, err
 	}
-	r.rc.Response.Header.Set("Cache-Control", "no-store")
-	r.rc.SetBody(b.Bytes())
-	return nil
+	return Body{ContentType: html, Header: map[string]string{"Cache-Control": "no-store"}, Data: b.Bytes()}, nil
 }
 
-func (s *GatewayServer) docsSpec(r *gwReq) error {
-	r.rc.SetContentType("application/json")
-	r.rc.SetBody(s.spec)
-	return nil
+func (s *Server) docsSpec(context.Context, Caller, None) (Body, error) {
+	return Body{ContentType: "application/json", Data: s.spec}, nil
 }
 
-var errGWFileNotFound = gwErr(fasthttp.StatusNotFound, gwNotFound, msgNotFound)
+type docsAssetIn struct {
+	File string `path:"file"`
+}
 
-func (s *GatewayServer) docsAsset(r *gwReq) error {
-	name := param(r, "file")
+func (s *Server) docsAsset(_ context.Context, _ Caller, in docsAssetIn) (Body, error) {
+	name := in.File
 	if name == "" || name != path.Base(name) || name[0] == '.' {
-		return errGWFileNotFound
+		return Body{}, errFileNotFound
 	}
 	b, err := fs.ReadFile(docsFiles, name)
 	if err != nil {
-		return errGWFileNotFound
+		return Body{}, errFileNotFound
 	}
 	ct := mime.TypeByExtension(path.Ext(name))
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	r.rc.SetContentType(ct)
-	r.rc.Response.Header.Set("Cache-Control", "public, max-age=3600")
-	r.rc.SetBody(b)
-	return nil
+	return Body{ContentType: ct, Header: map[string]string{"Cache-Control": "public, max-age=3600"}, Data: b}, nil
 }

@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ func TestChatCompletionsResolution(t *testing.T) {
 				t.Fatalf("= %d %s, want %d", r.status, r.raw, tt.want)
 			}
 			if tt.want == 404 {
-				if r.errCode() != gwNotFound {
+				if r.errCode() != codeNotFound {
 					t.Errorf("code = %s", r.errCode())
 				}
 				return
@@ -258,7 +258,7 @@ func TestAgentTimeout(t *testing.T) {
 	seedStubAgent(e, up.URL, 1)
 	start := time.Now()
 	r := e.do("POST", "/v1/chat/completions", gwToken, `{"messages":[{"role":"user","content":"hi"}]}`)
-	if r.status != 504 || r.errCode() != gwAgentTimeout || time.Since(start) > 5*time.Second {
+	if r.status != 504 || r.errCode() != codeAgentTimeout || time.Since(start) > 5*time.Second {
 		t.Errorf("= %d %s after %v, want 504 AGENT_TIMEOUT after ~1s", r.status, r.raw, time.Since(start))
 	}
 	// A chat stream reports it as an error event, then [DONE].
@@ -271,7 +271,7 @@ func TestAgentTimeout(t *testing.T) {
 	last := resp[len(resp)-1]
 	ev := jsonOf(t, last.data)
 	rr := ev["response"].(map[string]any)
-	if last.event != "response.done" || rr["status"] != "failed" || rr["error"].(map[string]any)["code"] != gwAgentTimeout {
+	if last.event != "response.done" || rr["status"] != "failed" || rr["error"].(map[string]any)["code"] != codeAgentTimeout {
 		t.Errorf("last event = %s %s", last.event, last.data)
 	}
 	// Each timed-out run is recorded as such.

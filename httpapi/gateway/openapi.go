@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"encoding/json"
@@ -12,9 +12,9 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// The gateway's OpenAPI 3.1 document, generated from the route
-// declarations (gwRoutes) and the Go types of their bodies: a route cannot
-// be served without appearing here.
+// The gateway's OpenAPI 3.1 document, generated from the route table
+// (routes.go) and the Go types of the operations' inputs and outputs: a
+// route cannot be served without appearing here.
 
 // schemaer lets a type with a custom JSON form describe itself.
 type schemaer interface{ jsonSchema() map[string]any }
@@ -24,6 +24,9 @@ var (
 	timeType     = reflect.TypeFor[time.Time]()
 	uuidType     = reflect.TypeFor[uuid.UUID]()
 	rawType      = reflect.TypeFor[json.RawMessage]()
+	noneType     = reflect.TypeFor[None]()
+	bodyType     = reflect.TypeFor[Body]()
+	streamerType = reflect.TypeFor[streamer]()
 )
 
 // schemaGen turns Go types into JSON Schema (2020-12, as OpenAPI 3.1 uses),
@@ -68,9 +71,15 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 	return map[string]any{}
 }
 
-// ref defines struct t under components.schemas once and refers to it.
+// ref defines struct t under components.schemas once and refers to it;
+// an anonymous struct is described in place.
 func (g *schemaGen) ref(t reflect.Type) map[string]any {
 	name := t.Name()
+	if name == "" {
+		props, req := map[string]any{}, []string{}
+		g.fields(t, props, &req)
+		return map[string]any{"type": "object", "properties": props, "required": req}
+	}
 	if _, ok := g.defs[name]; !ok {
 		g.defs[name] = nil // recursion guard
 		props, req := map[string]any{}, []string{}
@@ -92,8 +101,8 @@ func (g *schemaGen) fields(t reflect.Type, props map[string]any, req *[]string) 
 			g.fields(f.Type, props, req)
 			continue
 		}
-		if !f.IsExported() || tag == "-" {
-			continue
+		if where, _ := paramTag(f); !f.IsExported() || tag == "-" || where != "" {
+			continue // path, query and header fields are parameters
 		}
 		name, opts, _ := strings.Cut(tag, ",")
 		if name == "" {
@@ -109,14 +118,16 @@ func (g *schemaGen) fields(t reflect.Type, props map[string]any, req *[]string) 
 var pathParam = regexp.MustCompile(`\{([a-zA-Z]+)\}`)
 
 // openAPI renders the document for s.routes.
-func (s *GatewayServer) openAPI() ([]byte, error) {
+func (s *Server) openAPI() ([]byte, error) {
 	g := &schemaGen{defs: map[string]any{}}
 	errRef := map[string]any{"$ref": "#/components/responses/Error"}
 	paths := map[string]map[string]any{}
-	for _, rt := range s.routes {
+	for i := range s.routes {
+		rt := &s.routes[i]
+		in, out := rt.Op.types()
 		op := map[string]any{
 			"operationId": operationID(rt), "summary": rt.Summary, "tags": []string{rt.Tag},
-			"parameters": parameters(rt), "responses": map[string]any{},
+			"parameters": parameters(rt), "responses": map[string]any{}, "x-rpc-method": rt.RPC,
 		}
 		if rt.Public {
 			op["security"] = []any{}
@@ -129,33 +140,17 @@ func (s *GatewayServer) openAPI() ([]byte, error) {
 			op["x-required-scope"] = string(rt.Scope)
 			op["description"] = "Needs scope `" + string(rt.Scope) + "` (or the gateway token)."
 		}
-		if rt.Request != nil {
+		if rt.Op.input().body {
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
-				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.Request))},
+				"application/json": map[string]any{"schema": g.schema(in)},
 			}}
 		}
-		status := rt.Status
-		if status == 0 {
-			status = fasthttp.StatusOK
-		}
-		ok := map[string]any{"description": fasthttp.StatusMessage(status)}
-		content := map[string]any{}
-		switch {
-		case rt.Response != nil:
-			content["application/json"] = map[string]any{"schema": g.schema(reflect.TypeOf(rt.Response))}
-		case rt.Content != "":
-			content[rt.Content] = map[string]any{"schema": map[string]any{"type": "string"}}
-		}
-		if rt.Stream {
-			content["text/event-stream"] = map[string]any{"schema": map[string]any{
-				"type": "string", "description": "Server-Sent Events when the request sets \"stream\": true",
-			}}
-		}
-		if len(content) > 0 {
+		ok := map[string]any{"description": fasthttp.StatusMessage(rt.status())}
+		if content := g.content(rt, out); len(content) > 0 {
 			ok["content"] = content
 		}
 		resps := op["responses"].(map[string]any)
-		resps[strconv.Itoa(status)] = ok
+		resps[strconv.Itoa(rt.status())] = ok
 		if !rt.Public {
 			resps["4XX"], resps["5XX"] = errRef, errRef
 		}
@@ -164,13 +159,14 @@ func (s *GatewayServer) openAPI() ([]byte, error) {
 		}
 		paths[rt.Path][strings.ToLower(rt.Method)] = op
 	}
-	errSchema := g.schema(reflect.TypeFor[gwErrorBody]())
+	errSchema := g.schema(reflect.TypeFor[ErrorBody]())
 	doc := map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{
 			"title": "gatehouse agent gateway", "version": "1",
 			"description": "Agent gateway HTTP API: API keys, providers, agents, chat completions and responses. " +
-				"Every endpoint except /health needs Authorization: Bearer <token> (the gateway token or a gateway_ API key).",
+				"Every endpoint except /health needs Authorization: Bearer <token> (the gateway token or a gateway_ API key). " +
+				"x-rpc-method names each operation's method over the WebSocket RPC.",
 		},
 		"paths": paths,
 		"components": map[string]any{
@@ -188,7 +184,26 @@ func (s *GatewayServer) openAPI() ([]byte, error) {
 	return json.MarshalIndent(doc, "", "  ")
 }
 
-func operationID(rt gwRoute) string {
+// content describes the success answer of a route whose output is out.
+func (g *schemaGen) content(rt *Route, out reflect.Type) map[string]any {
+	content := map[string]any{}
+	switch {
+	case out == noneType:
+	case out == bodyType:
+		content[rt.Content] = map[string]any{"schema": map[string]any{"type": "string"}}
+	case out.Implements(streamerType):
+		v := reflect.Zero(out).Interface().(streamer)
+		content["application/json"] = map[string]any{"schema": g.schema(v.valueType())}
+		content["text/event-stream"] = map[string]any{"schema": map[string]any{
+			"type": "string", "description": "Server-Sent Events when the request sets \"stream\": true",
+		}}
+	default:
+		content["application/json"] = map[string]any{"schema": g.schema(out)}
+	}
+	return content
+}
+
+func operationID(rt *Route) string {
 	var sb strings.Builder
 	sb.WriteString(strings.ToLower(rt.Method))
 	for seg := range strings.SplitSeq(rt.Path, "/") {
@@ -200,10 +215,25 @@ func operationID(rt gwRoute) string {
 	return sb.String()
 }
 
-func parameters(rt gwRoute) []any {
+// reservedHeaders are header parameters OpenAPI ignores (it has its own
+// ways to describe them).
+var reservedHeaders = map[string]bool{"Accept": true, "Content-Type": true, "Authorization": true}
+
+func parameters(rt *Route) []any {
 	ps := []any{}
 	for _, m := range pathParam.FindAllStringSubmatch(rt.Path, -1) {
 		ps = append(ps, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+	}
+	for _, p := range rt.Op.input().params {
+		switch {
+		case p.in == inPath, p.in == inHeader && reservedHeaders[p.name], p.in == inQuery && p.name == "token" && rt.QueryToken:
+			continue // documented above, by OpenAPI itself, or below
+		}
+		t := map[reflect.Kind]string{reflect.String: "string", reflect.Bool: "boolean"}[p.kind]
+		if t == "" {
+			t = "integer"
+		}
+		ps = append(ps, map[string]any{"name": p.name, "in": p.in, "required": false, "schema": map[string]any{"type": t}})
 	}
 	if rt.Public {
 		return ps

@@ -1,7 +1,8 @@
-package httpapi
+package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -24,16 +25,16 @@ func TestGatewayAuth(t *testing.T) {
 		code                     string
 	}{
 		{"health is public", "GET", "/health", "", 200, ""},
-		{"missing token", "GET", "/v1/providers", "", 401, gwUnauthorized},
-		{"wrong token", "GET", "/v1/providers", "Bearer nope", 401, gwUnauthorized},
-		{"malformed api key", "GET", "/v1/providers", "Bearer gateway_zz", 401, gwUnauthorized},
-		{"unknown api key", "GET", "/v1/providers", "Bearer gateway_0123456789abcdef0123456789abcdef", 401, gwUnauthorized},
-		{"basic scheme", "GET", "/v1/providers", "Basic " + gwToken, 401, gwUnauthorized},
+		{"missing token", "GET", "/v1/providers", "", 401, codeUnauthorized},
+		{"wrong token", "GET", "/v1/providers", "Bearer nope", 401, codeUnauthorized},
+		{"malformed api key", "GET", "/v1/providers", "Bearer gateway_zz", 401, codeUnauthorized},
+		{"unknown api key", "GET", "/v1/providers", "Bearer gateway_0123456789abcdef0123456789abcdef", 401, codeUnauthorized},
+		{"basic scheme", "GET", "/v1/providers", "Basic " + gwToken, 401, codeUnauthorized},
 		{"gateway token", "GET", "/v1/providers", "Bearer " + gwToken, 200, ""},
-		{"metrics need auth", "GET", "/metrics", "", 401, gwUnauthorized},
+		{"metrics need auth", "GET", "/metrics", "", 401, codeUnauthorized},
 		{"metrics", "GET", "/metrics", "Bearer " + gwToken, 200, ""},
-		{"unknown route", "GET", "/v1/nope", "Bearer " + gwToken, 404, gwNotFound},
-		{"query token refused on api routes", "GET", "/v1/providers?token=" + gwToken, "", 401, gwUnauthorized},
+		{"unknown route", "GET", "/v1/nope", "Bearer " + gwToken, 404, codeNotFound},
+		{"query token refused on api routes", "GET", "/v1/providers?token=" + gwToken, "", 401, codeUnauthorized},
 	}
 	defer func() {
 		m := e.must(200, "GET", "/metrics", gwToken, "")
@@ -101,7 +102,7 @@ func TestGatewayAPIKeysAndScopes(t *testing.T) {
 			if r.status != tt.want {
 				t.Fatalf("= %d %s, want %d", r.status, r.raw, tt.want)
 			}
-			if tt.want == 403 && r.errCode() != gwUnauthorized {
+			if tt.want == 403 && r.errCode() != codeUnauthorized {
 				t.Errorf("code = %q, want UNAUTHORIZED", r.errCode())
 			}
 		})
@@ -114,7 +115,7 @@ func TestGatewayAPIKeysAndScopes(t *testing.T) {
 		}
 	}
 	e.must(204, "DELETE", "/v1/api-keys/"+readID, gwToken, "")
-	if r := e.do("GET", "/v1/providers", keys["operator.read"], ""); r.status != 401 || r.errCode() != gwUnauthorized {
+	if r := e.do("GET", "/v1/providers", keys["operator.read"], ""); r.status != 401 || r.errCode() != codeUnauthorized {
 		t.Errorf("revoked key = %d %s, want 401 UNAUTHORIZED", r.status, r.raw)
 	}
 	e.must(404, "DELETE", "/v1/api-keys/00000000-0000-0000-0000-000000000000", gwToken, "")
@@ -127,7 +128,7 @@ func TestGatewayAPIKeysAndScopes(t *testing.T) {
 		t.Errorf("expired key = %d, want 401", r.status)
 	}
 	for _, body := range []string{`{"name":"x","scopes":["operator.root"]}`, `{"name":"","scopes":["operator.read"]}`, `{"name":"x","scopes":[]}`, `{"name":"x","scopes":["operator.read"],"expires_in":-1}`} {
-		if r := e.do("POST", "/v1/api-keys", gwToken, body); r.status != 400 || r.errCode() != gwInvalid {
+		if r := e.do("POST", "/v1/api-keys", gwToken, body); r.status != 400 || r.errCode() != codeInvalid {
 			t.Errorf("POST /v1/api-keys %s = %d %s, want 400 INVALID_REQUEST", body, r.status, r.raw)
 		}
 	}
@@ -187,11 +188,11 @@ func TestGatewayHeadersAndBody(t *testing.T) {
 	}{
 		{"tenant uuid", "GET", "/v1/providers", "", []string{"X-Gateway-Tenant-Id", "6f1c2a8e-6a43-4c1e-9a55-0d2c6d1e9b11"}, 200, ""},
 		{"tenant slug", "GET", "/v1/providers", "", []string{"X-Gateway-Tenant-Id", "acme-corp"}, 200, ""},
-		{"tenant bad", "GET", "/v1/providers", "", []string{"X-Gateway-Tenant-Id", "no spaces!"}, 400, gwInvalid},
-		{"agents need user", "GET", "/v1/agents", "", nil, 400, gwInvalid},
-		{"bad json", "POST", "/v1/providers", "{", nil, 400, gwInvalid},
-		{"wrong type", "POST", "/v1/providers", `{"name":5}`, nil, 400, gwInvalid},
-		{"method not allowed", "PATCH", "/v1/providers", "", nil, 405, gwInvalid},
+		{"tenant bad", "GET", "/v1/providers", "", []string{"X-Gateway-Tenant-Id", "no spaces!"}, 400, codeInvalid},
+		{"agents need user", "GET", "/v1/agents", "", nil, 400, codeInvalid},
+		{"bad json", "POST", "/v1/providers", "{", nil, 400, codeInvalid},
+		{"wrong type", "POST", "/v1/providers", `{"name":5}`, nil, 400, codeInvalid},
+		{"method not allowed", "PATCH", "/v1/providers", "", nil, 405, codeInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,7 +236,7 @@ func TestGatewayRateLimit(t *testing.T) {
 		}
 	}
 	r := hit("X-Gateway-User-Id", "u1")
-	if r.status != fasthttp.StatusTooManyRequests || r.header.Get("Retry-After") != "60" || r.errCode() != gwExhausted {
+	if r.status != fasthttp.StatusTooManyRequests || r.header.Get("Retry-After") != "60" || r.errCode() != codeExhausted {
 		t.Fatalf("6th request = %d Retry-After %q %s, want 429 60 RESOURCE_EXHAUSTED", r.status, r.header.Get("Retry-After"), r.raw)
 	}
 	env := r.body["error"].(map[string]any)
@@ -269,9 +270,14 @@ func TestGatewayOpenMode(t *testing.T) {
 }
 
 func TestGatewayQueryTokenRoute(t *testing.T) {
-	media := gwRoute{Method: "GET", Path: "/v1/media/{id}", Scope: "operator.read", QueryToken: true, Tag: "media", Summary: "test media",
-		Handler: func(r *gwReq) error { r.rc.SetBodyString("media " + param(r, "id")); return nil }}
-	e := newGWEnv(t, gwOpts{token: gwToken, extra: []gwRoute{media}})
+	type mediaIn struct {
+		ID string `path:"id"`
+	}
+	media := Route{Method: "GET", Path: "/v1/media/{id}", RPC: "media.get", Scope: "operator.read", QueryToken: true, Tag: "media", Summary: "test media", Content: "text/plain",
+		Op: op(func(_ context.Context, _ Caller, in mediaIn) (Body, error) {
+			return Body{ContentType: "text/plain", Data: []byte("media " + in.ID)}, nil
+		})}
+	e := newGWEnv(t, gwOpts{token: gwToken, extra: []Route{media}})
 	if r := e.do("GET", "/v1/media/7?token="+gwToken, "", ""); r.status != 200 || r.raw != "media 7" {
 		t.Errorf("media with ?token = %d %q", r.status, r.raw)
 	}
@@ -302,12 +308,12 @@ func TestGatewayProviders(t *testing.T) {
 		want                     int
 		code                     string
 	}{
-		{"duplicate name", "POST", "/v1/providers", `{"name":"oa","provider_type":"echo"}`, 409, gwExists},
-		{"bad type", "POST", "/v1/providers", `{"name":"z","provider_type":"magic"}`, 400, gwInvalid},
-		{"openai needs api_base", "POST", "/v1/providers", `{"name":"z","provider_type":"openai_compat"}`, 400, gwInvalid},
-		{"settings not object", "POST", "/v1/providers", `{"name":"z","provider_type":"echo","settings":[1]}`, 400, gwInvalid},
-		{"missing", "GET", "/v1/providers/nope", "", 404, gwNotFound},
-		{"update missing", "PUT", "/v1/providers/nope", `{}`, 404, gwNotFound},
+		{"duplicate name", "POST", "/v1/providers", `{"name":"oa","provider_type":"echo"}`, 409, codeExists},
+		{"bad type", "POST", "/v1/providers", `{"name":"z","provider_type":"magic"}`, 400, codeInvalid},
+		{"openai needs api_base", "POST", "/v1/providers", `{"name":"z","provider_type":"openai_compat"}`, 400, codeInvalid},
+		{"settings not object", "POST", "/v1/providers", `{"name":"z","provider_type":"echo","settings":[1]}`, 400, codeInvalid},
+		{"missing", "GET", "/v1/providers/nope", "", 404, codeNotFound},
+		{"update missing", "PUT", "/v1/providers/nope", `{}`, 404, codeNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,7 +324,7 @@ func TestGatewayProviders(t *testing.T) {
 		})
 	}
 	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"a1","provider":"oa","model":"m"}`, "X-Gateway-User-Id", "u")
-	if r := e.do("DELETE", "/v1/providers/oa", gwToken, ""); r.status != 412 || r.errCode() != gwPrecondition {
+	if r := e.do("DELETE", "/v1/providers/oa", gwToken, ""); r.status != 412 || r.errCode() != codePrecondition {
 		t.Errorf("delete in use = %d %s, want 412 FAILED_PRECONDITION", r.status, r.raw)
 	}
 	e.must(204, "DELETE", "/v1/agents/a1", gwToken, "", "X-Gateway-User-Id", "u")
@@ -341,16 +347,16 @@ func TestGatewayAgents(t *testing.T) {
 		want                     int
 		code                     string
 	}{
-		{"duplicate key", "POST", "/v1/agents", `{"agent_key":"helper","provider":"echo","model":"m"}`, bob, 409, gwExists},
-		{"unknown provider", "POST", "/v1/agents", `{"agent_key":"x","provider":"nope","model":"m"}`, bob, 400, gwInvalid},
-		{"missing model", "POST", "/v1/agents", `{"agent_key":"x","provider":"echo"}`, bob, 400, gwInvalid},
-		{"bad status", "PUT", "/v1/agents/helper", `{"status":"sleepy"}`, alice, 400, gwInvalid},
+		{"duplicate key", "POST", "/v1/agents", `{"agent_key":"helper","provider":"echo","model":"m"}`, bob, 409, codeExists},
+		{"unknown provider", "POST", "/v1/agents", `{"agent_key":"x","provider":"nope","model":"m"}`, bob, 400, codeInvalid},
+		{"missing model", "POST", "/v1/agents", `{"agent_key":"x","provider":"echo"}`, bob, 400, codeInvalid},
+		{"bad status", "PUT", "/v1/agents/helper", `{"status":"sleepy"}`, alice, 400, codeInvalid},
 		{"get by id", "GET", "/v1/agents/" + id, "", alice, 200, ""},
 		{"get by key", "GET", "/v1/agents/helper", "", alice, 200, ""},
 		{"shared user may get", "GET", "/v1/agents/helper", "", bob, 200, ""},
-		{"stranger may not", "GET", "/v1/agents/helper", "", carol, 404, gwNotFound},
-		{"shared user may not update", "PUT", "/v1/agents/helper", `{"model":"x"}`, bob, 403, gwUnauthorized},
-		{"shared user may not delete", "DELETE", "/v1/agents/helper", "", bob, 403, gwUnauthorized},
+		{"stranger may not", "GET", "/v1/agents/helper", "", carol, 404, codeNotFound},
+		{"shared user may not update", "PUT", "/v1/agents/helper", `{"model":"x"}`, bob, 403, codeUnauthorized},
+		{"shared user may not delete", "DELETE", "/v1/agents/helper", "", bob, 403, codeUnauthorized},
 		{"owner updates", "PUT", "/v1/agents/helper", `{"status":"disabled"}`, alice, 200, ""},
 	}
 	for _, tt := range tests {
@@ -373,12 +379,12 @@ func TestGatewayAgents(t *testing.T) {
 		t.Errorf("status = %v, want disabled", r.body["status"])
 	}
 	chat := `{"model":"agent:helper","messages":[{"role":"user","content":"x"}]}`
-	if r := e.do("POST", "/v1/chat/completions", gwToken, chat); r.status != 412 || r.errCode() != gwPrecondition {
+	if r := e.do("POST", "/v1/chat/completions", gwToken, chat); r.status != 412 || r.errCode() != codePrecondition {
 		t.Errorf("chat with a disabled agent = %d %s, want 412 FAILED_PRECONDITION", r.status, r.raw)
 	}
 	e.must(200, "PUT", "/v1/agents/helper", gwToken, `{"status":"active"}`, alice...)
 	e.must(200, "PUT", "/v1/providers/echo", gwToken, `{"enabled":false}`)
-	if r := e.do("POST", "/v1/chat/completions", gwToken, chat); r.status != 412 || r.errCode() != gwPrecondition {
+	if r := e.do("POST", "/v1/chat/completions", gwToken, chat); r.status != 412 || r.errCode() != codePrecondition {
 		t.Errorf("chat with a disabled provider = %d %s, want 412 FAILED_PRECONDITION", r.status, r.raw)
 	}
 	e.must(204, "DELETE", "/v1/agents/helper", gwToken, "", alice...)

@@ -1,36 +1,45 @@
-package httpapi
+package gateway
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
 	"gatehouse/actors/gateway"
-	"gatehouse/snapshot"
-	"gatehouse/wal"
 )
 
 const gwToken = "test-gateway-token"
 
-// gwEnv is a GatewayServer on 127.0.0.1 backed by a real actor System
-// with the gateway extension, on a temp dir.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// fasthttp refreshes its Date header from one global goroutine.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		// A stopped server's worker-pool cleaner sleeps out
+		// MaxIdleWorkerDuration (10 s), then sees the stop and exits.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+	)
+}
+
+// gwEnv is a Server on 127.0.0.1 backed by a real actor System with the
+// gateway extension, on a temp dir (actorstest).
 type gwEnv struct {
 	tb   testing.TB
 	url  string
 	gw   *gateway.Gateway
-	sys  *actors.System
-	srv  *GatewayServer
+	srv  *Server
 	clk  *clock.Fake
 	http *http.Client
 }
@@ -38,48 +47,31 @@ type gwEnv struct {
 type gwOpts struct {
 	rpm   int
 	token string
-	extra []gwRoute
-	clk   *clock.Fake // nil: a real-time clock is used for buckets
+	extra []Route
+	clk   *clock.Fake // nil: actorstest's fake clock, which tests never move
 }
 
 func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	tb.Helper()
-	dir := tb.TempDir()
-	wcfg := wal.DefaultConfig()
-	wcfg.Path, wcfg.NoSync = filepath.Join(dir, "wal.db"), true
-	l, err := wal.Open(wcfg, nil, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	snaps, err := snapshot.New(snapshot.Config{Dir: filepath.Join(dir, "snap"), Retain: 2}, nil, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sealer, err := actors.NewSealer(make([]byte, 32))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	gwcfg := gateway.DefaultConfig()
-	gwcfg.RateLimitRPM = o.rpm
-	gw, err := gateway.New(gwcfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	acfg := actors.DefaultConfig()
-	acfg.Shards = 2
-	acfg.SnapshotEvery, acfg.SnapshotInterval = 0, 0
-	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Extensions: []actors.Extension{gw}}
+	opts := []actorstest.Option{actorstest.WithExtensions(func() []actors.Extension {
+		cfg := gateway.DefaultConfig()
+		cfg.RateLimitRPM = o.rpm
+		gw, err := gateway.New(cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return []actors.Extension{gw}
+	})}
 	if o.clk != nil {
-		deps.Clock = o.clk
+		opts = append(opts, actorstest.WithClock(o.clk))
 	}
-	sys, err := actors.New(acfg, deps)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfg := DefaultGatewayConfig()
+	n := actorstest.New(tb, opts...)
+	n.Start()
+	gw := n.Exts[0].(*gateway.Gateway)
+	cfg := DefaultConfig()
 	cfg.Token = o.token
 	reg := prometheus.NewRegistry()
-	srv, err := newGateway(cfg, gw, testLogger(tb), reg, reg, o.extra)
+	srv, err := newServer(cfg, DepsOf(gw), testLogger(tb), reg, reg, o.extra)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -90,6 +82,8 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	// Registered after actorstest's cleanups, so it runs first: the
+	// listener drains before the system stops.
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -97,12 +91,21 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 			tb.Errorf("Shutdown() = %v", err)
 		}
 		<-done
-		if err := sys.Close(ctx); err != nil {
-			tb.Errorf("sys.Close() = %v", err)
-		}
-		_ = l.Close()
 	})
-	return &gwEnv{tb: tb, url: "http://" + ln.Addr().String(), gw: gw, sys: sys, srv: srv, clk: o.clk, http: hc}
+	return &gwEnv{tb: tb, url: "http://" + ln.Addr().String(), gw: gw, srv: srv, clk: o.clk, http: hc}
+}
+
+// logWriter sends slog output to t.Log.
+type logWriter struct{ tb testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func testLogger(tb testing.TB) *slog.Logger {
+	tb.Helper()
+	return slog.New(slog.NewTextHandler(logWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // gwResp is an answer with its JSON body decoded (when JSON).

@@ -1,4 +1,4 @@
-package httpapi
+package runtime
 
 import (
 	"bufio"
@@ -21,29 +21,16 @@ import (
 // upstream exchange at once, which fasthttp's client cannot do mid-body.
 // Provider calls are few next to the key proxy, so the cost is immaterial.
 
-// llmMessage is one chat message sent to a provider.
-type llmMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
+// llmRequest is one completion asked of a provider.
 type llmRequest struct {
 	Model    string
-	Messages []llmMessage
-	Stream   bool
-}
-
-type llmResult struct {
-	Content          string
-	PromptTokens     int64
-	CompletionTokens int64
-	FinishReason     string
+	Messages []Message
 }
 
 // llmCall runs one completion; onDelta, when not nil, gets each piece of
 // content as the provider produces it and may stop the call by returning
 // an error.
-type llmCall func(ctx context.Context, req llmRequest, onDelta func(string) error) (llmResult, error)
+type llmCall func(ctx context.Context, req llmRequest, onDelta func(string) error) (Result, error)
 
 // llmClients holds the shared HTTP transport for openai_compat providers.
 type llmClients struct {
@@ -67,7 +54,7 @@ func (c *llmClients) forProvider(p gateway.Provider, key string) llmCall {
 	if p.ProviderType == gateway.ProviderEcho {
 		return echoCall(p.Settings)
 	}
-	return func(ctx context.Context, req llmRequest, onDelta func(string) error) (llmResult, error) {
+	return func(ctx context.Context, req llmRequest, onDelta func(string) error) (Result, error) {
 		return c.openAICompat(ctx, p.APIBase, key, req, onDelta)
 	}
 }
@@ -83,7 +70,7 @@ func echoCall(settings json.RawMessage) llmCall {
 	if json.Unmarshal(settings, &st) == nil && st.DelayMs != nil && *st.DelayMs >= 0 {
 		delay = time.Duration(*st.DelayMs) * time.Millisecond
 	}
-	return func(ctx context.Context, req llmRequest, onDelta func(string) error) (llmResult, error) {
+	return func(ctx context.Context, req llmRequest, onDelta func(string) error) (Result, error) {
 		last := ""
 		var prompt int64
 		for _, m := range req.Messages {
@@ -100,7 +87,7 @@ func echoCall(settings json.RawMessage) llmCall {
 			t.Reset(delay)
 			select {
 			case <-ctx.Done():
-				return llmResult{}, ctx.Err()
+				return Result{}, ctx.Err()
 			case <-t.C:
 			}
 			if i > 0 {
@@ -109,17 +96,17 @@ func echoCall(settings json.RawMessage) llmCall {
 			out.WriteString(w)
 			if onDelta != nil {
 				if err := onDelta(w); err != nil {
-					return llmResult{}, err
+					return Result{}, err
 				}
 			}
 		}
-		return llmResult{Content: out.String(), PromptTokens: prompt, CompletionTokens: int64(len(words)), FinishReason: "stop"}, nil
+		return Result{Content: out.String(), PromptTokens: prompt, CompletionTokens: int64(len(words)), FinishReason: "stop"}, nil
 	}
 }
 
 type oaRequest struct {
 	Model         string          `json:"model"`
-	Messages      []llmMessage    `json:"messages"`
+	Messages      []Message       `json:"messages"`
 	Stream        bool            `json:"stream,omitempty"`
 	StreamOptions *oaStreamOption `json:"stream_options,omitempty"`
 }
@@ -148,7 +135,7 @@ type oaResponse struct {
 
 // openAICompat calls POST {base}/chat/completions, streaming upstream only
 // when the client streams.
-func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llmRequest, onDelta func(string) error) (llmResult, error) {
+func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llmRequest, onDelta func(string) error) (Result, error) {
 	body := oaRequest{Model: req.Model, Messages: req.Messages}
 	if onDelta != nil {
 		body.Stream, body.StreamOptions = true, &oaStreamOption{IncludeUsage: true}
@@ -156,7 +143,7 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 	b, _ := json.Marshal(body)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(b))
 	if err != nil {
-		return llmResult{}, &providerError{detail: "bad api_base"}
+		return Result{}, providerError("bad api_base")
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -165,24 +152,24 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 	resp, err := c.http.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
-			return llmResult{}, ctx.Err()
+			return Result{}, ctx.Err()
 		}
-		return llmResult{}, &providerError{detail: "unreachable"}
+		return Result{}, providerError("unreachable")
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return llmResult{}, &providerError{detail: fmt.Sprintf("status %d", resp.StatusCode)}
+		return Result{}, providerError(fmt.Sprintf("status %d", resp.StatusCode))
 	}
 	if onDelta == nil {
 		var out oaResponse
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil || len(out.Choices) == 0 {
 			if ctx.Err() != nil {
-				return llmResult{}, ctx.Err()
+				return Result{}, ctx.Err()
 			}
-			return llmResult{}, &providerError{detail: "malformed answer"}
+			return Result{}, providerError("malformed answer")
 		}
-		res := llmResult{Content: out.Choices[0].Message.Content, FinishReason: "stop"}
+		res := Result{Content: out.Choices[0].Message.Content, FinishReason: "stop"}
 		if fr := out.Choices[0].FinishReason; fr != nil {
 			res.FinishReason = *fr
 		}
@@ -196,8 +183,8 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 
 // readSSE parses an OpenAI chat-completion stream, passing each content
 // delta on as it arrives.
-func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (llmResult, error) {
-	res := llmResult{FinishReason: "stop"}
+func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (Result, error) {
+	res := Result{FinishReason: "stop"}
 	var content strings.Builder
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -213,7 +200,7 @@ func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (l
 		}
 		var ch oaResponse
 		if err := json.Unmarshal(data, &ch); err != nil {
-			return llmResult{}, &providerError{detail: "malformed stream chunk"}
+			return Result{}, providerError("malformed stream chunk")
 		}
 		if ch.Usage != nil {
 			res.PromptTokens, res.CompletionTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
@@ -227,15 +214,15 @@ func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (l
 			}
 			content.WriteString(c.Delta.Content)
 			if err := onDelta(c.Delta.Content); err != nil {
-				return llmResult{}, err
+				return Result{}, err
 			}
 		}
 	}
 	if ctx.Err() != nil {
-		return llmResult{}, ctx.Err()
+		return Result{}, ctx.Err()
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return llmResult{}, &providerError{detail: "stream broken"}
+		return Result{}, providerError("stream broken")
 	}
 	res.Content = content.String() // a stream that ends without [DONE]
 	return res, nil

@@ -1,17 +1,26 @@
-package httpapi
+package gateway
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/valyala/fasthttp"
-
-	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/runtime"
 )
+
+// Runner runs agents (the agent runtime). Safe for concurrent use.
+type Runner interface {
+	// Prepare resolves the agent and its provider: runtime.ErrAgentNotFound,
+	// ErrAgentDisabled, ErrProviderDisabled.
+	Prepare(ctx context.Context, req runtime.Request) (*runtime.Run, error)
+	// Execute runs rn within its agent's time limit and records it;
+	// onDelta gets streamed content. Errors: *runtime.TimeoutError,
+	// *runtime.ProviderError, ctx's.
+	Execute(ctx context.Context, rn *runtime.Run, onDelta func(string) error) (runtime.Result, error)
+}
+
+var _ Runner = (*runtime.Runtime)(nil)
 
 // msgContent is a message's content: a string, or an array of parts whose
 // "text" fields are joined (OpenAI's content-part form).
@@ -117,7 +126,7 @@ type chatChunk struct {
 	Usage   *chatUsage    `json:"usage,omitempty"`
 }
 
-func usageOf(res llmResult) chatUsage {
+func usageOf(res runtime.Result) chatUsage {
 	return chatUsage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
 }
 
@@ -136,153 +145,91 @@ func agentRef(model, header string) string {
 	return "default"
 }
 
-// run is one prepared agent run.
-type run struct {
-	id       string
-	agent    gateway.Agent
-	call     llmCall
-	req      llmRequest
-	user     string
-	endpoint string
+// runUser is the run's user: X-Gateway-User-Id, else the body's user.
+func runUser(c Caller, body string) string {
+	if c.UserID != "" {
+		return c.UserID
+	}
+	return body
 }
 
-// prepare resolves the agent and its provider and builds the messages.
-func (s *GatewayServer) prepare(r *gwReq, ref, user, endpoint string, msgs []llmMessage) (*run, error) {
-	a, p, err := s.svc.ResolveAgent(r.ctx, ref)
-	if err != nil {
-		return nil, resource(err, errGWAgentNotFound, nil)
-	}
-	if a.Status != gateway.AgentActive {
-		return nil, errGWAgentDisabled
-	}
-	if !p.Enabled {
-		return nil, errGWProvDisabled
-	}
-	key, err := s.svc.ProviderKey(p)
-	if err != nil {
-		return nil, err
-	}
-	all := make([]llmMessage, 0, len(msgs)+1)
-	if a.SystemPrompt != "" {
-		all = append(all, llmMessage{Role: "system", Content: a.SystemPrompt})
-	}
-	all = append(all, msgs...)
-	id := strings.ReplaceAll(uuid.NewString(), "-", "")
-	return &run{
-		id: id, agent: a, call: s.llm.forProvider(p, key), user: user, endpoint: endpoint,
-		req: llmRequest{Model: a.Model, Messages: all},
-	}, nil
-}
+// runContext is the context of a run that answers in one piece: the
+// request's values without its deadline, because a run is bounded by its
+// agent's timeout_seconds, not by the control plane's request timeout.
+func runContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
-// execute calls the provider within the agent's time limit, records the
-// run's trace and usage, and maps a timeout to AGENT_TIMEOUT. parent ends
-// early when the client goes away.
-func (s *GatewayServer) execute(parent context.Context, rn *run, onDelta func(string) error) (llmResult, error) {
-	limit := time.Duration(rn.agent.TimeoutSeconds) * time.Second
-	ctx, cancel := context.WithTimeout(parent, limit)
-	defer cancel()
-	start := time.Now()
-	res, err := rn.call(ctx, rn.req, onDelta)
-	dur := time.Since(start)
-	status, msg := gateway.RunOK, ""
-	switch {
-	case err == nil:
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil:
-		status, msg = gateway.RunTimeout, "agent time limit exceeded"
-		err = &agentTimeoutError{seconds: rn.agent.TimeoutSeconds}
-	case parent.Err() != nil:
-		status, msg = gateway.RunFailed, "client disconnected"
-	default:
-		status, msg = gateway.RunFailed, err.Error()
-	}
-	s.svc.RecordRun(gateway.Trace{
-		ID: rn.id, AgentID: rn.agent.ID, UserID: rn.user, Endpoint: rn.endpoint, Status: status,
-		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
-		Spans: []gateway.Span{{
-			Name: "llm.call " + rn.req.Model, Kind: "llm", StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
-			PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Status: status, Error: msg,
-		}},
-	})
-	return res, err
-}
-
-func (s *GatewayServer) chatCompletions(r *gwReq) error {
-	var req chatReq
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (Streaming[chatResp], error) {
+	var none Streaming[chatResp]
 	if len(req.Messages) == 0 {
-		return errGWInvalid("messages must hold at least one message")
+		return none, errInvalid("messages must hold at least one message")
 	}
-	msgs := make([]llmMessage, len(req.Messages))
+	msgs := make([]runtime.Message, len(req.Messages))
 	for i, m := range req.Messages {
 		if !chatRoles[m.Role] {
-			return errGWInvalid("messages[].role must be system, developer, user, assistant or tool")
+			return none, errInvalid("messages[].role must be system, developer, user, assistant or tool")
 		}
-		msgs[i] = llmMessage{Role: m.Role, Content: string(m.Content)}
+		msgs[i] = runtime.Message{Role: m.Role, Content: string(m.Content)}
 	}
-	user := r.userID
-	if user == "" {
-		user = req.User
-	}
-	rn, err := s.prepare(r, agentRef(req.Model, r.agentID), user, "chat.completions", msgs)
+	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
+		Agent: agentRef(req.Model, c.AgentID), User: runUser(c, req.User), Endpoint: "chat.completions", Messages: msgs,
+	})
 	if err != nil {
-		return err
+		return none, err
 	}
 	model := req.Model
 	if model == "" {
-		model = "gateway:" + rn.agent.AgentKey
+		model = "gateway:" + rn.Agent.AgentKey
 	}
-	id, created := "chatcmpl-"+rn.id, time.Now().Unix()
+	id, created := "chatcmpl-"+rn.ID, time.Now().Unix()
 	if !req.Stream {
-		res, err := s.execute(context.Background(), rn, nil)
+		res, err := s.d.Runner.Execute(runContext(ctx), rn, nil)
 		if err != nil {
-			return err
+			return none, err
 		}
-		writeJSON(r.rc, fasthttp.StatusOK, chatResp{
+		return Streaming[chatResp]{Value: chatResp{
 			ID: id, Object: "chat.completion", Created: created, Model: model,
 			Choices: []chatChoice{{Message: chatOutMsg{Role: "assistant", Content: res.Content}, FinishReason: res.FinishReason}},
 			Usage:   usageOf(res),
-		})
-		return nil
+		}}, nil
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	lang := r.lang
 	chunk := func(d chatOutMsg, finish *string) chatChunk {
 		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
 			Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
 	}
-	s.stream(r, func(ctx context.Context, sw *sseWriter) {
-		if sw.send("", chunk(chatOutMsg{Role: "assistant"}, nil)) != nil {
+	return Streaming[chatResp]{Events: func(ctx context.Context, st Stream) {
+		if st.Send("", chunk(chatOutMsg{Role: "assistant"}, nil)) != nil {
 			return
 		}
-		res, err := s.pump(ctx, sw, rn, func(d string) error { return sw.send("", chunk(chatOutMsg{Content: d}, nil)) })
+		res, err := s.pump(ctx, st, rn, func(d string) error { return st.Send("", chunk(chatOutMsg{Content: d}, nil)) })
 		if err != nil {
-			if ctx.Err() == nil {
-				_, body, _ := envelope(err, lang)
-				_ = sw.send("", body)
-				_ = sw.raw("data: [DONE]\n\n")
+			if ctx.Err() == nil { // the client is still there: tell it, as OpenAI does
+				_ = st.Send("", ErrorBody{Error: st.Error(err)})
+				_ = st.Send("", chatDone)
 			}
 			return
 		}
 		fr := res.FinishReason
-		if sw.send("", chunk(chatOutMsg{}, &fr)) != nil {
+		if st.Send("", chunk(chatOutMsg{}, &fr)) != nil {
 			return
 		}
 		if includeUsage {
 			u := usageOf(res)
-			if sw.send("", chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}) != nil {
+			if st.Send("", chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}) != nil {
 				return
 			}
 		}
-		_ = sw.raw("data: [DONE]\n\n")
-	})
-	return nil
+		_ = st.Send("", chatDone)
+	}}, nil
 }
+
+// chatDone ends a chat-completions stream.
+const chatDone = Raw("[DONE]")
 
 // Wake.
 
 type wakeReq struct {
+	ID      string `path:"id"`
 	Message string `json:"message"`
 }
 
@@ -292,26 +239,23 @@ type wakeResp struct {
 	Usage   chatUsage `json:"usage"`
 }
 
-func (s *GatewayServer) wake(r *gwReq) error {
-	var req wakeReq
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, error) {
 	if strings.TrimSpace(req.Message) == "" {
-		return errGWInvalid("message must not be empty")
+		return wakeResp{}, errInvalid("message must not be empty")
 	}
-	a, err := s.svc.GetAgent(r.ctx, r.userID, param(r, "id"))
+	a, err := s.d.Agents.GetAgent(ctx, c.UserID, req.ID)
 	if err != nil {
-		return resource(err, errGWAgentNotFound, nil)
+		return wakeResp{}, resource(err, errAgentNotFound, nil)
 	}
-	rn, err := s.prepare(r, a.ID.String(), r.userID, "agents.wake", []llmMessage{{Role: "user", Content: req.Message}})
+	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
+		Agent: a.ID.String(), User: c.UserID, Endpoint: "agents.wake", Messages: []runtime.Message{{Role: "user", Content: req.Message}},
+	})
 	if err != nil {
-		return err
+		return wakeResp{}, err
 	}
-	res, err := s.execute(context.Background(), rn, nil)
+	res, err := s.d.Runner.Execute(runContext(ctx), rn, nil)
 	if err != nil {
-		return err
+		return wakeResp{}, err
 	}
-	writeJSON(r.rc, fasthttp.StatusOK, wakeResp{Content: res.Content, RunID: rn.id, Usage: usageOf(res)})
-	return nil
+	return wakeResp{Content: res.Content, RunID: rn.ID, Usage: usageOf(res)}, nil
 }

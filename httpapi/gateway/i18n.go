@@ -1,9 +1,11 @@
-package httpapi
+package gateway
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/valyala/fasthttp"
 )
 
 // The gateway's message catalogue: every client-facing error message, in
@@ -23,6 +25,7 @@ const (
 	msgBadHeader        msgID = "bad_header"
 	msgRateLimited      msgID = "rate_limited"
 	msgRouteNotFound    msgID = "route_not_found"
+	msgNoSuchMethod     msgID = "no_such_method"
 	msgMethodNotAllowed msgID = "method_not_allowed"
 	msgAgentNotFound    msgID = "agent_not_found"
 	msgProviderNotFound msgID = "provider_not_found"
@@ -63,6 +66,7 @@ var catalogue = map[msgID][3]string{
 	msgBadHeader:        {"header %s is invalid", "header %s không hợp lệ", "请求头 %s 无效"},
 	msgRateLimited:      {"rate limit exceeded, retry later", "vượt quá giới hạn tần suất, vui lòng thử lại sau", "超出速率限制，请稍后重试"},
 	msgRouteNotFound:    {"no such endpoint", "không có endpoint này", "没有此端点"},
+	msgNoSuchMethod:     {"no such method", "không có phương thức này", "没有此方法"},
 	msgMethodNotAllowed: {"method not allowed on this endpoint", "phương thức không được phép trên endpoint này", "此端点不允许该方法"},
 	msgAgentNotFound:    {"agent not found", "không tìm thấy agent", "未找到智能体"},
 	msgProviderNotFound: {"provider not found", "không tìm thấy nhà cung cấp", "未找到提供商"},
@@ -95,6 +99,11 @@ func (m msgID) text(lang int, args ...any) string {
 		return f
 	}
 	return fmt.Sprintf(f, args...)
+}
+
+// langOf is the language of rc's Accept-Language.
+func langOf(rc *fasthttp.RequestCtx) int {
+	return parseLang(string(rc.Request.Header.Peek("Accept-Language")))
 }
 
 // parseLang picks the best supported language of an Accept-Language value

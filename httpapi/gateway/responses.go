@@ -1,11 +1,11 @@
-package httpapi
+package gateway
 
 import (
 	"context"
 	"encoding/json"
 	"time"
 
-	"github.com/valyala/fasthttp"
+	"gatehouse/actors/gateway/runtime"
 )
 
 // respInput is a responses request's input: a string (one user message) or
@@ -91,39 +91,34 @@ type respEvent struct {
 	Delta        string      `json:"delta,omitempty"`
 }
 
-func (s *GatewayServer) responses(r *gwReq) error {
-	var req respReq
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streaming[respObject], error) {
+	var none Streaming[respObject]
 	if len(req.Input) == 0 {
-		return errGWInvalid("input must not be empty")
+		return none, errInvalid("input must not be empty")
 	}
-	var msgs []llmMessage
+	var msgs []runtime.Message
 	if req.Instructions != "" {
-		msgs = append(msgs, llmMessage{Role: "system", Content: req.Instructions})
+		msgs = append(msgs, runtime.Message{Role: "system", Content: req.Instructions})
 	}
 	for _, m := range req.Input {
 		if !chatRoles[m.Role] {
-			return errGWInvalid("input[].role must be system, developer, user, assistant or tool")
+			return none, errInvalid("input[].role must be system, developer, user, assistant or tool")
 		}
-		msgs = append(msgs, llmMessage{Role: m.Role, Content: string(m.Content)})
+		msgs = append(msgs, runtime.Message{Role: m.Role, Content: string(m.Content)})
 	}
-	user := r.userID
-	if user == "" {
-		user = req.User
-	}
-	rn, err := s.prepare(r, agentRef(req.Model, r.agentID), user, "responses", msgs)
+	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
+		Agent: agentRef(req.Model, c.AgentID), User: runUser(c, req.User), Endpoint: "responses", Messages: msgs,
+	})
 	if err != nil {
-		return err
+		return none, err
 	}
 	model := req.Model
 	if model == "" {
-		model = "gateway:" + rn.agent.AgentKey
+		model = "gateway:" + rn.Agent.AgentKey
 	}
-	obj := respObject{ID: "resp_" + rn.id, Object: "response", CreatedAt: time.Now().Unix(), Model: model, Status: "in_progress", Output: []respItem{}}
-	itemID := "msg_" + rn.id
-	done := func(res llmResult) respObject {
+	obj := respObject{ID: "resp_" + rn.ID, Object: "response", CreatedAt: time.Now().Unix(), Model: model, Status: "in_progress", Output: []respItem{}}
+	itemID := "msg_" + rn.ID
+	done := func(res runtime.Result) respObject {
 		o := obj
 		o.Status = "completed"
 		o.Output = []respItem{{Type: "message", ID: itemID, Role: "assistant", Status: "completed",
@@ -132,34 +127,31 @@ func (s *GatewayServer) responses(r *gwReq) error {
 		return o
 	}
 	if !req.Stream {
-		res, err := s.execute(context.Background(), rn, nil)
+		res, err := s.d.Runner.Execute(runContext(ctx), rn, nil)
 		if err != nil {
-			return err
+			return none, err
 		}
-		writeJSON(r.rc, fasthttp.StatusOK, done(res))
-		return nil
+		return Streaming[respObject]{Value: done(res)}, nil
 	}
-	lang := r.lang
 	zero := 0
-	s.stream(r, func(ctx context.Context, sw *sseWriter) {
-		if sw.send("response.started", respEvent{Type: "response.started", Response: &obj}) != nil {
+	return Streaming[respObject]{Events: func(ctx context.Context, st Stream) {
+		if st.Send("response.started", respEvent{Type: "response.started", Response: &obj}) != nil {
 			return
 		}
-		res, err := s.pump(ctx, sw, rn, func(d string) error {
-			return sw.send("response.delta", respEvent{Type: "response.delta", ItemID: itemID, OutputIndex: &zero, ContentIndex: &zero, Delta: d})
+		res, err := s.pump(ctx, st, rn, func(d string) error {
+			return st.Send("response.delta", respEvent{Type: "response.delta", ItemID: itemID, OutputIndex: &zero, ContentIndex: &zero, Delta: d})
 		})
 		if err != nil {
-			if ctx.Err() == nil {
-				e, body, _ := envelope(err, lang)
+			if ctx.Err() == nil { // the client is still there: the failure ends the response
+				d := st.Error(err)
 				failed := obj
 				failed.Status = "failed"
-				failed.Error = &respError{Code: e.code, Message: body.Error.Message}
-				_ = sw.send("response.done", respEvent{Type: "response.done", Response: &failed})
+				failed.Error = &respError{Code: d.Code, Message: d.Message}
+				_ = st.Send("response.done", respEvent{Type: "response.done", Response: &failed})
 			}
 			return
 		}
 		o := done(res)
-		_ = sw.send("response.done", respEvent{Type: "response.done", Response: &o})
-	})
-	return nil
+		_ = st.Send("response.done", respEvent{Type: "response.done", Response: &o})
+	}}, nil
 }

@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"bytes"
@@ -130,10 +130,10 @@ func TestOpenAINodeClient(t *testing.T) {
 	if diff := cmp.Diff(wantTypes, got.ResponsesStream.Types); diff != "" || got.ResponsesStream.Text != "Hello from stub" || got.ResponsesStream.Status != "completed" {
 		t.Errorf("responses stream = %+v (-want +got %s)", got.ResponsesStream, diff)
 	}
-	if got.Missing.Status != 404 || got.Missing.Code != gwNotFound || got.Missing.Type != "not_found_error" {
+	if got.Missing.Status != 404 || got.Missing.Code != codeNotFound || got.Missing.Type != "not_found_error" {
 		t.Errorf("missing agent = %+v", got.Missing)
 	}
-	if got.BadKey.Status != 401 || got.BadKey.Code != gwUnauthorized || got.BadKey.Type != "authentication_error" {
+	if got.BadKey.Status != 401 || got.BadKey.Code != codeUnauthorized || got.BadKey.Type != "authentication_error" {
 		t.Errorf("bad key = %+v", got.BadKey)
 	}
 }

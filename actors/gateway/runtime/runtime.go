@@ -1,0 +1,161 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway"
+)
+
+// Agents is what the runtime needs from the gateway's registry. All
+// methods are safe for concurrent use.
+type Agents interface {
+	// ResolveAgent returns the agent with id or agent_key ref and its
+	// provider; gateway.ErrNotFound if there is none.
+	ResolveAgent(ctx context.Context, ref string) (gateway.Agent, gateway.Provider, error)
+	// ProviderKey opens p's sealed credential, to call out only.
+	ProviderKey(p gateway.Provider) (string, error)
+}
+
+// Recorder takes the record of every finished run.
+type Recorder interface {
+	// RecordRun records t (trace and usage); it does not wait.
+	RecordRun(t gateway.Trace)
+}
+
+// The gateway is the production implementation of both.
+var (
+	_ Agents   = (*gateway.Gateway)(nil)
+	_ Recorder = (*gateway.Gateway)(nil)
+)
+
+// Message is one chat message sent to a provider.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Result is a finished completion.
+type Result struct {
+	Content          string
+	PromptTokens     int64
+	CompletionTokens int64
+	FinishReason     string
+}
+
+// Request asks for one run.
+type Request struct {
+	// Agent is the agent's id or agent_key.
+	Agent string
+	// User is the run's user, for the trace and usage ("" for none).
+	User string
+	// Endpoint names the entry point in the trace ("chat.completions").
+	Endpoint string
+	// Messages follow the agent's system prompt.
+	Messages []Message
+}
+
+// Run is one prepared run: the agent, its provider's call and the
+// messages, ready for Execute.
+type Run struct {
+	// ID is 32 hex characters, unique; the trace's id.
+	ID string
+	// Agent is the agent as resolved.
+	Agent gateway.Agent
+
+	call     llmCall
+	req      llmRequest
+	user     string
+	endpoint string
+}
+
+// Runtime runs agents: it resolves an agent and its provider, calls the
+// provider within the agent's time limit and records every run. It is
+// safe for concurrent use and keeps one shared HTTP transport for the
+// openai_compat providers; Close releases its idle connections.
+type Runtime struct {
+	agents Agents
+	rec    Recorder
+	llm    *llmClients
+}
+
+// New returns a Runtime over the gateway's registry and run records.
+func New(agents Agents, rec Recorder) *Runtime {
+	return &Runtime{agents: agents, rec: rec, llm: newLLMClients()}
+}
+
+// Close closes idle provider connections.
+func (rt *Runtime) Close() { rt.llm.close() }
+
+// Prepare resolves the agent and its provider and builds the messages:
+// the agent's system prompt, if any, then req.Messages. Errors:
+// ErrAgentNotFound, ErrAgentDisabled, ErrProviderDisabled, or the
+// registry's (unavailable, a credential that does not open).
+func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
+	a, p, err := rt.agents.ResolveAgent(ctx, req.Agent)
+	switch {
+	case errors.Is(err, gateway.ErrNotFound):
+		return nil, fmt.Errorf("%w: %q", ErrAgentNotFound, req.Agent)
+	case err != nil:
+		return nil, fmt.Errorf("resolve agent: %w", err)
+	case a.Status != gateway.AgentActive:
+		return nil, ErrAgentDisabled
+	case !p.Enabled:
+		return nil, ErrProviderDisabled
+	}
+	key, err := rt.agents.ProviderKey(p)
+	if err != nil {
+		return nil, fmt.Errorf("provider %s credential: %w", p.ID, err)
+	}
+	all := make([]Message, 0, len(req.Messages)+1)
+	if a.SystemPrompt != "" {
+		all = append(all, Message{Role: "system", Content: a.SystemPrompt})
+	}
+	all = append(all, req.Messages...)
+	return &Run{
+		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
+		call: rt.llm.forProvider(p, key), user: req.User, endpoint: req.Endpoint,
+		req: llmRequest{Model: a.Model, Messages: all},
+	}, nil
+}
+
+// Execute calls the provider within the agent's time limit and records
+// the run's trace and usage, whatever the outcome. onDelta, when not
+// nil, gets each piece of content as it arrives (the provider streams)
+// and may stop the run by returning an error. ctx ends the run early
+// (the client went away); it should carry no shorter deadline than the
+// agent's limit. Errors: a *TimeoutError (ErrAgentTimeout), a
+// *ProviderError (ErrProvider), ctx's error, or onDelta's.
+func (rt *Runtime) Execute(ctx context.Context, rn *Run, onDelta func(string) error) (Result, error) {
+	limit := time.Duration(rn.Agent.TimeoutSeconds) * time.Second
+	runCtx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start := time.Now()
+	res, err := rn.call(runCtx, rn.req, onDelta)
+	dur := time.Since(start)
+	status, msg := gateway.RunOK, ""
+	switch {
+	case err == nil:
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		status, msg = gateway.RunTimeout, "agent time limit exceeded"
+		err = &TimeoutError{Seconds: rn.Agent.TimeoutSeconds}
+	case ctx.Err() != nil:
+		status, msg = gateway.RunFailed, "client disconnected"
+	default:
+		status, msg = gateway.RunFailed, err.Error()
+	}
+	rt.rec.RecordRun(gateway.Trace{
+		ID: rn.ID, AgentID: rn.Agent.ID, UserID: rn.user, Endpoint: rn.endpoint, Status: status,
+		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
+		Spans: []gateway.Span{{
+			Name: "llm.call " + rn.req.Model, Kind: "llm", StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
+			PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Status: status, Error: msg,
+		}},
+	})
+	return res, err
+}

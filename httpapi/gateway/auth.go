@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors/gateway"
+	"gatehouse/httpapi/listener"
+)
+
+// Authenticator resolves gateway API keys. Safe for concurrent use.
+type Authenticator interface {
+	// Authenticate returns the key's id and scopes: gateway.ErrKeyMissing,
+	// gateway.ErrKeyInvalid (malformed, unknown, revoked, expired). It
+	// bounds its own wait and does not retain token.
+	Authenticate(ctx context.Context, token []byte) (gateway.KeyAuth, error)
+}
+
+// Limiter is the per-subject token bucket. Safe for concurrent use.
+type Limiter interface {
+	// Allow takes a token from subject's bucket; always true when off.
+	Allow(ctx context.Context, subject string) (bool, error)
+}
+
+var (
+	_ Authenticator = (*gateway.Gateway)(nil)
+	_ Limiter       = (*gateway.Gateway)(nil)
+)
+
+// caller authenticates the request and reads its common headers. The
+// token is the gateway token (constant-time compare) or an API key, from
+// Authorization: Bearer, or from ?token= where the route allows it.
+func (s *Server) caller(ctx context.Context, rc *fasthttp.RequestCtx, queryToken bool) (Caller, error) {
+	var c Caller
+	tok, sent := listener.Bearer(&rc.Request.Header)
+	switch {
+	case sent && len(tok) == 0: // another scheme, or no token after Bearer
+		return c, errTokenInvalid
+	case !sent && queryToken:
+		tok = rc.QueryArgs().Peek("token")
+	}
+	switch {
+	case len(tok) == 0 && s.cfg.Token == "": // loopback-only open mode (cmd enforces it)
+		c.Admin = true
+	case len(tok) == 0:
+		return c, errTokenMissing
+	case len(s.token) > 0 && subtle.ConstantTimeCompare(tok, s.token) == 1:
+		c.Admin = true
+	default:
+		auth, err := s.d.Auth.Authenticate(ctx, tok)
+		if errors.Is(err, gateway.ErrKeyMissing) || errors.Is(err, gateway.ErrKeyInvalid) {
+			return c, errTokenInvalid
+		}
+		if err != nil {
+			return c, err
+		}
+		c.KeyID, c.Scopes = auth.ID, auth.Scopes
+	}
+	if err := readHeaders(&rc.Request.Header, &c); err != nil {
+		return c, err
+	}
+	c.IP = rc.RemoteIP().String() // never IP:port
+	return c, nil
+}
+
+var slugRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// readHeaders reads X-Gateway-User-Id, -Agent-Id and -Tenant-Id into c.
+func readHeaders(h *fasthttp.RequestHeader, c *Caller) error {
+	c.UserID = string(h.Peek("X-Gateway-User-Id"))
+	if !printable(c.UserID, 255) {
+		return errBadHeader("X-Gateway-User-Id")
+	}
+	c.AgentID = string(h.Peek("X-Gateway-Agent-Id"))
+	if !printable(c.AgentID, 255) {
+		return errBadHeader("X-Gateway-Agent-Id")
+	}
+	c.TenantID = string(h.Peek("X-Gateway-Tenant-Id"))
+	if c.TenantID != "" {
+		if _, err := uuid.Parse(c.TenantID); err != nil && !slugRE.MatchString(c.TenantID) {
+			return errBadHeader("X-Gateway-Tenant-Id")
+		}
+	}
+	return nil
+}
+
+func printable(v string, maxLen int) bool {
+	if len(v) > maxLen || !utf8.ValidString(v) {
+		return false
+	}
+	for _, c := range v {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// admit runs the checks every transport runs once the caller is known,
+// in this order: the rate limit, the scope, the user header. Public
+// routes skip them.
+func (s *Server) admit(ctx context.Context, rt *Route, c Caller) error {
+	if rt.Public {
+		return nil
+	}
+	if err := s.limit(ctx, c); err != nil {
+		return err
+	}
+	if !c.Grants(rt.Scope) {
+		return errScope(rt.Scope)
+	}
+	if rt.NeedUser && c.UserID == "" {
+		return errUserRequired
+	}
+	return nil
+}
+
+// limit takes a token from the bucket of the caller's subject: the user,
+// else the API key, else the client IP.
+func (s *Server) limit(ctx context.Context, c Caller) error {
+	var subject string
+	switch {
+	case c.UserID != "":
+		subject = "user:" + c.UserID
+	case c.KeyID != uuid.Nil:
+		subject = "key:" + c.KeyID.String()
+	default:
+		subject = "ip:" + c.IP
+	}
+	ok, err := s.d.Limiter.Allow(ctx, subject)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errRateLimited
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway"
+)
+
+// ProviderStore is what the providers routes need. ref is a provider's id
+// or name. Safe for concurrent use.
+type ProviderStore interface {
+	// CreateProvider errors: ErrExists, ErrInvalid.
+	CreateProvider(ctx context.Context, in gateway.ProviderInput) (gateway.Provider, error)
+	// UpdateProvider replaces the fields; ErrNotFound, ErrExists, ErrInvalid.
+	UpdateProvider(ctx context.Context, ref string, in gateway.ProviderInput) (gateway.Provider, error)
+	// GetProvider errors: ErrNotFound.
+	GetProvider(ctx context.Context, ref string) (gateway.Provider, error)
+	ListProviders(ctx context.Context) ([]gateway.Provider, error)
+	// DeleteProvider errors: ErrNotFound, ErrInUse (an agent uses it).
+	DeleteProvider(ctx context.Context, ref string) error
+}
+
+var _ ProviderStore = (*gateway.Gateway)(nil)
+
+type providerReq struct {
+	Name         *string `json:"name,omitempty"`
+	DisplayName  *string `json:"display_name,omitempty"`
+	ProviderType *string `json:"provider_type,omitempty"`
+	APIBase      *string `json:"api_base,omitempty"`
+	// APIKey is stored sealed (AES-256-GCM) and never returned.
+	APIKey   *string         `json:"api_key,omitempty"`
+	Enabled  *bool           `json:"enabled,omitempty"`
+	Settings json.RawMessage `json:"settings,omitempty"`
+}
+
+// providerUpdate is PUT /v1/providers/{id}: absent fields keep their value.
+type providerUpdate struct {
+	ID string `path:"id"`
+	providerReq
+}
+
+type providerView struct {
+	ID           uuid.UUID `json:"id"`
+	Name         string    `json:"name"`
+	DisplayName  string    `json:"display_name"`
+	ProviderType string    `json:"provider_type"`
+	APIBase      string    `json:"api_base"`
+	// APIKey is masked: "****" and the last four characters, or "".
+	APIKey    string          `json:"api_key"`
+	Enabled   bool            `json:"enabled"`
+	Settings  json.RawMessage `json:"settings"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+type providerList struct {
+	Data []providerView `json:"data"`
+}
+
+func viewProvider(p gateway.Provider) providerView {
+	settings := p.Settings
+	if len(settings) == 0 || string(settings) == "null" {
+		settings = json.RawMessage("{}")
+	}
+	return providerView{
+		ID: p.ID, Name: p.Name, DisplayName: p.DisplayName, ProviderType: p.ProviderType, APIBase: p.APIBase,
+		APIKey: p.APIKeyHint, Enabled: p.Enabled, Settings: settings, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+	}
+}
+
+// input overlays q on cur (the zero Provider when creating).
+func (q providerReq) input(cur gateway.Provider) gateway.ProviderInput {
+	in := gateway.ProviderInput{
+		Name: cur.Name, DisplayName: cur.DisplayName, ProviderType: cur.ProviderType, APIBase: cur.APIBase,
+		Enabled: cur.Enabled, Settings: cur.Settings, APIKey: q.APIKey,
+	}
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&in.Name, q.Name)
+	set(&in.DisplayName, q.DisplayName)
+	set(&in.ProviderType, q.ProviderType)
+	set(&in.APIBase, q.APIBase)
+	if q.Enabled != nil {
+		in.Enabled = *q.Enabled
+	}
+	if q.Settings != nil {
+		in.Settings = q.Settings
+	}
+	return in
+}
+
+func (s *Server) listProviders(ctx context.Context, _ Caller, _ None) (providerList, error) {
+	ps, err := s.d.Providers.ListProviders(ctx)
+	if err != nil {
+		return providerList{}, err
+	}
+	out := providerList{Data: make([]providerView, 0, len(ps))}
+	for _, p := range ps {
+		out.Data = append(out.Data, viewProvider(p))
+	}
+	return out, nil
+}
+
+func (s *Server) createProvider(ctx context.Context, _ Caller, req providerReq) (providerView, error) {
+	if req.Name == nil || req.ProviderType == nil {
+		return providerView{}, errInvalid("name and provider_type are required")
+	}
+	p, err := s.d.Providers.CreateProvider(ctx, req.input(gateway.Provider{Enabled: true}))
+	if err != nil {
+		return providerView{}, resource(err, nil, errProviderExists)
+	}
+	return viewProvider(p), nil
+}
+
+func (s *Server) getProvider(ctx context.Context, _ Caller, in idIn) (providerView, error) {
+	p, err := s.d.Providers.GetProvider(ctx, in.ID)
+	if err != nil {
+		return providerView{}, resource(err, errProvNotFound, nil)
+	}
+	return viewProvider(p), nil
+}
+
+func (s *Server) updateProvider(ctx context.Context, _ Caller, in providerUpdate) (providerView, error) {
+	cur, err := s.d.Providers.GetProvider(ctx, in.ID)
+	if err != nil {
+		return providerView{}, resource(err, errProvNotFound, nil)
+	}
+	p, err := s.d.Providers.UpdateProvider(ctx, cur.ID.String(), in.input(cur))
+	if err != nil {
+		return providerView{}, resource(err, errProvNotFound, errProviderExists)
+	}
+	return viewProvider(p), nil
+}
+
+func (s *Server) deleteProvider(ctx context.Context, _ Caller, in idIn) (None, error) {
+	return None{}, resource(s.d.Providers.DeleteProvider(ctx, in.ID), errProvNotFound, nil)
+}

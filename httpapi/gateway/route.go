@@ -1,0 +1,305 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway"
+	"gatehouse/httpapi/listener"
+)
+
+// Route declares one endpoint, once: the router, the OpenAPI document and
+// Dispatch (the WebSocket RPC's seam) are all built from the table in
+// routes.go, so an endpoint cannot exist in one and not the others, and
+// the same checks guard every transport.
+type Route struct {
+	// Method and Path are the HTTP method and the fasthttp/router pattern
+	// ("/v1/agents/{id}").
+	Method, Path string
+	// RPC is the method name over the WebSocket RPC ("agents.get"); unique.
+	RPC string
+	// Scope is the least scope an API key needs (the gateway token has all).
+	Scope gateway.Scope
+	// Public skips authentication, the rate limit and the scope (/health).
+	Public bool
+	// NeedUser requires X-Gateway-User-Id (Caller.UserID).
+	NeedUser bool
+	// QueryToken also accepts the token in ?token= (media and files).
+	QueryToken bool
+	// Tag groups the route in the docs; Summary is its one line there.
+	Tag, Summary string
+	// Status is the success status (0: 200).
+	Status int
+	// Content is the documented content type of a Body output.
+	Content string
+	// Op does the work; build it with op.
+	Op Operation
+}
+
+// status returns the success status.
+func (rt *Route) status() int {
+	if rt.Status == 0 {
+		return 200
+	}
+	return rt.Status
+}
+
+// Caller is who makes a request, as the transport established it before
+// the operation runs: the credential, the common headers and the client's
+// address. Operations get it by value.
+type Caller struct {
+	// Admin is the gateway token (or open mode): every scope.
+	Admin bool
+	// KeyID is the id of the API key that authenticated the request.
+	KeyID uuid.UUID
+	// Scopes are that API key's scopes.
+	Scopes []gateway.Scope
+	// UserID, AgentID and TenantID are X-Gateway-User-Id, -Agent-Id and
+	// -Tenant-Id ("" when absent), validated.
+	UserID, AgentID, TenantID string
+	// IP is the client's address without the port: the rate-limit subject
+	// when there is neither a user nor an API key.
+	IP string
+}
+
+// Grants reports whether c may use an endpoint that needs scope need.
+func (c Caller) Grants(need gateway.Scope) bool {
+	if c.Admin {
+		return true
+	}
+	for _, sc := range c.Scopes {
+		if sc.Grants(need) {
+			return true
+		}
+	}
+	return false
+}
+
+// None is the input of an operation that takes nothing, and the output of
+// one that answers nothing but its status (204).
+type None struct{}
+
+// Body is an answer that is not JSON: bytes, their content type and
+// extra headers (the docs viewer, /metrics).
+type Body struct {
+	ContentType string
+	Header      map[string]string
+	Data        []byte
+	// Status overrides the route's success status when not 0.
+	Status int
+}
+
+// Events is a stream an operation answers with. The transport runs it
+// once the answer has started (SSE: after the 200 and its headers), with
+// a context that ends when the client goes away, and st to send through.
+type Events func(ctx context.Context, st Stream)
+
+// Streaming is the output of an operation that answers either one value
+// or, when the request asks for it, a stream: Events set means stream.
+type Streaming[T any] struct {
+	Value  T
+	Events Events
+}
+
+// streamer is what the transports see of a Streaming[T].
+type streamer interface {
+	events() Events
+	value() any
+	valueType() reflect.Type
+}
+
+func (s Streaming[T]) events() Events        { return s.Events }
+func (s Streaming[T]) value() any            { return s.Value }
+func (Streaming[T]) valueType() reflect.Type { return reflect.TypeFor[T]() }
+
+// Operation is a route's work. It is built by op from a function that
+// knows nothing of the transport; only this package implements it.
+type Operation interface {
+	// types returns the input and output types, for the docs.
+	types() (in, out reflect.Type)
+	// input describes where the input's fields come from.
+	input() *inputSpec
+	// run decodes the input from src and calls the function.
+	run(ctx context.Context, c Caller, src source) (any, error)
+	// invalid reports an input type op cannot fill.
+	invalid() error
+}
+
+// op adapts fn into an Operation. In is a struct: its fields tagged
+// path:"name", query:"name" or header:"Name" come from the path, the
+// query or a header (strings, integers or booleans); every other field
+// is the JSON body, read as encoding/json reads a struct (an In without
+// body fields reads no body). Out is encoded as JSON, unless it is None
+// (no body), Body (raw bytes) or Streaming[T] (T, or a stream).
+func op[In, Out any](fn func(ctx context.Context, c Caller, in In) (Out, error)) Operation {
+	spec, err := specOf(reflect.TypeFor[In]())
+	return &operation[In, Out]{fn: fn, spec: spec, err: err}
+}
+
+type operation[In, Out any] struct {
+	fn   func(context.Context, Caller, In) (Out, error)
+	spec inputSpec
+	err  error // a malformed In: New reports it
+}
+
+func (o *operation[In, Out]) types() (reflect.Type, reflect.Type) {
+	return reflect.TypeFor[In](), reflect.TypeFor[Out]()
+}
+
+func (o *operation[In, Out]) input() *inputSpec { return &o.spec }
+
+func (o *operation[In, Out]) invalid() error { return o.err }
+
+func (o *operation[In, Out]) run(ctx context.Context, c Caller, src source) (any, error) {
+	var in In
+	if err := o.spec.decode(src, &in); err != nil {
+		return nil, err
+	}
+	out, err := o.fn(ctx, c, in)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// source is where an operation's input comes from: an HTTP request, or
+// the params of an RPC call.
+type source interface {
+	// body returns the JSON body (nil or empty: none was sent).
+	body() []byte
+	// param returns the path, query or header value name; ok is false
+	// when it is absent.
+	param(in, name string) (v string, ok bool)
+}
+
+// Input field locations.
+const (
+	inPath   = "path"
+	inQuery  = "query"
+	inHeader = "header"
+)
+
+// inputSpec describes an operation's input type, once, at startup.
+type inputSpec struct {
+	body   bool // some field is read from the JSON body
+	params []inputParam
+}
+
+// inputParam is one field of the input read from the path, the query or
+// a header.
+type inputParam struct {
+	in, name string
+	index    []int
+	kind     reflect.Kind
+}
+
+// specOf describes struct type t; it fails for a type op cannot fill.
+func specOf(t reflect.Type) (inputSpec, error) {
+	var sp inputSpec
+	if t.Kind() != reflect.Struct {
+		return sp, fmt.Errorf("input %v is not a struct", t)
+	}
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		where, name := paramTag(f)
+		if where == "" {
+			if f.Tag.Get("json") != "-" {
+				sp.body = true
+			}
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64:
+		default:
+			return sp, fmt.Errorf("input %v: %s field %s must be a string, bool or int", t, where, f.Name)
+		}
+		sp.params = append(sp.params, inputParam{in: where, name: name, index: f.Index, kind: f.Type.Kind()})
+	}
+	return sp, nil
+}
+
+// paramTag returns the location and name of a path, query or header
+// field; "" for a body field.
+func paramTag(f reflect.StructField) (where, name string) {
+	for _, where := range [...]string{inPath, inQuery, inHeader} {
+		if name, ok := f.Tag.Lookup(where); ok {
+			return where, name
+		}
+	}
+	return "", ""
+}
+
+// decode fills dst (a pointer to the input struct) from src: the body
+// first, then the path, query and header fields, which win.
+func (sp *inputSpec) decode(src source, dst any) error {
+	if sp.body {
+		if err := decodeJSON(src.body(), dst); err != nil {
+			return err
+		}
+	}
+	v := reflect.ValueOf(dst).Elem()
+	for i := range sp.params {
+		p := &sp.params[i]
+		s, ok := src.param(p.in, p.name)
+		if !ok {
+			continue
+		}
+		f := v.FieldByIndex(p.index)
+		switch p.kind {
+		case reflect.String:
+			f.SetString(s)
+		case reflect.Bool:
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return errInvalid(p.name + " must be true or false")
+			}
+			f.SetBool(b)
+		default:
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return errInvalid(p.name + " must be an integer")
+			}
+			f.SetInt(n)
+		}
+	}
+	return nil
+}
+
+// decodeJSON reads a request body, exactly one JSON object, into dst. A
+// wrongly typed field is an invalid request naming the field.
+func decodeJSON(body []byte, dst any) error {
+	err := listener.DecodeObject(body, dst)
+	var te *json.UnmarshalTypeError
+	var ie invalidContent
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te):
+		return errInvalid(te.Field + " must be " + jsonKind(te.Type.Kind()))
+	case errors.As(err, &ie):
+		return errInvalid(string(ie))
+	}
+	return errJSON(err.Error())
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "a number"
+}

@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors/gateway"
+)
+
+// table declares every route the gateway serves, one line each (see
+// Route and op). Its order is the order of the docs.
+func (s *Server) table() []Route {
+	const get, post, put, del = fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut, fasthttp.MethodDelete
+	const read, write, admin = gateway.ScopeRead, gateway.ScopeWrite, gateway.ScopeAdmin
+	const created, noContent = fasthttp.StatusCreated, fasthttp.StatusNoContent
+	return []Route{
+		{Method: get, Path: "/health", RPC: "health", Public: true, Tag: "system", Summary: "Liveness probe (no authentication)", Op: op(s.health)},
+		{Method: get, Path: "/metrics", RPC: "metrics", Scope: read, Tag: "system", Summary: "Prometheus metrics", Content: "text/plain", Op: op(s.metrics)},
+		{Method: get, Path: "/docs", RPC: "docs.page", Scope: read, QueryToken: true, Tag: "docs", Summary: "Interactive API documentation (OpenAPI viewer)", Content: "text/html", Op: op(s.docsPage)},
+		{Method: get, Path: "/docs/openapi.json", RPC: "docs.openapi", Scope: read, QueryToken: true, Tag: "docs", Summary: "This OpenAPI 3.1 document", Content: "application/json", Op: op(s.docsSpec)},
+		{Method: get, Path: "/docs/assets/{file}", RPC: "docs.asset", Scope: read, QueryToken: true, Tag: "docs", Summary: "A file of the bundled viewer", Content: "application/octet-stream", Op: op(s.docsAsset)},
+
+		{Method: get, Path: "/v1/api-keys", RPC: "api_keys.list", Scope: admin, Tag: "api-keys", Summary: "List API keys (masked)", Op: op(s.listAPIKeys)},
+		{Method: post, Path: "/v1/api-keys", RPC: "api_keys.create", Scope: admin, Tag: "api-keys", Summary: "Create an API key; the raw key is returned once", Status: created, Op: op(s.createAPIKey)},
+		{Method: del, Path: "/v1/api-keys/{id}", RPC: "api_keys.revoke", Scope: admin, Tag: "api-keys", Summary: "Revoke an API key at once", Status: noContent, Op: op(s.revokeAPIKey)},
+
+		{Method: get, Path: "/v1/providers", RPC: "providers.list", Scope: read, Tag: "providers", Summary: "List LLM providers", Op: op(s.listProviders)},
+		{Method: post, Path: "/v1/providers", RPC: "providers.create", Scope: admin, Tag: "providers", Summary: "Create a provider", Status: created, Op: op(s.createProvider)},
+		{Method: get, Path: "/v1/providers/{id}", RPC: "providers.get", Scope: read, Tag: "providers", Summary: "Get a provider by id or name", Op: op(s.getProvider)},
+		{Method: put, Path: "/v1/providers/{id}", RPC: "providers.update", Scope: admin, Tag: "providers", Summary: "Update a provider (absent fields keep their value)", Op: op(s.updateProvider)},
+		{Method: del, Path: "/v1/providers/{id}", RPC: "providers.delete", Scope: admin, Tag: "providers", Summary: "Delete a provider no agent uses", Status: noContent, Op: op(s.deleteProvider)},
+
+		{Method: get, Path: "/v1/agents", RPC: "agents.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List agents the user owns or that are shared with them", Op: op(s.listAgents)},
+		{Method: post, Path: "/v1/agents", RPC: "agents.create", Scope: write, NeedUser: true, Tag: "agents", Summary: "Create an agent owned by the user", Status: created, Op: op(s.createAgent)},
+		{Method: get, Path: "/v1/agents/{id}", RPC: "agents.get", Scope: read, NeedUser: true, Tag: "agents", Summary: "Get an agent by id or agent_key", Op: op(s.getAgent)},
+		{Method: put, Path: "/v1/agents/{id}", RPC: "agents.update", Scope: write, NeedUser: true, Tag: "agents", Summary: "Update an agent (owner only)", Op: op(s.updateAgent)},
+		{Method: del, Path: "/v1/agents/{id}", RPC: "agents.delete", Scope: write, NeedUser: true, Tag: "agents", Summary: "Delete an agent (owner only)", Status: noContent, Op: op(s.deleteAgent)},
+		{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true, Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
+
+		{Method: post, Path: "/v1/chat/completions", RPC: "chat.completions", Scope: write, Tag: "chat", Summary: "OpenAI-compatible chat completion with an agent", Op: op(s.chatCompletions)},
+		{Method: post, Path: "/v1/responses", RPC: "responses.create", Scope: write, Tag: "chat", Summary: "Responses-style run of an agent", Op: op(s.responses)},
+	}
+}

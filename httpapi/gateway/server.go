@@ -1,0 +1,241 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/runtime"
+	"gatehouse/httpapi/listener"
+)
+
+// Config configures the agent gateway listener.
+type Config struct {
+	// Listener names the listener in metrics and logs.
+	Listener string
+	// Token is the gateway admin token; empty disables token checks for
+	// requests without a token (cmd refuses it unless loopback-only).
+	Token string
+	// MaxBodyBytes caps request bodies (413 above it).
+	MaxBodyBytes int
+	// RequestTimeout bounds control-plane requests; agent runs are bounded
+	// by their agent's timeout_seconds instead.
+	RequestTimeout time.Duration
+}
+
+// DefaultConfig returns 1 MiB bodies and a 10 s request timeout.
+func DefaultConfig() Config {
+	return Config{Listener: "gateway", MaxBodyBytes: 1 << 20, RequestTimeout: 10 * time.Second}
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Listener == "":
+		return errors.New("gateway: Listener is required")
+	case c.MaxBodyBytes < 1:
+		return errors.New("gateway: MaxBodyBytes must be > 0")
+	case c.RequestTimeout <= 0:
+		return errors.New("gateway: RequestTimeout must be > 0")
+	}
+	return nil
+}
+
+// Deps are the services the gateway's routes use, each a small interface
+// declared next to its consumer (auth.go, apikeys.go, providers.go,
+// agents.go, chat.go). DepsOf fills them from the gateway domain.
+type Deps struct {
+	Auth      Authenticator
+	Limiter   Limiter
+	APIKeys   APIKeyStore
+	Providers ProviderStore
+	Agents    AgentStore
+	// Runner runs agents; if it has a Close method, Shutdown calls it.
+	Runner Runner
+}
+
+// DepsOf returns the production Deps: g for the state, and an agent
+// runtime over g.
+func DepsOf(g *gateway.Gateway) Deps {
+	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Runner: runtime.New(g, g)}
+}
+
+func (d Deps) validate() error {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Runner == nil {
+		return errors.New("gateway: every dependency is required")
+	}
+	return nil
+}
+
+// Server is the agent gateway's HTTP API (seed 001): auth and scopes,
+// rate limiting, API keys, providers, agents, chat completions, responses
+// and the docs. Safe for concurrent use.
+type Server struct {
+	cfg    Config
+	d      Deps
+	l      *listener.Listener
+	lg     *slog.Logger
+	routes []Route
+	rpc    map[string]*Route
+	spec   []byte // the OpenAPI document, built once
+	token  []byte // cfg.Token
+}
+
+// New builds the gateway server. lg nil discards logs; reg and gather nil
+// use a private registry.
+func New(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer) (*Server, error) {
+	return newServer(cfg, d, lg, reg, gather, nil)
+}
+
+// newServer is New with extra routes (tests declare some).
+func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer, extra []Route) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token)}
+	l, err := listener.New(listener.Options{
+		Name: cfg.Listener, Logger: lg, Registerer: reg, Gatherer: gather,
+		MaxRequestBodySize: cfg.MaxBodyBytes, ErrorHandler: s.listenerError,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway metrics: %w", err)
+	}
+	s.l, s.lg = l, l.Logger()
+	s.routes = append(s.table(), extra...)
+	if s.rpc, err = rpcIndex(s.routes); err != nil {
+		return nil, err
+	}
+	if s.spec, err = s.openAPI(); err != nil {
+		return nil, fmt.Errorf("gateway openapi: %w", err)
+	}
+	s.l.SetHandler(s.router())
+	return s, nil
+}
+
+// Routes returns the route table (for transports and tools; do not
+// modify it).
+func (s *Server) Routes() []Route { return s.routes }
+
+// Handler returns the request handler, for tests and for mounting.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.l.Handler() }
+
+// Serve serves ln until Shutdown; it returns nil after a Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.l.Serve(ln) }
+
+// Shutdown stops accepting connections and waits, until ctx is done, for
+// in-flight requests (streams included) to finish; then it closes the
+// runner's idle provider connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.l.Shutdown(ctx)
+	if c, ok := s.d.Runner.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return err
+}
+
+// router registers every route of the table behind its handler.
+func (s *Server) router() fasthttp.RequestHandler {
+	r := listener.NewRouter()
+	unmatched := func(err error) fasthttp.RequestHandler {
+		return s.l.Wrap(listener.RouteUnmatched, func(rc *fasthttp.RequestCtx) { s.writeError(rc, langOf(rc), err) })
+	}
+	r.NotFound, r.MethodNotAllowed = unmatched(errRouteNotFound), unmatched(errMethod)
+	for i := range s.routes {
+		rt := &s.routes[i]
+		r.Handle(rt.Method, rt.Path, s.handler(rt))
+	}
+	return r.Handler
+}
+
+// handler is the HTTP transport of one route: the caller (token and
+// headers), the shared checks (admit), the operation, then its output or
+// its error, in the request's language.
+func (s *Server) handler(rt *Route) fasthttp.RequestHandler {
+	return s.l.Wrap(rt.Path, func(rc *fasthttp.RequestCtx) {
+		lang := langOf(rc)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+		defer cancel()
+		out, err := s.serve(ctx, rc, rt)
+		if err != nil {
+			s.writeError(rc, lang, err)
+			return
+		}
+		s.writeOutput(rc, rt, lang, out)
+	})
+}
+
+func (s *Server) serve(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route) (any, error) {
+	var c Caller
+	if !rt.Public {
+		var err error
+		if c, err = s.caller(ctx, rc, rt.QueryToken); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.admit(ctx, rt, c); err != nil {
+		return nil, err
+	}
+	return rt.Op.run(ctx, c, httpSource{rc})
+}
+
+// writeOutput answers rc with an operation's output.
+func (s *Server) writeOutput(rc *fasthttp.RequestCtx, rt *Route, lang int, out any) {
+	if st, ok := out.(streamer); ok {
+		if ev := st.events(); ev != nil {
+			s.serveSSE(rc, lang, ev)
+			return
+		}
+		out = st.value()
+	}
+	switch v := out.(type) {
+	case None:
+		rc.SetStatusCode(rt.status())
+	case Body:
+		rc.SetStatusCode(rt.status())
+		if v.Status != 0 {
+			rc.SetStatusCode(v.Status)
+		}
+		rc.SetContentType(v.ContentType)
+		for k, val := range v.Header {
+			rc.Response.Header.Set(k, val)
+		}
+		rc.SetBody(v.Data)
+	default:
+		if err := listener.WriteJSON(rc, rt.status(), v); err != nil {
+			s.writeError(rc, lang, fmt.Errorf("encode %s answer: %w", rt.RPC, err))
+		}
+	}
+}
+
+// httpSource reads an operation's input from a request. It lives only as
+// long as the handler.
+type httpSource struct{ rc *fasthttp.RequestCtx }
+
+func (h httpSource) body() []byte { return h.rc.Request.Body() }
+
+func (h httpSource) param(in, name string) (string, bool) {
+	switch in {
+	case inPath:
+		v, ok := h.rc.UserValue(name).(string)
+		return v, ok
+	case inQuery:
+		if !h.rc.QueryArgs().Has(name) {
+			return "", false
+		}
+		return string(h.rc.QueryArgs().Peek(name)), true
+	case inHeader:
+		v := h.rc.Request.Header.Peek(name)
+		return string(v), len(v) > 0
+	}
+	return "", false
+}

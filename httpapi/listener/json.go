@@ -1,0 +1,54 @@
+package listener
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Errors of DecodeObject besides those of encoding/json.
+var (
+	ErrEmptyBody = errors.New("empty body")
+	ErrNotObject = errors.New("body must be a JSON object")
+	ErrTrailing  = errors.New("trailing data after the object")
+)
+
+// WriteJSON writes v as the JSON body with the given status. It writes
+// nothing and returns the error if v does not marshal (a broken
+// invariant: only plain structs reach it).
+func WriteJSON(rc *fasthttp.RequestCtx, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	rc.SetStatusCode(status)
+	rc.SetContentType("application/json")
+	rc.SetBody(b)
+	return nil
+}
+
+// DecodeObject decodes body, which must be exactly one JSON object
+// (surrounding white space allowed), into dst. Errors: ErrEmptyBody,
+// ErrNotObject, ErrTrailing, or encoding/json's (*json.SyntaxError,
+// *json.UnmarshalTypeError, io.ErrUnexpectedEOF, or the error of a
+// field's UnmarshalJSON). The caller bounds the body's size.
+func DecodeObject(body []byte, dst any) error {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return ErrEmptyBody
+	}
+	if body[0] != '{' {
+		return ErrNotObject
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return ErrTrailing
+	}
+	return nil
+}

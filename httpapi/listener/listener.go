@@ -1,0 +1,172 @@
+package listener
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+)
+
+// Server timeouts, the same on every listener.
+const (
+	ReadTimeout = 30 * time.Second
+	IdleTimeout = 2 * time.Minute
+)
+
+// RouteUnmatched is the "route" metrics label of requests no route
+// matched (404, 405).
+const RouteUnmatched = "unmatched"
+
+// Options configure a Listener.
+type Options struct {
+	// Name is the "listener" label of the metrics and of the logs ("api",
+	// "gateway").
+	Name string
+	// Logger receives the listener's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer takes the HTTP metrics and Gatherer serves /metrics. nil
+	// Registerer: a private registry; nil Gatherer: the Registerer if it
+	// is one, else an empty registry.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// MaxRequestBodySize is fasthttp's: a longer body is refused before
+	// any handler runs (ErrTooLarge), or, with StreamRequestBody, what
+	// fasthttp reads ahead of the handler.
+	MaxRequestBodySize int
+	// StreamRequestBody hands bodies to handlers as streams (see
+	// fasthttp.Server.StreamRequestBody).
+	StreamRequestBody bool
+	// ErrorHandler answers what no handler could: a request fasthttp
+	// could not read (its error, see ServerError) and a handler that
+	// panicked (ErrPanic, after the panic was logged and the response
+	// reset). It must write the listener's own error body.
+	ErrorHandler func(rc *fasthttp.RequestCtx, err error)
+}
+
+// Listener is one fasthttp server with the house settings, its route
+// metrics and its panic guard. It is safe for concurrent use once
+// SetHandler has been called.
+type Listener struct {
+	name   string
+	lg     *slog.Logger
+	m      *metrics
+	gather prometheus.Gatherer
+	srv    *fasthttp.Server
+	onErr  func(rc *fasthttp.RequestCtx, err error)
+
+	promOnce sync.Once
+	prom     http.Handler
+}
+
+// New builds a Listener; its handler is set with SetHandler. It always
+// returns a usable Listener: when the metrics cannot be registered, the
+// error says so and the collectors work unexported.
+func New(o Options) (*Listener, error) {
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("component", "httpapi", "listener", o.Name)
+	reg, gather := o.Registerer, o.Gatherer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		reg = r
+		if gather == nil {
+			gather = r
+		}
+	}
+	if gather == nil {
+		if g, ok := reg.(prometheus.Gatherer); ok {
+			gather = g
+		} else {
+			gather = prometheus.NewRegistry()
+		}
+	}
+	m, err := newMetrics(reg)
+	l := &Listener{name: o.Name, lg: lg, m: m, gather: gather, onErr: o.ErrorHandler}
+	if l.onErr == nil {
+		l.onErr = func(rc *fasthttp.RequestCtx, _ error) { rc.SetStatusCode(fasthttp.StatusInternalServerError) }
+	}
+	l.srv = &fasthttp.Server{
+		NoDefaultServerHeader:        true,
+		ReadTimeout:                  ReadTimeout,
+		IdleTimeout:                  IdleTimeout,
+		MaxRequestBodySize:           o.MaxRequestBodySize,
+		StreamRequestBody:            o.StreamRequestBody,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		ErrorHandler:                 func(rc *fasthttp.RequestCtx, err error) { l.onErr(rc, err) },
+		Logger:                       fastLogger{lg},
+	}
+	return l, err
+}
+
+// Logger returns the listener's logger (component and listener set).
+func (l *Listener) Logger() *slog.Logger { return l.lg }
+
+// SetHandler sets the request handler; call it once, before Serve.
+func (l *Listener) SetHandler(h fasthttp.RequestHandler) { l.srv.Handler = h }
+
+// Handler returns the request handler, for tests and for mounting.
+func (l *Listener) Handler() fasthttp.RequestHandler { return l.srv.Handler }
+
+// Serve serves ln until Shutdown; it returns nil after a Shutdown.
+func (l *Listener) Serve(ln net.Listener) error {
+	l.lg.Info("serving", "addr", ln.Addr().String())
+	return l.srv.Serve(ln)
+}
+
+// Shutdown stops accepting connections and waits, until ctx is done, for
+// in-flight requests (streamed answers included) to finish.
+func (l *Listener) Shutdown(ctx context.Context) error { return l.srv.ShutdownWithContext(ctx) }
+
+// Wrap is the one route wrapper: it records the request's metrics under
+// route (the pattern, never the raw path) and turns a panic in h, a bug,
+// into one log line with the stack and a 500 written by the
+// ErrorHandler, so one bad request cannot stop the listener. It adds no
+// allocation to h.
+func (l *Listener) Wrap(route string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	obs := l.m.forRoute(l.name, route)
+	return func(rc *fasthttp.RequestCtx) {
+		start := time.Now()
+		defer l.finish(rc, obs, start)
+		h(rc)
+	}
+}
+
+// finish runs deferred by Wrap.
+func (l *Listener) finish(rc *fasthttp.RequestCtx, obs routeMetrics, start time.Time) {
+	if v := recover(); v != nil {
+		l.lg.Error("handler panic", "path", string(rc.Path()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		rc.Response.Reset()
+		l.onErr(rc, ErrPanic)
+	}
+	obs.record(rc, time.Since(start))
+}
+
+// NewRouter returns a router that matches paths exactly: no
+// trailing-slash or case redirects (they turn a POST into a GET in many
+// clients), 405 for a known path with another method, no automatic
+// OPTIONS. The caller sets NotFound and MethodNotAllowed.
+func NewRouter() *router.Router {
+	r := router.New()
+	r.RedirectTrailingSlash, r.RedirectFixedPath = false, false
+	r.HandleMethodNotAllowed, r.HandleOPTIONS = true, false
+	return r
+}
+
+// fastLogger sends fasthttp's own messages (mostly broken client
+// connections) to slog at debug level.
+type fastLogger struct{ lg *slog.Logger }
+
+func (f fastLogger) Printf(format string, args ...any) {
+	f.lg.Debug(fmt.Sprintf(format, args...))
+}
