@@ -65,6 +65,17 @@ type ExtensionEnv struct {
 	Registerer prometheus.Registerer
 }
 
+// SnapshotObserver is an optional Extension capability for state kept
+// outside the WAL (the gateway's blob store): BeforeBarrier runs just
+// before a snapshot's barrier record is appended, AfterSnapshot once the
+// snapshot at index is durable and the WAL truncated below it. Both run on
+// the snapshotting goroutine, one snapshot at a time, and must not block
+// for long; AfterSnapshot's error is logged, the snapshot stands.
+type SnapshotObserver interface {
+	BeforeBarrier()
+	AfterSnapshot(index uint64) error
+}
+
 // Ticker is an optional Extension capability: System calls Tick every
 // Config.FlushInterval (and when a test calls System.Tick), for sweeps and
 // other periodic work. Tick must not block.

@@ -26,6 +26,11 @@ func (s *System) Snapshot() (uint64, error) {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	start := time.Now()
+	for _, x := range s.exts {
+		if o, ok := x.(SnapshotObserver); ok {
+			o.BeforeBarrier()
+		}
+	}
 	idx, err := s.log.Append(wal.Record{Type: recBarrier})
 	if err != nil {
 		return 0, fmt.Errorf("snapshot barrier: %w", err)
@@ -68,6 +73,13 @@ func (s *System) Snapshot() (uint64, error) {
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(s.clock.Now().Unix())
 	s.lg.Info("snapshot taken", "index", idx, "keys", total, "bytes", size, "duration", time.Since(start))
+	for _, x := range s.exts {
+		if o, ok := x.(SnapshotObserver); ok {
+			if err := o.AfterSnapshot(idx); err != nil {
+				s.lg.Warn("after snapshot", "extension", x.Name(), "index", idx, "err", err)
+			}
+		}
+	}
 	return idx, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/clock"
+	"gatehouse/actors/gateway/blob"
 	"gatehouse/wal"
 )
 
@@ -35,6 +36,10 @@ type Config struct {
 	RateLimitBurst int
 	// BucketShards is the number of bucket shard actors.
 	BucketShards int
+	// BlobDir holds the blob store (file bytes that do not belong in the
+	// WAL: skill ZIPs, media, workspace files); cmd sets <data>/blobs.
+	// Empty: no blob store, Blobs returns nil.
+	BlobDir string
 }
 
 // DefaultConfig returns 8 key shards, 10,000 traces, 400 days of usage,
@@ -79,6 +84,13 @@ type Gateway struct {
 	live   prometheus.Gauge
 	homes  keyHomes // read-only after Start
 
+	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
+	// collection from BeforeBarrier through Capture to AfterSnapshot (the
+	// System runs them one snapshot at a time, on one goroutine).
+	blobs *blob.Store
+	cut   blob.Cut
+	keep  map[blob.Ref]bool
+
 	// newID draws entity ids and rand the raw API keys: uuid.New and
 	// crypto/rand, replaced by seeded sources in tests.
 	newID func(kind) uuid.UUID
@@ -91,8 +103,9 @@ type Gateway struct {
 }
 
 var (
-	_ actors.Extension = (*Gateway)(nil)
-	_ actors.Ticker    = (*Gateway)(nil)
+	_ actors.Extension        = (*Gateway)(nil)
+	_ actors.Ticker           = (*Gateway)(nil)
+	_ actors.SnapshotObserver = (*Gateway)(nil)
 )
 
 // New returns a Gateway to pass in actors.Deps.Extensions.
@@ -147,6 +160,13 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		g.lg = slog.New(slog.DiscardHandler)
 	}
 	g.lg = g.lg.With("component", "gateway")
+	if g.cfg.BlobDir != "" {
+		bs, err := blob.Open(blob.Config{Dir: g.cfg.BlobDir}, g.lg)
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+		g.blobs = bs
+	}
 	st := g.st
 	g.st, g.homes = nil, st.homes
 	g.shards = make([]*actor.PID, len(st.keys))
@@ -195,6 +215,7 @@ func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
 		}
 		ents = append(ents, es...)
 	}
+	g.keep = blobsNamed(ents)
 	ru := make(chan runsImage, 1)
 	g.root.Send(g.runs, captureRuns{reply: ru})
 	ri, err := await(ctx, ru)
@@ -206,6 +227,51 @@ func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
 
 // Stop has nothing to release: the System stops the actors.
 func (g *Gateway) Stop() {}
+
+// Blobs is the gateway's blob store (nil without Config.BlobDir). A
+// resource that keeps bytes there Puts them, appends the record naming the
+// Ref, then Releases the Ref (see package blob).
+func (g *Gateway) Blobs() *blob.Store { return g.blobs }
+
+// blobNamer is an entity whose state names blobs; Capture keeps them.
+type blobNamer interface {
+	blobRefs() []blob.Ref
+}
+
+// blobsNamed returns the blobs the entities name.
+func blobsNamed(ents []entity) map[blob.Ref]bool {
+	keep := map[blob.Ref]bool{}
+	for _, e := range ents {
+		if bn, ok := e.(blobNamer); ok {
+			for _, r := range bn.blobRefs() {
+				keep[r] = true
+			}
+		}
+	}
+	return keep
+}
+
+// BeforeBarrier cuts the blob store's generation before the snapshot's
+// barrier: a blob released after it survives this snapshot's collection.
+func (g *Gateway) BeforeBarrier() {
+	if g.blobs != nil {
+		g.cut = g.blobs.Cut()
+	}
+}
+
+// AfterSnapshot removes the blobs that no entity of the snapshot names and
+// that no Put since the cut holds.
+func (g *Gateway) AfterSnapshot(index uint64) error {
+	if g.blobs == nil || g.keep == nil {
+		return nil
+	}
+	keep := g.keep
+	g.keep = nil
+	if _, err := g.blobs.Collect(g.cut, func(r blob.Ref) bool { return keep[r] }); err != nil {
+		return fmt.Errorf("collect blobs after snapshot %d: %w", index, err)
+	}
+	return nil
+}
 
 // Allow takes one token from subject's bucket (refilled at RateLimitRPM/60
 // per second, holding at most RateLimitBurst). It always allows when the
