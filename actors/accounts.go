@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,18 +9,59 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
-
-	"gatehouse/wal"
 )
+
+// accountsState is the accounts domain's durable state: users, the email
+// index derived from them, and sessions. apply is its only writer besides
+// expire (sessions end by time, which needs no record).
+type accountsState struct {
+	users    map[uuid.UUID]*userRecord
+	byEmail  map[string]uuid.UUID
+	sessions map[hash]*sessionRecord
+}
+
+func newAccountsState() *accountsState {
+	return &accountsState{users: map[uuid.UUID]*userRecord{}, byEmail: map[string]uuid.UUID{}, sessions: map[hash]*sessionRecord{}}
+}
+
+// apply is the accounts domain's one state transition, used by the
+// accounts actor after its append and by restore (snapshot entries and WAL
+// replay) alike. Every event is a full-state upsert or a delete, so
+// applying one twice is harmless.
+func (a *accountsState) apply(_ uint64, ev accountEvent) {
+	switch e := ev.(type) {
+	case userSaved:
+		u := e.u
+		if old, ok := a.users[u.ID]; ok && old.Email != u.Email && a.byEmail[old.Email] == u.ID {
+			delete(a.byEmail, old.Email)
+		}
+		a.users[u.ID] = &u
+		a.byEmail[u.Email] = u.ID
+	case sessionOpened:
+		ss := e.s
+		a.sessions[ss.Hash] = &ss
+	case sessionClosed:
+		delete(a.sessions, e.hash)
+	}
+}
+
+// expire drops sessions that ended at or before now. Expiry follows from
+// the time alone, so it is not logged: a restore drops the same sessions
+// (and snapshots never carry them).
+func (a *accountsState) expire(now int64) {
+	for h, ss := range a.sessions {
+		if ss.ExpiresAt <= now {
+			delete(a.sessions, h)
+		}
+	}
+}
 
 // accounts owns users and sessions. Management traffic is light next to the
 // proxy path, so one actor serializes it; password hashing happens in the
 // caller's goroutine, never here.
 type accounts struct {
-	deps     *keyDeps
-	users    map[uuid.UUID]*userRecord
-	byEmail  map[string]uuid.UUID
-	sessions map[hash]*sessionRecord
+	deps *keyDeps
+	*accountsState
 }
 
 type userReply struct {
@@ -74,11 +116,7 @@ type captureAccounts struct{ reply chan accountsImage }
 type accountsImage struct{ users, sessions []byte }
 
 func newAccounts(deps *keyDeps, im *image) *accounts {
-	a := &accounts{deps: deps, users: im.users, sessions: im.sessions, byEmail: map[string]uuid.UUID{}}
-	for id, u := range a.users {
-		a.byEmail[u.Email] = id
-	}
-	return a
+	return &accounts{deps: deps, accountsState: im.acc}
 }
 
 // Receive is the actor's mailbox entry point: one method per message.
@@ -101,11 +139,7 @@ func (a *accounts) Receive(ctx actor.Context) {
 	case captureAccounts:
 		m.reply <- a.capture()
 	case tick:
-		for h, s := range a.sessions {
-			if s.ExpiresAt <= m.now {
-				delete(a.sessions, h) // expiry is derived from time: nothing to log
-			}
-		}
+		a.expire(m.now)
 	}
 }
 
@@ -121,14 +155,17 @@ func (a *accounts) createUser(u userRecord) userReply {
 
 // logUser makes the full user record durable, then applies it.
 func (a *accounts) logUser(u userRecord) error {
-	if _, err := a.deps.log.Append(jsonRecord(recUserPut, u)); err != nil {
-		return fmt.Errorf("log user: %w", err)
+	return a.commit(userSaved{u: u})
+}
+
+// commit appends ev (durable on return), then applies it: the only way
+// the actor changes its state.
+func (a *accounts) commit(ev accountEvent) error {
+	seq, err := a.deps.log.Append(ev.record())
+	if err != nil {
+		return fmt.Errorf("log accounts event: %w", err)
 	}
-	if old, ok := a.users[u.ID]; ok && old.Email != u.Email {
-		delete(a.byEmail, old.Email)
-	}
-	a.users[u.ID] = &u
-	a.byEmail[u.Email] = u.ID
+	a.apply(seq, ev)
 	return nil
 }
 
@@ -189,11 +226,7 @@ func (a *accounts) putSession(s sessionRecord) error {
 	if _, ok := a.users[s.UserID]; !ok {
 		return ErrUserNotFound
 	}
-	if _, err := a.deps.log.Append(jsonRecord(recSessionPut, s)); err != nil {
-		return fmt.Errorf("log session: %w", err)
-	}
-	a.sessions[s.Hash] = &s
-	return nil
+	return a.commit(sessionOpened{s: s})
 }
 
 func (a *accounts) getSession(m getSession) userReply {
@@ -212,22 +245,33 @@ func (a *accounts) delSession(h hash) error {
 	if _, ok := a.sessions[h]; !ok {
 		return nil
 	}
-	if _, err := a.deps.log.Append(wal.Record{Type: recSessionDel, Data: append([]byte(nil), h[:]...)}); err != nil {
-		return fmt.Errorf("log logout: %w", err)
-	}
-	delete(a.sessions, h)
-	return nil
+	return a.commit(sessionClosed{hash: h})
 }
 
 func (a *accounts) capture() accountsImage {
+	return a.encode(a.deps.clock.Now().Unix())
+}
+
+// encode is the snapshot form of the state at now: users by id, live
+// sessions by hash (ended ones are left out), so equal states encode to
+// equal bytes.
+func (a *accountsState) encode(now int64) accountsImage {
 	us := make([]userRecord, 0, len(a.users))
 	for _, u := range a.users {
-		us = append(us, *u)
+		c := *u
+		c.V = accountsVersion
+		us = append(us, c)
 	}
+	slices.SortFunc(us, func(x, y userRecord) int { return bytes.Compare(x.ID[:], y.ID[:]) })
 	ss := make([]sessionRecord, 0, len(a.sessions))
 	for _, s := range a.sessions {
-		ss = append(ss, *s)
+		if s.ExpiresAt > now {
+			c := *s
+			c.V = accountsVersion
+			ss = append(ss, c)
+		}
 	}
+	slices.SortFunc(ss, func(x, y sessionRecord) int { return bytes.Compare(x.Hash[:], y.Hash[:]) })
 	ub, err1 := json.Marshal(us)
 	sb, err2 := json.Marshal(ss)
 	if err1 != nil || err2 != nil {

@@ -19,20 +19,18 @@ import (
 // from a snapshot plus the WAL, before the actors that will own it start.
 // Keys are already partitioned by home shard, hashes by directory shard.
 type image struct {
-	users    map[uuid.UUID]*userRecord
-	sessions map[hash]*sessionRecord
-	keys     []map[uuid.UUID]*slot
-	dirs     []map[hash]uuid.UUID
-	nkeys    int
-	ext      map[string][]byte // extension sections by name
+	acc   *accountsState
+	keys  []map[uuid.UUID]*slot
+	dirs  []map[hash]uuid.UUID
+	nkeys int
+	ext   map[string][]byte // extension sections by name
 }
 
 func newImage(shards, sizeHint int) *image {
 	im := &image{
-		users:    map[uuid.UUID]*userRecord{},
-		sessions: map[hash]*sessionRecord{},
-		keys:     make([]map[uuid.UUID]*slot, shards),
-		dirs:     make([]map[hash]uuid.UUID, shards),
+		acc:  newAccountsState(),
+		keys: make([]map[uuid.UUID]*slot, shards),
+		dirs: make([]map[hash]uuid.UUID, shards),
 	}
 	for i := range shards {
 		im.keys[i] = make(map[uuid.UUID]*slot, sizeHint/shards)
@@ -48,57 +46,30 @@ func (im *image) key(id uuid.UUID) *keyState {
 	return nil
 }
 
-// putKey adds a passive slot whose state is filled in.
-func (im *image) putKey(x *slotState) {
-	st := &x.st
-	x.owner = st.rec.owner
-	n := len(im.keys)
-	im.keys[shardOfID(st.rec.id, n)][st.rec.id] = &x.slot
-	im.dirs[shardOfHash(st.rec.hash, n)][st.rec.hash] = st.rec.id
-	if st.rec.hasPrev {
-		im.dirs[shardOfHash(st.rec.prevHash, n)][st.rec.prevHash] = st.rec.id
-	}
-	im.nkeys++
-}
-
-func (im *image) dropKey(st *keyState) {
-	n := len(im.keys)
-	delete(im.keys[shardOfID(st.rec.id, n)], st.rec.id)
-	for _, h := range []hash{st.rec.hash, st.rec.prevHash} {
-		if d := im.dirs[shardOfHash(h, n)]; d[h] == st.rec.id {
+// applyDir applies directory effects to the image's directory maps.
+func (im *image) applyDir(fx dirEffects) {
+	n := len(im.dirs)
+	for _, h := range fx.drop {
+		if d := im.dirs[shardOfHash(h, n)]; d[h] == fx.id {
 			delete(d, h)
 		}
 	}
-	im.nkeys--
+	for _, h := range fx.add {
+		im.dirs[shardOfHash(h, n)][h] = fx.id
+	}
 }
 
 // apply replays one WAL record. Records already reflected in the snapshot
 // (see keyState.skip) are skipped, so replay never counts anything twice.
 func (im *image) apply(seq uint64, r wal.Record) error {
-	switch r.Type {
-	case recBarrier:
+	if r.Type == recBarrier {
 		return nil
-	case recUserPut:
-		var u userRecord
-		if err := json.Unmarshal(r.Data, &u); err != nil {
-			return fmt.Errorf("seq %d: user: %w: %w", seq, ErrCorrupt, err)
+	}
+	if ev, ok, err := decodeAccountEvent(r); ok {
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", seq, err)
 		}
-		im.users[u.ID] = &u
-		return nil
-	case recSessionPut:
-		var ss sessionRecord
-		if err := json.Unmarshal(r.Data, &ss); err != nil {
-			return fmt.Errorf("seq %d: session: %w: %w", seq, ErrCorrupt, err)
-		}
-		im.sessions[ss.Hash] = &ss
-		return nil
-	case recSessionDel:
-		var h hash
-		if len(r.Data) != len(h) {
-			return fmt.Errorf("seq %d: session delete: %w", seq, ErrCorrupt)
-		}
-		copy(h[:], r.Data)
-		delete(im.sessions, h)
+		im.acc.apply(seq, ev)
 		return nil
 	}
 	ev, ok, err := decodeKeyEvent(r)
@@ -112,35 +83,27 @@ func (im *image) apply(seq uint64, r wal.Record) error {
 	return nil
 }
 
+// applyKey replays one key event through applyKey, the same transition
+// the live actors use, then the directory effects it returns.
 func (im *image) applyKey(seq uint64, ev keyEvent) {
-	st := im.key(ev.keyID())
-	if c, ok := ev.(keyCreated); ok {
-		if st == nil {
-			x := newSlot()
-			x.st = keyState{rec: c.rec, applied: seq}
-			im.putKey(x)
-		}
-		return
+	id := ev.keyID()
+	keys := im.keys[shardOfID(id, len(im.keys))]
+	var st *keyState
+	if sl := keys[id]; sl != nil {
+		st = sl.state
 	}
-	if st == nil || st.skip(seq, ev) {
-		return
+	next, fx, _ := applyKey(st, seq, ev) // an event refused live was never logged; refused here, it is a no-op
+	switch {
+	case st == nil && next != nil:
+		x := newSlot()
+		x.st, x.owner = *next, next.rec.owner
+		keys[id] = &x.slot
+		im.nkeys++
+	case st != nil && next == nil:
+		delete(keys, id)
+		im.nkeys--
 	}
-	if _, ok := ev.(keyDeleted); ok {
-		im.dropKey(st)
-		return
-	}
-	n := len(im.keys)
-	old := st.rec
-	if st.apply(seq, ev) != nil {
-		st.applied = max(st.applied, seq) // refused live too: a no-op in the log
-		return
-	}
-	if _, ok := ev.(keyRotated); ok {
-		if old.hasPrev && im.dirs[shardOfHash(old.prevHash, n)][old.prevHash] == old.id {
-			delete(im.dirs[shardOfHash(old.prevHash, n)], old.prevHash)
-		}
-		im.dirs[shardOfHash(st.rec.hash, n)][st.rec.hash] = st.rec.id
-	}
+	im.applyDir(fx)
 }
 
 // Snapshot payload (inside the snapshot package's envelope), version 1:
@@ -251,11 +214,11 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 	if err := errors.Join(json.Unmarshal(users, &us), json.Unmarshal(sessions, &ss)); err != nil {
 		return nil, fmt.Errorf("image accounts: %w: %w", ErrCorrupt, err)
 	}
-	for i := range us {
-		im.users[us[i].ID] = &us[i]
+	for _, u := range us {
+		im.acc.apply(0, userSaved{u: u})
 	}
-	for i := range ss {
-		im.sessions[ss[i].Hash] = &ss[i]
+	for _, x := range ss {
+		im.acc.apply(0, sessionOpened{s: x})
 	}
 	var blocks []rawBlock
 	for {

@@ -210,20 +210,11 @@ func (a *keyActor) command(ctx actor.Context, m *keyCmd) keyReply {
 }
 
 func (a *keyActor) rotate(ev keyRotated, now int64) keyReply {
-	s := a.state
-	if s.rec.revoked {
+	if a.state.rec.revoked {
 		return keyReply{err: ErrKeyInactive}
 	}
-	var dropped []hash
-	if s.rec.hasPrev {
-		dropped = append(dropped, s.rec.prevHash)
-	}
-	ev.id, ev.at, ev.graceEnds = s.rec.id, now, now+a.deps.grace
-	r := a.logAndApply(ev)
-	if r.err == nil {
-		r.dropped = dropped
-	}
-	return r
+	ev.id, ev.at, ev.graceEnds = a.state.rec.id, now, now+a.deps.grace
+	return a.logAndApply(ev)
 }
 
 func (a *keyActor) update(p KeyPatch) keyReply {
@@ -245,33 +236,32 @@ func (a *keyActor) update(p KeyPatch) keyReply {
 }
 
 func (a *keyActor) delete(ctx actor.Context) keyReply {
-	r := a.state.rec
-	// Usage not yet logged dies with the key: nothing can read it any more.
-	seq, err := a.deps.log.Append(keyDeleted{id: r.id}.record())
-	if err != nil {
-		return keyReply{err: fmt.Errorf("delete key: %w", err)}
+	r := a.logAndApply(keyDeleted{id: a.state.rec.id})
+	if r.err != nil {
+		return r
 	}
-	a.state.applied = seq
+	// Usage not yet logged dies with the key: nothing can read it any more.
 	a.gone = true
 	a.pending, a.inflight = nil, nil
 	a.release()
-	dropped := []hash{r.hash}
-	if r.hasPrev {
-		dropped = append(dropped, r.prevHash)
-	}
-	ctx.Send(ctx.Parent(), keyGone{id: r.id})
-	return keyReply{dropped: dropped}
+	ctx.Send(ctx.Parent(), keyGone{id: r.fx.id})
+	return keyReply{fx: r.fx}
 }
 
-// logAndApply makes ev durable, then applies it.
+// logAndApply makes ev durable, then applies it through applyKey; the
+// reply carries the directory effects for System to deliver.
 func (a *keyActor) logAndApply(ev keyEvent) keyReply {
 	seq, err := a.deps.log.Append(ev.record())
 	if err != nil {
 		return keyReply{err: fmt.Errorf("log key event: %w", err)}
 	}
-	if err := a.state.apply(seq, ev); err != nil {
+	st, fx, err := applyKey(a.state, seq, ev)
+	if err != nil {
 		// Cannot happen: the command was validated in this same actor turn.
 		return keyReply{err: errors.Join(errors.New("actors: logged event did not apply"), err)}
 	}
-	return keyReply{info: a.state.info()}
+	if st == nil { // deleted: keep the last state for the gone actor's answers
+		return keyReply{fx: fx}
+	}
+	return keyReply{info: st.info(), fx: fx}
 }

@@ -114,10 +114,8 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if err != nil {
 		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
 	}
-	if shardOfID(id, len(s.shards)) != home {
-		if err := s.dirAdd(ctx, h, id); err != nil {
-			return KeyInfo{}, "", err
-		}
+	if err := s.publish(ctx, r.fx); err != nil { // the secret must resolve before the caller holds it
+		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
 	}
 	return r.info, secret, nil
 }
@@ -147,17 +145,36 @@ func idOnShard(home, n int) (uuid.UUID, error) {
 	return id, nil
 }
 
-func (s *System) dirAdd(ctx context.Context, h hash, id uuid.UUID) error {
-	done := make(chan struct{})
-	s.root.Send(s.shards[shardOfHash(h, len(s.shards))], dirAdd{hash: h, id: id, done: done})
-	_, err := await(ctx, done)
-	return err
-}
-
-func (s *System) dirRemove(id uuid.UUID, hashes []hash) {
-	for _, h := range hashes {
-		s.root.Send(s.shards[shardOfHash(h, len(s.shards))], dirRemove{hashes: []hash{h}, id: id})
+// publish delivers directory effects to the directory shards that own
+// their hashes and waits until every one has applied them.
+func (s *System) publish(ctx context.Context, fx dirEffects) error {
+	if fx.empty() {
+		return nil
 	}
+	n := len(s.shards)
+	byShard := map[int]dirEffects{}
+	for _, h := range fx.add {
+		e := byShard[shardOfHash(h, n)]
+		e.id, e.add = fx.id, append(e.add, h)
+		byShard[shardOfHash(h, n)] = e
+	}
+	for _, h := range fx.drop {
+		e := byShard[shardOfHash(h, n)]
+		e.id, e.drop = fx.id, append(e.drop, h)
+		byShard[shardOfHash(h, n)] = e
+	}
+	dones := make([]chan struct{}, 0, len(byShard))
+	for i, e := range byShard {
+		done := make(chan struct{})
+		s.root.Send(s.shards[i], dirApply{fx: e, done: done})
+		dones = append(dones, done)
+	}
+	for _, done := range dones {
+		if _, err := await(ctx, done); err != nil {
+			return fmt.Errorf("directory: %w", err)
+		}
+	}
+	return nil
 }
 
 // keyCommand sends a command to the key's owner and waits for the answer.
@@ -226,10 +243,9 @@ func (s *System) RotateKey(ctx context.Context, id uuid.UUID) (KeyInfo, string, 
 		return KeyInfo{}, "", err
 	}
 	// The new secret must resolve before the caller can hold it.
-	if err := s.dirAdd(ctx, h, id); err != nil {
-		return KeyInfo{}, "", err
+	if err := s.publish(ctx, r.fx); err != nil {
+		return KeyInfo{}, "", fmt.Errorf("rotate key: %w", err)
 	}
-	s.dirRemove(id, r.dropped)
 	return r.info, secret, nil
 }
 
@@ -245,8 +261,7 @@ func (s *System) DeleteKey(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	s.dirRemove(id, r.dropped)
-	return nil
+	return s.publish(ctx, r.fx)
 }
 
 // UpdateKey changes the rate limit, name or expiry of a key.

@@ -43,13 +43,14 @@ type keyCmd struct {
 	reply chan keyReply
 }
 
-// keyReply answers a keyCmd. dropped lists directory entries that no longer
-// lead to this key (old secret after a second rotation, all secrets on delete).
+// keyReply answers a keyCmd. fx are the directory changes the command's
+// event implies that the replying actor did not make itself; System
+// delivers them (publish) before answering its caller.
 type keyReply struct {
-	info    KeyInfo
-	usage   Usage
-	dropped []hash
-	err     error
+	info  KeyInfo
+	usage Usage
+	fx    dirEffects
+	err   error
 }
 
 // createKey asks the home shard to create a key from an event logged at seq.
@@ -59,17 +60,11 @@ type createKey struct {
 	reply chan keyReply
 }
 
-// dirAdd adds secret hash → key id to a directory shard.
-type dirAdd struct {
-	hash hash
-	id   uuid.UUID
+// dirApply makes a directory shard apply the directory effects of a key
+// event that concern it; done is closed once they are applied.
+type dirApply struct {
+	fx   dirEffects
 	done chan struct{}
-}
-
-// dirRemove removes secret hashes from a directory shard, if they still lead to id.
-type dirRemove struct {
-	hashes []hash
-	id     uuid.UUID
 }
 
 // listKeys asks a shard for the keys of one owner (all keys if all is set).

@@ -215,18 +215,63 @@ func decodeKeyRecord(d *dec, r *keyRecord) {
 	r.expiresAt = d.varint()
 }
 
-// apply applies a key event other than creation and deletion, which change
-// the set of keys and are applied by its owner. It is pure and deterministic:
-// the live actor and the restorer call it with the same results. It returns
-// an error, and changes nothing, when the event's precondition does not hold
-// at this point of the log (a rotation that reached a key revoked meanwhile).
-func (s *keyState) apply(seq uint64, ev keyEvent) error {
-	r := &s.rec
+// dirEffects are the changes a key event makes to the secret-hash
+// directory (hash → key id), which other shards own: add maps each hash to
+// id; drop removes each hash that still maps to id.
+type dirEffects struct {
+	id   uuid.UUID
+	add  []hash
+	drop []hash
+}
+
+func (fx dirEffects) empty() bool { return len(fx.add) == 0 && len(fx.drop) == 0 }
+
+// applyKey is the keys domain's one state transition, used by the live
+// actors (the home shard for creation, the key actor for everything else)
+// and by restore alike. st is the key's state (nil: no such key); applyKey
+// changes it in place and returns the state after the event (nil once
+// deleted) and the directory changes the event implies, which the caller
+// delivers to the directory shards (live) or the image's maps (restore).
+//
+// It is pure and deterministic. Replaying an event the state already
+// reflects (see keyState.skip) changes nothing; creating an existing key
+// or changing an absent one is a no-op. An event whose precondition does
+// not hold at this point of the log (a rotation that reached a revoked
+// key; the key actor never logs one) returns ErrKeyInactive and only moves
+// the watermark: it is a no-op in the log too.
+func applyKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, error) {
+	fx := dirEffects{id: ev.keyID()}
+	switch e := ev.(type) {
+	case keyCreated:
+		if st != nil {
+			return st, fx, nil
+		}
+		fx.add = []hash{e.rec.hash}
+		return &keyState{rec: e.rec, applied: seq}, fx, nil
+	case keyDeleted: // never skipped: a key captured just before its deletion must still go
+		if st == nil {
+			return nil, fx, nil
+		}
+		fx.drop = []hash{st.rec.hash}
+		if st.rec.hasPrev {
+			fx.drop = append(fx.drop, st.rec.prevHash)
+		}
+		return nil, fx, nil
+	}
+	if st == nil || st.skip(seq, ev) {
+		return st, fx, nil
+	}
+	r := &st.rec
 	switch e := ev.(type) {
 	case keyRotated:
 		if r.revoked {
-			return ErrKeyInactive
+			st.applied = max(st.applied, seq)
+			return st, fx, ErrKeyInactive
 		}
+		if r.hasPrev {
+			fx.drop = []hash{r.prevHash} // the secret before the previous one
+		}
+		fx.add = []hash{e.hash}
 		r.prevHash, r.hasPrev = r.hash, true
 		r.hash, r.sealed, r.preview = e.hash, e.sealed, e.preview
 		r.rotatedAt, r.graceEnds = e.at, e.graceEnds
@@ -236,18 +281,25 @@ func (s *keyState) apply(seq uint64, ev keyEvent) error {
 		r.name, r.rateLimit, r.expiresAt = e.name, e.rateLimit, e.expiresAt
 	case keyUsed:
 		for _, p := range e.pairs {
-			s.win.Add(p.sec, p.n)
-			s.use.add(p.sec, int64(p.n))
+			st.win.Add(p.sec, p.n)
+			st.use.add(p.sec, int64(p.n))
 		}
-		s.usageSeq = max(s.usageSeq, seq)
-		return nil
+		st.usageSeq = max(st.usageSeq, seq)
+		return st, fx, nil
 	}
-	s.applied = max(s.applied, seq)
-	return nil
+	st.applied = max(st.applied, seq)
+	return st, fx, nil
 }
 
-// userRecord is the durable form of a user (JSON in the WAL and snapshot).
+// accountsVersion is the version of the user and session records this
+// build writes. Records without "v" were written before versions existed
+// and are version 1; a higher version is refused (written by a newer build).
+const accountsVersion = 1
+
+// userRecord is the durable form of a user (JSON in the WAL and snapshot),
+// separate from the exported User.
 type userRecord struct {
+	V             int       `json:"v,omitempty"`
 	ID            uuid.UUID `json:"id"`
 	Email         string    `json:"email"`
 	Role          Role      `json:"role"`
@@ -259,9 +311,82 @@ type userRecord struct {
 
 // sessionRecord is the durable form of a session; Hash is SHA-256 of the token.
 type sessionRecord struct {
+	V         int       `json:"v,omitempty"`
 	Hash      hash      `json:"hash"`
 	UserID    uuid.UUID `json:"user_id"`
 	ExpiresAt int64     `json:"expires_at"`
+}
+
+// accountEvent is an event of the accounts domain, applied by
+// accountsState.apply.
+type accountEvent interface {
+	record() wal.Record
+}
+
+// userSaved is a user's full new state (create or any change).
+type userSaved struct{ u userRecord }
+
+// sessionOpened is a login.
+type sessionOpened struct{ s sessionRecord }
+
+// sessionClosed is a logout.
+type sessionClosed struct{ hash hash }
+
+func (e userSaved) record() wal.Record {
+	u := e.u
+	u.V = accountsVersion
+	return jsonRecord(recUserPut, u)
+}
+
+func (e sessionOpened) record() wal.Record {
+	ss := e.s
+	ss.V = accountsVersion
+	return jsonRecord(recSessionPut, ss)
+}
+
+func (e sessionClosed) record() wal.Record {
+	return wal.Record{Type: recSessionDel, Data: append([]byte(nil), e.hash[:]...)}
+}
+
+// decodeAccountEvent decodes an accounts record; ok is false for other types.
+func decodeAccountEvent(r wal.Record) (ev accountEvent, ok bool, err error) {
+	switch r.Type {
+	case recUserPut:
+		var u userRecord
+		if err := decodeVersioned(r.Data, &u, &u.V); err != nil {
+			return nil, true, fmt.Errorf("user record: %w", err)
+		}
+		return userSaved{u: u}, true, nil
+	case recSessionPut:
+		var ss sessionRecord
+		if err := decodeVersioned(r.Data, &ss, &ss.V); err != nil {
+			return nil, true, fmt.Errorf("session record: %w", err)
+		}
+		return sessionOpened{s: ss}, true, nil
+	case recSessionDel:
+		var h hash
+		if len(r.Data) != len(h) {
+			return nil, true, fmt.Errorf("session delete: %d bytes: %w", len(r.Data), ErrCorrupt)
+		}
+		copy(h[:], r.Data)
+		return sessionClosed{hash: h}, true, nil
+	}
+	return nil, false, nil
+}
+
+// decodeVersioned unmarshals a JSON record and checks its version field
+// (0, absent, means 1).
+func decodeVersioned(b []byte, dst any, v *int) error {
+	if err := json.Unmarshal(b, dst); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if *v == 0 {
+		*v = 1
+	}
+	if *v > accountsVersion {
+		return fmt.Errorf("version %d is newer than this build's %d: %w", *v, accountsVersion, ErrCorrupt)
+	}
+	return nil
 }
 
 func jsonRecord(t wal.Type, v any) wal.Record {

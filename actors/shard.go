@@ -65,15 +65,9 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.route(ctx, m.id, m, false)
 	case createKey:
 		m.reply <- s.create(m)
-	case dirAdd:
-		s.dir[m.hash] = m.id
+	case dirApply:
+		s.applyDir(m.fx)
 		close(m.done)
-	case dirRemove:
-		for _, h := range m.hashes {
-			if s.dir[h] == m.id {
-				delete(s.dir, h)
-			}
-		}
 	case listKeys:
 		m.reply <- s.list(ctx, m.owner)
 	case capture:
@@ -146,20 +140,39 @@ func (s *shard) activate(ctx actor.Context, sl *slot) {
 	s.onLive(1)
 }
 
+// create applies a logged creation: the key's slot, and the directory
+// entries that map to this shard; the rest go back to System in the reply.
 func (s *shard) create(m createKey) keyReply {
 	id := m.ev.rec.id
 	if _, dup := s.keys[id]; dup {
 		return keyReply{err: fmt.Errorf("create key %s: duplicate id: %w", id, ErrInvalidArgument)}
 	}
+	next, fx, _ := applyKey(nil, m.seq, m.ev)
 	x := newSlot()
-	x.st = keyState{rec: m.ev.rec, applied: m.seq}
-	x.owner = x.st.rec.owner
-	st := &x.st
+	x.st, x.owner = *next, next.rec.owner
 	s.keys[id] = &x.slot
-	if shardOfHash(st.rec.hash, s.n) == s.idx {
-		s.dir[st.rec.hash] = id
+	return keyReply{info: x.st.info(), fx: s.applyDir(fx)}
+}
+
+// applyDir applies the directory effects whose hashes map to this shard and
+// returns the others.
+func (s *shard) applyDir(fx dirEffects) (rest dirEffects) {
+	rest.id = fx.id
+	for _, h := range fx.drop {
+		if shardOfHash(h, s.n) != s.idx {
+			rest.drop = append(rest.drop, h)
+		} else if s.dir[h] == fx.id {
+			delete(s.dir, h)
+		}
 	}
-	return keyReply{info: st.info()}
+	for _, h := range fx.add {
+		if shardOfHash(h, s.n) != s.idx {
+			rest.add = append(rest.add, h)
+		} else {
+			s.dir[h] = fx.id
+		}
+	}
+	return rest
 }
 
 // list answers the keys of owner: passive ones at once, live ones through

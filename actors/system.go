@@ -101,7 +101,7 @@ func New(cfg Config, d Deps) (*System, error) {
 	m.keys.Set(float64(im.nkeys))
 	m.snapRecords.Set(float64(replayed))
 	s.lg.Info("restored", "snapshot_index", idx, "replayed_records", replayed,
-		"keys", im.nkeys, "users", len(im.users), "duration", took)
+		"keys", im.nkeys, "users", len(im.acc.users), "duration", took)
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(d.Clock.Now().Unix())
 	if err := s.spawn(im); err != nil {
