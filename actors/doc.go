@@ -24,6 +24,49 @@
 //	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: user, Name: "ci"})
 //	res := sys.Authorize(ctx, []byte(secret)) // res.Err, res.Limit
 //
+// # State and apply
+//
+// Each durable domain has one pure, deterministic transition that live
+// actors and restore (snapshot, then WAL replay) both call, so the two
+// cannot drift (a property test drives random commands and compares the
+// live state with both kinds of restore):
+//
+//   - keys: applyKey(state, seq, event) returns the key's next state (nil
+//     once deleted) and the directory effects (secret hashes to add or
+//     drop), which the live path delivers to the directory shards
+//     (System.publish) and restore to the image's maps. The home shard
+//     applies creations, the key actor everything else.
+//   - accounts: accountsState.apply(seq, event) keeps users, the email
+//     index and sessions; the accounts actor calls it after each append.
+//
+// Usage is the one batched exception: the key actor counts an admitted
+// request at once (the next request must see it) and logs the deltas at
+// the next flush; what it holds is the durable state plus those pending
+// deltas, which durableCopy takes out for snapshots.
+//
+// # WAL record types
+//
+// Numbers are part of the on-disk format: never reuse or renumber one. A
+// binary record's layout never changes (a new layout gets a new type); a
+// JSON record carries "v" (absent: 1) and a newer version is refused.
+// testdata/NNN_name.golden pins each (go test ./actors -run Golden -update).
+//
+//	type  name             payload                                           applied by
+//	   1  barrier          none (a snapshot's cut)                           nothing
+//	   2  user put         JSON userRecord, full state (argon2id hash)       accounts actor
+//	   3  session put      JSON sessionRecord {hash of token, user, expiry}  accounts actor
+//	   4  session delete   32-byte SHA-256 of the token                      accounts actor
+//	  10  key created      binary keyRecord (id, owner, name, preview, hash,
+//	                       sealed secret, limit, times)                      home shard
+//	  11  key rotated      id, preview, new hash, new sealed secret, at,
+//	                       grace end                                         key actor
+//	  12  key revoked      id, at                                            key actor
+//	  13  key deleted      16-byte id                                        key actor, then shard
+//	  14  key updated      id, name, rate limit, expires_at (new values)     key actor
+//	  15  key used         id, (second, count) pairs, seconds delta-encoded  key actor (live:
+//	                                                                         watermark only)
+//	64+   extensions       (actors/gateway: 64..72)                          the extension
+//
 // # Rules
 //
 //   - Replies travel on buffered channels inside messages; callers bound
