@@ -144,7 +144,14 @@ func TestRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond) // directory removal is asynchronous
+	// RotateKey returns once the directory shards applied the change, so
+	// the first secret's entry is gone now (not merely refused by the key).
+	if inDirectory(t, s, old) {
+		t.Error("first secret still in the directory after the second rotation")
+	}
+	if !inDirectory(t, s, fresh) || !inDirectory(t, s, third) {
+		t.Error("a secret within its grace period is missing from the directory")
+	}
 	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, ErrKeyInvalid) {
 		t.Errorf("first secret after second rotation: %v, want ErrKeyInvalid", err)
 	}
@@ -186,6 +193,11 @@ func TestRevokeDeleteExpire(t *testing.T) {
 	}
 	if err := s.Authorize(ctx(t), []byte(fresh)).Err; !errors.Is(err, ErrKeyInvalid) {
 		t.Errorf("deleted key: %v, want ErrKeyInvalid", err)
+	}
+	for _, sec := range []string{old, fresh} {
+		if inDirectory(t, s, sec) {
+			t.Error("a deleted key's secret is still in the directory")
+		}
 	}
 	if _, _, err := s.RotateKey(ctx(t), uuid.New()); !errors.Is(err, ErrKeyNotFound) {
 		t.Errorf("rotate unknown: %v", err)
@@ -319,4 +331,16 @@ func TestUsageDayBoundaries(t *testing.T) {
 			t.Errorf("KeyUsage(days=%d) = %v, want ErrInvalidArgument", bad, err)
 		}
 	}
+}
+
+// inDirectory reports whether the directory shard of secret's hash maps it
+// to a key: it sends the shard the hot path's own message and looks at
+// whether the shard routed it on (it does so only for a known hash).
+func inDirectory(tb testing.TB, s *System, secret string) bool {
+	tb.Helper()
+	m := &authorize{hash: hashOf([]byte(secret)), reply: make(chan AuthResult, 1)}
+	if _, ok, err := Ask(ctx(tb), s.root, s.shards[shardOfHash(m.hash, len(s.shards))], m, m.reply, nil); !ok {
+		tb.Fatalf("directory lookup: %v", err)
+	}
+	return m.routed
 }

@@ -13,6 +13,7 @@ import (
 	"gatehouse/actors/clock"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
+	"gatehouse/wal/waltest"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -49,12 +50,8 @@ func newEnv(tb testing.TB) *env {
 // start opens the WAL and snapshot store and restores a System from them.
 func (e *env) start() *System {
 	e.tb.Helper()
-	wcfg := wal.DefaultConfig()
-	wcfg.Path, wcfg.NoSync = filepath.Join(e.dir, "wal.db"), true
-	l, err := wal.Open(wcfg, e.lg, nil)
-	if err != nil {
-		e.tb.Fatalf("wal.Open: %v", err)
-	}
+	// Through waltest, so bbolt's consistency check runs after the test.
+	l := waltest.Open(e.tb, waltest.WithPath(filepath.Join(e.dir, "wal.db")))
 	snaps, err := snapshot.New(snapshot.Config{Dir: filepath.Join(e.dir, "snap"), Retain: 2}, e.lg, nil)
 	if err != nil {
 		e.tb.Fatalf("snapshot.New: %v", err)
@@ -68,6 +65,12 @@ func (e *env) start() *System {
 		e.tb.Fatalf("New: %v", err)
 	}
 	e.log, e.sys, e.snaps = l, sys, snaps
+	// After waltest's cleanup, so it runs first: stop before the WAL closes.
+	e.tb.Cleanup(func() {
+		if e.sys == sys {
+			e.crash()
+		}
+	})
 	return sys
 }
 
@@ -76,12 +79,7 @@ func (e *env) crash() {
 	if e.sys == nil {
 		return
 	}
-	if e.sys.closed.CompareAndSwap(false, true) {
-		close(e.sys.stop)
-		<-e.sys.loopDone
-		e.sys.as.Shutdown()
-		e.sys.disp.close()
-	}
+	e.sys.Abort()
 	_ = e.log.Close()
 	e.sys = nil
 }
