@@ -150,6 +150,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	gwcfg := gateway.DefaultConfig()
 	gwcfg.RateLimitRPM, gwcfg.RateLimitBurst = cfg.Gateway.RateLimitRPM, cfg.Gateway.RateLimitBurst
 	gwcfg.MaxTraces, gwcfg.UsageDays = cfg.Gateway.MaxTraces, cfg.Gateway.UsageDays
+	gwcfg.BlobDir = filepath.Join(cfg.DataDir, "blobs")
 	gw, err := gateway.New(gwcfg)
 	if err != nil {
 		l.Close()
