@@ -118,16 +118,16 @@ func TestMe(t *testing.T) {
 		})
 	}
 	t.Run("expired session", func(t *testing.T) {
-		w.fake.clk.Advance(8 * 24 * time.Hour)
-		t.Cleanup(func() { w.fake.clk.Advance(-8 * 24 * time.Hour) })
+		w.sys.clk.Advance(8 * 24 * time.Hour)
+		t.Cleanup(func() { w.sys.clk.Advance(-8 * 24 * time.Hour) })
 		mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", cookie: w.aliceCk}), 401, codeUnauthorized)
 	})
 	t.Run("logout without session", func(t *testing.T) {
 		mustStatus(t, w.do(t, request{method: "POST", path: "/api/auth/logout"}), 200, "")
 	})
 	t.Run("unavailable", func(t *testing.T) {
-		w.fake.setUnavailable(true)
-		t.Cleanup(func() { w.fake.setUnavailable(false) })
+		w.sys.setUnavailable(true)
+		t.Cleanup(func() { w.sys.setUnavailable(false) })
 		mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", cookie: w.aliceCk}), 503, codeUnavailable)
 	})
 }

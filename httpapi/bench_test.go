@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkProxyAuthPath measures the proxy's auth+limit path (path parse,
-// service lookup, key extraction, Authorize against the fake, rate-limit
+// service lookup, key extraction, Authorize against the real system, rate-limit
 // headers) on a reused RequestCtx, as fasthttp reuses it. The "ctx" case
 // adds a per-request context.WithTimeout, which the proxy no longer
 // derives; "actors" runs the path against the real actor system.
@@ -49,24 +49,24 @@ func benchProxyAuthActors(b *testing.B) {
 
 func benchProxyAuth(b *testing.B, withCtx bool) {
 	b.Helper()
-	fake := newFakeSystem()
 	cfg := DefaultConfig()
 	cfg.Services = map[string]Service{"llm": {Upstream: "http://127.0.0.1:1/base"}}
-	srv, err := New(cfg, fake, fake, nil, prometheus.NewRegistry(), nil)
+	sys := newTestSystem(b, cfg)
+	srv, err := New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	u, err := fake.CreateUser(ctx, actors.NewUser{Email: "b@example.com", Password: "password123", LicenseActive: true})
+	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "b@example.com", Password: "password123", LicenseActive: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	info, secret, err := fake.CreateKey(ctx, actors.NewKey{Owner: u, Name: "bench"})
+	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	limit := int64(1_000_000_000)
-	if _, err := fake.UpdateKey(ctx, info.ID, actors.KeyPatch{RateLimit: &limit}); err != nil {
+	if _, err := sys.UpdateKey(ctx, info.ID, actors.KeyPatch{RateLimit: &limit}); err != nil {
 		b.Fatal(err)
 	}
 

@@ -63,21 +63,21 @@ func TestClassify(t *testing.T) {
 }
 
 // brokenKeys fails GetKey with an unexpected error that carries a secret.
-type brokenKeys struct{ *fakeSystem }
+type brokenKeys struct{ *testSystem }
 
 func (brokenKeys) GetKey(context.Context, uuid.UUID) (actors.KeyInfo, error) {
 	return actors.KeyInfo{}, errors.New("decrypt svc_live_SECRETSECRETSECRETSECRETSECRET12: bad tag")
 }
 
 func TestInternalErrorIsLoggedOnceWithoutLeaking(t *testing.T) {
-	fake := newFakeSystem()
+	sys := newTestSystem(t, DefaultConfig())
 	var logs syncBuffer
-	srv, err := New(DefaultConfig(), brokenKeys{fake}, fake, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
+	srv, err := New(DefaultConfig(), brokenKeys{sys}, sys, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.now = fake.clk.Now
-	e := &testEnv{fake: fake, srv: srv}
+	srv.now = sys.clk.Now
+	e := &testEnv{sys: sys, srv: srv}
 	e.client = inmemoryClient(t, srv)
 	e.addUser(t, "a@example.com", actors.RoleUser, actors.PlanStandard, true)
 	ck := e.login(t, "a@example.com")

@@ -38,9 +38,10 @@ const testHost = "api.test"
 // clientAddr is the address test requests come from.
 var clientAddr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 40000}
 
-// testEnv is a Server on an in-memory listener backed by a fakeSystem.
+// testEnv is a Server on an in-memory listener backed by the real actor
+// system on a temp dir.
 type testEnv struct {
-	fake   *fakeSystem
+	sys    *testSystem
 	srv    *Server
 	reg    *prometheus.Registry
 	client *fasthttp.HostClient
@@ -65,15 +66,15 @@ func newTestEnv(tb testing.TB, configure ...func(*Config)) *testEnv {
 	for _, f := range configure {
 		f(&cfg)
 	}
-	fake := newFakeSystem()
+	sys := newTestSystem(tb, cfg)
 	reg := prometheus.NewRegistry()
-	srv, err := New(cfg, fake, fake, testLogger(tb), reg, reg)
+	srv, err := New(cfg, sys, sys, testLogger(tb), reg, reg)
 	if err != nil {
 		tb.Fatalf("New() = %v", err)
 	}
-	srv.now = fake.clk.Now
+	srv.now = sys.clk.Now
 	client := inmemoryClient(tb, srv)
-	return &testEnv{fake: fake, srv: srv, reg: reg, client: client}
+	return &testEnv{sys: sys, srv: srv, reg: reg, client: client}
 }
 
 // inmemoryClient serves srv on an in-memory listener until the test ends
@@ -198,7 +199,7 @@ func mustStatus(tb testing.TB, r response, status int, code string) {
 
 func (e *testEnv) addUser(tb testing.TB, email string, role actors.Role, plan actors.Plan, license bool) actors.User {
 	tb.Helper()
-	u, err := e.fake.CreateUser(context.Background(), actors.NewUser{
+	u, err := e.sys.CreateUser(context.Background(), actors.NewUser{
 		Email: email, Password: "password123", Role: role, Plan: plan, LicenseActive: license,
 	})
 	if err != nil {
@@ -209,7 +210,7 @@ func (e *testEnv) addUser(tb testing.TB, email string, role actors.Role, plan ac
 
 func (e *testEnv) login(tb testing.TB, email string) string {
 	tb.Helper()
-	_, s, err := e.fake.Login(context.Background(), email, "password123")
+	_, s, err := e.sys.Login(context.Background(), email, "password123")
 	if err != nil {
 		tb.Fatalf("Login(%s) = %v", email, err)
 	}

@@ -12,10 +12,10 @@ import (
 	"gatehouse/actors"
 )
 
-// keyIDOf resolves a secret to its key id through the fake.
+// keyIDOf resolves a secret to its key id (Validate counts nothing).
 func (e *testEnv) keyIDOf(tb testing.TB, secret string) uuid.UUID {
 	tb.Helper()
-	res := e.fake.Validate(context.Background(), []byte(secret))
+	res := e.sys.System.Validate(context.Background(), []byte(secret))
 	if res.Err != nil {
 		tb.Fatalf("Validate(%s) = %v", secret, res.Err)
 	}
@@ -46,7 +46,7 @@ func TestRotateKey(t *testing.T) {
 	}
 	mustStatus(t, w.validate(t, old), 200, "")
 	mustStatus(t, w.validate(t, fresh), 200, "")
-	w.fake.clk.Advance(24*time.Hour + time.Second)
+	w.sys.clk.Advance(24*time.Hour + time.Second)
 	if r := w.validate(t, old); r.status != 401 || r.json["error"] != codeKeyExpired {
 		t.Errorf("old key after the grace period: %d %s", r.status, r.body)
 	}
@@ -143,13 +143,13 @@ func TestKeyUsage(t *testing.T) {
 	w := newWorld(t)
 	id, secret := w.createKey(t, w.aliceCk, "u")
 	ctx := context.Background()
-	w.fake.clk.Advance(-48 * time.Hour) // two requests two days ago
+	w.sys.clk.Advance(-48 * time.Hour) // two requests two days ago
 	for range 2 {
-		w.fake.Authorize(ctx, []byte(secret))
+		w.sys.Authorize(ctx, []byte(secret))
 	}
-	w.fake.clk.Advance(48 * time.Hour)
+	w.sys.clk.Advance(48 * time.Hour)
 	for range 3 {
-		w.fake.Authorize(ctx, []byte(secret))
+		w.sys.Authorize(ctx, []byte(secret))
 	}
 	path := "/api/keys/" + id.String() + "/usage"
 	tests := []struct {

@@ -101,7 +101,7 @@ func TestBodyLimit(t *testing.T) {
 func TestListKeys(t *testing.T) {
 	w := newWorld(t)
 	first, _ := w.createKey(t, w.aliceCk, "first")
-	w.fake.clk.Advance(time.Minute)
+	w.sys.clk.Advance(time.Minute)
 	second, _ := w.createKey(t, w.aliceCk, "second")
 	w.createKey(t, w.bobCk, "bobs")
 
@@ -224,11 +224,11 @@ func TestValidateKey(t *testing.T) {
 	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys/" + revokedID.String() + "/revoke", cookie: w.aliceCk}), 200, "")
 	ctx := context.Background()
 	expID := w.keyIDOf(t, expiring)
-	exp := w.fake.clk.Now().Add(time.Hour)
-	if _, err := w.fake.UpdateKey(ctx, expID, keyPatchExpiry(exp)); err != nil {
+	exp := w.sys.clk.Now().Add(time.Hour)
+	if _, err := w.sys.UpdateKey(ctx, expID, keyPatchExpiry(exp)); err != nil {
 		t.Fatal(err)
 	}
-	w.fake.clk.Advance(2 * time.Hour)
+	w.sys.clk.Advance(2 * time.Hour)
 
 	tests := []struct {
 		name    string
@@ -263,7 +263,7 @@ func TestValidateKey(t *testing.T) {
 		})
 	}
 	// Validation consumed nothing.
-	u, err := w.fake.KeyUsage(ctx, w.keyIDOf(t, secret), 1)
+	u, err := w.sys.KeyUsage(ctx, w.keyIDOf(t, secret), 1)
 	if err != nil || u.Used != 0 || u.Total != 0 {
 		t.Errorf("after validate: usage %+v, %v; want nothing consumed", u, err)
 	}

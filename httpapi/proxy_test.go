@@ -130,11 +130,11 @@ func TestProxyErrors(t *testing.T) {
 	revokedID, revoked := p.createKey(t, p.aliceCk, "revoked")
 	mustStatus(t, p.do(t, request{method: "POST", path: "/api/keys/" + revokedID.String() + "/revoke", cookie: p.aliceCk}), 200, "")
 	_, expiring := p.createKey(t, p.aliceCk, "expiring")
-	soon := p.fake.clk.Now().Add(time.Minute)
-	if _, err := p.fake.UpdateKey(context.Background(), p.keyIDOf(t, expiring), keyPatchExpiry(soon)); err != nil {
+	soon := p.sys.clk.Now().Add(time.Minute)
+	if _, err := p.sys.UpdateKey(context.Background(), p.keyIDOf(t, expiring), keyPatchExpiry(soon)); err != nil {
 		t.Fatal(err)
 	}
-	p.fake.clk.Advance(2 * time.Minute)
+	p.sys.clk.Advance(2 * time.Minute)
 	key := []string{"X-API-Key", p.secret}
 	tests := []struct {
 		name    string
@@ -179,7 +179,7 @@ func TestProxyErrors(t *testing.T) {
 		})
 	}
 	// The two admitted requests that failed upstream still count.
-	u, err := p.fake.KeyUsage(context.Background(), p.keyIDOf(t, p.secret), 1)
+	u, err := p.sys.KeyUsage(context.Background(), p.keyIDOf(t, p.secret), 1)
 	if err != nil || u.Total != 2 {
 		t.Errorf("usage after upstream failures = %+v, %v; want 2", u, err)
 	}
@@ -233,10 +233,10 @@ func TestProxyRateLimit(t *testing.T) {
 	p := newProxyWorld(t)
 	ctx := context.Background()
 	limit := int64(2)
-	if _, err := p.fake.UpdateKey(ctx, p.keyIDOf(t, p.secret), actors.KeyPatch{RateLimit: &limit}); err != nil {
+	if _, err := p.sys.UpdateKey(ctx, p.keyIDOf(t, p.secret), actors.KeyPatch{RateLimit: &limit}); err != nil {
 		t.Fatal(err)
 	}
-	now := p.fake.clk.Now().Unix()
+	now := p.sys.clk.Now().Unix()
 	req := request{method: "POST", path: "/api/proxy/echo/v1/x", headers: []string{"X-API-Key", p.secret}}
 	for i, remaining := range []string{"1", "0"} {
 		r := p.do(t, req)
@@ -253,7 +253,7 @@ func TestProxyRateLimit(t *testing.T) {
 			}
 		}
 	}
-	p.fake.clk.Advance(10 * time.Minute)
+	p.sys.clk.Advance(10 * time.Minute)
 	r := p.do(t, req)
 	mustStatus(t, r, 429, codeRateLimited)
 	retry := int64(3600 - 600)
@@ -262,7 +262,7 @@ func TestProxyRateLimit(t *testing.T) {
 	}
 	reset, _ := strconv.ParseInt(r.headers["X-Ratelimit-Reset"], 10, 64)
 	if r.headers["Retry-After"] != strconv.FormatInt(retry, 10) || r.headers["X-Ratelimit-Remaining"] != "0" ||
-		reset-p.fake.clk.Now().Unix() != retry || r.headers["Ratelimit"] != `"hourly";r=0;t=`+strconv.FormatInt(retry, 10) {
+		reset-p.sys.clk.Now().Unix() != retry || r.headers["Ratelimit"] != `"hourly";r=0;t=`+strconv.FormatInt(retry, 10) {
 		t.Errorf("429 headers disagree: %v", r.headers)
 	}
 }

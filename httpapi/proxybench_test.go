@@ -14,7 +14,8 @@ import (
 // memory: the upstream request built from a typical client request, the
 // upstream's answer copied back, and the rate-limit headers set.
 func BenchmarkProxyHeaders(b *testing.B) {
-	srv, err := New(DefaultConfig(), newFakeSystem(), newFakeSystem(), nil, prometheus.NewRegistry(), nil)
+	sys := newTestSystem(b, DefaultConfig())
+	srv, err := New(DefaultConfig(), sys, sys, nil, prometheus.NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

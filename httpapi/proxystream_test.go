@@ -209,7 +209,7 @@ func TestProxyStreamsEvents(t *testing.T) {
 	if want := "\ndata: {\"n\":2}\n\ndata: [DONE]\n\n"; string(rest) != want {
 		t.Errorf("rest of the stream = %q, want %q", rest, want)
 	}
-	u, err := w.fake.KeyUsage(context.Background(), w.keyIDOf(t, w.secret), 1)
+	u, err := w.sys.KeyUsage(context.Background(), w.keyIDOf(t, w.secret), 1)
 	if err != nil || u.Total != 1 {
 		t.Errorf("usage = %+v, %v; want 1", u, err)
 	}
@@ -297,7 +297,7 @@ func TestProxyUpstreamBreaks(t *testing.T) {
 	if resp.StatusCode != 200 || err == nil || n >= 1000000 {
 		t.Errorf("large broken body = %d, read %d bytes, err %v; want a cut stream", resp.StatusCode, n, err)
 	}
-	u, err := w.fake.KeyUsage(context.Background(), w.keyIDOf(t, w.secret), 1)
+	u, err := w.sys.KeyUsage(context.Background(), w.keyIDOf(t, w.secret), 1)
 	if err != nil || u.Total != 2 {
 		t.Errorf("usage = %+v, %v; want 2 (admitted requests count)", u, err)
 	}

@@ -72,7 +72,8 @@ func TestMetrics(t *testing.T) {
 
 func TestHealthServer(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	api, err := New(DefaultConfig(), newFakeSystem(), newFakeSystem(), testLogger(t), reg, reg)
+	sys := newTestSystem(t, DefaultConfig())
+	api, err := New(DefaultConfig(), sys, sys, testLogger(t), reg, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +135,9 @@ func TestConfigValidate(t *testing.T) {
 
 // TestShutdownDrains checks that Shutdown waits for a request in flight.
 func TestShutdownDrains(t *testing.T) {
-	fake := newFakeSystem()
-	blocking := &blockingUsers{fakeSystem: fake, entered: make(chan struct{}), release: make(chan struct{})}
-	srv, err := New(DefaultConfig(), fake, blocking, testLogger(t), nil, nil)
+	sys := newTestSystem(t, DefaultConfig())
+	blocking := &blockingUsers{testSystem: sys, entered: make(chan struct{}), release: make(chan struct{})}
+	srv, err := New(DefaultConfig(), sys, blocking, testLogger(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestShutdownDrains(t *testing.T) {
 
 // blockingUsers holds Authenticate until release is closed.
 type blockingUsers struct {
-	*fakeSystem
+	*testSystem
 	entered chan struct{}
 	release chan struct{}
 }
@@ -187,5 +188,5 @@ type blockingUsers struct {
 func (b *blockingUsers) Authenticate(ctx context.Context, token string) (actors.User, error) {
 	close(b.entered)
 	<-b.release
-	return b.fakeSystem.Authenticate(ctx, token)
+	return b.testSystem.Authenticate(ctx, token)
 }

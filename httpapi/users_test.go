@@ -45,7 +45,7 @@ func TestCreateUser(t *testing.T) {
 		t.Errorf("create user body (-want +got):\n%s", diff)
 	}
 	r = w.do(t, request{method: "POST", path: "/api/users", cookie: w.adminCk, body: `{"email":"x@example.com","password":"short"}`})
-	if r.json["message"] != "password must be at least 8 characters" {
+	if r.json["message"] != "password must be 8-1024 bytes" {
 		t.Errorf("service validation message = %q, want it readable and without the actors prefix", r.json["message"])
 	}
 }

@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
+	"gatehouse/actors/clock"
+)
+
+// testSystem is the real actor system on a temp dir (actorstest: WAL
+// through waltest, a fake clock at actorstest.T0) behind the Server's
+// KeyService and UserService, with a switch that makes the calls a request
+// starts with (sessions, authorize, validate) fail as an overloaded system
+// would.
+type testSystem struct {
+	*actors.System
+	clk  *clock.Fake
+	down atomic.Bool
+}
+
+var (
+	_ KeyService  = (*testSystem)(nil)
+	_ UserService = (*testSystem)(nil)
+)
+
+// newTestSystem starts a system for tb; grace is the rotation grace period.
+func newTestSystem(tb testing.TB, cfg Config) *testSystem {
+	tb.Helper()
+	n := actorstest.New(tb, actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod }))
+	return &testSystem{System: n.Start(), clk: n.Clock}
+}
+
+func (s *testSystem) setUnavailable(v bool) { s.down.Store(v) }
+
+func (s *testSystem) unavailable() error {
+	if s.down.Load() {
+		return fmt.Errorf("test: system down: %w", actors.ErrUnavailable)
+	}
+	return nil
+}
+
+// Authenticate fails while the system is down.
+func (s *testSystem) Authenticate(ctx context.Context, token string) (actors.User, error) {
+	if err := s.unavailable(); err != nil {
+		return actors.User{}, err
+	}
+	return s.System.Authenticate(ctx, token)
+}
+
+// Authorize fails while the system is down.
+func (s *testSystem) Authorize(ctx context.Context, secret []byte) actors.AuthResult {
+	if err := s.unavailable(); err != nil {
+		return actors.AuthResult{Err: err}
+	}
+	return s.System.Authorize(ctx, secret)
+}
+
+// Validate fails while the system is down.
+func (s *testSystem) Validate(ctx context.Context, secret []byte) actors.AuthResult {
+	if err := s.unavailable(); err != nil {
+		return actors.AuthResult{Err: err}
+	}
+	return s.System.Validate(ctx, secret)
+}
