@@ -32,7 +32,7 @@ test-deps:
 
 ## test-crash: the crash tests, 20 times in a row
 test-crash:
-	$(GO) test -race -run 'Crash' -count=20 -timeout=1800s ./wal ./snapshot ./cmd/gatehouse
+	$(GO) test -race -run 'Crash' -count=20 -timeout=1800s ./wal ./snapshot ./actors/gateway/blob ./cmd/gatehouse
 
 ## fuzz: a minute on each fuzz target
 fuzz:
@@ -40,7 +40,13 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzWindow -fuzztime=60s ./actors/ratelimit
 	$(GO) test -run='^$$' -fuzz=FuzzBucket -fuzztime=60s ./actors/ratelimit
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeKeyEvent -fuzztime=60s ./actors
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeImage -fuzztime=60s ./actors
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeEvent -fuzztime=60s ./actors/gateway
+	$(GO) test -run='^$$' -fuzz=FuzzParseRef -fuzztime=60s ./actors/gateway/blob
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=60s ./snapshot
 	$(GO) test -run='^$$' -fuzz=FuzzParseProxyPath -fuzztime=60s ./httpapi
+	$(GO) test -run='^$$' -fuzz=FuzzParseLang -fuzztime=60s ./httpapi/gateway
+	$(GO) test -run='^$$' -fuzz=FuzzMsgContent -fuzztime=60s ./httpapi/gateway
 
 ## bench: the side-by-side proxy table (upstream direct, bare fasthttp hop,
 ## nginx, gatehouse), printed and appended to bench/RESULTS.md
