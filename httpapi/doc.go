@@ -3,7 +3,10 @@
 // fasthttp and fasthttp/router. It turns requests into calls on two small
 // consumer-side interfaces, KeyService and UserService (satisfied by the
 // actor system), and is the only place where errors become HTTP statuses
-// (errors.go).
+// (errors.go). The fasthttp plumbing it shares with the agent gateway
+// (httpapi/gateway) is in httpapi/listener: server settings, the route
+// wrapper (metrics, panic guard), the exact-match router, JSON, the
+// Bearer parser and /metrics.
 //
 // # Usage
 //

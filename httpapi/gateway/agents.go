@@ -42,7 +42,7 @@ type agentReq struct {
 
 // agentUpdate is PUT /v1/agents/{id}: absent fields keep their value.
 type agentUpdate struct {
-	ID string `path:"id"`
+	ID string `path:"id" json:"-"`
 	agentReq
 }
 

@@ -50,7 +50,7 @@ type apiKeyList struct {
 
 // idIn is the input of the routes that take only an {id}.
 type idIn struct {
-	ID string `path:"id"`
+	ID string `path:"id" json:"-"`
 }
 
 func timePtr(t time.Time) *time.Time {

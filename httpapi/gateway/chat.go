@@ -158,27 +158,47 @@ func runUser(c Caller, body string) string {
 // agent's timeout_seconds, not by the control plane's request timeout.
 func runContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
+// appendMessages appends msgs to dst, checking each role; field names
+// the array in the error.
+func appendMessages(dst []runtime.Message, field string, msgs []chatMsg) ([]runtime.Message, error) {
+	for _, m := range msgs {
+		if !chatRoles[m.Role] {
+			return nil, errInvalid(field + "[].role must be system, developer, user, assistant or tool")
+		}
+		dst = append(dst, runtime.Message{Role: m.Role, Content: string(m.Content)})
+	}
+	return dst, nil
+}
+
+// prepare prepares the run of a chat-style request: the agent from model
+// (or the caller's X-Gateway-Agent-Id, or "default"), the user from the
+// caller (or the body's user). It returns the model to echo in the
+// answer: the request's, else "gateway:" and the agent's key.
+func (s *Server) prepare(ctx context.Context, c Caller, model, user, endpoint string, msgs []runtime.Message) (*runtime.Run, string, error) {
+	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
+		Agent: agentRef(model, c.AgentID), User: runUser(c, user), Endpoint: endpoint, Messages: msgs,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if model == "" {
+		model = "gateway:" + rn.Agent.AgentKey
+	}
+	return rn, model, nil
+}
+
 func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (Streaming[chatResp], error) {
 	var none Streaming[chatResp]
 	if len(req.Messages) == 0 {
 		return none, errInvalid("messages must hold at least one message")
 	}
-	msgs := make([]runtime.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		if !chatRoles[m.Role] {
-			return none, errInvalid("messages[].role must be system, developer, user, assistant or tool")
-		}
-		msgs[i] = runtime.Message{Role: m.Role, Content: string(m.Content)}
-	}
-	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: agentRef(req.Model, c.AgentID), User: runUser(c, req.User), Endpoint: "chat.completions", Messages: msgs,
-	})
+	msgs, err := appendMessages(make([]runtime.Message, 0, len(req.Messages)), "messages", req.Messages)
 	if err != nil {
 		return none, err
 	}
-	model := req.Model
-	if model == "" {
-		model = "gateway:" + rn.Agent.AgentKey
+	rn, model, err := s.prepare(ctx, c, req.Model, req.User, "chat.completions", msgs)
+	if err != nil {
+		return none, err
 	}
 	id, created := "chatcmpl-"+rn.ID, time.Now().Unix()
 	if !req.Stream {
@@ -229,7 +249,7 @@ const chatDone = Raw("[DONE]")
 // Wake.
 
 type wakeReq struct {
-	ID      string `path:"id"`
+	ID      string `path:"id" json:"-"`
 	Message string `json:"message"`
 }
 

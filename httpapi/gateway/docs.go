@@ -58,7 +58,7 @@ func docsBundled() bool {
 
 // docsPageIn carries the token a browser opened /docs with, to pass on.
 type docsPageIn struct {
-	Token string `query:"token"`
+	Token string `query:"token" json:"-"`
 }
 
 // docsPage serves the viewer, passing a ?token= on to its assets and the
@@ -84,7 +84,7 @@ func (s *Server) docsSpec(context.Context, Caller, None) (Body, error) {
 }
 
 type docsAssetIn struct {
-	File string `path:"file"`
+	File string `path:"file" json:"-"`
 }
 
 func (s *Server) docsAsset(_ context.Context, _ Caller, in docsAssetIn) (Body, error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
 	"gatehouse/actors/gateway"
+	"gatehouse/wal/waltest"
 )
 
 const gwToken = "test-gateway-token"
@@ -71,7 +71,7 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	cfg := DefaultConfig()
 	cfg.Token = o.token
 	reg := prometheus.NewRegistry()
-	srv, err := newServer(cfg, DepsOf(gw), testLogger(tb), reg, reg, o.extra)
+	srv, err := newServer(cfg, DepsOf(gw), waltest.Logger(tb), reg, reg, o.extra)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -93,19 +93,6 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 		<-done
 	})
 	return &gwEnv{tb: tb, url: "http://" + ln.Addr().String(), gw: gw, srv: srv, clk: o.clk, http: hc}
-}
-
-// logWriter sends slog output to t.Log.
-type logWriter struct{ tb testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.tb.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-func testLogger(tb testing.TB) *slog.Logger {
-	tb.Helper()
-	return slog.New(slog.NewTextHandler(logWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // gwResp is an answer with its JSON body decoded (when JSON).

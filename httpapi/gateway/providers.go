@@ -39,7 +39,7 @@ type providerReq struct {
 
 // providerUpdate is PUT /v1/providers/{id}: absent fields keep their value.
 type providerUpdate struct {
-	ID string `path:"id"`
+	ID string `path:"id" json:"-"`
 	providerReq
 }
 

@@ -100,21 +100,13 @@ func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streamin
 	if req.Instructions != "" {
 		msgs = append(msgs, runtime.Message{Role: "system", Content: req.Instructions})
 	}
-	for _, m := range req.Input {
-		if !chatRoles[m.Role] {
-			return none, errInvalid("input[].role must be system, developer, user, assistant or tool")
-		}
-		msgs = append(msgs, runtime.Message{Role: m.Role, Content: string(m.Content)})
-	}
-	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: agentRef(req.Model, c.AgentID), User: runUser(c, req.User), Endpoint: "responses", Messages: msgs,
-	})
+	msgs, err := appendMessages(msgs, "input", req.Input)
 	if err != nil {
 		return none, err
 	}
-	model := req.Model
-	if model == "" {
-		model = "gateway:" + rn.Agent.AgentKey
+	rn, model, err := s.prepare(ctx, c, req.Model, req.User, "responses", msgs)
+	if err != nil {
+		return none, err
 	}
 	obj := respObject{ID: "resp_" + rn.ID, Object: "response", CreatedAt: time.Now().Unix(), Model: model, Status: "in_progress", Output: []respItem{}}
 	itemID := "msg_" + rn.ID

@@ -132,10 +132,11 @@ type Operation interface {
 }
 
 // op adapts fn into an Operation. In is a struct: its fields tagged
-// path:"name", query:"name" or header:"Name" come from the path, the
-// query or a header (strings, integers or booleans); every other field
-// is the JSON body, read as encoding/json reads a struct (an In without
-// body fields reads no body). Out is encoded as JSON, unless it is None
+// path:"name", query:"name" or header:"Name" (and json:"-", so that the
+// body never sets them) come from the path, the query or a header
+// (strings, integers or booleans); every other field is the JSON body,
+// read as encoding/json reads a struct (an In without body fields reads
+// no body). Out is encoded as JSON, unless it is None
 // (no body), Body (raw bytes) or Streaming[T] (T, or a stream).
 func op[In, Out any](fn func(ctx context.Context, c Caller, in In) (Out, error)) Operation {
 	spec, err := specOf(reflect.TypeFor[In]())
@@ -220,6 +221,9 @@ func specOf(t reflect.Type) (inputSpec, error) {
 		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64:
 		default:
 			return sp, fmt.Errorf("input %v: %s field %s must be a string, bool or int", t, where, f.Name)
+		}
+		if f.Tag.Get("json") != "-" { // else a body could set it, or fail on it
+			return sp, fmt.Errorf("input %v: %s field %s must also be tagged json:\"-\"", t, where, f.Name)
 		}
 		sp.params = append(sp.params, inputParam{in: where, name: name, index: f.Index, kind: f.Type.Kind()})
 	}

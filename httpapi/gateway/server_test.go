@@ -271,7 +271,7 @@ func TestGatewayOpenMode(t *testing.T) {
 
 func TestGatewayQueryTokenRoute(t *testing.T) {
 	type mediaIn struct {
-		ID string `path:"id"`
+		ID string `path:"id" json:"-"`
 	}
 	media := Route{Method: "GET", Path: "/v1/media/{id}", RPC: "media.get", Scope: "operator.read", QueryToken: true, Tag: "media", Summary: "test media", Content: "text/plain",
 		Op: op(func(_ context.Context, _ Caller, in mediaIn) (Body, error) {

@@ -16,8 +16,8 @@ func (s *Server) health(context.Context, Caller, None) (healthView, error) {
 // metricsIn carries the headers that choose the exposition format and
 // its compression.
 type metricsIn struct {
-	Accept   string `header:"Accept"`
-	Encoding string `header:"Accept-Encoding"`
+	Accept   string `header:"Accept" json:"-"`
+	Encoding string `header:"Accept-Encoding" json:"-"`
 }
 
 // metrics answers what the listener's Prometheus handler answers.

@@ -1,0 +1,57 @@
+// Package gateway is the agent gateway's HTTP API (seed 001, the second
+// listener, default 127.0.0.1:18790): gateway API keys, LLM providers,
+// agents, an OpenAI-compatible chat completion, a responses-style run and
+// the OpenAPI docs. The state lives in gatehouse/actors/gateway; agent
+// runs in gatehouse/actors/gateway/runtime; the fasthttp plumbing both
+// listeners share in gatehouse/httpapi/listener.
+//
+// # Usage
+//
+//	srv, err := gateway.New(gateway.DefaultConfig(), gateway.DepsOf(gw), lg, reg, reg)
+//	if err != nil {
+//		return err
+//	}
+//	go srv.Serve(ln)
+//	defer srv.Shutdown(ctx) // drains streams, closes idle provider connections
+//
+// # One route table
+//
+// Every endpoint is one line of routes.go:
+//
+//	{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true,
+//		Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
+//
+// and an operation that knows nothing of HTTP:
+//
+//	type wakeReq struct {
+//		ID      string `path:"id" json:"-"` // or query:"name", header:"Name"; never the body
+//		Message string `json:"message"` // every untagged field is the JSON body
+//	}
+//	func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, error)
+//
+// op builds the handler: the router, the OpenAPI document (schemas from
+// the input and output types) and Dispatch, the seam of the WebSocket RPC,
+// are generated from the table, and HTTP and Dispatch run the same checks
+// (admit: rate limit, scope, X-Gateway-User-Id). An operation returns its
+// output as a value: a struct (JSON), None (the route's status, no body),
+// Body (bytes with a content type) or Streaming[T] (T, or Events sent
+// through a Stream: Server-Sent Events today, WebSocket frames next).
+// Operations return errors, never write them: domain errors of
+// actors/gateway and actors/gateway/runtime, or the *apiError values of
+// errors.go. classify maps any error once; each transport has one mapper
+// over it (writeError: the HTTP envelope; sseStream.Error: a stream's
+// error event), and the mapper that answers an unexpected error logs it,
+// once.
+//
+// # Concurrency and ownership
+//
+// A Server is safe for concurrent use. Control-plane requests get
+// context.WithTimeout(context.Background(), Config.RequestTimeout); an
+// agent run is bounded by its agent's timeout_seconds instead (the
+// operation detaches its context with runContext), and a streamed run by
+// the client too: the Events' context ends at the first failed write. No
+// *fasthttp.RequestCtx outlives its handler: the HTTP source hands
+// operations copies, and a stream keeps only copies of the method and
+// path. The services (Deps) are small interfaces declared where they are
+// used; the actor-backed *gateway.Gateway satisfies them all.
+package gateway

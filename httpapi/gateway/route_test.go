@@ -1,0 +1,260 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/runtime"
+)
+
+// TestRouteTable checks the declarations themselves: every route has a
+// unique RPC name and a fillable input, every {param} of its path is a
+// path field of its input and the other way round, and only /health is
+// public.
+func TestRouteTable(t *testing.T) {
+	routes := (&Server{}).table()
+	if _, err := rpcIndex(routes); err != nil {
+		t.Fatal(err)
+	}
+	rpcName := regexp.MustCompile(`^[a-z][a-z_]*(\.[a-z][a-z_]*)*$`)
+	for _, rt := range routes {
+		if !rpcName.MatchString(rt.RPC) {
+			t.Errorf("%s %s: RPC name %q is not dotted lower case", rt.Method, rt.Path, rt.RPC)
+		}
+		var inPathFields []string
+		for _, p := range rt.Op.input().params {
+			if p.in == inPath {
+				inPathFields = append(inPathFields, p.name)
+			}
+		}
+		var inPattern []string
+		for _, m := range pathParam.FindAllStringSubmatch(rt.Path, -1) {
+			inPattern = append(inPattern, m[1])
+		}
+		if diff := cmp.Diff(inPattern, inPathFields); diff != "" {
+			t.Errorf("%s %s: path parameters and path fields differ (-pattern +input):\n%s", rt.Method, rt.Path, diff)
+		}
+		if rt.Public != (rt.Path == "/health") || !rt.Public && !gateway.ValidScope(rt.Scope) {
+			t.Errorf("%s %s: public %v, scope %q", rt.Method, rt.Path, rt.Public, rt.Scope)
+		}
+	}
+	dup := append(routes, Route{Method: "GET", Path: "/x", RPC: routes[0].RPC, Op: routes[0].Op})
+	if _, err := rpcIndex(dup); err == nil {
+		t.Error("rpcIndex accepted a duplicate RPC name")
+	}
+	bad := []Route{{Method: "GET", Path: "/x", RPC: "x", Op: op(func(context.Context, Caller, struct {
+		F []string `query:"f" json:"-"`
+	}) (None, error) {
+		return None{}, nil
+	})}}
+	if _, err := rpcIndex(bad); err == nil {
+		t.Error("rpcIndex accepted a slice query field")
+	}
+	bad[0].Op = op(func(context.Context, Caller, struct {
+		ID string `path:"id"`
+	}) (None, error) {
+		return None{}, nil
+	})
+	if _, err := rpcIndex(bad); err == nil || !strings.Contains(err.Error(), `json:"-"`) {
+		t.Errorf("rpcIndex accepted a path field the body could set: %v", err)
+	}
+}
+
+// mapSource is a source for decoding tests.
+type mapSource struct {
+	b      string
+	params map[string]string // "in:name" → value
+}
+
+func (m mapSource) body() []byte { return []byte(m.b) }
+
+func (m mapSource) param(in, name string) (string, bool) {
+	v, ok := m.params[in+":"+name]
+	return v, ok
+}
+
+func TestOpInput(t *testing.T) {
+	type in struct {
+		ID     string `path:"id" json:"-"`
+		Limit  int    `query:"limit" json:"-"`
+		Full   bool   `query:"full" json:"-"`
+		Lang   string `header:"Accept-Language" json:"-"`
+		Name   string `json:"name"`
+		Weight int    `json:"weight"`
+	}
+	var got in
+	o := op(func(_ context.Context, _ Caller, v in) (None, error) { got = v; return None{}, nil })
+	tests := []struct {
+		name string
+		src  mapSource
+		want in
+		err  string // substring of the error, "" for none
+	}{
+		{"all", mapSource{`{"name":"n","weight":3,"id":5}`, map[string]string{"path:id": "7", "query:limit": "20", "query:full": "true", "header:Accept-Language": "vi"}},
+			in{ID: "7", Limit: 20, Full: true, Lang: "vi", Name: "n", Weight: 3}, ""},
+		{"absent params", mapSource{`{}`, nil}, in{}, ""},
+		{"empty body", mapSource{``, nil}, in{}, "empty body"},
+		{"wrong type", mapSource{`{"weight":"x"}`, nil}, in{}, "weight must be a number"},
+		{"bad int", mapSource{`{}`, map[string]string{"query:limit": "ten"}}, in{}, "limit must be an integer"},
+		{"bad bool", mapSource{`{}`, map[string]string{"query:full": "maybe"}}, in{}, "full must be true or false"},
+		{"trailing", mapSource{`{} {}`, nil}, in{}, "trailing data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got = in{}
+			_, err := o.run(context.Background(), Caller{}, tt.src)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("run() = %v, want an error with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("input (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// An input of path fields only reads no body.
+	if o := op(func(context.Context, Caller, idIn) (None, error) { return None{}, nil }); o.input().body {
+		t.Error("idIn reads a body")
+	}
+}
+
+// TestDispatch drives operations through the RPC seam: the same table,
+// the same checks as HTTP.
+func TestDispatch(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("helper", `{"delay_ms":0}`, "")
+	ctx := ctxT(t)
+	alice := Caller{Admin: true, UserID: "alice", IP: "127.0.0.1"}
+	reader := Caller{Scopes: []gateway.Scope{gateway.ScopeRead}, UserID: "alice", IP: "127.0.0.1"}
+
+	out, err := e.srv.Dispatch(ctx, reader, "agents.get", json.RawMessage(`{"id":"helper"}`))
+	if v, ok := out.(agentView); err != nil || !ok || v.AgentKey != "helper" {
+		t.Fatalf("agents.get = %#v, %v", out, err)
+	}
+	out, err = e.srv.Dispatch(ctx, alice, "agents.wake", json.RawMessage(`{"id":"helper","message":"hi there"}`))
+	if v, ok := out.(wakeResp); err != nil || !ok || v.Content != "echo: hi there" {
+		t.Fatalf("agents.wake = %#v, %v", out, err)
+	}
+	out, err = e.srv.Dispatch(ctx, alice, "chat.completions", json.RawMessage(`{"model":"agent:helper","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	if _, ok := out.(Events); err != nil || !ok {
+		t.Fatalf("streaming chat.completions = %T, %v; want Events", out, err)
+	}
+	out, err = e.srv.Dispatch(ctx, alice, "api_keys.revoke", json.RawMessage(`{"id":"not-a-uuid"}`))
+	if out != nil || !errors.Is(err, errKeyNotFound) {
+		t.Errorf("api_keys.revoke = %v, %v; want errKeyNotFound", out, err)
+	}
+	tests := []struct {
+		name   string
+		c      Caller
+		method string
+		params string
+		code   string
+	}{
+		{"unknown method", alice, "agents.explode", `{}`, codeNotFound},
+		{"scope", reader, "agents.create", `{"agent_key":"x","provider":"echo","model":"m"}`, codeUnauthorized},
+		{"user required", Caller{Admin: true}, "agents.list", `{}`, codeInvalid},
+		{"op error", alice, "agents.get", `{"id":"ghost"}`, codeNotFound},
+		{"bad params", alice, "providers.create", `[1]`, codeInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.srv.Dispatch(ctx, tt.c, tt.method, json.RawMessage(tt.params))
+			if e, _ := classify(err); err == nil || e.code != tt.code {
+				t.Errorf("Dispatch(%s) = %v, want code %s", tt.method, err, tt.code)
+			}
+		})
+	}
+}
+
+// fakeRunner fails every run with err once the stream has started.
+type fakeRunner struct{ err error }
+
+func (f fakeRunner) Prepare(context.Context, runtime.Request) (*runtime.Run, error) {
+	return &runtime.Run{ID: "0123", Agent: gateway.Agent{AgentKey: "default", TimeoutSeconds: 5}}, nil
+}
+
+func (f fakeRunner) Execute(context.Context, *runtime.Run, func(string) error) (runtime.Result, error) {
+	return runtime.Result{}, f.err
+}
+
+type allowAll struct{}
+
+func (allowAll) Allow(context.Context, string) (bool, error) { return true, nil }
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStreamErrorsAreLogged: an unexpected error in a stream is logged
+// once, as on the other paths, and the client gets INTERNAL.
+func TestStreamErrorsAreLogged(t *testing.T) {
+	var logs syncBuffer
+	d := Deps{Limiter: allowAll{}, Runner: fakeRunner{err: errors.New("disk on fire")}}
+	d.Auth, d.APIKeys, d.Providers, d.Agents = struct{ Authenticator }{}, struct{ APIKeyStore }{}, struct{ ProviderStore }{}, struct{ AgentStore }{}
+	reg := prometheus.NewRegistry()
+	srv, err := New(DefaultConfig(), d, slog.New(slog.NewTextHandler(&logs, nil)), reg, reg) // open mode
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
+		resp, err := hc.Post("http://"+ln.Addr().String()+path, "application/json",
+			strings.NewReader(`{"stream":true,"input":"x","messages":[{"role":"user","content":"x"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"code":"INTERNAL"`) || strings.Contains(string(b), "disk on fire") {
+			t.Errorf("%s stream = %s, want INTERNAL without the cause", path, b)
+		}
+	}
+	if n := strings.Count(logs.String(), "request failed"); n != 2 || !strings.Contains(logs.String(), "disk on fire") {
+		t.Errorf("logged %d failures, want 2 (one per stream):\n%s", n, logs.String())
+	}
+}
