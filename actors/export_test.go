@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+
+	"gatehouse/wal"
 )
 
 // CanonicalImage re-encodes a snapshot payload so that equal states give
@@ -18,6 +20,31 @@ func CanonicalImage(payload []byte, now int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return canonical(im, now), nil
+}
+
+// ReplayCanonical restores an image as System.New does, from a snapshot
+// payload (nil: none) and the records of l after index from, and returns
+// its canonical form (see CanonicalImage). Unlike System.New it may replay
+// from before the snapshot's index: records the snapshot already reflects
+// must then change nothing, as they must when a snapshot captured records
+// committed after its barrier.
+func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64) ([]byte, error) {
+	im := newImage(1, 0)
+	if payload != nil {
+		var err error
+		if im, err = decodeImage(payload, 1); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.Replay(from, im.apply); err != nil {
+		return nil, err
+	}
+	return canonical(im, now), nil
+}
+
+// canonical encodes im as CanonicalImage describes; im has one shard.
+func canonical(im *image, now int64) []byte {
 	var w enc
 	acc := im.acc.encode(0)
 	w.bytes(acc.users)
@@ -51,5 +78,5 @@ func CanonicalImage(payload []byte, now int64) ([]byte, error) {
 		w.str(n)
 		w.bytes(im.ext[n])
 	}
-	return w.b, nil
+	return w.b
 }
