@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -48,7 +49,9 @@ type gwOpts struct {
 	rpm   int
 	token string
 	extra []Route
-	clk   *clock.Fake // nil: actorstest's fake clock, which tests never move
+	clk   *clock.Fake  // nil: actorstest's fake clock, which tests never move
+	lg    *slog.Logger // nil: the test's log
+	deps  func(*Deps)  // edits the services before the server starts
 }
 
 func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
@@ -70,8 +73,15 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	gw := n.Exts[0].(*gateway.Gateway)
 	cfg := DefaultConfig()
 	cfg.Token = o.token
+	d, lg := DepsOf(gw), o.lg
+	if o.deps != nil {
+		o.deps(&d)
+	}
+	if lg == nil {
+		lg = waltest.Logger(tb)
+	}
 	reg := prometheus.NewRegistry()
-	srv, err := newServer(cfg, DepsOf(gw), waltest.Logger(tb), reg, reg, o.extra)
+	srv, err := newServer(cfg, d, lg, reg, reg, o.extra)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -4,18 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
@@ -196,65 +191,61 @@ func (f fakeRunner) Execute(context.Context, *runtime.Run, func(string) error) (
 	return runtime.Result{}, f.err
 }
 
-type allowAll struct{}
-
-func (allowAll) Allow(context.Context, string) (bool, error) { return true, nil }
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+// logRecorder is a slog.Handler that keeps every record's message and
+// err attribute, for tests that count log lines.
+type logRecorder struct {
+	mu    sync.Mutex
+	lines []string
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			line += ": " + a.Value.String()
+		}
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, line)
+	return nil
 }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (r *logRecorder) count(line string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, l := range r.lines {
+		if l == line {
+			n++
+		}
+	}
+	return n
 }
 
 // TestStreamErrorsAreLogged: an unexpected error in a stream is logged
 // once, as on the other paths, and the client gets INTERNAL.
 func TestStreamErrorsAreLogged(t *testing.T) {
-	var logs syncBuffer
-	d := Deps{Limiter: allowAll{}, Runner: fakeRunner{err: errors.New("disk on fire")}}
-	d.Auth, d.APIKeys, d.Providers, d.Agents = struct{ Authenticator }{}, struct{ APIKeyStore }{}, struct{ ProviderStore }{}, struct{ AgentStore }{}
-	reg := prometheus.NewRegistry()
-	srv, err := New(DefaultConfig(), d, slog.New(slog.NewTextHandler(&logs, nil)), reg, reg) // open mode
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	logs := &logRecorder{}
+	e := newGWEnv(t, gwOpts{token: gwToken, lg: slog.New(logs), deps: func(d *Deps) {
+		d.Runner = fakeRunner{err: errors.New("disk on fire")}
+	}})
 	for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
-		resp, err := hc.Post("http://"+ln.Addr().String()+path, "application/json",
-			strings.NewReader(`{"stream":true,"input":"x","messages":[{"role":"user","content":"x"}]}`))
-		if err != nil {
-			t.Fatal(err)
+		evs := e.stream(path, `{"stream":true,"input":"x","messages":[{"role":"user","content":"x"}]}`)
+		last := evs[len(evs)-1].data
+		if path == "/v1/chat/completions" {
+			last = evs[len(evs)-2].data // then [DONE]
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(b), `"code":"INTERNAL"`) || strings.Contains(string(b), "disk on fire") {
-			t.Errorf("%s stream = %s, want INTERNAL without the cause", path, b)
+		if !strings.Contains(last, `"code":"INTERNAL"`) || strings.Contains(last, "disk on fire") {
+			t.Errorf("%s error event = %s, want INTERNAL without the cause", path, last)
 		}
 	}
-	if n := strings.Count(logs.String(), "request failed"); n != 2 || !strings.Contains(logs.String(), "disk on fire") {
-		t.Errorf("logged %d failures, want 2 (one per stream):\n%s", n, logs.String())
+	if n := logs.count("request failed: disk on fire"); n != 2 {
+		t.Errorf("logged %d failures, want 2 (one per stream): %q", n, logs.lines)
 	}
 }
