@@ -75,14 +75,30 @@ func (r *rpcSource) body() []byte {
 	return r.params
 }
 
+// raw is params.body, a base64 string.
+func (r *rpcSource) raw() ([]byte, bool) {
+	m, ok := r.member("body")
+	var b []byte
+	if !ok || json.Unmarshal(m, &b) != nil {
+		return nil, false
+	}
+	return b, len(b) > 0
+}
+
+// member returns the params member name, parsing params on first use.
+func (r *rpcSource) member(name string) (json.RawMessage, bool) {
+	if r.fields == nil && json.Unmarshal(r.params, &r.fields) != nil {
+		return nil, false
+	}
+	m, ok := r.fields[name]
+	return m, ok
+}
+
 func (r *rpcSource) param(in, name string) (string, bool) {
 	if in == inHeader {
 		return "", false
 	}
-	if r.fields == nil && json.Unmarshal(r.params, &r.fields) != nil {
-		return "", false
-	}
-	raw, ok := r.fields[name]
+	raw, ok := r.member(name)
 	if !ok {
 		return "", false
 	}

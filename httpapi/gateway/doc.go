@@ -29,6 +29,10 @@
 //	}
 //	func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, error)
 //
+// An upload takes its body raw instead, in one field:
+//
+//	Data []byte `body:"application/zip" json:"-"` // the documented media type
+//
 // op builds the handler: the router, the OpenAPI document (schemas from
 // the input and output types) and Dispatch, the seam of the WebSocket RPC,
 // are generated from the table, and HTTP and Dispatch run the same checks

@@ -141,7 +141,15 @@ func TestOpenAINodeClient(t *testing.T) {
 // TestOpenAPIDocument validates /docs/openapi.json with a real OpenAPI 3.1
 // validator and checks it covers every served route.
 func TestOpenAPIDocument(t *testing.T) {
-	e := newGWEnv(t, gwOpts{token: gwToken})
+	// An upload (a raw body and a query field), as issue 9's will be, so
+	// that its documentation is validated too.
+	type uploadIn struct {
+		Name string `query:"name" json:"-"`
+		Data []byte `body:"application/zip" json:"-"`
+	}
+	upload := Route{Method: "POST", Path: "/v1/test/upload", RPC: "test.upload", Scope: "operator.write", Tag: "test", Summary: "test upload",
+		Op: op(func(_ context.Context, _ Caller, in uploadIn) (wakeResp, error) { return wakeResp{Content: in.Name}, nil })}
+	e := newGWEnv(t, gwOpts{token: gwToken, extra: []Route{upload}})
 	r := e.must(200, "GET", "/docs/openapi.json", gwToken, "")
 	var doc struct {
 		OpenAPI string                               `json:"openapi"`

@@ -140,9 +140,14 @@ func (s *Server) openAPI() ([]byte, error) {
 			op["x-required-scope"] = string(rt.Scope)
 			op["description"] = "Needs scope `" + string(rt.Scope) + "` (or the gateway token)."
 		}
-		if rt.Op.input().body {
+		switch spec := rt.Op.input(); {
+		case spec.body:
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
 				"application/json": map[string]any{"schema": g.schema(in)},
+			}}
+		case spec.raw != nil:
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				spec.raw.name: map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}},
 			}}
 		}
 		ok := map[string]any{"description": fasthttp.StatusMessage(rt.status())}

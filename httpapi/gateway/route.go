@@ -136,7 +136,9 @@ type Operation interface {
 // body never sets them) come from the path, the query or a header
 // (strings, integers or booleans); every other field is the JSON body,
 // read as encoding/json reads a struct (an In without body fields reads
-// no body). Out is encoded as JSON, unless it is None
+// no body). Instead of a JSON body, one []byte field tagged
+// body:"media/type" json:"-" gets the raw body, a copy (uploads; over
+// RPC, params.body in base64). Out is encoded as JSON, unless it is None
 // (no body), Body (raw bytes) or Streaming[T] (T, or a stream).
 func op[In, Out any](fn func(ctx context.Context, c Caller, in In) (Out, error)) Operation {
 	spec, err := specOf(reflect.TypeFor[In]())
@@ -177,6 +179,8 @@ type source interface {
 	// param returns the path, query or header value name; ok is false
 	// when it is absent.
 	param(in, name string) (v string, ok bool)
+	// raw returns a copy of the raw body; ok is false when none was sent.
+	raw() (b []byte, ok bool)
 }
 
 // Input field locations.
@@ -184,12 +188,14 @@ const (
 	inPath   = "path"
 	inQuery  = "query"
 	inHeader = "header"
+	inBody   = "body" // the raw body; the name is its media type
 )
 
 // inputSpec describes an operation's input type, once, at startup.
 type inputSpec struct {
 	body   bool // some field is read from the JSON body
 	params []inputParam
+	raw    *inputParam // the raw-body field, if any
 }
 
 // inputParam is one field of the input read from the path, the query or
@@ -217,23 +223,36 @@ func specOf(t reflect.Type) (inputSpec, error) {
 			}
 			continue
 		}
-		switch f.Type.Kind() {
+		if f.Tag.Get("json") != "-" { // else a body could set it, or fail on it
+			return sp, fmt.Errorf("input %v: %s field %s must also be tagged json:\"-\"", t, where, f.Name)
+		}
+		p := inputParam{in: where, name: name, index: f.Index, kind: f.Type.Kind()}
+		switch {
+		case where == inBody && f.Type != reflect.TypeFor[[]byte]():
+			return sp, fmt.Errorf("input %v: body field %s must be a []byte", t, f.Name)
+		case where == inBody && sp.raw != nil:
+			return sp, fmt.Errorf("input %v: two body fields", t)
+		case where == inBody:
+			sp.raw = &p
+			continue
+		}
+		switch p.kind {
 		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64:
 		default:
 			return sp, fmt.Errorf("input %v: %s field %s must be a string, bool or int", t, where, f.Name)
 		}
-		if f.Tag.Get("json") != "-" { // else a body could set it, or fail on it
-			return sp, fmt.Errorf("input %v: %s field %s must also be tagged json:\"-\"", t, where, f.Name)
-		}
-		sp.params = append(sp.params, inputParam{in: where, name: name, index: f.Index, kind: f.Type.Kind()})
+		sp.params = append(sp.params, p)
+	}
+	if sp.raw != nil && sp.body {
+		return sp, fmt.Errorf("input %v: a raw body field and JSON body fields", t)
 	}
 	return sp, nil
 }
 
-// paramTag returns the location and name of a path, query or header
-// field; "" for a body field.
+// paramTag returns the location and name of a path, query, header or
+// raw-body field; "" for a JSON body field.
 func paramTag(f reflect.StructField) (where, name string) {
-	for _, where := range [...]string{inPath, inQuery, inHeader} {
+	for _, where := range [...]string{inPath, inQuery, inHeader, inBody} {
 		if name, ok := f.Tag.Lookup(where); ok {
 			return where, name
 		}
@@ -250,6 +269,11 @@ func (sp *inputSpec) decode(src source, dst any) error {
 		}
 	}
 	v := reflect.ValueOf(dst).Elem()
+	if sp.raw != nil {
+		if b, ok := src.raw(); ok {
+			v.FieldByIndex(sp.raw.index).SetBytes(b)
+		}
+	}
 	for i := range sp.params {
 		p := &sp.params[i]
 		s, ok := src.param(p.in, p.name)

@@ -77,6 +77,8 @@ type mapSource struct {
 
 func (m mapSource) body() []byte { return []byte(m.b) }
 
+func (m mapSource) raw() ([]byte, bool) { return []byte(m.b), m.b != "" }
+
 func (m mapSource) param(in, name string) (string, bool) {
 	v, ok := m.params[in+":"+name]
 	return v, ok
@@ -129,6 +131,36 @@ func TestOpInput(t *testing.T) {
 	// An input of path fields only reads no body.
 	if o := op(func(context.Context, Caller, idIn) (None, error) { return None{}, nil }); o.input().body {
 		t.Error("idIn reads a body")
+	}
+	// A raw body (an upload) comes as it is, not as JSON.
+	type upload struct {
+		Name string `query:"name" json:"-"`
+		Data []byte `body:"application/zip" json:"-"`
+	}
+	var up upload
+	o = op(func(_ context.Context, _ Caller, v upload) (None, error) { up = v; return None{}, nil })
+	if _, err := o.run(context.Background(), Caller{}, mapSource{"PK\x03\x04 not json", map[string]string{"query:name": "s.zip"}}); err != nil {
+		t.Fatal(err)
+	}
+	if up.Name != "s.zip" || string(up.Data) != "PK\x03\x04 not json" || o.input().body {
+		t.Errorf("upload = %+v (reads JSON: %v)", up, o.input().body)
+	}
+	for _, bad := range []Operation{
+		op(func(context.Context, Caller, struct {
+			Data string `body:"text/plain" json:"-"`
+		}) (None, error) {
+			return None{}, nil
+		}),
+		op(func(context.Context, Caller, struct {
+			Data []byte `body:"text/plain" json:"-"`
+			Name string `json:"name"`
+		}) (None, error) {
+			return None{}, nil
+		}),
+	} {
+		if bad.invalid() == nil {
+			t.Errorf("op accepted a bad raw body input %v", bad)
+		}
 	}
 }
 

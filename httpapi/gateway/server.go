@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -222,6 +223,11 @@ func (s *Server) writeOutput(rc *fasthttp.RequestCtx, rt *Route, lang int, out a
 type httpSource struct{ rc *fasthttp.RequestCtx }
 
 func (h httpSource) body() []byte { return h.rc.Request.Body() }
+
+func (h httpSource) raw() ([]byte, bool) {
+	b := h.rc.Request.Body()
+	return bytes.Clone(b), len(b) > 0
+}
 
 func (h httpSource) param(in, name string) (string, bool) {
 	switch in {
