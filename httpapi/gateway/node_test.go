@@ -148,7 +148,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		Data []byte `body:"application/zip" json:"-"`
 	}
 	upload := Route{Method: "POST", Path: "/v1/test/upload", RPC: "test.upload", Scope: "operator.write", Tag: "test", Summary: "test upload",
-		Op: op(func(_ context.Context, _ Caller, in uploadIn) (wakeResp, error) { return wakeResp{Content: in.Name}, nil })}
+		Op: op(func(_ context.Context, _ Caller, in uploadIn) (wakeResp, error) {
+			return wakeResp{Content: in.Name}, nil
+		})}
 	e := newGWEnv(t, gwOpts{token: gwToken, extra: []Route{upload}})
 	r := e.must(200, "GET", "/docs/openapi.json", gwToken, "")
 	var doc struct {
