@@ -34,19 +34,36 @@ var (
 )
 
 // caller authenticates the request and reads its common headers. The
-// token is the gateway token (constant-time compare) or an API key, from
-// Authorization: Bearer, or from ?token= where the route allows it.
+// token comes from Authorization: Bearer, or from ?token= where the route
+// allows it.
 func (s *Server) caller(ctx context.Context, rc *fasthttp.RequestCtx, queryToken bool) (Caller, error) {
-	var c Caller
 	tok, sent := listener.Bearer(&rc.Request.Header)
 	switch {
 	case sent && len(tok) == 0: // another scheme, or no token after Bearer
-		return c, errTokenInvalid
+		return Caller{}, errTokenInvalid
 	case !sent && queryToken:
 		tok = rc.QueryArgs().Peek("token")
 	}
+	c, err := s.authenticate(ctx, tok)
+	if err != nil {
+		return c, err
+	}
+	if err := readHeaders(&rc.Request.Header, &c); err != nil {
+		return c, err
+	}
+	c.IP = rc.RemoteIP().String() // never IP:port
+	return c, nil
+}
+
+// authenticate resolves the token a transport received (HTTP: per
+// request; the WebSocket RPC: at the handshake) into a Caller's
+// credential: the gateway token (constant-time compare) or an API key.
+// No token is admin in open mode (an empty Config.Token, which cmd allows
+// on loopback only) and errTokenMissing otherwise.
+func (s *Server) authenticate(ctx context.Context, tok []byte) (Caller, error) {
+	var c Caller
 	switch {
-	case len(tok) == 0 && s.cfg.Token == "": // loopback-only open mode (cmd enforces it)
+	case len(tok) == 0 && s.cfg.Token == "":
 		c.Admin = true
 	case len(tok) == 0:
 		return c, errTokenMissing
@@ -62,10 +79,6 @@ func (s *Server) caller(ctx context.Context, rc *fasthttp.RequestCtx, queryToken
 		}
 		c.KeyID, c.Scopes = auth.ID, auth.Scopes
 	}
-	if err := readHeaders(&rc.Request.Header, &c); err != nil {
-		return c, err
-	}
-	c.IP = rc.RemoteIP().String() // never IP:port
 	return c, nil
 }
 
