@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		// A HostClient's cleaner sleeps out MaxIdleConnDuration after the
 		// last connection closed, then exits.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.Cleanup(func(int) { removeWorldSeed() }),
 	)
 }
 
@@ -62,11 +63,18 @@ func testLogger(tb testing.TB) *slog.Logger {
 
 func newTestEnv(tb testing.TB, configure ...func(*Config)) *testEnv {
 	tb.Helper()
+	return newTestEnvFrom(tb, "", configure...)
+}
+
+// newTestEnvFrom is newTestEnv with its system started on a copy of the
+// data dir tmpl ("": a new, empty one).
+func newTestEnvFrom(tb testing.TB, tmpl string, configure ...func(*Config)) *testEnv {
+	tb.Helper()
 	cfg := DefaultConfig()
 	for _, f := range configure {
 		f(&cfg)
 	}
-	sys := newTestSystem(tb, cfg)
+	sys := newTestSystemFrom(tb, cfg, tmpl)
 	reg := prometheus.NewRegistry()
 	srv, err := New(cfg, sys, sys, testLogger(tb), reg, reg)
 	if err != nil {
@@ -230,7 +238,8 @@ func (e *testEnv) createKey(tb testing.TB, cookie, name string) (uuid.UUID, stri
 }
 
 // world is a test env with an admin, two licensed users and an unlicensed
-// one, all logged in.
+// one, all logged in. Its system starts from a copy of worldSeed's data
+// dir, so the users' argon2id hashes are computed once per test binary.
 type world struct {
 	*testEnv
 	admin, alice, bob, carol             actors.User
@@ -239,15 +248,9 @@ type world struct {
 
 func newWorld(tb testing.TB, configure ...func(*Config)) *world {
 	tb.Helper()
-	e := newTestEnv(tb, configure...)
-	w := &world{testEnv: e}
-	w.admin = e.addUser(tb, "admin@example.com", actors.RoleAdmin, actors.PlanPremium, true)
-	w.alice = e.addUser(tb, "alice@example.com", actors.RoleUser, actors.PlanStandard, true)
-	w.bob = e.addUser(tb, "bob@example.com", actors.RoleUser, actors.PlanPremium, true)
-	w.carol = e.addUser(tb, "carol@example.com", actors.RoleUser, actors.PlanStandard, false)
-	w.adminCk = e.login(tb, "admin@example.com")
-	w.aliceCk = e.login(tb, "alice@example.com")
-	w.bobCk = e.login(tb, "bob@example.com")
-	w.carolCookie = e.login(tb, "carol@example.com")
+	s := seedWorld(tb)
+	w := &world{testEnv: newTestEnvFrom(tb, s.dir, configure...)}
+	w.admin, w.alice, w.bob, w.carol = s.admin, s.alice, s.bob, s.carol
+	w.adminCk, w.aliceCk, w.bobCk, w.carolCookie = s.adminCk, s.aliceCk, s.bobCk, s.carolCookie
 	return w
 }

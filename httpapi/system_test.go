@@ -27,10 +27,24 @@ var (
 	_ UserService = (*testSystem)(nil)
 )
 
-// newTestSystem starts a system for tb; grace is the rotation grace period.
+// newTestSystem starts a system for tb on a new data dir, with cfg's
+// rotation grace period.
 func newTestSystem(tb testing.TB, cfg Config) *testSystem {
 	tb.Helper()
-	n := actorstest.New(tb, actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod }))
+	return newTestSystemFrom(tb, cfg, "")
+}
+
+// newTestSystemFrom is newTestSystem on a copy of the data dir tmpl ("":
+// a new, empty one).
+func newTestSystemFrom(tb testing.TB, cfg Config, tmpl string) *testSystem {
+	tb.Helper()
+	opts := []actorstest.Option{actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod })}
+	if tmpl != "" {
+		dir := tb.TempDir()
+		copyTree(tb, tmpl, dir)
+		opts = append(opts, actorstest.WithDir(dir))
+	}
+	n := actorstest.New(tb, opts...)
 	return &testSystem{System: n.Start(), clk: n.Clock}
 }
 

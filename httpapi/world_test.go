@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
+)
+
+// worldSeed is the data dir every world starts from: newWorld's four users
+// and a session for each, written once per test binary by a real system
+// (stopped cleanly, so the dir holds a snapshot) into a dir TestMain
+// removes. Creating them costs eight argon2id runs, half a second under
+// -race; restoring a copy costs a few milliseconds.
+type worldSeed struct {
+	dir                                  string
+	admin, alice, bob, carol             actors.User
+	adminCk, aliceCk, bobCk, carolCookie string
+}
+
+var (
+	worldOnce sync.Once
+	world0    *worldSeed
+)
+
+// seedWorld returns the seed, building it on first use with tb.
+func seedWorld(tb testing.TB) *worldSeed {
+	tb.Helper()
+	worldOnce.Do(func() { world0 = buildWorldSeed(tb) })
+	if world0 == nil {
+		tb.Fatal("the world seed could not be built: see the first test that needed it")
+	}
+	return world0
+}
+
+func buildWorldSeed(tb testing.TB) *worldSeed {
+	tb.Helper()
+	n := actorstest.New(tb)
+	sys := n.Start()
+	ctx := context.Background()
+	user := func(email string, role actors.Role, plan actors.Plan, license bool) (actors.User, string) {
+		tb.Helper()
+		u, err := sys.CreateUser(ctx, actors.NewUser{Email: email, Password: "password123", Role: role, Plan: plan, LicenseActive: license})
+		if err != nil {
+			tb.Fatalf("CreateUser(%s) = %v", email, err)
+		}
+		_, s, err := sys.Login(ctx, email, "password123")
+		if err != nil {
+			tb.Fatalf("Login(%s) = %v", email, err)
+		}
+		return u, s.Token
+	}
+	s := &worldSeed{}
+	s.admin, s.adminCk = user("admin@example.com", actors.RoleAdmin, actors.PlanPremium, true)
+	s.alice, s.aliceCk = user("alice@example.com", actors.RoleUser, actors.PlanStandard, true)
+	s.bob, s.bobCk = user("bob@example.com", actors.RoleUser, actors.PlanPremium, true)
+	s.carol, s.carolCookie = user("carol@example.com", actors.RoleUser, actors.PlanStandard, false)
+	n.Stop()
+	dir, err := os.MkdirTemp("", "httpapi-world-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.dir = dir
+	copyTree(tb, n.Dir, dir)
+	return s
+}
+
+// removeWorldSeed deletes the seed's dir once the tests are over.
+func removeWorldSeed() {
+	if world0 != nil {
+		_ = os.RemoveAll(world0.dir)
+	}
+}
+
+// copyTree copies the files under from into to.
+func copyTree(tb testing.TB, from, to string) {
+	tb.Helper()
+	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o700)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
+	})
+	if err != nil {
+		tb.Fatalf("copy %s: %v", from, err)
+	}
+}
