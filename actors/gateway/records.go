@@ -277,9 +277,13 @@ type providerRec struct {
 func (p *providerRec) ref() (kind, uuid.UUID) { return kindProvider, p.ID }
 
 func (p *providerRec) view() Provider {
+	settings := p.Settings
+	if len(settings) == 0 || string(settings) == "null" {
+		settings = json.RawMessage("{}")
+	}
 	return Provider{
 		ID: p.ID, Name: p.Name, DisplayName: p.DisplayName, ProviderType: p.ProviderType, APIBase: p.APIBase,
-		APIKeySealed: p.APIKeySealed, APIKeyHint: p.APIKeyHint, Enabled: p.Enabled, Settings: p.Settings,
+		APIKeySealed: p.APIKeySealed, APIKeyHint: p.APIKeyHint, Enabled: p.Enabled, Settings: settings,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 	}
 }
@@ -305,10 +309,14 @@ func (a *agentRec) ref() (kind, uuid.UUID) { return kindAgent, a.ID }
 func (a *agentRec) canUse(user string) bool { return usableBy(a.OwnerID, a.SharedWith, user) }
 
 func (a *agentRec) view() Agent {
+	sw := a.SharedWith
+	if sw == nil {
+		sw = []string{}
+	}
 	return Agent{
 		ID: a.ID, AgentKey: a.AgentKey, DisplayName: a.DisplayName, OwnerID: a.OwnerID, ProviderID: a.ProviderID,
 		Model: a.Model, SystemPrompt: a.SystemPrompt, Status: a.Status, TimeoutSeconds: a.TimeoutSeconds,
-		SharedWith: a.SharedWith, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
+		SharedWith: sw, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
 	}
 }
 

@@ -70,17 +70,20 @@ const (
 // Provider is an LLM endpoint. APIKeySealed is the AES-256-GCM sealed
 // credential (bound to the provider id); it is opened only to call out.
 type Provider struct {
-	ID           uuid.UUID       `json:"id"`
-	Name         string          `json:"name"`
-	DisplayName  string          `json:"display_name"`
-	ProviderType string          `json:"provider_type"`
-	APIBase      string          `json:"api_base"`
-	APIKeySealed []byte          `json:"api_key_sealed,omitempty"`
-	APIKeyHint   string          `json:"api_key_hint,omitempty"`
-	Enabled      bool            `json:"enabled"`
-	Settings     json.RawMessage `json:"settings,omitempty"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
+	ID           uuid.UUID `json:"id"`
+	Name         string    `json:"name"`
+	DisplayName  string    `json:"display_name"`
+	ProviderType string    `json:"provider_type"`
+	APIBase      string    `json:"api_base"`
+	// APIKeySealed is the credential sealed for the WAL; never serialized.
+	APIKeySealed []byte `json:"-"`
+	// APIKeyHint is the credential masked: "****" and its last four
+	// characters, "****" when shorter than 12, "" when there is none.
+	APIKeyHint string          `json:"api_key"`
+	Enabled    bool            `json:"enabled"`
+	Settings   json.RawMessage `json:"settings"` // a JSON object, {} when none
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
 }
 
 // ProviderInput creates or replaces a provider's fields. APIKey nil keeps
@@ -113,7 +116,7 @@ type Agent struct {
 	SystemPrompt   string    `json:"system_prompt"`
 	Status         string    `json:"status"`
 	TimeoutSeconds int       `json:"timeout_seconds"`
-	SharedWith     []string  `json:"shared_with,omitempty"`
+	SharedWith     []string  `json:"shared_with"` // never nil
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
 }
@@ -128,14 +131,15 @@ func usableBy(owner string, sharedWith []string, user string) bool {
 // AgentInput creates or updates an agent. Provider is a provider's name or
 // id. Nil fields keep their value on update.
 type AgentInput struct {
-	AgentKey       *string
-	DisplayName    *string
-	Provider       *string
-	Model          *string
-	SystemPrompt   *string
-	Status         *string
-	TimeoutSeconds *int
-	SharedWith     *[]string
+	AgentKey    *string `json:"agent_key,omitempty"`
+	DisplayName *string `json:"display_name,omitempty"`
+	// Provider is the provider's name or id.
+	Provider       *string   `json:"provider,omitempty"`
+	Model          *string   `json:"model,omitempty"`
+	SystemPrompt   *string   `json:"system_prompt,omitempty"`
+	Status         *string   `json:"status,omitempty"`
+	TimeoutSeconds *int      `json:"timeout_seconds,omitempty"`
+	SharedWith     *[]string `json:"shared_with,omitempty"`
 }
 
 // Span is one timed step of a run (today: the LLM call).

@@ -3,9 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"time"
-
-	"github.com/google/uuid"
 
 	"gatehouse/actors/gateway"
 )
@@ -43,33 +40,8 @@ type providerUpdate struct {
 	providerReq
 }
 
-type providerView struct {
-	ID           uuid.UUID `json:"id"`
-	Name         string    `json:"name"`
-	DisplayName  string    `json:"display_name"`
-	ProviderType string    `json:"provider_type"`
-	APIBase      string    `json:"api_base"`
-	// APIKey is masked: "****" and the last four characters, or "".
-	APIKey    string          `json:"api_key"`
-	Enabled   bool            `json:"enabled"`
-	Settings  json.RawMessage `json:"settings"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
-}
-
 type providerList struct {
-	Data []providerView `json:"data"`
-}
-
-func viewProvider(p gateway.Provider) providerView {
-	settings := p.Settings
-	if len(settings) == 0 || string(settings) == "null" {
-		settings = json.RawMessage("{}")
-	}
-	return providerView{
-		ID: p.ID, Name: p.Name, DisplayName: p.DisplayName, ProviderType: p.ProviderType, APIBase: p.APIBase,
-		APIKey: p.APIKeyHint, Enabled: p.Enabled, Settings: settings, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
-	}
+	Data []gateway.Provider `json:"data"`
 }
 
 // input overlays q on cur (the zero Provider when creating).
@@ -101,42 +73,41 @@ func (s *Server) listProviders(ctx context.Context, _ Caller, _ None) (providerL
 	if err != nil {
 		return providerList{}, err
 	}
-	out := providerList{Data: make([]providerView, 0, len(ps))}
-	for _, p := range ps {
-		out.Data = append(out.Data, viewProvider(p))
+	if ps == nil {
+		ps = []gateway.Provider{}
 	}
-	return out, nil
+	return providerList{Data: ps}, nil
 }
 
-func (s *Server) createProvider(ctx context.Context, _ Caller, req providerReq) (providerView, error) {
+func (s *Server) createProvider(ctx context.Context, _ Caller, req providerReq) (gateway.Provider, error) {
 	if req.Name == nil || req.ProviderType == nil {
-		return providerView{}, errInvalid("name and provider_type are required")
+		return gateway.Provider{}, errInvalid("name and provider_type are required")
 	}
 	p, err := s.d.Providers.CreateProvider(ctx, req.input(gateway.Provider{Enabled: true}))
 	if err != nil {
-		return providerView{}, resource(err, nil, errProviderExists)
+		return gateway.Provider{}, resource(err, nil, errProviderExists)
 	}
-	return viewProvider(p), nil
+	return p, nil
 }
 
-func (s *Server) getProvider(ctx context.Context, _ Caller, in idIn) (providerView, error) {
+func (s *Server) getProvider(ctx context.Context, _ Caller, in idIn) (gateway.Provider, error) {
 	p, err := s.d.Providers.GetProvider(ctx, in.ID)
 	if err != nil {
-		return providerView{}, resource(err, errProvNotFound, nil)
+		return gateway.Provider{}, resource(err, errProvNotFound, nil)
 	}
-	return viewProvider(p), nil
+	return p, nil
 }
 
-func (s *Server) updateProvider(ctx context.Context, _ Caller, in providerUpdate) (providerView, error) {
+func (s *Server) updateProvider(ctx context.Context, _ Caller, in providerUpdate) (gateway.Provider, error) {
 	cur, err := s.d.Providers.GetProvider(ctx, in.ID)
 	if err != nil {
-		return providerView{}, resource(err, errProvNotFound, nil)
+		return gateway.Provider{}, resource(err, errProvNotFound, nil)
 	}
 	p, err := s.d.Providers.UpdateProvider(ctx, cur.ID.String(), in.input(cur))
 	if err != nil {
-		return providerView{}, resource(err, errProvNotFound, errProviderExists)
+		return gateway.Provider{}, resource(err, errProvNotFound, errProviderExists)
 	}
-	return viewProvider(p), nil
+	return p, nil
 }
 
 func (s *Server) deleteProvider(ctx context.Context, _ Caller, in idIn) (None, error) {

@@ -174,7 +174,7 @@ func TestDispatch(t *testing.T) {
 	reader := Caller{Scopes: []gateway.Scope{gateway.ScopeRead}, UserID: "alice", IP: "127.0.0.1"}
 
 	out, err := e.srv.Dispatch(ctx, reader, "agents.get", json.RawMessage(`{"id":"helper"}`))
-	if v, ok := out.(agentView); err != nil || !ok || v.AgentKey != "helper" {
+	if v, ok := out.(gateway.Agent); err != nil || !ok || v.AgentKey != "helper" {
 		t.Fatalf("agents.get = %#v, %v", out, err)
 	}
 	out, err = e.srv.Dispatch(ctx, alice, "agents.wake", json.RawMessage(`{"id":"helper","message":"hi there"}`))
