@@ -1,61 +1,28 @@
-package actors
+package actors_test
 
 import (
 	"context"
-	"fmt"
-	"io"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
+	"gatehouse/snapshot"
 )
 
-// synthKey builds an idle key like a real one: sealed secret, a week of
-// per-day usage, an empty window (idle for over an hour).
-func synthKey(i int, now int64) *keyState {
-	id := uuid.New()
-	var h hash
-	copy(h[:], id[:])
-	h[16], h[17], h[18] = byte(i), byte(i>>8), byte(i>>16)
-	st := &keyState{rec: keyRecord{
-		id: id, owner: id, name: fmt.Sprintf("service key %d", i), preview: previewChars{'A', 'b', 'C', 'd', 'w', 'X', 'y', 'Z'},
-		hash: h, rateLimit: 1000, createdAt: now - 30*86400,
-	}, applied: uint64(i + 1)}
-	for d := range 7 {
-		st.use.add(now-int64(d)*86400-7200, int64(10+d))
-	}
-	return st
-}
-
-// writeSynthSnapshot writes a snapshot of n synthetic keys through the
-// store, in the exact format System.Snapshot writes.
-func writeSynthSnapshot(tb testing.TB, e *env, n int) {
+// writeSynthSnapshot writes into node's data dir a snapshot of keys
+// synthetic idle keys, in the exact format System.Snapshot writes.
+func writeSynthSnapshot(tb testing.TB, node *actorstest.Node, keys int) {
 	tb.Helper()
-	now := t0.Unix()
-	const perBlock = 16384
-	_, err := e.snaps.Save(uint64(n), func(w io.Writer) error {
-		iw := &imageWriter{w: w}
-		iw.write(imageMagic)
-		iw.blob([]byte("[]"))
-		iw.blob([]byte("[]"))
-		iw.uvarint(uint64(n))
-		var blk enc
-		count := 0
-		for i := range n {
-			encodeKeyState(&blk, synthKey(i, now))
-			if count++; count == perBlock || i == n-1 {
-				iw.block(count, blk.b)
-				blk.b, count = blk.b[:0], 0
-			}
-		}
-		iw.uvarint(0)
-		iw.uvarint(0) // no extension sections
-		return iw.err
-	})
+	st, err := snapshot.New(snapshot.Config{Dir: filepath.Join(node.Dir, "snap"), Retain: 2}, nil, nil)
 	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := actors.WriteSynthSnapshot(st, keys, t0.Unix()); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -75,28 +42,28 @@ func BenchmarkRestore1M(b *testing.B) { benchRestore(b, 1_000_000) }
 // BenchmarkRestore100k is the same at a tenth of the size.
 func BenchmarkRestore100k(b *testing.B) { benchRestore(b, 100_000) }
 
-func benchRestore(b *testing.B, n int) {
+func benchRestore(b *testing.B, keys int) {
 	b.ReportAllocs()
-	e := newEnv(b)
-	e.cfg.Shards = 64
-	e.start()
-	e.crash()
-	writeSynthSnapshot(b, e, n)
+	n := actorstest.New(b)
+	n.Config.Shards = 64
+	n.Start()
+	n.Crash()
+	writeSynthSnapshot(b, n, keys)
 	b.ResetTimer()
 	var restore, snap time.Duration
 	var perKey float64
 	for range b.N {
 		before := heapInUse()
 		start := time.Now()
-		s := e.start()
+		s := n.Start()
 		restore += time.Since(start)
-		perKey = float64(heapInUse()-before) / float64(n)
+		perKey = float64(heapInUse()-before) / float64(keys)
 		start = time.Now()
 		if _, err := s.Snapshot(); err != nil {
 			b.Fatal(err)
 		}
 		snap += time.Since(start)
-		e.crash()
+		n.Crash()
 	}
 	b.ReportMetric(restore.Seconds()/float64(b.N), "restore-s")
 	b.ReportMetric(snap.Seconds()/float64(b.N), "snapshot-s")
@@ -110,19 +77,16 @@ func BenchmarkAuthorize8(b *testing.B)  { benchAuthorize(b, 8) }
 func BenchmarkAuthorize64(b *testing.B) { benchAuthorize(b, 64) }
 
 // authorizeFixture starts a System with 10k keys whose limit never binds.
-func authorizeFixture(b *testing.B) (*System, [][]byte) {
-	e := newEnv(b)
-	e.cfg.Shards = 64
-	e.cfg.FlushInterval = time.Second // usage flushes run, as in production
-	s := e.start()
-	u := mustUser(b, s, "bench@example.com", PlanPremium, true)
+func authorizeFixture(b *testing.B) (*actors.System, [][]byte) {
+	n := actorstest.New(b)
+	n.Config.Shards = 64
+	n.Config.FlushInterval = time.Second // usage flushes run, as in production
+	s := n.Start()
+	u := mustUser(b, s, "bench@example.com", actors.PlanPremium, true)
 	secrets := make([][]byte, 10_000)
 	for i := range secrets {
 		k, sec := mustKey(b, s, u, "bench")
-		n := int64(1e9)
-		if _, err := s.UpdateKey(ctx(b), k.ID, KeyPatch{RateLimit: &n}); err != nil {
-			b.Fatal(err)
-		}
+		setLimit(b, s, k, 1e9)
 		secrets[i] = []byte(sec)
 	}
 	return s, secrets

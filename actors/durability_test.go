@@ -1,9 +1,12 @@
-package actors
+package actors_test
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
 )
 
 // TestRestartKeepsEverything: users, sessions, keys, rotation, revocation,
@@ -12,9 +15,9 @@ func TestRestartKeepsEverything(t *testing.T) {
 	for _, clean := range []bool{true, false} {
 		name := map[bool]string{true: "clean", false: "crash"}[clean]
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			s := e.start()
-			u := mustUser(t, s, "a@example.com", PlanStandard, true)
+			n := actorstest.New(t)
+			s := n.Start()
+			u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 			_, sess, err := s.Login(ctx(t), "a@example.com", "correct horse")
 			if err != nil {
 				t.Fatal(err)
@@ -32,18 +35,18 @@ func TestRestartKeepsEverything(t *testing.T) {
 				}
 			}
 			if clean {
-				e.stop()
+				n.Stop()
 			} else {
-				e.crash()
+				n.Crash()
 			}
-			s = e.start()
+			s = n.Start()
 			if got, err := s.Authenticate(ctx(t), sess.Token); err != nil || got.ID != u.ID {
 				t.Errorf("session after restart: %v %v", got, err)
 			}
 			if err := s.Authorize(ctx(t), []byte(old)).Err; err != nil {
 				t.Errorf("old secret in grace after restart: %v", err)
 			}
-			if err := s.Authorize(ctx(t), []byte(revSecret)).Err; !errors.Is(err, ErrKeyRevoked) {
+			if err := s.Authorize(ctx(t), []byte(revSecret)).Err; !errors.Is(err, actors.ErrKeyRevoked) {
 				t.Errorf("revoked after restart: %v", err)
 			}
 			// 4 + 1 used of 10: 5 more admitted, then limited.
@@ -60,9 +63,9 @@ func TestRestartKeepsEverything(t *testing.T) {
 // TestSnapshotThenReplayCountsOnce: usage flushed before a snapshot, after
 // it, and captured while in flight is counted exactly once after a crash.
 func TestSnapshotThenReplayCountsOnce(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	authN(t, s, secret, 3)
 	s.Tick()               // async flush, may or may not commit before the snapshot
@@ -74,11 +77,11 @@ func TestSnapshotThenReplayCountsOnce(t *testing.T) {
 	if err := s.FlushUsage(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	e.clk.Advance(2 * time.Second)
+	n.Clock.Advance(2 * time.Second)
 	authN(t, s, secret, 1) // never flushed: lost in the crash, as documented
-	e.crash()
+	n.Crash()
 
-	s = e.start()
+	s = n.Start()
 	if us := usageOf(t, s, k); us.Total != 9 || us.Used != 9 {
 		t.Errorf("after crash usage = %+v, want total 9 and window 9", us)
 	}
@@ -86,8 +89,8 @@ func TestSnapshotThenReplayCountsOnce(t *testing.T) {
 	if _, err := s.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	e.crash()
-	s = e.start()
+	n.Crash()
+	s = n.Start()
 	if us := usageOf(t, s, k); us.Total != 9 {
 		t.Errorf("after second restart usage = %d, want 9", us.Total)
 	}
@@ -96,66 +99,50 @@ func TestSnapshotThenReplayCountsOnce(t *testing.T) {
 // TestPassivation: idle key actors hand their state back and come back
 // with it intact.
 func TestPassivation(t *testing.T) {
-	e := newEnv(t)
-	e.cfg.IdleAfter, e.cfg.SweepInterval = time.Minute, time.Second
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	n.Config.IdleAfter, n.Config.SweepInterval = time.Minute, time.Second
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	authN(t, s, secret, 3)
-	if got := liveKeys(t, s); got != 1 {
+	if got := actors.LiveKeys(s); got != 1 {
 		t.Fatalf("live key actors = %d, want 1", got)
 	}
-	e.clk.Advance(2 * time.Minute)
+	n.Clock.Advance(2 * time.Minute)
 	s.Tick() // flushes (dirty), so not passivated yet
 	waitFor(t, func() bool { return s.FlushUsage(ctx(t)) == nil })
-	e.clk.Advance(2 * time.Minute)
+	n.Clock.Advance(2 * time.Minute)
 	s.Tick()
-	waitFor(t, func() bool { return liveKeys(t, s) == 0 })
+	waitFor(t, func() bool { return actors.LiveKeys(s) == 0 })
 	if us := usageOf(t, s, k); us.Total != 3 {
 		t.Errorf("usage after passivation = %d, want 3", us.Total)
 	}
-	if got := liveKeys(t, s); got != 1 {
+	if got := actors.LiveKeys(s); got != 1 {
 		t.Errorf("live after reactivation = %d, want 1", got)
 	}
 }
 
-func liveKeys(tb testing.TB, s *System) int {
-	tb.Helper()
-	return int(gaugeValue(s.m.liveKeys))
-}
-
-func waitFor(tb testing.TB, cond func() bool) {
-	tb.Helper()
-	for range 200 {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	tb.Fatal("condition not reached in 1s")
-}
-
 func TestSessions(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "A@Example.com ", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "A@Example.com ", actors.PlanStandard, true)
 	if u.Email != "a@example.com" {
 		t.Errorf("email not normalized: %q", u.Email)
 	}
-	if _, _, err := s.Login(ctx(t), "a@example.com", "wrong password"); !errors.Is(err, ErrBadCredentials) {
+	if _, _, err := s.Login(ctx(t), "a@example.com", "wrong password"); !errors.Is(err, actors.ErrBadCredentials) {
 		t.Errorf("wrong password: %v", err)
 	}
-	if _, _, err := s.Login(ctx(t), "nobody@example.com", "correct horse"); !errors.Is(err, ErrBadCredentials) {
+	if _, _, err := s.Login(ctx(t), "nobody@example.com", "correct horse"); !errors.Is(err, actors.ErrBadCredentials) {
 		t.Errorf("unknown email: %v", err)
 	}
-	if _, err := s.CreateUser(ctx(t), NewUser{Email: "a@example.com", Password: "12345678"}); !errors.Is(err, ErrEmailTaken) {
+	if _, err := s.CreateUser(ctx(t), actors.NewUser{Email: "a@example.com", Password: "12345678"}); !errors.Is(err, actors.ErrEmailTaken) {
 		t.Errorf("duplicate email: %v", err)
 	}
 	_, sess, err := s.Login(ctx(t), "a@example.com", "correct horse")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sess.ExpiresAt.Equal(t0.Add(e.cfg.SessionTTL)) {
+	if !sess.ExpiresAt.Equal(t0.Add(n.Config.SessionTTL)) {
 		t.Errorf("session expiry = %v", sess.ExpiresAt)
 	}
 	if _, err := s.Authenticate(ctx(t), sess.Token); err != nil {
@@ -164,12 +151,12 @@ func TestSessions(t *testing.T) {
 	if err := s.Logout(ctx(t), sess.Token); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, ErrSessionInvalid) {
+	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, actors.ErrSessionInvalid) {
 		t.Errorf("after logout: %v", err)
 	}
 	_, sess, _ = s.Login(ctx(t), "a@example.com", "correct horse")
-	e.clk.Advance(e.cfg.SessionTTL)
-	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, ErrSessionInvalid) {
+	n.Clock.Advance(n.Config.SessionTTL)
+	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, actors.ErrSessionInvalid) {
 		t.Errorf("expired session: %v", err)
 	}
 	created, pw, err := s.EnsureAdmin(ctx(t), "root@example.com", "")
@@ -180,7 +167,7 @@ func TestSessions(t *testing.T) {
 		t.Error("EnsureAdmin created the admin twice")
 	}
 	admin, _, err := s.Login(ctx(t), "root@example.com", pw)
-	if err != nil || admin.Role != RoleAdmin {
+	if err != nil || admin.Role != actors.RoleAdmin {
 		t.Errorf("admin login: %+v %v", admin, err)
 	}
 }

@@ -2,10 +2,17 @@ package actors
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"slices"
+	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	dto "github.com/prometheus/client_model/go"
 
+	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
 
@@ -79,4 +86,73 @@ func canonical(im *image, now int64) []byte {
 		w.bytes(im.ext[n])
 	}
 	return w.b
+}
+
+// InDirectory reports whether the directory shard of secret's hash maps it
+// to a key: it sends the shard the hot path's own message and looks at
+// whether the shard routed it on (it does so only for a known hash).
+func InDirectory(tb testing.TB, s *System, secret string) bool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m := &authorize{hash: hashOf([]byte(secret)), reply: make(chan AuthResult, 1)}
+	if _, ok, err := Ask(ctx, s.root, s.shards[shardOfHash(m.hash, len(s.shards))], m, m.reply, nil); !ok {
+		tb.Fatalf("directory lookup: %v", err)
+	}
+	return m.routed
+}
+
+// WellFormed reports whether secret has the shape of a key (no lookup).
+func WellFormed(secret string) bool { return wellFormed([]byte(secret)) }
+
+// LiveKeys is the number of key actors running (the live-keys gauge).
+func LiveKeys(s *System) int {
+	var m dto.Metric
+	if err := s.m.liveKeys.Write(&m); err != nil {
+		return -1
+	}
+	return int(m.GetGauge().GetValue())
+}
+
+// synthKey builds an idle key like a real one: sealed secret, a week of
+// per-day usage, an empty window (idle for over an hour).
+func synthKey(i int, now int64) *keyState {
+	id := uuid.New()
+	var h hash
+	copy(h[:], id[:])
+	h[16], h[17], h[18] = byte(i), byte(i>>8), byte(i>>16)
+	st := &keyState{rec: keyRecord{
+		id: id, owner: id, name: fmt.Sprintf("service key %d", i), preview: previewChars{'A', 'b', 'C', 'd', 'w', 'X', 'y', 'Z'},
+		hash: h, rateLimit: 1000, createdAt: now - 30*86400,
+	}, applied: uint64(i + 1)}
+	for d := range 7 {
+		st.use.add(now-int64(d)*86400-7200, int64(10+d))
+	}
+	return st
+}
+
+// WriteSynthSnapshot saves, at index n, a snapshot of n synthetic idle keys
+// in the exact format System.Snapshot writes.
+func WriteSynthSnapshot(st *snapshot.Store, n int, now int64) error {
+	const perBlock = 16384
+	_, err := st.Save(uint64(n), func(w io.Writer) error {
+		iw := &imageWriter{w: w}
+		iw.write(imageMagic)
+		iw.blob([]byte("[]"))
+		iw.blob([]byte("[]"))
+		iw.uvarint(uint64(n))
+		var blk enc
+		count := 0
+		for i := range n {
+			encodeKeyState(&blk, synthKey(i, now))
+			if count++; count == perBlock || i == n-1 {
+				iw.block(count, blk.b)
+				blk.b, count = blk.b[:0], 0
+			}
+		}
+		iw.uvarint(0)
+		iw.uvarint(0) // no extension sections
+		return iw.err
+	})
+	return err
 }

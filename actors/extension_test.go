@@ -1,4 +1,4 @@
-package actors
+package actors_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
 	"gatehouse/wal"
 )
 
@@ -28,7 +30,7 @@ type counterAdd struct {
 type counterGet struct{ reply chan uint64 }
 
 type counterActor struct {
-	log   EventLog
+	log   actors.EventLog
 	total uint64
 }
 
@@ -52,7 +54,7 @@ func (c *counterExt) Restore(section []byte) error {
 	if section != nil {
 		v, n := binary.Uvarint(section)
 		if n <= 0 {
-			return fmt.Errorf("counter section: %w", ErrCorrupt)
+			return fmt.Errorf("counter section: %w", actors.ErrCorrupt)
 		}
 		c.total = v
 	}
@@ -63,7 +65,7 @@ func (c *counterExt) Apply(_ uint64, r wal.Record) error {
 	c.total += v
 	return nil
 }
-func (c *counterExt) Start(env ExtensionEnv) error {
+func (c *counterExt) Start(env actors.ExtensionEnv) error {
 	a := &counterActor{log: env.Log, total: c.total}
 	c.root, c.pid = env.Root, env.Root.Spawn(env.Props(func() actor.Actor { return a }))
 	return nil
@@ -76,37 +78,36 @@ func (c *counterExt) Stop() {}
 
 func (c *counterExt) get(ctx context.Context) (uint64, error) {
 	reply := make(chan uint64, 1)
-	c.root.Send(c.pid, counterGet{reply: reply})
-	return await(ctx, reply)
+	v, _, err := actors.Ask(ctx, c.root, c.pid, counterGet{reply: reply}, reply, nil)
+	return v, err
 }
 
 func (c *counterExt) add(tb testing.TB, n uint64) {
 	tb.Helper()
 	reply := make(chan error, 1)
-	c.root.Send(c.pid, counterAdd{n: n, reply: reply})
-	if err, werr := await(ctx(tb), reply); err != nil || werr != nil {
+	if err, _, werr := actors.Ask(ctx(tb), c.root, c.pid, counterAdd{n: n, reply: reply}, reply, nil); err != nil || werr != nil {
 		tb.Fatal(err, werr)
 	}
 }
 
 func TestExtensionSnapshotAndReplay(t *testing.T) {
-	e := newEnv(t)
+	n := actorstest.New(t)
 	ext := &counterExt{}
-	e.exts = []Extension{ext}
-	e.start()
+	n.Extensions = func() []actors.Extension { return []actors.Extension{ext} } // one counter across restarts
+	n.Start()
 	ext.add(t, 2)
 	ext.add(t, 3)
-	if _, err := e.sys.Snapshot(); err != nil {
+	if _, err := n.Sys.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	ext.add(t, 5) // after the snapshot: replayed
-	e.crash()
-	e.start()
+	n.Crash()
+	n.Start()
 	if got, _ := ext.get(ctx(t)); got != 10 || ext.restored == nil {
 		t.Errorf("after crash counter = %d (section %v), want 10 from snapshot 5 + replay 5", got, ext.restored)
 	}
-	e.stop()
-	e.start()
+	n.Stop()
+	n.Start()
 	if got, _ := ext.get(ctx(t)); got != 10 {
 		t.Errorf("after clean restart counter = %d, want 10", got)
 	}

@@ -1,4 +1,4 @@
-package actors
+package actors_test
 
 import (
 	"errors"
@@ -8,23 +8,26 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
 )
 
 func TestAuthorizeErrors(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	_, secret := mustKey(t, s, u, "k")
 	tests := []struct {
 		name   string
 		secret string
 		want   error
 	}{
-		{"missing", "", ErrKeyMissing},
-		{"malformed", "svc_live_short", ErrKeyInvalid},
-		{"wrong prefix", "svc_test_" + secret[9:], ErrKeyInvalid},
-		{"bad character", secret[:len(secret)-1] + "!", ErrKeyInvalid},
-		{"unknown", secret[:len(secret)-1] + flip(secret[len(secret)-1]), ErrKeyInvalid},
+		{"missing", "", actors.ErrKeyMissing},
+		{"malformed", "svc_live_short", actors.ErrKeyInvalid},
+		{"wrong prefix", "svc_test_" + secret[9:], actors.ErrKeyInvalid},
+		{"bad character", secret[:len(secret)-1] + "!", actors.ErrKeyInvalid},
+		{"unknown", secret[:len(secret)-1] + flip(secret[len(secret)-1]), actors.ErrKeyInvalid},
 		{"good", secret, nil},
 	}
 	for _, tt := range tests {
@@ -44,11 +47,11 @@ func flip(c byte) string {
 }
 
 func TestKeyFormatAndPreview(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanPremium, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanPremium, true)
 	k, secret := mustKey(t, s, u, "k")
-	if !wellFormed([]byte(secret)) || !strings.HasPrefix(secret, "svc_live_") || len(secret) != 41 {
+	if !actors.WellFormed(secret) || !strings.HasPrefix(secret, "svc_live_") || len(secret) != 41 {
 		t.Fatalf("secret %q is not svc_live_ + 32 alphanumerics", secret)
 	}
 	if k.RateLimit != 10000 {
@@ -63,21 +66,21 @@ func TestKeyFormatAndPreview(t *testing.T) {
 }
 
 func TestCreateKeyValidation(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	licensed := mustUser(t, s, "a@example.com", PlanStandard, true)
-	unlicensed := mustUser(t, s, "b@example.com", PlanStandard, false)
+	n := actorstest.New(t)
+	s := n.Start()
+	licensed := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	unlicensed := mustUser(t, s, "b@example.com", actors.PlanStandard, false)
 	tests := []struct {
 		name string
-		k    NewKey
+		k    actors.NewKey
 		want error
 	}{
-		{"empty name", NewKey{Owner: licensed, Name: ""}, ErrInvalidArgument},
-		{"blank name", NewKey{Owner: licensed, Name: "   "}, ErrInvalidArgument},
-		{"101 runes", NewKey{Owner: licensed, Name: strings.Repeat("é", 101)}, ErrInvalidArgument},
-		{"100 runes", NewKey{Owner: licensed, Name: strings.Repeat("é", 100)}, nil},
-		{"past expiry", NewKey{Owner: licensed, Name: "x", ExpiresAt: t0.Add(-time.Second)}, ErrInvalidArgument},
-		{"no license", NewKey{Owner: unlicensed, Name: "x"}, ErrLicenseRequired},
+		{"empty name", actors.NewKey{Owner: licensed, Name: ""}, actors.ErrInvalidArgument},
+		{"blank name", actors.NewKey{Owner: licensed, Name: "   "}, actors.ErrInvalidArgument},
+		{"101 runes", actors.NewKey{Owner: licensed, Name: strings.Repeat("é", 101)}, actors.ErrInvalidArgument},
+		{"100 runes", actors.NewKey{Owner: licensed, Name: strings.Repeat("é", 100)}, nil},
+		{"past expiry", actors.NewKey{Owner: licensed, Name: "x", ExpiresAt: t0.Add(-time.Second)}, actors.ErrInvalidArgument},
+		{"no license", actors.NewKey{Owner: unlicensed, Name: "x"}, actors.ErrLicenseRequired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,23 +92,23 @@ func TestCreateKeyValidation(t *testing.T) {
 }
 
 func TestRateLimitAndValidate(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	setLimit(t, s, k, 3)
 	if got := authN(t, s, secret, 5); got != 3 {
 		t.Fatalf("admitted %d of 5 with limit 3", got)
 	}
 	r := s.Authorize(ctx(t), []byte(secret))
-	if !errors.Is(r.Err, ErrRateLimited) || r.Limit.RetryAfter != 3600 || r.Limit.Remaining != 0 {
+	if !errors.Is(r.Err, actors.ErrRateLimited) || r.Limit.RetryAfter != 3600 || r.Limit.Remaining != 0 {
 		t.Fatalf("over limit: %+v", r)
 	}
 	v := s.Validate(ctx(t), []byte(secret))
 	if v.Err != nil || v.UserID != u.ID || !v.IsActive {
 		t.Fatalf("Validate = %+v", v)
 	}
-	e.clk.Advance(3600 * time.Second)
+	n.Clock.Advance(3600 * time.Second)
 	if got := authN(t, s, secret, 4); got != 3 {
 		t.Errorf("an hour later admitted %d, want 3", got)
 	}
@@ -115,9 +118,9 @@ func TestRateLimitAndValidate(t *testing.T) {
 }
 
 func TestRotation(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	k, old := mustKey(t, s, u, "k")
 	setLimit(t, s, k, 4)
 	authN(t, s, old, 2)
@@ -132,8 +135,8 @@ func TestRotation(t *testing.T) {
 	if got := authN(t, s, fresh, 1) + authN(t, s, old, 3); got != 2 {
 		t.Errorf("after rotation admitted %d, want 2 (window shared)", got)
 	}
-	e.clk.Advance(24 * time.Hour)
-	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, ErrKeyExpired) {
+	n.Clock.Advance(24 * time.Hour)
+	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, actors.ErrKeyExpired) {
 		t.Errorf("old secret after grace: %v, want ErrKeyExpired", err)
 	}
 	if err := s.Authorize(ctx(t), []byte(fresh)).Err; err != nil {
@@ -146,13 +149,13 @@ func TestRotation(t *testing.T) {
 	}
 	// RotateKey returns once the directory shards applied the change, so
 	// the first secret's entry is gone now (not merely refused by the key).
-	if inDirectory(t, s, old) {
+	if actors.InDirectory(t, s, old) {
 		t.Error("first secret still in the directory after the second rotation")
 	}
-	if !inDirectory(t, s, fresh) || !inDirectory(t, s, third) {
+	if !actors.InDirectory(t, s, fresh) || !actors.InDirectory(t, s, third) {
 		t.Error("a secret within its grace period is missing from the directory")
 	}
-	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, ErrKeyInvalid) {
+	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, actors.ErrKeyInvalid) {
 		t.Errorf("first secret after second rotation: %v, want ErrKeyInvalid", err)
 	}
 	for _, sec := range []string{fresh, third} {
@@ -166,20 +169,20 @@ func TestRotation(t *testing.T) {
 }
 
 func TestRevokeDeleteExpire(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	k, old := mustKey(t, s, u, "k")
 	_, fresh, _ := s.RotateKey(ctx(t), k.ID)
 	if err := s.RevokeKey(ctx(t), k.ID); err != nil {
 		t.Fatal(err)
 	}
 	for _, sec := range []string{old, fresh} {
-		if err := s.Authorize(ctx(t), []byte(sec)).Err; !errors.Is(err, ErrKeyRevoked) {
+		if err := s.Authorize(ctx(t), []byte(sec)).Err; !errors.Is(err, actors.ErrKeyRevoked) {
 			t.Errorf("revoked key: %v, want ErrKeyRevoked", err)
 		}
 	}
-	if _, _, err := s.RotateKey(ctx(t), k.ID); !errors.Is(err, ErrKeyInactive) {
+	if _, _, err := s.RotateKey(ctx(t), k.ID); !errors.Is(err, actors.ErrKeyInactive) {
 		t.Errorf("rotate revoked: %v, want ErrKeyInactive", err)
 	}
 	if info, _ := s.GetKey(ctx(t), k.ID); info.IsActive {
@@ -188,39 +191,39 @@ func TestRevokeDeleteExpire(t *testing.T) {
 	if err := s.DeleteKey(ctx(t), k.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetKey(ctx(t), k.ID); !errors.Is(err, ErrKeyNotFound) {
+	if _, err := s.GetKey(ctx(t), k.ID); !errors.Is(err, actors.ErrKeyNotFound) {
 		t.Errorf("GetKey(deleted) = %v", err)
 	}
-	if err := s.Authorize(ctx(t), []byte(fresh)).Err; !errors.Is(err, ErrKeyInvalid) {
+	if err := s.Authorize(ctx(t), []byte(fresh)).Err; !errors.Is(err, actors.ErrKeyInvalid) {
 		t.Errorf("deleted key: %v, want ErrKeyInvalid", err)
 	}
 	for _, sec := range []string{old, fresh} {
-		if inDirectory(t, s, sec) {
+		if actors.InDirectory(t, s, sec) {
 			t.Error("a deleted key's secret is still in the directory")
 		}
 	}
-	if _, _, err := s.RotateKey(ctx(t), uuid.New()); !errors.Is(err, ErrKeyNotFound) {
+	if _, _, err := s.RotateKey(ctx(t), uuid.New()); !errors.Is(err, actors.ErrKeyNotFound) {
 		t.Errorf("rotate unknown: %v", err)
 	}
 
-	k2, sec2, err := s.CreateKey(ctx(t), NewKey{Owner: u, Name: "exp", ExpiresAt: t0.Add(time.Hour)})
+	k2, sec2, err := s.CreateKey(ctx(t), actors.NewKey{Owner: u, Name: "exp", ExpiresAt: t0.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !k2.ExpiresAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("ExpiresAt = %v", k2.ExpiresAt)
 	}
-	e.clk.Advance(time.Hour)
-	if err := s.Authorize(ctx(t), []byte(sec2)).Err; !errors.Is(err, ErrKeyExpired) {
+	n.Clock.Advance(time.Hour)
+	if err := s.Authorize(ctx(t), []byte(sec2)).Err; !errors.Is(err, actors.ErrKeyExpired) {
 		t.Errorf("expired key: %v, want ErrKeyExpired", err)
 	}
 }
 
 func TestListKeysOwnership(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	a := mustUser(t, s, "a@example.com", PlanStandard, true)
-	b := mustUser(t, s, "b@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	a := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	b := mustUser(t, s, "b@example.com", actors.PlanStandard, true)
 	var want []uuid.UUID
 	for i := range 5 {
 		k, secret := mustKey(t, s, a, "a")
@@ -228,7 +231,7 @@ func TestListKeysOwnership(t *testing.T) {
 		if i%2 == 0 {
 			authN(t, s, secret, 1) // live actor: listed through it
 		}
-		e.clk.Advance(time.Second)
+		n.Clock.Advance(time.Second)
 	}
 	mustKey(t, s, b, "b")
 	got, err := s.ListKeys(ctx(t), a.ID)
@@ -246,12 +249,12 @@ func TestListKeysOwnership(t *testing.T) {
 }
 
 func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	const keys, workers, per = 4, 32, 100
 	var secrets []string
-	var infos []KeyInfo
+	var infos []actors.KeyInfo
 	for range keys {
 		k, sec := mustKey(t, s, u, "k")
 		setLimit(t, s, k, 500)
@@ -288,16 +291,16 @@ func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
 }
 
 func TestUsageDayBoundaries(t *testing.T) {
-	e := newEnv(t)
-	s := e.start()
-	u := mustUser(t, s, "a@example.com", PlanStandard, true)
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	midnight := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-	e.clk.Set(midnight.Add(-time.Second)) // 23:59:59 on the 22nd
+	n.Clock.Set(midnight.Add(-time.Second)) // 23:59:59 on the 22nd
 	authN(t, s, secret, 2)
-	e.clk.Set(midnight) // 00:00:00 on the 23rd
+	n.Clock.Set(midnight) // 00:00:00 on the 23rd
 	authN(t, s, secret, 3)
-	e.clk.Set(midnight.Add(30 * 24 * time.Hour)) // 30 days later
+	n.Clock.Set(midnight.Add(30 * 24 * time.Hour)) // 30 days later
 	authN(t, s, secret, 1)
 	tests := []struct {
 		days int
@@ -327,20 +330,8 @@ func TestUsageDayBoundaries(t *testing.T) {
 		}
 	}
 	for _, bad := range []int{0, 31, -1} {
-		if _, err := s.KeyUsage(ctx(t), k.ID, bad); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := s.KeyUsage(ctx(t), k.ID, bad); !errors.Is(err, actors.ErrInvalidArgument) {
 			t.Errorf("KeyUsage(days=%d) = %v, want ErrInvalidArgument", bad, err)
 		}
 	}
-}
-
-// inDirectory reports whether the directory shard of secret's hash maps it
-// to a key: it sends the shard the hot path's own message and looks at
-// whether the shard routed it on (it does so only for a known hash).
-func inDirectory(tb testing.TB, s *System, secret string) bool {
-	tb.Helper()
-	m := &authorize{hash: hashOf([]byte(secret)), reply: make(chan AuthResult, 1)}
-	if _, ok, err := Ask(ctx(tb), s.root, s.shards[shardOfHash(m.hash, len(s.shards))], m, m.reply, nil); !ok {
-		tb.Fatalf("directory lookup: %v", err)
-	}
-	return m.routed
 }
