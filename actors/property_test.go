@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -282,31 +281,7 @@ func copyDataDir(t *testing.T, n *actorstest.Node) string {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	err := filepath.WalkDir(n.Dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(n.Dir, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
-		}
-		src, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		out, err := os.Create(filepath.Join(dst, rel))
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, src); err != nil {
-			return err
-		}
-		return out.Close()
-	})
-	if err != nil {
-		t.Fatalf("copy data dir: %v", err)
-	}
+	actorstest.CopyDir(t, n.Dir, dst)
 	return dst
 }
 

@@ -2,8 +2,6 @@ package actors_test
 
 import (
 	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,7 +57,7 @@ var v1Usage = map[string]int64{"k1": 5, "k2 third": 1, "k3 revoked": 0, "k5": 2,
 // crash, and keeps working.
 func TestRestoreDataDirV1(t *testing.T) {
 	dir := t.TempDir()
-	copyTree(t, filepath.Join("testdata", "datadir_v1"), dir)
+	actorstest.CopyDir(t, filepath.Join("testdata", "datadir_v1"), dir)
 	clk := actorstest.New(t).Clock
 	clk.Set(actorstest.T0.Add(3 * time.Minute))
 	n := actorstest.New(t, actorstest.WithDir(dir), actorstest.WithClock(clk))
@@ -141,26 +139,5 @@ func checkV1(t *testing.T, stage string, sys *actors.System) {
 		if s.user == uuid.Nil && !errors.Is(err, actors.ErrSessionInvalid) || s.user != uuid.Nil && (err != nil || u.ID != s.user) {
 			t.Errorf("%s: Authenticate(session %d) = %s, %v; want user %s", stage, i, u.ID, err, s.user)
 		}
-	}
-}
-
-func copyTree(tb testing.TB, from, to string) {
-	tb.Helper()
-	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
-	})
-	if err != nil {
-		tb.Fatal(err)
 	}
 }

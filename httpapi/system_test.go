@@ -41,7 +41,7 @@ func newTestSystemFrom(tb testing.TB, cfg Config, tmpl string) *testSystem {
 	opts := []actorstest.Option{actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod })}
 	if tmpl != "" {
 		dir := tb.TempDir()
-		copyTree(tb, tmpl, dir)
+		actorstest.CopyDir(tb, tmpl, dir)
 		opts = append(opts, actorstest.WithDir(dir))
 	}
 	n := actorstest.New(tb, opts...)

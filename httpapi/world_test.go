@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -66,7 +64,7 @@ func buildWorldSeed(tb testing.TB) *worldSeed {
 		tb.Fatal(err)
 	}
 	s.dir = dir
-	copyTree(tb, n.Dir, dir)
+	actorstest.CopyDir(tb, n.Dir, dir)
 	return s
 }
 
@@ -74,27 +72,5 @@ func buildWorldSeed(tb testing.TB) *worldSeed {
 func removeWorldSeed() {
 	if world0 != nil {
 		_ = os.RemoveAll(world0.dir)
-	}
-}
-
-// copyTree copies the files under from into to.
-func copyTree(tb testing.TB, from, to string) {
-	tb.Helper()
-	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
-	})
-	if err != nil {
-		tb.Fatalf("copy %s: %v", from, err)
 	}
 }

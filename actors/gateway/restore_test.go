@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -32,7 +30,7 @@ var legacyKeys = []struct {
 
 func TestRestoreDataDirV1(t *testing.T) {
 	dir := t.TempDir()
-	copyDir(t, filepath.Join("testdata", "datadir_v1"), dir)
+	actorstest.CopyDir(t, filepath.Join("testdata", "datadir_v1"), dir)
 	n := actorstest.New(t, actorstest.WithDir(dir), actorstest.WithExtensions(func() []actors.Extension {
 		gw, err := New(DefaultConfig())
 		if err != nil {
@@ -102,26 +100,5 @@ func checkLegacyDir(t *testing.T, stage string, gw *Gateway) {
 		if _, err := gw.Trace(c, id); err != nil {
 			t.Errorf("%s: trace %s: %v", stage, id, err)
 		}
-	}
-}
-
-func copyDir(tb testing.TB, from, to string) {
-	tb.Helper()
-	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
-	})
-	if err != nil {
-		tb.Fatal(err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"gatehouse/actors/actorstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -175,7 +177,7 @@ func TestCrashBeforeRename(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
 	snapshotDir := t.TempDir()
-	testHookBeforeRename = func() { copyTree(t, dir, snapshotDir) }
+	testHookBeforeRename = func() { actorstest.CopyDir(t, dir, snapshotDir) }
 	defer func() { testHookBeforeRename = nil }()
 	ref := put(t, s, []byte("interrupted"))
 	testHookBeforeRename = nil
@@ -188,27 +190,6 @@ func TestCrashBeforeRename(t *testing.T) {
 	}
 	if err := after.Verify(ref); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Verify(never installed) = %v, want ErrNotFound", err)
-	}
-}
-
-func copyTree(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
