@@ -52,7 +52,7 @@ func ptr[T any](v T) *T { return &v }
 func TestAPIKeys(t *testing.T) {
 	n := newNode(t, DefaultConfig(), nil)
 	gw := start(n)
-	k, raw, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "ci", Scopes: []Scope{ScopeRead}, ExpiresIn: time.Hour})
+	k, raw, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "ci", Scopes: []Scope{ScopeRead}, ExpiresIn: time.Hour, UserID: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +64,17 @@ func TestAPIKeys(t *testing.T) {
 		t.Errorf("key %s: hash shard %d, id shard %d, %d moved keys; want one shard, none moved", k.ID, h, home, len(gw.homes.moved))
 	}
 	got, err := gw.Authenticate(ctx(t), []byte(raw))
-	if err != nil || got.ID != k.ID || !cmp.Equal(got.Scopes, []Scope{ScopeRead}) {
-		t.Fatalf("Authenticate = %+v, %v", got, err)
+	if err != nil || got.ID != k.ID || !cmp.Equal(got.Scopes, []Scope{ScopeRead}) || got.UserID != "alice" || k.UserID != "alice" {
+		t.Fatalf("Authenticate = %+v, %v; want the key, its scopes and its user alice", got, err)
+	}
+	// A read or write key acts for one user: creating one without is refused.
+	for _, n := range []NewAPIKey{
+		{Name: "x", Scopes: []Scope{ScopeWrite}},
+		{Name: "x", Scopes: []Scope{ScopeRead}, UserID: "bad\nuser"},
+	} {
+		if _, _, err := gw.CreateAPIKey(ctx(t), n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CreateAPIKey(%+v) = %v, want ErrInvalid", n, err)
+		}
 	}
 	tests := []struct {
 		name string
@@ -173,7 +182,7 @@ func TestRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, raw, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "k", Scopes: []Scope{ScopeWrite}})
+	_, raw, err := gw.CreateAPIKey(ctx(t), NewAPIKey{Name: "k", Scopes: []Scope{ScopeWrite}, UserID: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func (s *keyShard) authenticate(h [32]byte) authReply {
 	if k == nil || !k.active(s.clock.Now()) {
 		return authReply{err: ErrKeyInvalid}
 	}
-	return authReply{auth: KeyAuth{ID: k.ID, Scopes: k.Scopes}}
+	return authReply{auth: KeyAuth{ID: k.ID, Scopes: k.Scopes, UserID: k.UserID}}
 }
 
 // create stores a key the Gateway drew: its id maps to this shard, as its
@@ -167,11 +167,17 @@ func (g *Gateway) CreateAPIKey(ctx context.Context, n NewAPIKey) (APIKey, string
 	if n.ExpiresIn < 0 {
 		return APIKey{}, "", fmt.Errorf("expires_in must be > 0: %w", ErrInvalid)
 	}
+	switch {
+	case n.UserID == "" && !slices.Contains(scopes, ScopeAdmin):
+		return APIKey{}, "", fmt.Errorf("user_id is required: a read or write key acts for one user: %w", ErrInvalid)
+	case n.UserID != "" && !ValidUserID(n.UserID):
+		return APIKey{}, "", fmt.Errorf("user_id must be 1-255 printable characters: %w", ErrInvalid)
+	}
 	k, raw, err := g.drawKey()
 	if err != nil {
 		return APIKey{}, "", err
 	}
-	k.Name, k.Scopes, k.CreatedAt = n.Name, scopes, g.clock.Now().UTC().Truncate(time.Second)
+	k.Name, k.Scopes, k.UserID, k.CreatedAt = n.Name, scopes, n.UserID, g.clock.Now().UTC().Truncate(time.Second)
 	if n.ExpiresIn > 0 {
 		k.ExpiresAt = k.CreatedAt.Add(n.ExpiresIn)
 	}
@@ -252,4 +258,18 @@ func validName(field, v string, maxRunes int) error {
 		return fmt.Errorf("%s must be 1-%d characters, not blank: %w", field, maxRunes, ErrInvalid)
 	}
 	return nil
+}
+
+// ValidUserID reports whether u can name a gateway user: 1 to 255 bytes of
+// valid UTF-8 without control characters (what X-Gateway-User-Id accepts).
+func ValidUserID(u string) bool {
+	if u == "" || len(u) > 255 || !utf8.ValidString(u) {
+		return false
+	}
+	for _, c := range u {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

@@ -340,8 +340,15 @@ func (p *prop) createKey() {
 	if p.r.IntN(2) == 0 {
 		n.ExpiresIn = time.Duration(1+p.r.IntN(3)) * time.Hour
 	}
+	if p.r.IntN(4) != 0 {
+		n.UserID = pick(p, users)
+	}
+	var want error
+	if n.UserID == "" && n.Scopes[0] != ScopeAdmin {
+		want = ErrInvalid // a read or write key acts for one user
+	}
 	k, raw, err := p.gw.CreateAPIKey(ctx(p.t), n)
-	if p.expect("CreateAPIKey", err, nil) {
+	if p.expect("CreateAPIKey", err, want) && want == nil {
 		p.m.keys = append(p.m.keys, &mKey{id: k.ID, raw: raw, expires: k.ExpiresAt})
 	}
 }

@@ -237,11 +237,14 @@ func decodeV1[R any, P interface {
 
 // apiKeyRec is a gateway API key (kind api_key, data v1).
 type apiKeyRec struct {
-	ID        uuid.UUID `json:"id"`
-	Name      string    `json:"name"`
-	Preview   string    `json:"preview"`
-	Hash      [32]byte  `json:"hash"`
-	Scopes    []Scope   `json:"scopes"`
+	ID      uuid.UUID `json:"id"`
+	Name    string    `json:"name"`
+	Preview string    `json:"preview"`
+	Hash    [32]byte  `json:"hash"`
+	Scopes  []Scope   `json:"scopes"`
+	// UserID is the user the key acts for (absent in keys made before
+	// keys were bound to users).
+	UserID    string    `json:"user_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
@@ -253,7 +256,7 @@ func (k *apiKeyRec) active(now time.Time) bool { return activeAt(k.RevokedAt, k.
 
 func (k *apiKeyRec) view() APIKey {
 	return APIKey{
-		ID: k.ID, Name: k.Name, Preview: k.Preview, Hash: k.Hash, Scopes: k.Scopes,
+		ID: k.ID, Name: k.Name, Preview: k.Preview, Hash: k.Hash, Scopes: k.Scopes, UserID: k.UserID,
 		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
 	}
 }

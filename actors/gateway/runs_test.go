@@ -39,7 +39,7 @@ func TestRunStateApply(t *testing.T) {
 
 func BenchmarkAuthenticate(b *testing.B) {
 	gw := start(newNode(b, DefaultConfig(), nil))
-	_, raw, err := gw.CreateAPIKey(ctx(b), NewAPIKey{Name: "bench", Scopes: []Scope{ScopeRead}})
+	_, raw, err := gw.CreateAPIKey(ctx(b), NewAPIKey{Name: "bench", Scopes: []Scope{ScopeRead}, UserID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,15 +30,23 @@ func ValidScope(s Scope) bool { return s == ScopeAdmin || s == ScopeWrite || s =
 // APIKey is a gateway API key as listed: the raw key is never kept, only
 // its SHA-256 and a masked preview.
 type APIKey struct {
-	ID        uuid.UUID `json:"id"`
-	Name      string    `json:"name"`
-	Preview   string    `json:"preview"`
-	Hash      [32]byte  `json:"hash"`
-	Scopes    []Scope   `json:"scopes"`
+	ID      uuid.UUID `json:"id"`
+	Name    string    `json:"name"`
+	Preview string    `json:"preview"`
+	Hash    [32]byte  `json:"hash"`
+	Scopes  []Scope   `json:"scopes"`
+	// UserID is the user the key acts for: the only one for a read or
+	// write key, the default (when no X-Gateway-User-Id is sent) for an
+	// admin key. Empty for an admin key made without one, and for keys
+	// made before keys were bound to users.
+	UserID    string    `json:"user_id"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
 }
+
+// Trusted reports whether the key may act for any user (operator.admin).
+func (k *APIKey) Trusted() bool { return slices.Contains(k.Scopes, ScopeAdmin) }
 
 // Active reports whether k authenticates at now.
 func (k *APIKey) Active(now time.Time) bool { return activeAt(k.RevokedAt, k.ExpiresAt, now) }
@@ -52,12 +60,17 @@ type NewAPIKey struct {
 	Name      string
 	Scopes    []Scope
 	ExpiresIn time.Duration
+	// UserID binds the key to one user: required unless the scopes
+	// include operator.admin (a trusted backend that may act for anyone).
+	UserID string
 }
 
 // KeyAuth is what a successful API-key authentication yields.
 type KeyAuth struct {
 	ID     uuid.UUID
 	Scopes []Scope
+	// UserID is the key's user (see APIKey.UserID).
+	UserID string
 }
 
 // Provider types.

@@ -47,7 +47,7 @@ func TestGatewayCrashRestart(t *testing.T) {
 	}{
 		{"POST", "/v1/providers", map[string]any{"name": "echo", "provider_type": "echo", "api_key": "sk-echo-unused-1234"}, 201, nil},
 		{"POST", "/v1/agents", map[string]any{"agent_key": "default", "provider": "echo", "model": "m"}, 201, nil},
-		{"POST", "/v1/api-keys", map[string]any{"name": "ci", "scopes": []string{"operator.write"}}, 201, &key},
+		{"POST", "/v1/api-keys", map[string]any{"name": "ci", "scopes": []string{"operator.write"}, "user_id": "alice"}, 201, &key},
 		{"POST", "/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hello"}}}, 200, nil},
 	}
 	for _, s := range steps {

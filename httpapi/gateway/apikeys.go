@@ -25,6 +25,10 @@ type apiKeyCreateReq struct {
 	Scopes []string `json:"scopes"`
 	// ExpiresIn is a lifetime in seconds; absent or null: never expires.
 	ExpiresIn *int64 `json:"expires_in,omitempty"`
+	// UserID is the user the key acts for: required for read and write
+	// keys; for an admin key, the user it acts for when a request names
+	// none.
+	UserID string `json:"user_id,omitempty"`
 }
 
 type apiKeyView struct {
@@ -32,6 +36,7 @@ type apiKeyView struct {
 	Name      string     `json:"name"`
 	Prefix    string     `json:"prefix"`
 	Scopes    []string   `json:"scopes"`
+	UserID    string     `json:"user_id"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at"`
 	Revoked   bool       `json:"revoked"`
@@ -66,7 +71,7 @@ func viewAPIKey(k gateway.APIKey) apiKeyView {
 		sc[i] = string(s)
 	}
 	return apiKeyView{
-		ID: k.ID, Name: k.Name, Prefix: k.Preview, Scopes: sc, CreatedAt: k.CreatedAt,
+		ID: k.ID, Name: k.Name, Prefix: k.Preview, Scopes: sc, UserID: k.UserID, CreatedAt: k.CreatedAt,
 		ExpiresAt: timePtr(k.ExpiresAt), Revoked: !k.RevokedAt.IsZero(), RevokedAt: timePtr(k.RevokedAt),
 	}
 }
@@ -84,7 +89,7 @@ func (s *Server) listAPIKeys(ctx context.Context, _ Caller, _ None) (apiKeyList,
 }
 
 func (s *Server) createAPIKey(ctx context.Context, _ Caller, req apiKeyCreateReq) (apiKeyCreated, error) {
-	n := gateway.NewAPIKey{Name: req.Name}
+	n := gateway.NewAPIKey{Name: req.Name, UserID: req.UserID}
 	for _, sc := range req.Scopes {
 		n.Scopes = append(n.Scopes, gateway.Scope(sc))
 	}

@@ -51,8 +51,32 @@ func (s *Server) caller(ctx context.Context, rc *fasthttp.RequestCtx, queryToken
 	if err := readHeaders(&rc.Request.Header, &c); err != nil {
 		return c, err
 	}
+	if err := bindUser(&c, c.UserID); err != nil {
+		return c, err
+	}
 	c.IP = rc.RemoteIP().String() // never IP:port
 	return c, nil
+}
+
+// bindUser sets the user c acts for from the user the request asks for
+// (X-Gateway-User-Id, or the WebSocket connect's user_id). A trusted
+// backend (the gateway token, open mode, an operator.admin key) acts for
+// the user it asks for, else for its key's user if it has one. Any other
+// key acts for the user it was created for and nobody else: asking for
+// another is errUserBinding (403), and a key from before keys were bound
+// to users acts for no user (routes that need one answer 400).
+func bindUser(c *Caller, asked string) error {
+	switch {
+	case c.Trusted() && asked != "":
+		c.UserID = asked
+	case c.Trusted():
+		c.UserID = c.KeyUser
+	case asked != "" && asked != c.KeyUser:
+		return errUserBinding
+	default:
+		c.UserID = c.KeyUser
+	}
+	return nil
 }
 
 // authenticate resolves the token a transport received (HTTP: per
@@ -64,7 +88,7 @@ func (s *Server) authenticate(ctx context.Context, tok []byte) (Caller, error) {
 	var c Caller
 	switch {
 	case len(tok) == 0 && s.cfg.Token == "":
-		c.Admin = true
+		c.Admin, c.Open = true, true
 	case len(tok) == 0:
 		return c, errTokenMissing
 	case len(s.token) > 0 && subtle.ConstantTimeCompare(tok, s.token) == 1:
@@ -77,7 +101,7 @@ func (s *Server) authenticate(ctx context.Context, tok []byte) (Caller, error) {
 		if err != nil {
 			return c, err
 		}
-		c.KeyID, c.Scopes = auth.ID, auth.Scopes
+		c.KeyID, c.Scopes, c.KeyUser = auth.ID, auth.Scopes, auth.UserID
 	}
 	return c, nil
 }
@@ -134,15 +158,17 @@ func (s *Server) admit(ctx context.Context, rt *Route, c Caller) error {
 	return nil
 }
 
-// limit takes a token from the bucket of the caller's subject: the user,
-// else the API key, else the client IP.
+// limit takes a token from the bucket of the caller's subject: the
+// credential and the user it acts for (never a header alone, so a key
+// cannot spend another's budget nor escape its own by naming users), and
+// the client IP only when there is no credential (open mode).
 func (s *Server) limit(ctx context.Context, c Caller) error {
 	var subject string
 	switch {
-	case c.UserID != "":
-		subject = "user:" + c.UserID
 	case c.KeyID != uuid.Nil:
-		subject = "key:" + c.KeyID.String()
+		subject = "key:" + c.KeyID.String() + "|user:" + c.UserID
+	case !c.Open:
+		subject = "token|user:" + c.UserID
 	default:
 		subject = "ip:" + c.IP
 	}

@@ -145,12 +145,17 @@ func agentRef(model, header string) string {
 	return "default"
 }
 
-// runUser is the run's user: X-Gateway-User-Id, else the body's user.
-func runUser(c Caller, body string) string {
-	if c.UserID != "" {
-		return c.UserID
+// runUser is the user a run acts for: the caller's (see bindUser), or,
+// for a trusted backend that named none, the body's "user". A key bound to
+// a user cannot name another in the body either (errUserBinding).
+func runUser(c Caller, body string) (string, error) {
+	switch {
+	case c.Trusted() && c.UserID == "":
+		return body, nil
+	case body != "" && body != c.UserID && !c.Trusted():
+		return "", errUserBinding
 	}
-	return body
+	return c.UserID, nil
 }
 
 // runContext is the context of a run that answers in one piece: the
@@ -175,11 +180,21 @@ func appendMessages(dst []runtime.Message, field string, msgs []chatMsg) ([]runt
 // caller (or the body's user). It returns the model to echo in the
 // answer: the request's, else "gateway:" and the agent's key.
 func (s *Server) prepare(ctx context.Context, c Caller, model, user, endpoint string, msgs []runtime.Message) (*runtime.Run, string, error) {
+	user, err := runUser(c, user)
+	if err != nil {
+		return nil, "", err
+	}
 	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: agentRef(model, c.AgentID), User: runUser(c, user), Endpoint: endpoint, Messages: msgs,
+		Agent: agentRef(model, c.AgentID), User: user, Endpoint: endpoint, Messages: msgs,
 	})
 	if err != nil {
 		return nil, "", err
+	}
+	// The run acts for user, who must own the agent or have it shared with
+	// them; only a trusted backend acting for nobody may run any agent.
+	// A stranger gets 404, as on GET /v1/agents/{id}: ids do not leak.
+	if (user != "" || !c.Trusted()) && !rn.Agent.CanUse(user) {
+		return nil, "", errAgentNotFound
 	}
 	if model == "" {
 		model = "gateway:" + rn.Agent.AgentKey

@@ -62,6 +62,7 @@ var (
 	errAgentDisabled  = newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgAgentDisabled)
 	errProvDisabled   = newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgProviderDisabled)
 	errOwnerOnly      = newError(fasthttp.StatusForbidden, codeUnauthorized, msgOwnerOnly)
+	errUserBinding    = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserBinding)
 	errInternal       = newError(fasthttp.StatusInternalServerError, codeInternal, msgInternal)
 	errAgentNotFound  = newError(fasthttp.StatusNotFound, codeNotFound, msgAgentNotFound)
 	errProvNotFound   = newError(fasthttp.StatusNotFound, codeNotFound, msgProviderNotFound)

@@ -89,7 +89,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	e := newGWEnv(t, gwOpts{token: gwToken})
 	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"stub","provider_type":"openai_compat","api_base":"`+streamingStub(t)+`/v1"}`)
 	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"default","provider":"stub","model":"m"}`, "X-Gateway-User-Id", "u")
-	key := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"node","scopes":["operator.write"]}`).body["key"].(string)
+	key := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"node","scopes":["operator.write"],"user_id":"u"}`).body["key"].(string)
 	out := nodeScript(t, nil, "client.mjs", e.url+"/v1", key)
 	var got struct {
 		Chat struct {

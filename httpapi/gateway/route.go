@@ -56,17 +56,29 @@ func (rt *Route) status() int {
 type Caller struct {
 	// Admin is the gateway token (or open mode): every scope.
 	Admin bool
+	// Open is open mode: no token was needed and none was sent.
+	Open bool
 	// KeyID is the id of the API key that authenticated the request.
 	KeyID uuid.UUID
 	// Scopes are that API key's scopes.
 	Scopes []gateway.Scope
-	// UserID, AgentID and TenantID are X-Gateway-User-Id, -Agent-Id and
-	// -Tenant-Id ("" when absent), validated.
+	// KeyUser is the user the API key was created for ("" for the gateway
+	// token, an admin key made without one, or a key from before keys were
+	// bound to users).
+	KeyUser string
+	// UserID is the user the request acts for (see bindUser): the key's
+	// user for a read or write key, else X-Gateway-User-Id, else KeyUser.
+	// AgentID and TenantID are X-Gateway-Agent-Id and -Tenant-Id ("" when
+	// absent), validated.
 	UserID, AgentID, TenantID string
 	// IP is the client's address without the port: the rate-limit subject
 	// when there is neither a user nor an API key.
 	IP string
 }
+
+// Trusted reports whether c is a trusted backend that may act for any
+// user: the gateway token (or open mode) or an operator.admin key.
+func (c Caller) Trusted() bool { return c.Grants(gateway.ScopeAdmin) }
 
 // Grants reports whether c may use an endpoint that needs scope need.
 func (c Caller) Grants(need gateway.Scope) bool {

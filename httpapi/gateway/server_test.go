@@ -61,7 +61,7 @@ func TestGatewayAPIKeysAndScopes(t *testing.T) {
 	e := newGWEnv(t, gwOpts{token: gwToken, clk: clk})
 	keys := map[string]string{}
 	for _, sc := range []string{"operator.read", "operator.write", "operator.admin"} {
-		r := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"`+sc+`","scopes":["`+sc+`"]}`)
+		r := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"`+sc+`","scopes":["`+sc+`"],"user_id":"u1"}`)
 		raw, _ := r.body["key"].(string)
 		if !regexp.MustCompile(`^gateway_[0-9a-f]{32}$`).MatchString(raw) {
 			t.Fatalf("created key = %q, want gateway_ + 32 lowercase hex", raw)
@@ -92,7 +92,7 @@ func TestGatewayAPIKeysAndScopes(t *testing.T) {
 		{"operator.write", "POST", "/v1/agents", `{"agent_key":"w","provider":"echo","model":"m"}`, 201},
 		{"operator.write", "POST", "/v1/providers", `{"name":"x","provider_type":"echo"}`, 403},
 		{"operator.write", "DELETE", "/v1/providers/echo", "", 403},
-		{"operator.write", "POST", "/v1/api-keys", `{"name":"n","scopes":["operator.read"]}`, 403},
+		{"operator.write", "POST", "/v1/api-keys", `{"name":"n","scopes":["operator.read"],"user_id":"u1"}`, 403},
 		{"operator.admin", "POST", "/v1/providers", `{"name":"y","provider_type":"echo"}`, 201},
 		{"operator.admin", "GET", "/v1/api-keys", "", 200},
 	}
@@ -120,14 +120,15 @@ func TestGatewayAPIKeysAndScopes(t *testing.T) {
 	}
 	e.must(404, "DELETE", "/v1/api-keys/00000000-0000-0000-0000-000000000000", gwToken, "")
 	// Expiry too.
-	r := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"short","scopes":["operator.read"],"expires_in":60}`)
+	r := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"short","scopes":["operator.read"],"user_id":"u1","expires_in":60}`)
 	short := r.body["key"].(string)
 	e.must(200, "GET", "/v1/providers", short, "")
 	clk.Advance(61 * time.Second)
 	if r := e.do("GET", "/v1/providers", short, ""); r.status != 401 {
 		t.Errorf("expired key = %d, want 401", r.status)
 	}
-	for _, body := range []string{`{"name":"x","scopes":["operator.root"]}`, `{"name":"","scopes":["operator.read"]}`, `{"name":"x","scopes":[]}`, `{"name":"x","scopes":["operator.read"],"expires_in":-1}`} {
+	for _, body := range []string{`{"name":"x","scopes":["operator.root"]}`, `{"name":"","scopes":["operator.read"],"user_id":"u1"}`, `{"name":"x","scopes":[]}`,
+		`{"name":"x","scopes":["operator.read"],"user_id":"u1","expires_in":-1}`, `{"name":"x","scopes":["operator.read"]}`, `{"name":"x","scopes":["operator.write"],"user_id":""}`} {
 		if r := e.do("POST", "/v1/api-keys", gwToken, body); r.status != 400 || r.errCode() != codeInvalid {
 			t.Errorf("POST /v1/api-keys %s = %d %s, want 400 INVALID_REQUEST", body, r.status, r.raw)
 		}

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestUserBinding: a read or write key acts for the user it was created
+// for and nobody else; the gateway token and admin keys are trusted
+// backends that act for the user they name. Ownership and sharing hold on
+// every agent operation, runs included, and each credential's bucket is
+// its own.
+func TestUserBinding(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"echo","provider_type":"echo"}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"alices","provider":"echo","model":"m","system_prompt":"alice's secret prompt"}`, as("alice")...)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"bobs","provider":"echo","model":"m","system_prompt":"bob's secret prompt"}`, as("bob")...)
+	key := func(name, scope, user string) string {
+		body := `{"name":"` + name + `","scopes":["` + scope + `"]`
+		if user != "" {
+			body += `,"user_id":"` + user + `"`
+		}
+		r := e.must(201, "POST", "/v1/api-keys", gwToken, body+`}`)
+		if got := r.body["user_id"]; got != user {
+			t.Fatalf("created key user_id = %v, want %q", got, user)
+		}
+		return r.body["key"].(string)
+	}
+	readA, writeA, admin := key("ra", "operator.read", "alice"), key("wa", "operator.write", "alice"), key("adm", "operator.admin", "")
+
+	chat := func(agent, user string) string {
+		body := `{"model":"agent:` + agent + `","messages":[{"role":"user","content":"hi"}]`
+		if user != "" {
+			body += `,"user":"` + user + `"`
+		}
+		return body + `}`
+	}
+	tests := []struct {
+		name, token, method, path, body string
+		hdr                             []string
+		want                            int
+	}{
+		{"read key as another user", readA, "GET", "/v1/agents", "", as("bob"), 403},
+		{"read key as its user", readA, "GET", "/v1/agents", "", as("alice"), 200},
+		{"read key, no header: its user", readA, "GET", "/v1/agents/alices", "", nil, 200},
+		{"read key cannot see bob's agent", readA, "GET", "/v1/agents/bobs", "", nil, 404},
+		{"write key cannot update bob's agent", writeA, "PUT", "/v1/agents/bobs", `{"system_prompt":"x"}`, nil, 404},
+		{"write key cannot delete as bob", writeA, "DELETE", "/v1/agents/bobs", "", as("bob"), 403},
+		{"write key cannot chat with bob's agent", writeA, "POST", "/v1/chat/completions", chat("bobs", ""), nil, 404},
+		{"write key cannot respond with bob's agent", writeA, "POST", "/v1/responses", `{"model":"agent:bobs","input":"hi"}`, nil, 404},
+		{"write key cannot name bob in the body", writeA, "POST", "/v1/chat/completions", chat("alices", "bob"), nil, 403},
+		{"write key cannot wake bob's agent", writeA, "POST", "/v1/agents/bobs/wake", `{"message":"hi"}`, nil, 404},
+		{"write key chats with its user's agent", writeA, "POST", "/v1/chat/completions", chat("alices", ""), nil, 200},
+		{"admin key acts for bob", admin, "GET", "/v1/agents/bobs", "", as("bob"), 200},
+		{"admin key as bob cannot run alice's agent", admin, "POST", "/v1/chat/completions", chat("alices", ""), as("bob"), 404},
+		{"admin key for nobody runs any agent", admin, "POST", "/v1/chat/completions", chat("bobs", ""), nil, 200},
+		{"token as bob, body user ignored", gwToken, "POST", "/v1/chat/completions", chat("bobs", "alice"), as("bob"), 200},
+		{"token, body user: acts for alice", gwToken, "POST", "/v1/chat/completions", chat("bobs", "alice"), nil, 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.method, tt.path, tt.token, tt.body, tt.hdr...)
+			if r.status != tt.want {
+				t.Fatalf("= %d %s, want %d", r.status, r.raw, tt.want)
+			}
+			if tt.want == 403 && r.errCode() != codeUnauthorized {
+				t.Errorf("code = %q, want UNAUTHORIZED", r.errCode())
+			}
+			if strings.Contains(r.raw, "bob's secret prompt") && tt.token != gwToken && tt.token != admin {
+				t.Errorf("alice's key saw bob's prompt: %s", r.raw)
+			}
+		})
+	}
+	list := e.must(200, "GET", "/v1/agents", readA, "")
+	if n := len(list.body["data"].([]any)); n != 1 {
+		t.Errorf("alice's read key lists %d agents, want 1 (hers)", n)
+	}
+
+}
+
+// TestBucketPerCredential: the token bucket keys on the credential and
+// the user it acts for, never on a header alone: a read key acting for
+// alice spends only its own budget, and naming other users neither
+// escapes it nor reaches theirs.
+func TestBucketPerCredential(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken, rpm: 60}) // burst 5, the clock stands still
+	r := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"ra","scopes":["operator.read"],"user_id":"alice"}`)
+	readA := r.body["key"].(string)
+	for i := range 5 {
+		e.must(200, "GET", "/v1/providers", readA, "")
+		if r := e.do("GET", "/v1/providers", readA, "", as("carol")...); r.status != 403 {
+			t.Fatalf("request %d as carol = %d, want 403 (and no bucket of carol's spent)", i, r.status)
+		}
+	}
+	if r := e.do("GET", "/v1/providers", readA, ""); r.status != 429 {
+		t.Fatalf("6th request of alice's read key = %d, want 429", r.status)
+	}
+	for _, who := range []string{"alice", "carol"} {
+		if r := e.do("GET", "/v1/agents", gwToken, "", as(who)...); r.status != 200 {
+			t.Errorf("gateway token for %s after the read key's 429 = %d, want 200 (its own bucket)", who, r.status)
+		}
+	}
+}
+
+func as(u string) []string { return []string{"X-Gateway-User-Id", u} }
