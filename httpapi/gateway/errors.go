@@ -63,6 +63,7 @@ var (
 	errProvDisabled   = newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgProviderDisabled)
 	errOwnerOnly      = newError(fasthttp.StatusForbidden, codeUnauthorized, msgOwnerOnly)
 	errUserBinding    = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserBinding)
+	errTooManyConns   = newError(fasthttp.StatusTooManyRequests, codeExhausted, msgTooManyConns)
 	errInternal       = newError(fasthttp.StatusInternalServerError, codeInternal, msgInternal)
 	errAgentNotFound  = newError(fasthttp.StatusNotFound, codeNotFound, msgAgentNotFound)
 	errProvNotFound   = newError(fasthttp.StatusNotFound, codeNotFound, msgProviderNotFound)

@@ -23,6 +23,8 @@ const (
 	msgOwnerOnly        msgID = "owner_only"
 	msgUserRequired     msgID = "user_required"
 	msgUserBinding      msgID = "user_binding"
+	msgWSConnectFirst   msgID = "ws_connect_first"
+	msgTooManyConns     msgID = "too_many_conns"
 	msgBadHeader        msgID = "bad_header"
 	msgRateLimited      msgID = "rate_limited"
 	msgRouteNotFound    msgID = "route_not_found"
@@ -65,6 +67,8 @@ var catalogue = map[msgID][3]string{
 	msgOwnerOnly:        {"only the agent's owner may do this", "chỉ chủ sở hữu agent mới được thực hiện thao tác này", "只有智能体的所有者可以执行此操作"},
 	msgUserRequired:     {"header X-Gateway-User-Id is required", "cần có header X-Gateway-User-Id", "需要请求头 X-Gateway-User-Id"},
 	msgUserBinding:      {"this API key acts only for the user it was created for", "API key này chỉ được hành động thay cho người dùng mà nó được tạo ra", "此 API 密钥只能代表其创建时绑定的用户"},
+	msgWSConnectFirst:   {"the first request must be connect {token}", "yêu cầu đầu tiên phải là connect {token}", "第一个请求必须是 connect {token}"},
+	msgTooManyConns:     {"too many open connections for this credential", "quá nhiều kết nối đang mở cho thông tin xác thực này", "此凭据打开的连接过多"},
 	msgBadHeader:        {"header %s is invalid", "header %s không hợp lệ", "请求头 %s 无效"},
 	msgRateLimited:      {"rate limit exceeded, retry later", "vượt quá giới hạn tần suất, vui lòng thử lại sau", "超出速率限制，请稍后重试"},
 	msgRouteNotFound:    {"no such endpoint", "không có endpoint này", "没有此端点"},

@@ -87,6 +87,7 @@ type Server struct {
 	rpc    map[string]*Route
 	spec   []byte // the OpenAPI document, built once
 	token  []byte // cfg.Token
+	ws     wsHub  // open WebSocket connections
 }
 
 // New builds the gateway server. lg nil discards logs; reg and gather nil
@@ -137,6 +138,7 @@ func (s *Server) Serve(ln net.Listener) error { return s.l.Serve(ln) }
 // in-flight requests (streams included) to finish; then it closes the
 // runner's idle provider connections.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.ws.shutdown() // hijacked connections: fasthttp does not track them
 	err := s.l.Shutdown(ctx)
 	if c, ok := s.d.Runner.(interface{ Close() }); ok {
 		c.Close()
@@ -155,6 +157,7 @@ func (s *Server) router() fasthttp.RequestHandler {
 		rt := &s.routes[i]
 		r.Handle(rt.Method, rt.Path, s.handler(rt))
 	}
+	r.Handle(fasthttp.MethodGet, "/ws", s.l.Wrap("/ws", s.serveWS))
 	return r.Handler
 }
 
