@@ -2,161 +2,334 @@ package blob
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // testHookBeforeRename, when set, runs inside Put after the temp file has
-// been written, synced and closed, and before it is renamed into place.
-// Crash tests set it in a child process to SIGKILL it at exactly this
-// point. Set it before calling Put, never from a parallel test.
+// been written, synced and closed, and before it is renamed to its address.
+// Crash tests set it in a child process to SIGKILL that process at exactly
+// this point. It is read without synchronization: set it before calling
+// Put and never from a parallel test.
 var testHookBeforeRename func()
 
-// Config configures a Store.
-type Config struct {
-	// Dir holds the blobs; created (0700) if missing.
-	Dir string
-	// NoSync skips every fsync: for tests and benchmarks only.
-	NoSync bool
-}
+// Names inside Config.Dir (see the package documentation).
+const (
+	algoDir   = "sha256" // the blobs, under 256 fan-out directories 00..ff
+	tmpDir    = "tmp"    // Puts in progress
+	tmpPrefix = "put-"
+)
 
-// Validate names the first bad field.
-func (c Config) Validate() error {
-	if c.Dir == "" {
-		return errors.New("blob: Dir is required")
-	}
-	return nil
-}
-
-// Store is a directory of content-addressed blobs (see the package
-// documentation). Safe for concurrent use; only one Store may use a
-// directory at a time.
+// Store is a directory of content-addressed blobs; see the package
+// documentation for the layout, the durability rules and collection. Its
+// methods are safe for concurrent use. Only one Store may use a directory
+// at a time (nothing locks it against another process; the WAL's lock on
+// the same data dir does).
 type Store struct {
 	cfg Config
 	lg  *slog.Logger
+	m   *metrics
+
+	// mu guards the fields below it, and Collect removes a file only while
+	// holding it, so that a hold (Put, Hold) and a removal never interleave.
+	fanMu sync.Mutex
+	fans  [256]bool // fan-out directories known to exist durably, by first byte
 
 	mu     sync.Mutex
-	gen    uint64         // current generation; Cut advances it
-	holds  map[Ref]int    // Puts not yet Released
-	stamps map[Ref]uint64 // generation of the last Put or Release
+	gen    uint64         // the current generation; Cut advances it
+	holds  map[Ref]int    // Puts and Holds not yet Released
+	stamps map[Ref]uint64 // the generation of each ref's last Put, Hold or Release
 }
 
-// Cut marks a point before a snapshot's barrier; see Collect.
-type Cut struct{ gen uint64 }
-
-// Open creates cfg.Dir if needed and removes temp files a crash left
-// behind. A nil lg discards logs.
-func Open(cfg Config, lg *slog.Logger) (*Store, error) {
+// New validates cfg, creates Dir and its tmp and sha256 directories (mode
+// 0700) where missing, removes the temp files of Puts a crash interrupted, and
+// registers the metrics on reg (nil: not registered). A nil lg discards
+// logs. It does not read the blobs: they are verified when read.
+func New(cfg Config, lg *slog.Logger, reg prometheus.Registerer) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{cfg: cfg, lg: lg.With("component", "blob"), holds: map[Ref]int{}, stamps: map[Ref]uint64{}}
-	for _, d := range []string{cfg.Dir, s.tmpDir(), filepath.Join(cfg.Dir, "sha256")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("blob: open %s: %w", d, err)
-		}
+	s := &Store{
+		cfg:    cfg,
+		lg:     lg.With("component", "blob"),
+		holds:  map[Ref]int{},
+		stamps: map[Ref]uint64{},
 	}
-	ents, err := os.ReadDir(s.tmpDir())
+	if err := s.createDirs(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", cfg.Dir, err)
+	}
+	if err := s.removeTemps(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", cfg.Dir, err)
+	}
+	m, err := newMetrics(reg)
 	if err != nil {
-		return nil, fmt.Errorf("blob: open: %w", err)
+		return nil, err
 	}
-	for _, e := range ents {
-		if err := os.Remove(filepath.Join(s.tmpDir(), e.Name())); err != nil {
-			return nil, fmt.Errorf("blob: remove leftover temp file: %w", err)
-		}
-		s.lg.Info("removed leftover temp file", "name", e.Name())
-	}
+	s.m = m
 	return s, nil
 }
 
-func (s *Store) tmpDir() string { return filepath.Join(s.cfg.Dir, "tmp") }
+// Open is New without metrics.
+func Open(cfg Config, lg *slog.Logger) (*Store, error) { return New(cfg, lg, nil) }
+
+func (s *Store) root() string   { return filepath.Join(s.cfg.Dir, algoDir) }
+func (s *Store) tmpDir() string { return filepath.Join(s.cfg.Dir, tmpDir) }
 
 // path returns the fan-out directory and the file of r.
 func (s *Store) path(r Ref) (dir, file string) {
 	h := r.String()
-	dir = filepath.Join(s.cfg.Dir, "sha256", h[:2])
+	dir = filepath.Join(s.cfg.Dir, algoDir, h[:2])
 	return dir, filepath.Join(dir, h[2:])
 }
 
-// Put stores what r yields, at most limit bytes (more: ErrTooLarge, nothing
-// stored, no more than limit+1 bytes read). It returns once the blob is
-// durable (see the package documentation), and the blob is then held
-// against collection until Release(ref): call it after appending the
-// record that names the blob, or when giving up.
-func (s *Store) Put(r io.Reader, limit int64) (ref Ref, size int64, err error) {
-	f, err := os.CreateTemp(s.tmpDir(), "put-*")
+// createDirs creates Dir, tmp and sha256 where missing and syncs the
+// parent of each directory it created. Then it notes the fan-out
+// directories present and syncs sha256 once, so that their entries are
+// durable even if the process that created them crashed before its sync.
+func (s *Store) createDirs() error {
+	if fi, err := os.Stat(s.cfg.Dir); err != nil || !fi.IsDir() {
+		if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
+			return err
+		}
+		if err := s.syncDir(filepath.Dir(filepath.Clean(s.cfg.Dir))); err != nil {
+			return fmt.Errorf("sync dir: %w", err)
+		}
+	}
+	if err := s.mkdirs(s.cfg.Dir, tmpDir, algoDir); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(s.root())
 	if err != nil {
-		return Ref{}, 0, fmt.Errorf("blob: put: %w", err)
+		return err
+	}
+	for _, e := range ents {
+		if i, ok := fanIndex(e.Name()); ok && e.IsDir() {
+			s.fans[i] = true
+		}
+	}
+	if err := s.syncDir(s.root()); err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	return nil
+}
+
+// fanIndex parses the name of a fan-out directory: two lowercase hex digits.
+func fanIndex(name string) (int, bool) {
+	if len(name) != 2 {
+		return 0, false
+	}
+	var b [1]byte
+	if _, err := hex.Decode(b[:], []byte(name)); err != nil || hex.EncodeToString(b[:]) != name {
+		return 0, false
+	}
+	return int(b[0]), true
+}
+
+// mkdirs creates the missing names in parent, then syncs parent if it
+// created any.
+func (s *Store) mkdirs(parent string, names ...string) error {
+	created := false
+	for _, name := range names {
+		p := filepath.Join(parent, name)
+		err := os.Mkdir(p, 0o700)
+		if err == nil {
+			created = true
+			continue
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", p)
+		}
+	}
+	if !created {
+		return nil
+	}
+	if err := s.syncDir(parent); err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	return nil
+}
+
+// ensureFan makes sure the fan-out directory of ref exists and that its
+// entry in sha256 is durable: the first Put into a fan-out directory
+// creates it and syncs sha256 before renaming anything into it. Concurrent
+// Puts into the same new directory wait for that sync.
+func (s *Store) ensureFan(ref Ref) error {
+	s.fanMu.Lock()
+	defer s.fanMu.Unlock()
+	if s.fans[ref[0]] {
+		return nil
+	}
+	dir, _ := s.path(ref)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if err := s.syncDir(s.root()); err != nil { // also when it existed: its entry may not be durable
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	s.fans[ref[0]] = true
+	return nil
+}
+
+// removeTemps deletes whatever is in tmp: Puts that a crash interrupted.
+func (s *Store) removeTemps() error {
+	ents, err := os.ReadDir(s.tmpDir())
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		path := filepath.Join(s.tmpDir(), e.Name())
+		if err := os.RemoveAll(path); err != nil {
+			return fmt.Errorf("remove leftover temp file: %w", err)
+		}
+		s.lg.Info("removed leftover temp file", "path", path)
+	}
+	return nil
+}
+
+// Put stores the bytes r yields until EOF and returns their Ref and size
+// once they are durable: a record naming the Ref may then be appended. r
+// may yield at most limit bytes: beyond that Put returns an error wrapping
+// ErrTooLarge, having read at most limit+1 bytes of r and written at most
+// limit to disk, and stores nothing. A read error from r is returned
+// wrapped; nothing is stored either.
+//
+// Putting bytes that are stored already is idempotent and cheap: the input
+// is still read and hashed into a temp file, but the temp file is dropped
+// unsynced once the stored copy checks out; a damaged stored copy is
+// replaced.
+//
+// On success the blob is held against collection until Release(ref) (see
+// the package documentation): call Release once the record naming it is
+// appended, or once it is certain never to be. On error nothing is held.
+func (s *Store) Put(r io.Reader, limit int64) (ref Ref, size int64, err error) {
+	start := time.Now()
+	result := putError
+	defer func() { s.m.puts.WithLabelValues(result).Inc() }()
+	if limit < 0 {
+		return Ref{}, 0, fmt.Errorf("put: limit %d < 0", limit)
+	}
+	f, err := os.CreateTemp(s.tmpDir(), tmpPrefix+"*")
+	if err != nil {
+		return Ref{}, 0, fmt.Errorf("put: %w", err)
 	}
 	tmp := f.Name()
+	renamed := false
 	defer func() {
-		if err != nil {
-			_ = f.Close()
+		if !renamed { // error, existing copy, or a panic in r: leave nothing behind
+			_ = f.Close() // a second Close only returns os.ErrClosed
 			_ = os.Remove(tmp)
 		}
 	}()
 	h := sha256.New()
-	size, err = io.Copy(io.MultiWriter(f, h), io.LimitReader(r, limit+1))
+	size, err = copyAtMost(io.MultiWriter(f, h), r, limit)
+	if errors.Is(err, ErrTooLarge) {
+		result = putTooLarge
+		return Ref{}, 0, fmt.Errorf("put: more than %d bytes: %w", limit, err)
+	}
 	if err != nil {
-		return Ref{}, 0, fmt.Errorf("blob: put: %w", err)
+		return Ref{}, 0, fmt.Errorf("put: %w", err)
 	}
-	if size > limit {
-		return Ref{}, 0, fmt.Errorf("blob: put: more than %d bytes: %w", limit, ErrTooLarge)
-	}
-	copy(ref[:], h.Sum(nil))
-	if err = s.sync(f); err != nil {
-		return Ref{}, 0, fmt.Errorf("blob: put: sync: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return Ref{}, 0, fmt.Errorf("blob: put: close: %w", err)
-	}
-	s.hold(ref)
-	if err = s.install(tmp, ref, size); err != nil {
+	ref = Ref(h.Sum(nil))
+	s.hold(ref) // from here on Collect leaves ref alone
+	if renamed, err = s.install(f, ref, size); err != nil {
 		s.Release(ref)
-		return Ref{}, 0, err
+		return Ref{}, 0, fmt.Errorf("put %s: %w", ref, err)
 	}
+	result = putExisting
+	if renamed {
+		result = putStored
+		s.m.writtenBytes.Add(float64(size))
+	}
+	s.m.putDuration.Observe(time.Since(start).Seconds())
 	return ref, size, nil
 }
 
-// install moves the synced temp file to ref's address (or drops it when an
-// intact copy is there already) and syncs the directories.
-func (s *Store) install(tmp string, ref Ref, size int64) error {
+// copyAtMost copies r to w until EOF. If r holds more than limit bytes it
+// returns ErrTooLarge, having written limit bytes and read limit+1.
+func copyAtMost(w io.Writer, r io.Reader, limit int64) (int64, error) {
+	n, err := io.Copy(w, io.LimitReader(r, limit))
+	if err != nil || n < limit {
+		return n, err
+	}
+	var probe [1]byte
+	m, err := io.ReadFull(r, probe[:])
+	if m > 0 {
+		return n, ErrTooLarge
+	}
+	if !errors.Is(err, io.EOF) {
+		return n, err
+	}
+	return n, nil
+}
+
+// install makes the blob in the temp file f, of the given ref and size,
+// durable at its address. If an intact copy is there already it leaves f
+// to the caller (renamed false); otherwise it syncs and closes f and
+// renames it into place. Either way it then syncs the fan-out directory:
+// even an existing copy may have been renamed by a Put that has not synced
+// the directory yet, and the caller is about to name the blob in a durable
+// record.
+func (s *Store) install(f *os.File, ref Ref, size int64) (renamed bool, err error) {
 	dir, file := s.path(ref)
-	if fi, err := os.Stat(file); err == nil && fi.Size() == size && s.Verify(ref) == nil {
-		_ = os.Remove(tmp) // an intact copy is there (a damaged one is replaced below)
-		return nil
+	if err := s.ensureFan(ref); err != nil {
+		return false, err
 	}
-	_, statErr := os.Stat(dir)
-	newDir := errors.Is(statErr, fs.ErrNotExist)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("blob: put: %w", err)
-	}
-	if testHookBeforeRename != nil {
-		testHookBeforeRename()
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		return fmt.Errorf("blob: put: rename: %w", err)
+	if !s.intact(ref, file, size) {
+		if err := s.sync(f); err != nil {
+			return false, fmt.Errorf("sync: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return false, fmt.Errorf("close: %w", err)
+		}
+		if testHookBeforeRename != nil {
+			testHookBeforeRename()
+		}
+		if err := os.Rename(f.Name(), file); err != nil {
+			return false, fmt.Errorf("rename: %w", err)
+		}
+		renamed = true
 	}
 	if err := s.syncDir(dir); err != nil {
-		return fmt.Errorf("blob: put: sync dir: %w", err)
+		return renamed, fmt.Errorf("sync dir: %w", err)
 	}
-	if newDir {
-		if err := s.syncDir(filepath.Dir(dir)); err != nil {
-			return fmt.Errorf("blob: put: sync dir: %w", err)
-		}
+	return renamed, nil
+}
+
+// intact reports whether file holds ref's bytes. A damaged copy is logged
+// and counted (Put replaces it); an absent one is not.
+func (s *Store) intact(ref Ref, file string, size int64) bool {
+	fi, err := os.Stat(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
 	}
-	return nil
+	if err == nil && fi.Mode().IsRegular() && fi.Size() != size {
+		s.m.corrupt.Inc()
+		err = fmt.Errorf("%d bytes, want %d: %w", fi.Size(), size, ErrCorrupt)
+	}
+	if err == nil {
+		err = s.Verify(ref)
+	}
+	if err != nil {
+		s.lg.Warn("replacing damaged blob", "ref", ref.String(), "err", err)
+		return false
+	}
+	return true
 }
 
 func (s *Store) sync(f *os.File) error {
@@ -166,6 +339,7 @@ func (s *Store) sync(f *os.File) error {
 	return f.Sync()
 }
 
+// syncDir fsyncs dir so that renames and creations in it survive a crash.
 func (s *Store) syncDir(dir string) error {
 	if s.cfg.NoSync {
 		return nil
@@ -185,8 +359,28 @@ func (s *Store) hold(ref Ref) {
 	s.stamps[ref] = s.gen
 }
 
-// Release ends one Put's hold on ref (see Put). Releasing a ref that is not
-// held does nothing.
+// Hold holds a stored blob against collection as Put does, for a record
+// that names a blob this caller did not just Put (one copied from another
+// entity, say); Release it the same way. It returns an error wrapping
+// ErrNotFound, and holds nothing, if the blob is absent. It checks presence,
+// not integrity.
+func (s *Store) Hold(ref Ref) error {
+	_, file := s.path(ref)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Under mu: Collect cannot remove the file between this check and the hold.
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hold %s: %w", ref, ErrNotFound)
+	} else if err != nil {
+		return fmt.Errorf("hold %s: %w", ref, err)
+	}
+	s.holds[ref]++
+	s.stamps[ref] = s.gen
+	return nil
+}
+
+// Release ends one hold on ref taken by Put or Hold. Releasing a ref that
+// is not held does nothing.
 func (s *Store) Release(ref Ref) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,144 +395,19 @@ func (s *Store) Release(ref Ref) {
 	s.stamps[ref] = s.gen
 }
 
-// Stat returns the size of the blob; ErrNotFound if it is absent.
+// Stat returns the size of the stored blob without reading it: an error
+// wrapping ErrNotFound if it is absent, ErrCorrupt if its address holds
+// something other than a regular file.
 func (s *Store) Stat(ref Ref) (int64, error) {
 	_, file := s.path(ref)
 	fi, err := os.Stat(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("blob %s: %w", ref, ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("blob %s: %w", ref, err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return 0, fmt.Errorf("stat %s: %w", ref, ErrNotFound)
+	case err != nil:
+		return 0, fmt.Errorf("stat %s: %w", ref, err)
+	case !fi.Mode().IsRegular():
+		return 0, fmt.Errorf("stat %s: not a regular file: %w", ref, ErrCorrupt)
 	}
 	return fi.Size(), nil
-}
-
-// Reader reads one blob and checks its hash as it goes.
-type Reader struct {
-	f    *os.File
-	h    hash.Hash
-	ref  Ref
-	size int64
-}
-
-// Open returns a reader of the blob; ErrNotFound if it is absent. The
-// reader returns ErrCorrupt instead of io.EOF when the bytes read do not
-// hash to ref. The caller closes it.
-func (s *Store) Open(ref Ref) (*Reader, error) {
-	_, file := s.path(ref)
-	f, err := os.Open(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("blob %s: %w", ref, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("blob %s: %w", ref, err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("blob %s: %w", ref, err)
-	}
-	return &Reader{f: f, h: sha256.New(), ref: ref, size: fi.Size()}, nil
-}
-
-// Size is the blob's size on disk.
-func (r *Reader) Size() int64 { return r.size }
-
-// Read reads the blob; at its end it returns io.EOF if the bytes matched
-// the ref and an error wrapping ErrCorrupt if not.
-func (r *Reader) Read(p []byte) (int, error) {
-	n, err := r.f.Read(p)
-	r.h.Write(p[:n])
-	if errors.Is(err, io.EOF) {
-		var got Ref
-		copy(got[:], r.h.Sum(nil))
-		if got != r.ref {
-			return n, fmt.Errorf("blob %s: content hashes to %s: %w", r.ref, got, ErrCorrupt)
-		}
-	}
-	return n, err
-}
-
-// Close closes the file.
-func (r *Reader) Close() error { return r.f.Close() }
-
-// Verify reads the whole blob: nil if intact, ErrNotFound, ErrCorrupt.
-func (s *Store) Verify(ref Ref) error {
-	r, err := s.Open(ref)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	_, err = io.Copy(io.Discard, r)
-	return err
-}
-
-// Cut starts a new generation and returns the point Collect compares
-// against. Take it before the snapshot's barrier record is appended.
-func (s *Store) Cut() Cut {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.gen++
-	return Cut{gen: s.gen}
-}
-
-// Collect removes every blob that keep does not claim, that no Put holds,
-// and whose last Put or Release came before c (see the package
-// documentation for why that is safe). It returns how many it removed.
-func (s *Store) Collect(c Cut, keep func(Ref) bool) (removed int, err error) {
-	root := filepath.Join(s.cfg.Dir, "sha256")
-	fans, err := os.ReadDir(root)
-	if err != nil {
-		return 0, fmt.Errorf("blob: collect: %w", err)
-	}
-	for _, fan := range fans {
-		if !fan.IsDir() || len(fan.Name()) != 2 {
-			continue
-		}
-		ents, err := os.ReadDir(filepath.Join(root, fan.Name()))
-		if err != nil {
-			return removed, fmt.Errorf("blob: collect: %w", err)
-		}
-		for _, e := range ents {
-			ref, perr := ParseRef(fan.Name() + e.Name())
-			if perr != nil || strings.ToLower(fan.Name()+e.Name()) != ref.String() {
-				continue // not ours: leave it
-			}
-			if keep(ref) || !s.collectable(ref, c) {
-				continue
-			}
-			if err := os.Remove(filepath.Join(root, fan.Name(), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return removed, fmt.Errorf("blob: collect %s: %w", ref, err)
-			}
-			removed++
-		}
-	}
-	s.forget(c)
-	if removed > 0 {
-		s.lg.Info("collected unreferenced blobs", "removed", removed)
-	}
-	return removed, nil
-}
-
-func (s *Store) collectable(ref Ref, c Cut) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.holds[ref] > 0 {
-		return false
-	}
-	st, ok := s.stamps[ref]
-	return !ok || st < c.gen
-}
-
-// forget drops stamps older than c: a later Collect (with a later cut)
-// would treat them as absent anyway.
-func (s *Store) forget(c Cut) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ref, st := range s.stamps {
-		if st < c.gen && s.holds[ref] == 0 {
-			delete(s.stamps, ref)
-		}
-	}
 }

@@ -5,48 +5,71 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 
-	"go.uber.org/goleak"
-
-	"gatehouse/actors/actorstest"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func open(t *testing.T, dir string) *Store {
-	t.Helper()
-	s, err := Open(Config{Dir: dir}, nil)
-	if err != nil {
-		t.Fatalf("Open(%s) = %v", dir, err)
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"default", DefaultConfig(), ""},
+		{"no sync", Config{Dir: "x", NoSync: true}, ""},
+		{"empty dir", Config{}, "dir"},
 	}
-	return s
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Validate(%+v) = %v, want an error naming %q", tt.cfg, err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := New(Config{}, nil, nil); err == nil {
+		t.Error("New(Config{}) = nil error, want the validation error")
+	}
 }
 
-func put(t *testing.T, s *Store, b []byte) Ref {
-	t.Helper()
-	ref, size, err := s.Put(bytes.NewReader(b), 1<<20)
-	if err != nil {
-		t.Fatalf("Put(%d bytes) = %v", len(b), err)
+func TestNewCreatesTree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data", "blobs")
+	fx := newFixture(t, dir)
+	ref := fx.put(t, []byte("x")) // creates its fan-out directory
+	for _, d := range []string{".", tmpDir, algoDir, filepath.Join(algoDir, ref.String()[:2])} {
+		fi, err := os.Stat(filepath.Join(dir, d))
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("Stat(%s) = %v, %v, want a 0700 directory", d, fi, err)
+		}
 	}
-	if size != int64(len(b)) || ref != Ref(sha256.Sum256(b)) {
-		t.Fatalf("Put(%d bytes) = %s, %d; want the SHA-256 and the length", len(b), ref, size)
+	if ents, err := os.ReadDir(fx.root()); err != nil || len(ents) != 1 {
+		t.Errorf("%s holds %d entries, %v, want one fan-out directory", fx.root(), len(ents), err)
 	}
-	s.Release(ref)
-	return ref
-}
-
-func readAll(s *Store, ref Ref) ([]byte, error) {
-	r, err := s.Open(ref)
-	if err != nil {
-		return nil, err
+	fx = newFixture(t, dir) // reopening an existing tree is fine
+	if !fx.fans[ref[0]] {
+		t.Errorf("New did not note the existing fan-out directory %02x", ref[0])
 	}
-	defer r.Close()
-	return io.ReadAll(r)
+	if err := fx.Verify(ref); err != nil {
+		t.Errorf("Verify() after reopening = %v", err)
+	}
+	notDir := filepath.Join(t.TempDir(), "blobs")
+	if err := os.MkdirAll(notDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(notDir, algoDir), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Dir: notDir}, nil, nil); err == nil {
+		t.Errorf("New over a file named %s = nil error, want one", algoDir)
+	}
 }
 
 func TestPutOpen(t *testing.T) {
@@ -55,252 +78,337 @@ func TestPutOpen(t *testing.T) {
 		data []byte
 	}{
 		{"empty", nil},
+		{"one byte", []byte{0}},
 		{"small", []byte("hello")},
-		{"a MiB", bytes.Repeat([]byte("0123456789abcdef"), 1<<16)},
+		{"3 MiB", payload(1, 3<<20)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := open(t, t.TempDir())
-			ref := put(t, s, tt.data)
-			got, err := readAll(s, ref)
+			fx := newFixture(t, "")
+			ref := fx.put(t, tt.data)
+			got, err := readAll(fx.Store, ref)
 			if err != nil || !bytes.Equal(got, tt.data) {
-				t.Fatalf("read back %d bytes, %v; want %d bytes", len(got), err, len(tt.data))
+				t.Fatalf("read back %d bytes, %v, want %d bytes, nil", len(got), err, len(tt.data))
 			}
-			if n, err := s.Stat(ref); err != nil || n != int64(len(tt.data)) {
-				t.Errorf("Stat = %d, %v", n, err)
+			if n, err := fx.Stat(ref); err != nil || n != int64(len(tt.data)) {
+				t.Errorf("Stat() = %d, %v, want %d, nil", n, err, len(tt.data))
 			}
-			again := put(t, s, tt.data) // idempotent
-			if again != ref {
-				t.Errorf("second Put = %s, want %s", again, ref)
+			r, err := fx.Open(ref)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err := s.Verify(ref); err != nil {
-				t.Errorf("Verify = %v", err)
+			if r.Size() != int64(len(tt.data)) {
+				t.Errorf("Reader.Size() = %d, want %d", r.Size(), len(tt.data))
+			}
+			_ = r.Close()
+			if err := fx.Verify(ref); err != nil {
+				t.Errorf("Verify() = %v", err)
+			}
+			fi, err := os.Stat(fx.file(ref))
+			if err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("Stat(blob file) = %v, %v, want mode 0600", fi, err)
+			}
+			if got := files(t, fx.dir); len(got) != 1 {
+				t.Errorf("files in the store = %v, want only the blob", got)
 			}
 		})
 	}
 }
 
-func TestPutTooLarge(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir)
-	src := &countingReader{r: bytes.NewReader(make([]byte, 10<<20))}
-	_, _, err := s.Put(src, 1000)
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("Put(10 MiB, limit 1000) = %v, want ErrTooLarge", err)
+// TestPutExisting: putting stored bytes again returns the same ref, leaves
+// the stored file as it is (same inode) and no temp file behind.
+func TestPutExisting(t *testing.T) {
+	fx := newFixture(t, "")
+	data := payload(2, 100<<10)
+	ref := fx.put(t, data)
+	before, err := os.Stat(fx.file(ref))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if src.n > 1000+32<<10 { // io.Copy's buffer is the most it may overshoot by
-		t.Errorf("Put read %d bytes of a source over the limit", src.n)
+	if again := fx.put(t, data); again != ref {
+		t.Errorf("second Put = %s, want %s", again, ref)
 	}
-	if n := countFiles(t, dir); n != 0 {
-		t.Errorf("%d files left after a refused Put", n)
+	after, err := os.Stat(fx.file(ref))
+	if err != nil || !os.SameFile(before, after) {
+		t.Errorf("second Put replaced the stored file (%v)", err)
 	}
-	if _, _, err := s.Put(bytes.NewReader(make([]byte, 1000)), 1000); err != nil {
-		t.Errorf("Put(exactly the limit) = %v", err)
+	if got := files(t, fx.dir); len(got) != 1 {
+		t.Errorf("files in the store = %v, want only the blob", got)
+	}
+	if got := fx.metric(t, "gatehouse_blob_puts_total", putStored); got != 1 {
+		t.Errorf("puts_total{stored} = %v, want 1", got)
+	}
+	if got := fx.metric(t, "gatehouse_blob_puts_total", putExisting); got != 1 {
+		t.Errorf("puts_total{existing} = %v, want 1", got)
+	}
+	if got := fx.metric(t, "gatehouse_blob_written_bytes_total", ""); got != float64(len(data)) {
+		t.Errorf("written_bytes_total = %v, want %d (the first Put only)", got, len(data))
 	}
 }
 
+// countingReader counts the bytes read from it.
 type countingReader struct {
 	r io.Reader
-	n int
+	n int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += n
+	c.n += int64(n)
 	return n, err
 }
 
-func countFiles(t *testing.T, dir string) int {
-	t.Helper()
-	n := 0
-	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			n++
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+func TestPutLimit(t *testing.T) {
+	tests := []struct {
+		name    string
+		size    int64
+		limit   int64
+		tooBig  bool
+		wantErr bool
+	}{
+		{"empty, limit 0", 0, 0, false, false},
+		{"one byte, limit 0", 1, 0, true, false},
+		{"exactly the limit", 1000, 1000, false, false},
+		{"one over", 1001, 1000, true, false},
+		{"10 MiB over 1000", 10 << 20, 1000, true, false},
+		{"a MiB over a MiB", 2 << 20, 1 << 20, true, false},
+		{"no limit", 1000, math.MaxInt64, false, false},
+		{"negative limit", 0, -1, false, true},
 	}
-	return n
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newFastFixture(t)
+			src := &countingReader{r: io.LimitReader(zeros{}, tt.size)}
+			ref, size, err := fx.Put(src, tt.limit)
+			switch {
+			case tt.tooBig:
+				if !errors.Is(err, ErrTooLarge) {
+					t.Fatalf("Put(%d bytes, limit %d) = %v, want ErrTooLarge", tt.size, tt.limit, err)
+				}
+				if src.n > tt.limit+1 {
+					t.Errorf("Put read %d bytes, want at most limit+1 = %d", src.n, tt.limit+1)
+				}
+				if got := fx.metric(t, "gatehouse_blob_puts_total", putTooLarge); got != 1 {
+					t.Errorf("puts_total{too_large} = %v, want 1", got)
+				}
+			case tt.wantErr:
+				if err == nil {
+					t.Fatalf("Put(limit %d) = nil error, want one", tt.limit)
+				}
+			default:
+				if err != nil || size != tt.size {
+					t.Fatalf("Put(%d bytes, limit %d) = %s, %d, %v, want the size", tt.size, tt.limit, ref, size, err)
+				}
+				fx.Release(ref)
+				return
+			}
+			if got := files(t, fx.dir); len(got) != 0 {
+				t.Errorf("files after a refused Put = %v, want none", got)
+			}
+			fx.mu.Lock()
+			defer fx.mu.Unlock()
+			if len(fx.holds) != 0 {
+				t.Errorf("holds after a refused Put = %v, want none", fx.holds)
+			}
+		})
+	}
 }
 
-func TestReadErrors(t *testing.T) {
-	s := open(t, t.TempDir())
-	ref := put(t, s, []byte("the original bytes"))
-	if _, err := readAll(s, Ref{1}); !errors.Is(err, ErrNotFound) {
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+func TestPutReadError(t *testing.T) {
+	fx := newFastFixture(t)
+	boom := errors.New("client went away")
+	r := io.MultiReader(bytes.NewReader(payload(3, 5000)), iotest.ErrReader(boom))
+	if _, _, err := fx.Put(r, 1<<20); !errors.Is(err, boom) {
+		t.Fatalf("Put(failing reader) = %v, want it wrapped", err)
+	}
+	if got := files(t, fx.dir); len(got) != 0 {
+		t.Errorf("files after a failed Put = %v, want none", got)
+	}
+	if got := fx.metric(t, "gatehouse_blob_puts_total", putError); got != 1 {
+		t.Errorf("puts_total{error} = %v, want 1", got)
+	}
+}
+
+// TestReadDamaged: a blob whose file no longer matches its ref reads as
+// ErrCorrupt (at the end for a Reader, at once for a non-file), never a
+// panic, and a new Put of the bytes repairs it.
+func TestReadDamaged(t *testing.T) {
+	orig := []byte("the original bytes of a skill archive")
+	tests := []struct {
+		name    string
+		damage  func(t *testing.T, file string)
+		openErr bool // Open itself fails
+	}{
+		{"bit flip", writeFile("the 0riginal bytes of a skill archive"), false},
+		{"truncated", writeFile("the original"), false},
+		{"emptied", writeFile(""), false},
+		{"appended", writeFile(string(orig) + "!"), false},
+		{"a directory", func(t *testing.T, file string) {
+			t.Helper()
+			if err := os.Remove(file); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(file, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newFastFixture(t)
+			ref := fx.put(t, orig)
+			tt.damage(t, fx.file(ref))
+			r, err := fx.Open(ref)
+			if tt.openErr {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Open(damaged) = %v, want ErrCorrupt", err)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Open(damaged) = %v, want a Reader", err)
+				}
+				_, err = io.ReadAll(r)
+				_ = r.Close()
+				if !errors.Is(err, ErrCorrupt) {
+					t.Errorf("reading the damaged blob = %v, want ErrCorrupt", err)
+				}
+				if _, err := r.Read(make([]byte, 1)); !errors.Is(err, ErrCorrupt) {
+					t.Errorf("Read after the end = %v, want ErrCorrupt again", err)
+				}
+			}
+			if err := fx.Verify(ref); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Verify(damaged) = %v, want ErrCorrupt", err)
+			}
+			if tt.openErr {
+				return // Put cannot rename over a directory; the error is enough
+			}
+			fx.put(t, orig) // repairs
+			if err := fx.Verify(ref); err != nil {
+				t.Errorf("Verify after a new Put = %v, want nil", err)
+			}
+			if got := fx.metric(t, "gatehouse_blob_corrupt_total", ""); got < 2 {
+				t.Errorf("corrupt_total = %v, want at least 2", got)
+			}
+		})
+	}
+}
+
+func writeFile(content string) func(*testing.T, string) {
+	return func(t *testing.T, file string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	fx := newFastFixture(t)
+	absent := Ref{1}
+	if _, err := fx.Open(absent); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Open(absent) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.Stat(Ref{1}); !errors.Is(err, ErrNotFound) {
+	if _, err := fx.Stat(absent); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Stat(absent) = %v, want ErrNotFound", err)
 	}
-	_, file := s.path(ref)
-	for _, damage := range []string{"the 0riginal bytes", "the original", ""} {
-		if err := os.WriteFile(file, []byte(damage), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := readAll(s, ref); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("read of a blob damaged to %q = %v, want ErrCorrupt", damage, err)
-		}
-		if err := s.Verify(ref); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("Verify(damaged to %q) = %v, want ErrCorrupt", damage, err)
-		}
+	if err := fx.Verify(absent); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Verify(absent) = %v, want ErrNotFound", err)
 	}
-	// Putting the bytes again repairs the damaged copy.
-	put(t, s, []byte("the original bytes"))
-	if err := s.Verify(ref); err != nil {
-		t.Errorf("Verify after a re-Put = %v", err)
+	if err := fx.Hold(absent); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Hold(absent) = %v, want ErrNotFound", err)
+	}
+	if !strings.Contains(ErrNotFound.Error(), "blob: ") {
+		t.Errorf("ErrNotFound = %q, want the package prefix", ErrNotFound)
 	}
 }
 
-func TestOpenRemovesTempFiles(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir)
-	ref := put(t, s, []byte("kept"))
+func TestNewRemovesTempFiles(t *testing.T) {
+	fx := newFixture(t, "")
+	ref := fx.put(t, []byte("kept"))
 	for _, name := range []string{"put-1", "put-2"} {
-		if err := os.WriteFile(filepath.Join(dir, "tmp", name), []byte("torn"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(fx.dir, tmpDir, name), []byte("torn"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s = open(t, dir)
-	if ents, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(ents) != 0 {
-		t.Errorf("Open left %d temp files", len(ents))
+	fx = newFixture(t, fx.dir)
+	if got := tempFiles(t, fx.dir); len(got) != 0 {
+		t.Errorf("temp files after New = %v, want none", got)
 	}
-	if err := s.Verify(ref); err != nil {
+	if err := fx.Verify(ref); err != nil {
 		t.Errorf("Verify(kept) = %v", err)
 	}
 }
 
-// TestCrashBeforeRename: a Put interrupted between its write and its
-// rename leaves only a temp file, which the next Open removes.
-func TestCrashBeforeRename(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir)
-	snapshotDir := t.TempDir()
-	testHookBeforeRename = func() { actorstest.CopyDir(t, dir, snapshotDir) }
-	defer func() { testHookBeforeRename = nil }()
-	ref := put(t, s, []byte("interrupted"))
-	testHookBeforeRename = nil
-	if got := countFiles(t, filepath.Join(snapshotDir, "tmp")); got != 1 {
-		t.Fatalf("the crash image holds %d temp files, want 1", got)
-	}
-	after := open(t, snapshotDir)
-	if got := countFiles(t, snapshotDir); got != 0 {
-		t.Errorf("after Open the crash image holds %d files, want 0", got)
-	}
-	if err := after.Verify(ref); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Verify(never installed) = %v, want ErrNotFound", err)
-	}
-}
-
-func TestCollect(t *testing.T) {
-	s := open(t, t.TempDir())
-	kept := put(t, s, []byte("named by a record"))
-	orphan := put(t, s, []byte("named by nothing"))
-
-	// held: Put before the cut, record appended after the barrier, so not
-	// in keep; Release comes after the cut.
-	held, _, err := s.Put(strings.NewReader("record after the barrier"), 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := s.Cut()
-	s.Release(held)
-	late := put(t, s, []byte("put after the cut"))
-
-	keep := func(r Ref) bool { return r == kept }
-	n, err := s.Collect(cut, keep)
-	if err != nil || n != 1 {
-		t.Fatalf("Collect = %d, %v; want 1 (the orphan)", n, err)
-	}
-	for _, r := range []Ref{kept, held, late} {
-		if err := s.Verify(r); err != nil {
-			t.Errorf("Verify(%s) after Collect = %v", r, err)
-		}
-	}
-	if err := s.Verify(orphan); !errors.Is(err, ErrNotFound) {
-		t.Errorf("orphan after Collect: %v, want ErrNotFound", err)
-	}
-
-	// At the next snapshot nothing names held or late any more: they go.
-	n, err = s.Collect(s.Cut(), keep)
-	if err != nil || n != 2 {
-		t.Fatalf("second Collect = %d, %v; want 2", n, err)
-	}
-
-	// A blob still held is never collected, whatever the cut.
-	h, _, err := s.Put(strings.NewReader("still held"), 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Cut()
-	if n, _ := s.Collect(s.Cut(), keep); n != 0 {
-		t.Errorf("Collect removed %d blobs while one is held", n)
-	}
-	s.Release(h)
-}
-
-// TestCollectRace: blobs put and released concurrently with cuts and
-// collections survive exactly as the rule says: one whose record "lands"
-// after a barrier (released after the cut) is never removed by that
-// collection.
-func TestCollectRace(t *testing.T) {
-	s := open(t, t.TempDir())
-	var mu sync.Mutex
-	records := map[Ref]bool{} // the "WAL": refs named by an appended record
+// TestPutConcurrent: parallel Puts of overlapping contents all return the
+// right refs and leave exactly one intact file per content.
+func TestPutConcurrent(t *testing.T) {
+	fx := newFastFixture(t)
+	const writers, contents = 8, 5
 	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 50 {
-				ref, _, err := s.Put(strings.NewReader(strings.Repeat("x", w*100+i+1)), 1<<20)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range 10 {
+				b := payload(uint64((w+i)%contents), 20<<10)
+				ref, _, err := fx.Put(bytes.NewReader(b), 1<<20)
 				if err != nil {
-					t.Error(err)
+					t.Errorf("Put() = %v", err)
 					return
 				}
-				mu.Lock()
-				records[ref] = true
-				mu.Unlock()
-				s.Release(ref)
+				fx.Release(ref)
 			}
-		}()
-	}
-	for range 20 {
-		cut := s.Cut()
-		mu.Lock() // the snapshot: every record appended before this point
-		snap := map[Ref]bool{}
-		for r := range records {
-			snap[r] = true
-		}
-		mu.Unlock()
-		if _, err := s.Collect(cut, func(r Ref) bool { return snap[r] }); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	wg.Wait()
-	for r := range records {
-		if err := s.Verify(r); err != nil {
-			t.Errorf("blob %s named by a record: %v", r, err)
+	for c := range contents {
+		b := payload(uint64(c), 20<<10)
+		if got, err := readAll(fx.Store, Ref(sha256.Sum256(b))); err != nil || !bytes.Equal(got, b) {
+			t.Errorf("content %d: %d bytes, %v", c, len(got), err)
 		}
+	}
+	if got := files(t, fx.dir); len(got) != contents {
+		t.Errorf("files = %v, want %d blobs and no temp file", got, contents)
 	}
 }
 
-func FuzzParseRef(f *testing.F) {
-	f.Add(strings.Repeat("ab", 32))
-	f.Add(strings.Repeat("AB", 32))
-	f.Add("")
-	f.Add(strings.Repeat("zz", 32))
-	f.Fuzz(func(t *testing.T, s string) {
-		r, err := ParseRef(s)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("ParseRef(%q) = %v, want ErrCorrupt", s, err)
-			}
-			return
-		}
-		if !strings.EqualFold(r.String(), s) {
-			t.Fatalf("ParseRef(%q).String() = %q", s, r)
-		}
-	})
+func TestHoldRelease(t *testing.T) {
+	fx := newFastFixture(t)
+	ref := fx.putHeld(t, []byte("x"))
+	if err := fx.Hold(ref); err != nil {
+		t.Fatalf("Hold(stored) = %v", err)
+	}
+	fx.putHeld(t, []byte("x"))
+	counts := func() map[Ref]int {
+		fx.mu.Lock()
+		defer fx.mu.Unlock()
+		return fx.holds
+	}
+	if diff := cmp.Diff(map[Ref]int{ref: 3}, counts()); diff != "" {
+		t.Errorf("holds after Put, Hold, Put (-want +got):\n%s", diff)
+	}
+	for range 4 { // one more than taken: a no-op
+		fx.Release(ref)
+	}
+	if diff := cmp.Diff(map[Ref]int{}, counts()); diff != "" {
+		t.Errorf("holds after releasing all (-want +got):\n%s", diff)
+	}
+}
+
+func TestMetricsRegistration(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := New(Config{Dir: t.TempDir()}, nil, reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Dir: t.TempDir()}, nil, reg); err == nil {
+		t.Error("New registering twice on one registry = nil error, want one")
+	}
+	if _, err := Open(Config{Dir: t.TempDir()}, nil); err != nil {
+		t.Errorf("Open() = %v", err)
+	}
 }
