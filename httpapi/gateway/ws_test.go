@@ -240,3 +240,43 @@ func TestWSLimitsAndShutdown(t *testing.T) {
 		t.Errorf("Shutdown = %v", err)
 	}
 }
+
+// TestWSNodeClient drives /ws with the ws npm client (pinned in
+// testdata/gwclient): connect, a list, a streamed chat, a denied scope.
+func TestWSNodeClient(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("default", `{"delay_ms":1}`, "")
+	read := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"r","scopes":["operator.read"],"user_id":"alice"}`).body["key"].(string)
+	out := nodeScript(t, nil, "ws.mjs", "ws"+strings.TrimPrefix(e.url, "http")+"/ws", gwToken, read)
+	var got struct {
+		Connect struct {
+			OK         bool
+			Role, User string
+		}
+		Agents []string
+		Stream struct {
+			OK     bool
+			Text   string
+			Events int
+		}
+		Denied struct {
+			OK            bool
+			Code, Message string
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node output %s: %v", out, err)
+	}
+	if !got.Connect.OK || got.Connect.Role != "admin" || got.Connect.User != "alice" {
+		t.Errorf("connect = %+v", got.Connect)
+	}
+	if len(got.Agents) != 1 || got.Agents[0] != "default" {
+		t.Errorf("agents.list = %v", got.Agents)
+	}
+	if !got.Stream.OK || got.Stream.Events < 3 || !strings.Contains(got.Stream.Text, "hello over websocket") {
+		t.Errorf("streamed chat = %+v", got.Stream)
+	}
+	if got.Denied.OK || got.Denied.Code != codeUnauthorized || !strings.Contains(got.Denied.Message, "权限") {
+		t.Errorf("read key providers.create = %+v, want UNAUTHORIZED in zh", got.Denied)
+	}
+}
