@@ -6,15 +6,11 @@
 // # Usage
 //
 //	st, err := blob.New(blob.Config{Dir: filepath.Join(dataDir, "blobs")}, lg, reg)
-//	// storing: Put, append the record naming the ref, then Release
-//	ref, size, err := st.Put(body, 20<<20) // errors.Is(err, blob.ErrTooLarge) beyond 20 MiB
-//	if err != nil { ... }
-//	_, err = log.Append(recordNaming(ref, size)) // the blob is durable already
-//	st.Release(ref)                              // after the append (or certain failure)
-//	// reading: errors.Is(err, blob.ErrNotFound); ErrCorrupt at the end if damaged
-//	rc, err := st.Open(ref)
-//	// after each snapshot (see Collection)
-//	cut := st.Cut() // before the barrier
+//	ref, size, err := st.Put(body, 20<<20)       // durable on return; ErrTooLarge beyond 20 MiB
+//	_, err = log.Append(recordNaming(ref, size)) // then the record naming it
+//	st.Release(ref)                              // after the append (or its certain failure)
+//	rc, err := st.Open(ref)                      // ErrNotFound; ErrCorrupt at the end if damaged
+//	cut := st.Cut()                              // before a snapshot's barrier, then once it is saved:
 //	removed, err := st.Collect(cut, func(r blob.Ref) bool { return named[r] })
 //
 // # Directory layout
@@ -88,18 +84,18 @@
 //     only if keep says no, nothing holds it, and its stamp is older than
 //     the cut (or it has none: nothing touched it since this Store opened).
 //
-// Why a record appended before Collect never loses its blob: the caller
-// appends it after Put or Hold returned and Releases after the append. If
-// the append came before the barrier, the snapshot's state includes the
-// record, and keep claims the blob. If it came after the barrier, the blob
-// is either still held, or was Released after the append, hence after the
-// Cut: its stamp is not older than the cut. A blob put before the cut and
-// released before it has its record before the barrier. Collect checks the
-// hold and the stamp and removes the file under one lock, which Put and Hold
-// also take before they look at the file, so a concurrent Put of the same
-// bytes either protects the file or finds it gone and installs it again.
-// Such a blob survives this collection and goes at the next one if no
-// record names it by then.
+// Why no record loses its blob: the caller appends the record after Put or
+// Hold returned, and Releases after the append. If the append came before
+// the barrier, the snapshot's state includes the record and keep claims the
+// blob. If it came after the barrier, the blob is either still held, or
+// was Released after the append, hence after the Cut: its stamp is not
+// older than the cut. (A blob put and released before the cut had its
+// record appended before the barrier.) Collect checks the hold and the
+// stamp and removes the file under one lock, which Put and Hold take
+// before they look at the file, so a concurrent Put of the same bytes
+// either protects the file or finds it gone and installs it again. A blob
+// that survives a collection this way goes at the next one if no record
+// names it by then.
 //
 // So Release only once the record is appended or certain never to be: after
 // the actor's reply, not when a caller stops waiting for it (the append may

@@ -2,7 +2,6 @@ package blob
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -40,11 +39,11 @@ type Store struct {
 	lg  *slog.Logger
 	m   *metrics
 
+	fanMu sync.Mutex // serializes ensureFan
+	fans  [256]bool  // fan-out directories known to exist durably, by first byte
+
 	// mu guards the fields below it, and Collect removes a file only while
 	// holding it, so that a hold (Put, Hold) and a removal never interleave.
-	fanMu sync.Mutex
-	fans  [256]bool // fan-out directories known to exist durably, by first byte
-
 	mu     sync.Mutex
 	gen    uint64         // the current generation; Cut advances it
 	holds  map[Ref]int    // Puts and Holds not yet Released
@@ -95,113 +94,6 @@ func (s *Store) path(r Ref) (dir, file string) {
 	return dir, filepath.Join(dir, h[2:])
 }
 
-// createDirs creates Dir, tmp and sha256 where missing and syncs the
-// parent of each directory it created. Then it notes the fan-out
-// directories present and syncs sha256 once, so that their entries are
-// durable even if the process that created them crashed before its sync.
-func (s *Store) createDirs() error {
-	if fi, err := os.Stat(s.cfg.Dir); err != nil || !fi.IsDir() {
-		if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
-			return err
-		}
-		if err := s.syncDir(filepath.Dir(filepath.Clean(s.cfg.Dir))); err != nil {
-			return fmt.Errorf("sync dir: %w", err)
-		}
-	}
-	if err := s.mkdirs(s.cfg.Dir, tmpDir, algoDir); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(s.root())
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if i, ok := fanIndex(e.Name()); ok && e.IsDir() {
-			s.fans[i] = true
-		}
-	}
-	if err := s.syncDir(s.root()); err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	return nil
-}
-
-// fanIndex parses the name of a fan-out directory: two lowercase hex digits.
-func fanIndex(name string) (int, bool) {
-	if len(name) != 2 {
-		return 0, false
-	}
-	var b [1]byte
-	if _, err := hex.Decode(b[:], []byte(name)); err != nil || hex.EncodeToString(b[:]) != name {
-		return 0, false
-	}
-	return int(b[0]), true
-}
-
-// mkdirs creates the missing names in parent, then syncs parent if it
-// created any.
-func (s *Store) mkdirs(parent string, names ...string) error {
-	created := false
-	for _, name := range names {
-		p := filepath.Join(parent, name)
-		err := os.Mkdir(p, 0o700)
-		if err == nil {
-			created = true
-			continue
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", p)
-		}
-	}
-	if !created {
-		return nil
-	}
-	if err := s.syncDir(parent); err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	return nil
-}
-
-// ensureFan makes sure the fan-out directory of ref exists and that its
-// entry in sha256 is durable: the first Put into a fan-out directory
-// creates it and syncs sha256 before renaming anything into it. Concurrent
-// Puts into the same new directory wait for that sync.
-func (s *Store) ensureFan(ref Ref) error {
-	s.fanMu.Lock()
-	defer s.fanMu.Unlock()
-	if s.fans[ref[0]] {
-		return nil
-	}
-	dir, _ := s.path(ref)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if err := s.syncDir(s.root()); err != nil { // also when it existed: its entry may not be durable
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	s.fans[ref[0]] = true
-	return nil
-}
-
-// removeTemps deletes whatever is in tmp: Puts that a crash interrupted.
-func (s *Store) removeTemps() error {
-	ents, err := os.ReadDir(s.tmpDir())
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		path := filepath.Join(s.tmpDir(), e.Name())
-		if err := os.RemoveAll(path); err != nil {
-			return fmt.Errorf("remove leftover temp file: %w", err)
-		}
-		s.lg.Info("removed leftover temp file", "path", path)
-	}
-	return nil
-}
-
 // Put stores the bytes r yields until EOF and returns their Ref and size
 // once they are durable: a record naming the Ref may then be appended. r
 // may yield at most limit bytes: beyond that Put returns an error wrapping
@@ -209,10 +101,11 @@ func (s *Store) removeTemps() error {
 // limit to disk, and stores nothing. A read error from r is returned
 // wrapped; nothing is stored either.
 //
-// Putting bytes that are stored already is idempotent and cheap: the input
-// is still read and hashed into a temp file, but the temp file is dropped
-// unsynced once the stored copy checks out; a damaged stored copy is
-// replaced.
+// Putting bytes that are stored already is idempotent and replaces
+// nothing: the input is still read and hashed into a temp file (the ref is
+// known only at its end), then the stored copy is read back and checked,
+// and the temp file is dropped without a data fsync or a rename. A damaged
+// stored copy is replaced.
 //
 // On success the blob is held against collection until Release(ref) (see
 // the package documentation): call Release once the record naming it is
@@ -330,26 +223,6 @@ func (s *Store) intact(ref Ref, file string, size int64) bool {
 		return false
 	}
 	return true
-}
-
-func (s *Store) sync(f *os.File) error {
-	if s.cfg.NoSync {
-		return nil
-	}
-	return f.Sync()
-}
-
-// syncDir fsyncs dir so that renames and creations in it survive a crash.
-func (s *Store) syncDir(dir string) error {
-	if s.cfg.NoSync {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
 }
 
 func (s *Store) hold(ref Ref) {
