@@ -201,7 +201,9 @@ func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider
 	return r.a, r.p, cmpErr(r.err, err)
 }
 
-// ListAgents returns the agents user owns or that are shared with them.
+// ListAgents returns the agents user owns or that are shared with them,
+// by agent_key; user "" lists every agent (for a trusted backend acting
+// for nobody: callers must not pass "" for anyone else).
 func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) {
 	reply := make(chan agentReply, 1)
 	g.root.Send(g.registry, listAgents{user: user, reply: reply})

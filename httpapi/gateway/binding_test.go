@@ -103,3 +103,30 @@ func TestBucketPerCredential(t *testing.T) {
 }
 
 func as(u string) []string { return []string{"X-Gateway-User-Id", u} }
+
+// TestModelsAndResponsesMessages: GET /v1/models lists what the caller may
+// run; /v1/responses takes chat-style messages too.
+func TestModelsAndResponsesMessages(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("alices", `{"delay_ms":1}`, "") // owned by alice
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"bobs","provider":"echo","model":"m"}`, as("bob")...)
+	read := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"r","scopes":["operator.read"],"user_id":"alice"}`).body["key"].(string)
+	ids := func(r gwResp) []string {
+		var out []string
+		for _, m := range r.body["data"].([]any) {
+			out = append(out, m.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	if got := ids(e.must(200, "GET", "/v1/models", read, "")); len(got) != 1 || got[0] != "gateway:alices" {
+		t.Errorf("alice's models = %v, want [gateway:alices]", got)
+	}
+	if got := ids(e.must(200, "GET", "/v1/models", gwToken, "")); len(got) != 2 {
+		t.Errorf("the token's models = %v, want both agents", got)
+	}
+	r := e.must(200, "POST", "/v1/responses", gwToken, `{"model":"agent:alices","messages":[{"role":"user","content":"from messages"}]}`, as("alice")...)
+	if !strings.Contains(r.raw, "from messages") {
+		t.Errorf("responses with messages = %s", r.raw)
+	}
+	e.must(400, "POST", "/v1/responses", gwToken, `{"model":"agent:alices"}`, as("alice")...)
+}

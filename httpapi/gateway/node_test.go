@@ -113,9 +113,13 @@ func TestOpenAINodeClient(t *testing.T) {
 			Status     int
 			Code, Type string
 		}
+		Models []string
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("client output %s: %v", out, err)
+	}
+	if diff := cmp.Diff([]string{"gateway:default"}, got.Models); diff != "" {
+		t.Errorf("models.list (-want +got):\n%s", diff)
 	}
 	if !strings.HasPrefix(got.Chat.ID, "chatcmpl-") || got.Chat.Content != "Hello from stub" || got.Chat.Total != 7 {
 		t.Errorf("chat = %+v", got.Chat)

@@ -36,8 +36,11 @@ func (respInput) jsonSchema() map[string]any {
 
 type respReq struct {
 	// Model selects the agent as in chat completions.
-	Model        string    `json:"model"`
-	Input        respInput `json:"input"`
+	Model string    `json:"model"`
+	Input respInput `json:"input"`
+	// Messages is the chat-style alternative to input (what GoClaw's
+	// clients send); when both are given, the messages come first.
+	Messages     []chatMsg `json:"messages,omitempty"`
 	Instructions string    `json:"instructions,omitempty"`
 	Stream       bool      `json:"stream,omitempty"`
 	User         string    `json:"user,omitempty"`
@@ -93,15 +96,18 @@ type respEvent struct {
 
 func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streaming[respObject], error) {
 	var none Streaming[respObject]
-	if len(req.Input) == 0 {
-		return none, errInvalid("input must not be empty")
+	if len(req.Input) == 0 && len(req.Messages) == 0 {
+		return none, errInvalid("input (or messages) must not be empty")
 	}
 	var msgs []runtime.Message
 	if req.Instructions != "" {
 		msgs = append(msgs, runtime.Message{Role: "system", Content: req.Instructions})
 	}
-	msgs, err := appendMessages(msgs, "input", req.Input)
+	msgs, err := appendMessages(msgs, "messages", req.Messages)
 	if err != nil {
+		return none, err
+	}
+	if msgs, err = appendMessages(msgs, "input", req.Input); err != nil {
 		return none, err
 	}
 	rn, model, err := s.prepare(ctx, c, req.Model, req.User, "responses", msgs)

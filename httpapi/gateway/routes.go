@@ -36,6 +36,7 @@ func (s *Server) table() []Route {
 		{Method: del, Path: "/v1/agents/{id}", RPC: "agents.delete", Scope: write, NeedUser: true, Tag: "agents", Summary: "Delete an agent (owner only)", Status: noContent, Op: op(s.deleteAgent)},
 		{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true, Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
 
+		{Method: get, Path: "/v1/models", RPC: "models.list", Scope: read, Tag: "chat", Summary: "The agents the caller may run, as OpenAI models (gateway:<agent_key>)", Op: op(s.listModels)},
 		{Method: post, Path: "/v1/chat/completions", RPC: "chat.completions", Scope: write, Tag: "chat", Summary: "OpenAI-compatible chat completion with an agent", Op: op(s.chatCompletions)},
 		{Method: post, Path: "/v1/responses", RPC: "responses.create", Scope: write, Tag: "chat", Summary: "Responses-style run of an agent", Op: op(s.responses)},
 	}

@@ -1,11 +1,15 @@
 // Drives the official openai client, unchanged, against the agent gateway's
-// chat-completions and responses endpoints, for ../../gwnode_test.go.
+// models, chat-completions and responses endpoints, for ../../node_test.go.
 // Usage: node client.mjs BASE_URL API_KEY. Prints one JSON object.
 import OpenAI from 'openai';
 
 const [baseURL, apiKey] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 20_000 });
 const out = {};
+
+const models = [];
+for await (const m of client.models.list()) models.push(m.id);
+out.models = models;
 
 const plain = await client.chat.completions.create({
   model: 'gateway:default',
