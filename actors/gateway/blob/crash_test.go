@@ -29,7 +29,7 @@ import (
 // testHookBeforeRename, or by the parent at a random moment. The parent
 // then reopens the data dir the way a restart would.
 const (
-	crashModeEnv = "GATEHOUSE_BLOB_CRASH_MODE" // "before-rename" or "loop"
+	crashModeEnv = "GATEHOUSE_BLOB_CRASH_MODE" // "before-rename", "before-record" or "loop"
 	crashDirEnv  = "GATEHOUSE_BLOB_CRASH_DIR"
 
 	crashContents = 512      // distinct blob contents, so Puts often deduplicate
@@ -72,11 +72,42 @@ func TestCrashHelperProcess(t *testing.T) {
 		}
 		_, _, err = s.Put(bytes.NewReader(crashBlob(1)), crashLimit)
 		t.Fatalf("Put() returned %v after the hook; the hook should have killed the process", err)
+	case "before-record":
+		crashBeforeRecord(dir)
 	case "loop":
 		crashLoop(dir)
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}
+}
+
+// crashBeforeRecord puts content 1 and appends a record naming it, then
+// puts content 2 and kills itself before appending that one's record.
+func crashBeforeRecord(dir string) {
+	walPath, blobDir := crashPaths(dir)
+	cfg := wal.DefaultConfig()
+	cfg.Path = walPath
+	l, err := wal.Open(cfg, nil, nil)
+	if err != nil {
+		crashExit("open wal", err)
+	}
+	s, err := New(Config{Dir: blobDir}, nil, nil)
+	if err != nil {
+		crashExit("open store", err)
+	}
+	ref, _, err := s.Put(bytes.NewReader(crashBlob(1)), crashLimit)
+	if err != nil {
+		crashExit("put", err)
+	}
+	if _, err := l.Append(wal.Record{Type: recBlob, Data: []byte(ref.String())}); err != nil {
+		crashExit("append", err)
+	}
+	s.Release(ref)
+	if _, _, err := s.Put(bytes.NewReader(crashBlob(2)), crashLimit); err != nil {
+		crashExit("put", err)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	time.Sleep(time.Minute) // the signal is on its way
 }
 
 // crashLoop follows the gateway's protocol until killed (or for 30 s, in
@@ -234,6 +265,40 @@ func TestCrashBeforeRename(t *testing.T) {
 	}
 	if got := files(t, blobDir); len(got) != 1 {
 		t.Errorf("files after New = %v, want the one blob put before", got)
+	}
+}
+
+// TestCrashBeforeRecord: a kill between a Put and the append of its record
+// leaves the blob durable but named by nothing, and the first snapshot
+// after the restart collects it; the blob named before stays.
+func TestCrashBeforeRecord(t *testing.T) {
+	dir := t.TempDir()
+	walPath, blobDir := crashPaths(dir)
+	cmd, lines, _, stderr := startChild(t, "before-record", dir)
+	<-lines
+	waitKilled(t, cmd, stderr)
+
+	waltest.Check(t, walPath)
+	recorded := recordedRefs(t, waltest.Open(t, waltest.WithPath(walPath), waltest.WithSync()))
+	named, unnamed := Ref(sha256.Sum256(crashBlob(1))), Ref(sha256.Sum256(crashBlob(2)))
+	if len(recorded) != 1 || recorded[named] == 0 {
+		t.Fatalf("records name %v, want only %s", slices.Collect(maps.Keys(recorded)), named)
+	}
+	fx := newFixture(t, blobDir)
+	for _, r := range []Ref{named, unnamed} {
+		if err := fx.Verify(r); err != nil {
+			t.Errorf("Verify(%s) after the kill = %v, want it durable", r, err)
+		}
+	}
+	removed, err := fx.Collect(fx.Cut(), func(r Ref) bool { return recorded[r] != 0 })
+	if err != nil || removed != 1 {
+		t.Errorf("Collect() after the restart = %d, %v, want 1 (the unnamed blob)", removed, err)
+	}
+	if err := fx.Verify(unnamed); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Verify(unnamed) after Collect = %v, want ErrNotFound", err)
+	}
+	if err := fx.Verify(named); err != nil {
+		t.Errorf("Verify(named) after Collect = %v", err)
 	}
 }
 
