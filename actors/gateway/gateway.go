@@ -161,7 +161,9 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	}
 	g.lg = g.lg.With("component", "gateway")
 	if g.cfg.BlobDir != "" {
-		bs, err := blob.Open(blob.Config{Dir: g.cfg.BlobDir}, g.lg)
+		bcfg := blob.DefaultConfig()
+		bcfg.Dir = g.cfg.BlobDir
+		bs, err := blob.New(bcfg, g.lg, env.Registerer)
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}

@@ -81,9 +81,6 @@ func New(cfg Config, lg *slog.Logger, reg prometheus.Registerer) (*Store, error)
 	return s, nil
 }
 
-// Open is New without metrics.
-func Open(cfg Config, lg *slog.Logger) (*Store, error) { return New(cfg, lg, nil) }
-
 func (s *Store) root() string   { return filepath.Join(s.cfg.Dir, algoDir) }
 func (s *Store) tmpDir() string { return filepath.Join(s.cfg.Dir, tmpDir) }
 
