@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -41,16 +42,27 @@ func errNoProvider(a *agentRec) error {
 }
 
 // owned finds the agent ref for a change by user: ErrNotFound when user
-// cannot see it, ErrForbidden when user sees it but does not own it.
+// cannot see it, ErrForbidden (and the agent) when user sees it but does
+// not own it.
 func (r *registry) owned(ref, user string) (*agentRec, error) {
 	a, ok := r.part.agents.get(ref)
 	if !ok || !a.canUse(user) {
 		return nil, ErrNotFound
 	}
 	if a.OwnerID != user {
-		return nil, ErrForbidden
+		return a, ErrForbidden
 	}
 	return a, nil
+}
+
+// editable finds the agent ref for an update by user: the owner may change
+// anything, an operator it is shared with only the system prompt.
+func (r *registry) editable(ref, user string, in AgentInput) (*agentRec, error) {
+	a, err := r.owned(ref, user)
+	if errors.Is(err, ErrForbidden) && a.roleOf(user) == ShareOperator && in.onlyPrompt() {
+		return a, nil
+	}
+	return a, err
 }
 
 func (r *registry) putAgent(m putAgent) agentReply {
@@ -59,7 +71,7 @@ func (r *registry) putAgent(m putAgent) agentReply {
 	if m.ref == "" {
 		a = agentRec{ID: m.id, OwnerID: m.user, Status: AgentActive, TimeoutSeconds: 60, CreatedAt: now}
 	} else {
-		cur, err := r.owned(m.ref, m.user)
+		cur, err := r.editable(m.ref, m.user, m.in)
 		if err != nil {
 			return agentReply{err: err}
 		}
@@ -147,6 +159,15 @@ func fillAgentSettings(a *agentRec, in AgentInput) error {
 		if len(a.SharedWith) == 0 {
 			a.SharedWith = nil // as a record decodes it
 		}
+		// Operators keep their role only while the agent is still shared
+		// with them.
+		var ops []string
+		for _, u := range a.Operators {
+			if slices.Contains(a.SharedWith, u) {
+				ops = append(ops, u)
+			}
+		}
+		a.Operators = ops
 	}
 	return nil
 }

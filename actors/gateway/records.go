@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -303,13 +304,36 @@ type agentRec struct {
 	Status         string    `json:"status"`
 	TimeoutSeconds int       `json:"timeout_seconds"`
 	SharedWith     []string  `json:"shared_with,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	// Operators are the users of SharedWith with the operator role (may
+	// also edit the prompt); absent in records written before roles.
+	Operators []string  `json:"operators,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func (a *agentRec) ref() (kind, uuid.UUID) { return kindAgent, a.ID }
 
 func (a *agentRec) canUse(user string) bool { return usableBy(a.OwnerID, a.SharedWith, user) }
+
+// roleOf is user's share role ("" when the agent is not shared with user).
+func (a *agentRec) roleOf(user string) ShareRole {
+	switch {
+	case slices.Contains(a.Operators, user):
+		return ShareOperator
+	case slices.Contains(a.SharedWith, user):
+		return ShareUser
+	}
+	return ""
+}
+
+// shares lists the agent's shares by user id (never nil).
+func (a *agentRec) shares() []Share {
+	out := make([]Share, 0, len(a.SharedWith))
+	for _, u := range a.SharedWith {
+		out = append(out, Share{UserID: u, Role: a.roleOf(u)})
+	}
+	return out
+}
 
 func (a *agentRec) view() Agent {
 	sw := a.SharedWith
@@ -319,7 +343,7 @@ func (a *agentRec) view() Agent {
 	return Agent{
 		ID: a.ID, AgentKey: a.AgentKey, DisplayName: a.DisplayName, OwnerID: a.OwnerID, ProviderID: a.ProviderID,
 		Model: a.Model, SystemPrompt: a.SystemPrompt, Status: a.Status, TimeoutSeconds: a.TimeoutSeconds,
-		SharedWith: sw, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
+		SharedWith: sw, Shares: a.shares(), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
 	}
 }
 

@@ -51,6 +51,10 @@ func (r *registry) Receive(ctx actor.Context) {
 		m.reply <- r.listAgents(m.user)
 	case delAgent:
 		m.reply <- r.delAgent(m)
+	case shareAgent:
+		m.reply <- r.share(m)
+	case listShares:
+		m.reply <- r.listShares(m)
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
 	}

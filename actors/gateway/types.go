@@ -130,8 +130,27 @@ type Agent struct {
 	Status         string    `json:"status"`
 	TimeoutSeconds int       `json:"timeout_seconds"`
 	SharedWith     []string  `json:"shared_with"` // never nil
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	// Shares are SharedWith with each user's role.
+	Shares    []Share   `json:"shares"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ShareRole is what a user an agent is shared with may do.
+type ShareRole string
+
+// Share roles.
+const (
+	// ShareUser may read the agent and run it.
+	ShareUser ShareRole = "user"
+	// ShareOperator may also edit its system prompt.
+	ShareOperator ShareRole = "operator"
+)
+
+// Share is one user an agent is shared with.
+type Share struct {
+	UserID string    `json:"user_id"`
+	Role   ShareRole `json:"role"`
 }
 
 // CanUse reports whether user owns a or a is shared with user.
@@ -153,6 +172,13 @@ type AgentInput struct {
 	Status         *string   `json:"status,omitempty"`
 	TimeoutSeconds *int      `json:"timeout_seconds,omitempty"`
 	SharedWith     *[]string `json:"shared_with,omitempty"`
+}
+
+// onlyPrompt reports whether in changes the system prompt and nothing else
+// (what an operator may do).
+func (in AgentInput) onlyPrompt() bool {
+	return in.SystemPrompt != nil && in.AgentKey == nil && in.DisplayName == nil && in.Provider == nil &&
+		in.Model == nil && in.Status == nil && in.TimeoutSeconds == nil && in.SharedWith == nil
 }
 
 // Span is one timed step of a run (today: the LLM call).

@@ -130,3 +130,57 @@ func TestModelsAndResponsesMessages(t *testing.T) {
 	}
 	e.must(400, "POST", "/v1/responses", gwToken, `{"model":"agent:alices"}`, as("alice")...)
 }
+
+// TestSharing: the owner shares with roles; a user may read and run, an
+// operator may also edit the prompt, neither may update anything else or
+// delete; revoking ends access at once; strangers get 404.
+func TestSharing(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("shared", `{"delay_ms":1}`, "") // owned by alice
+	share := func(user, body string, want int) gwResp {
+		t.Helper()
+		return e.must(want, "POST", "/v1/agents/shared/sharing", gwToken, body, as(user)...)
+	}
+	share("alice", `{"user_id":"bob","role":"user"}`, 201)
+	r := share("alice", `{"user_id":"olga","role":"operator"}`, 201)
+	if n := len(r.body["data"].([]any)); n != 2 {
+		t.Fatalf("shares after two = %s", r.raw)
+	}
+	share("bob", `{"user_id":"carol"}`, 403)                 // not the owner
+	share("alice", `{"user_id":"x","role":"admin"}`, 400)    // no such role
+	share("alice", `{"user_id":"alice","role":"user"}`, 400) // the owner itself
+	share("mallory", `{"user_id":"zed","role":"user"}`, 404) // a stranger
+
+	chat := `{"model":"agent:shared","messages":[{"role":"user","content":"hi"}]}`
+	tests := []struct {
+		name, user, method, path, body string
+		want                           int
+	}{
+		{"user reads", "bob", "GET", "/v1/agents/shared", "", 200},
+		{"user runs", "bob", "POST", "/v1/chat/completions", chat, 200},
+		{"user cannot edit the prompt", "bob", "PUT", "/v1/agents/shared", `{"system_prompt":"x"}`, 403},
+		{"user cannot list shares", "bob", "GET", "/v1/agents/shared/sharing", "", 403},
+		{"operator edits the prompt", "olga", "PUT", "/v1/agents/shared", `{"system_prompt":"operated"}`, 200},
+		{"operator cannot change the model", "olga", "PUT", "/v1/agents/shared", `{"system_prompt":"y","model":"z"}`, 403},
+		{"operator lists shares", "olga", "GET", "/v1/agents/shared/sharing", "", 200},
+		{"operator cannot delete", "olga", "DELETE", "/v1/agents/shared", "", 403},
+		{"stranger", "mallory", "GET", "/v1/agents/shared", "", 404},
+		{"stranger cannot run", "mallory", "POST", "/v1/chat/completions", chat, 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.must(tt.want, tt.method, tt.path, gwToken, tt.body, as(tt.user)...)
+		})
+	}
+	if got := e.must(200, "GET", "/v1/agents/shared", gwToken, "", as("alice")...).body["system_prompt"]; got != "operated" {
+		t.Errorf("prompt after the operator's edit = %v", got)
+	}
+	e.must(204, "DELETE", "/v1/agents/shared/sharing/bob", gwToken, "", as("alice")...)
+	e.must(404, "DELETE", "/v1/agents/shared/sharing/bob", gwToken, "", as("alice")...)
+	e.must(404, "GET", "/v1/agents/shared", gwToken, "", as("bob")...)
+	e.must(404, "POST", "/v1/chat/completions", gwToken, chat, as("bob")...)
+	r = e.must(200, "GET", "/v1/agents/shared/sharing", gwToken, "", as("alice")...)
+	if !strings.Contains(r.raw, `"user_id":"olga","role":"operator"`) || strings.Contains(r.raw, "bob") {
+		t.Errorf("shares after revoking bob = %s", r.raw)
+	}
+}

@@ -34,6 +34,9 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/agents/{id}", RPC: "agents.get", Scope: read, NeedUser: true, Tag: "agents", Summary: "Get an agent by id or agent_key", Op: op(s.getAgent)},
 		{Method: put, Path: "/v1/agents/{id}", RPC: "agents.update", Scope: write, NeedUser: true, Tag: "agents", Summary: "Update an agent (owner only)", Op: op(s.updateAgent)},
 		{Method: del, Path: "/v1/agents/{id}", RPC: "agents.delete", Scope: write, NeedUser: true, Tag: "agents", Summary: "Delete an agent (owner only)", Status: noContent, Op: op(s.deleteAgent)},
+		{Method: get, Path: "/v1/agents/{id}/sharing", RPC: "agents.sharing.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List an agent's shares (owner and operators)", Op: op(s.listShares)},
+		{Method: post, Path: "/v1/agents/{id}/sharing", RPC: "agents.sharing.add", Scope: write, NeedUser: true, Tag: "agents", Summary: "Share an agent with a user as user (read, run) or operator (also edit the prompt); owner only", Status: created, Op: op(s.shareAgent)},
+		{Method: del, Path: "/v1/agents/{id}/sharing/{userID}", RPC: "agents.sharing.remove", Scope: write, NeedUser: true, Tag: "agents", Summary: "Revoke a user's access to an agent; owner only", Status: noContent, Op: op(s.unshareAgent)},
 		{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true, Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
 
 		{Method: get, Path: "/v1/models", RPC: "models.list", Scope: read, Tag: "chat", Summary: "The agents the caller may run, as OpenAI models (gateway:<agent_key>)", Op: op(s.listModels)},

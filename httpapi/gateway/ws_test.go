@@ -152,7 +152,11 @@ func TestWSRPC(t *testing.T) {
 	}
 	admin.mustOK("providers.create", map[string]any{"name": "echo", "provider_type": "echo", "settings": map[string]any{"delay_ms": 1}})
 	admin.mustOK("agents.create", map[string]any{"agent_key": "default", "provider": "echo", "model": "m"})
-	var got struct{ Data []struct{ AgentKey string `json:"agent_key"` } }
+	var got struct {
+		Data []struct {
+			AgentKey string `json:"agent_key"`
+		}
+	}
 	if err := json.Unmarshal(admin.mustOK("agents.list", nil), &got); err != nil || len(got.Data) != 1 || got.Data[0].AgentKey != "default" {
 		t.Fatalf("agents.list = %+v, %v", got, err)
 	}
