@@ -80,6 +80,9 @@ func (r *registry) putAgent(m putAgent) agentReply {
 	if err := r.fillAgent(&a, m.in, m.ref == ""); err != nil {
 		return agentReply{err: err}
 	}
+	if m.ref == "" && a.Description != "" && a.SystemPrompt == "" {
+		a.Status = AgentSummoning // its provider writes the prompt: see Gateway.FinishSummon
+	}
 	a.UpdatedAt = now
 	if err := commit(r.log, r.part, entitySaved{&a}); err != nil {
 		return agentReply{err: fmt.Errorf("log agent: %w", err)}
@@ -151,6 +154,21 @@ func fillAgentSettings(a *agentRec, in AgentInput) error {
 			return fmt.Errorf("timeout_seconds must be in 1..600: %w", ErrInvalid)
 		}
 		a.TimeoutSeconds = *in.TimeoutSeconds
+	}
+	if in.OtherConfig != nil {
+		if len(in.OtherConfig.Description) > 16<<10 {
+			return fmt.Errorf("other_config.description must be at most 16 KiB: %w", ErrInvalid)
+		}
+		a.Description = in.OtherConfig.Description
+	}
+	if in.MaxToolIterations != nil {
+		if *in.MaxToolIterations < 1 || *in.MaxToolIterations > 100 {
+			return fmt.Errorf("max_tool_iterations must be in 1..100: %w", ErrInvalid)
+		}
+		a.MaxToolIterations = *in.MaxToolIterations
+	}
+	if in.IsDefault != nil {
+		a.IsDefault = *in.IsDefault
 	}
 	if in.SharedWith != nil {
 		sw := slices.Clone(*in.SharedWith)

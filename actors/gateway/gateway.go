@@ -176,8 +176,9 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}
 		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return ks }))
 	}
-	reg := &registry{log: g.log, clock: g.clock, part: st.reg}
+	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg}
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
+	g.root.Send(g.registry, failInterruptedSummons{})
 	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs}
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -306,9 +307,16 @@ type agentRec struct {
 	SharedWith     []string  `json:"shared_with,omitempty"`
 	// Operators are the users of SharedWith with the operator role (may
 	// also edit the prompt); absent in records written before roles.
-	Operators []string  `json:"operators,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Operators []string `json:"operators,omitempty"`
+	// Description is the summoning brief; SummonError why summoning
+	// failed; MaxToolIterations 0 means the default (20). All absent in
+	// records written before them.
+	Description       string    `json:"description,omitempty"`
+	SummonError       string    `json:"summon_error,omitempty"`
+	MaxToolIterations int       `json:"max_tool_iterations,omitempty"`
+	IsDefault         bool      `json:"is_default,omitempty"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
 }
 
 func (a *agentRec) ref() (kind, uuid.UUID) { return kindAgent, a.ID }
@@ -342,7 +350,9 @@ func (a *agentRec) view() Agent {
 	}
 	return Agent{
 		ID: a.ID, AgentKey: a.AgentKey, DisplayName: a.DisplayName, OwnerID: a.OwnerID, ProviderID: a.ProviderID,
-		Model: a.Model, SystemPrompt: a.SystemPrompt, Status: a.Status, TimeoutSeconds: a.TimeoutSeconds,
+		Model: a.Model, SystemPrompt: a.SystemPrompt, Status: a.Status, SummonError: a.SummonError,
+		OtherConfig: AgentOtherConfig{Description: a.Description}, TimeoutSeconds: a.TimeoutSeconds,
+		MaxToolIterations: cmp.Or(a.MaxToolIterations, DefaultMaxToolIterations), IsDefault: a.IsDefault,
 		SharedWith: sw, Shares: a.shares(), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 type registry struct {
 	log   actors.EventLog
 	clock clock.Clock
+	lg    *slog.Logger
 	part  *registryPart
 }
 
@@ -55,6 +57,12 @@ func (r *registry) Receive(ctx actor.Context) {
 		m.reply <- r.share(m)
 	case listShares:
 		m.reply <- r.listShares(m)
+	case finishSummon:
+		m.reply <- r.finishSummon(m)
+	case resummon:
+		m.reply <- r.resummon(m)
+	case failInterruptedSummons:
+		r.failInterrupted()
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
 	}

@@ -115,25 +115,43 @@ type ProviderInput struct {
 const (
 	AgentActive   = "active"
 	AgentDisabled = "disabled"
+	// AgentSummoning: its provider is writing its system prompt from its
+	// description (other_config.description).
+	AgentSummoning = "summoning"
+	// AgentSummonFailed: summoning failed (summon_error says why);
+	// POST /v1/agents/{id}/resummon retries.
+	AgentSummonFailed = "summon_failed"
 )
 
 // Agent is a configured assistant: a provider, a model and a system prompt,
 // owned by one gateway user and optionally shared with others.
 type Agent struct {
-	ID             uuid.UUID `json:"id"`
-	AgentKey       string    `json:"agent_key"`
-	DisplayName    string    `json:"display_name"`
-	OwnerID        string    `json:"owner_id"`
-	ProviderID     uuid.UUID `json:"provider_id"`
-	Model          string    `json:"model"`
-	SystemPrompt   string    `json:"system_prompt"`
-	Status         string    `json:"status"`
-	TimeoutSeconds int       `json:"timeout_seconds"`
-	SharedWith     []string  `json:"shared_with"` // never nil
+	ID           uuid.UUID `json:"id"`
+	AgentKey     string    `json:"agent_key"`
+	DisplayName  string    `json:"display_name"`
+	OwnerID      string    `json:"owner_id"`
+	ProviderID   uuid.UUID `json:"provider_id"`
+	Model        string    `json:"model"`
+	SystemPrompt string    `json:"system_prompt"`
+	Status       string    `json:"status"`
+	// SummonError is why summoning failed (status summon_failed).
+	SummonError       string           `json:"summon_error,omitempty"`
+	OtherConfig       AgentOtherConfig `json:"other_config"`
+	TimeoutSeconds    int              `json:"timeout_seconds"`
+	MaxToolIterations int              `json:"max_tool_iterations"`
+	IsDefault         bool             `json:"is_default"`
+	SharedWith        []string         `json:"shared_with"` // never nil
 	// Shares are SharedWith with each user's role.
 	Shares    []Share   `json:"shares"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// AgentOtherConfig holds an agent's further settings.
+type AgentOtherConfig struct {
+	// Description is the summoning brief: an agent created with one and
+	// no system prompt has its provider write the prompt from it.
+	Description string `json:"description"`
 }
 
 // ShareRole is what a user an agent is shared with may do.
@@ -172,13 +190,21 @@ type AgentInput struct {
 	Status         *string   `json:"status,omitempty"`
 	TimeoutSeconds *int      `json:"timeout_seconds,omitempty"`
 	SharedWith     *[]string `json:"shared_with,omitempty"`
+	// OtherConfig.Description is the summoning brief (see AgentOtherConfig).
+	OtherConfig       *AgentOtherConfig `json:"other_config,omitempty"`
+	MaxToolIterations *int              `json:"max_tool_iterations,omitempty"`
+	// IsDefault makes the agent the one runs use when they name none (the
+	// seed's "agent named default"), for its owner and users it is shared
+	// with.
+	IsDefault *bool `json:"is_default,omitempty"`
 }
 
 // onlyPrompt reports whether in changes the system prompt and nothing else
 // (what an operator may do).
 func (in AgentInput) onlyPrompt() bool {
 	return in.SystemPrompt != nil && in.AgentKey == nil && in.DisplayName == nil && in.Provider == nil &&
-		in.Model == nil && in.Status == nil && in.TimeoutSeconds == nil && in.SharedWith == nil
+		in.Model == nil && in.Status == nil && in.TimeoutSeconds == nil && in.SharedWith == nil &&
+		in.OtherConfig == nil && in.MaxToolIterations == nil && in.IsDefault == nil
 }
 
 // Span is one timed step of a run (today: the LLM call).
@@ -221,3 +247,7 @@ type UsageRow struct {
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
 }
+
+// DefaultMaxToolIterations bounds an agent's tool loop unless it sets its
+// own max_tool_iterations.
+const DefaultMaxToolIterations = 20

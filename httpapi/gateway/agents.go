@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 
+	"github.com/google/uuid"
+
 	"gatehouse/actors/gateway"
 )
 
@@ -21,6 +23,12 @@ type AgentStore interface {
 	ListAgents(ctx context.Context, user string) ([]gateway.Agent, error)
 	// DeleteAgent errors: ErrNotFound, ErrForbidden.
 	DeleteAgent(ctx context.Context, user, ref string) error
+	// Resummon puts an agent back into summoning: ErrInUse while it is,
+	// ErrInvalid without a description, ErrNotFound, ErrForbidden.
+	Resummon(ctx context.Context, user, ref string) (gateway.Agent, error)
+	// FinishSummon records a summon's outcome; ErrInUse when the agent is
+	// no longer summoning.
+	FinishSummon(ctx context.Context, id uuid.UUID, prompt, failure string) (gateway.Agent, error)
 }
 
 var _ AgentStore = (*gateway.Gateway)(nil)
@@ -50,6 +58,9 @@ func (s *Server) createAgent(ctx context.Context, c Caller, req gateway.AgentInp
 	a, err := s.d.Agents.CreateAgent(ctx, c.UserID, req)
 	if err != nil {
 		return gateway.Agent{}, resource(err, nil, errAgentExists)
+	}
+	if a.Status == gateway.AgentSummoning {
+		s.summon(a, c.UserID)
 	}
 	return a, nil
 }

@@ -37,6 +37,8 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/agents/{id}/sharing", RPC: "agents.sharing.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List an agent's shares (owner and operators)", Op: op(s.listShares)},
 		{Method: post, Path: "/v1/agents/{id}/sharing", RPC: "agents.sharing.add", Scope: write, NeedUser: true, Tag: "agents", Summary: "Share an agent with a user as user (read, run) or operator (also edit the prompt); owner only", Status: created, Op: op(s.shareAgent)},
 		{Method: del, Path: "/v1/agents/{id}/sharing/{userID}", RPC: "agents.sharing.remove", Scope: write, NeedUser: true, Tag: "agents", Summary: "Revoke a user's access to an agent; owner only", Status: noContent, Op: op(s.unshareAgent)},
+		{Method: post, Path: "/v1/agents/{id}/resummon", RPC: "agents.resummon", Scope: write, NeedUser: true, Tag: "agents", Summary: "Retry the initial summoning (its provider writes the prompt from other_config.description); owner only", Status: fasthttp.StatusAccepted, Op: op(s.resummon)},
+		{Method: post, Path: "/v1/agents/{id}/regenerate", RPC: "agents.regenerate", Scope: write, NeedUser: true, Tag: "agents", Summary: "Have the agent's provider rewrite its system prompt from a change request; owner or operator", Op: op(s.regenerate)},
 		{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true, Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
 
 		{Method: get, Path: "/v1/models", RPC: "models.list", Scope: read, Tag: "chat", Summary: "The agents the caller may run, as OpenAI models (gateway:<agent_key>)", Op: op(s.listModels)},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +90,11 @@ type Server struct {
 	spec   []byte // the OpenAPI document, built once
 	token  []byte // cfg.Token
 	ws     wsHub  // open WebSocket connections
+
+	// Background runs (summoning) end with bgCtx at shutdown.
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
 }
 
 // New builds the gateway server. lg nil discards logs; reg and gather nil
@@ -106,6 +112,7 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 		return nil, err
 	}
 	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token)}
+	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	l, err := listener.New(listener.Options{
 		Name: cfg.Listener, Logger: lg, Registerer: reg, Gatherer: gather,
 		MaxRequestBodySize: cfg.MaxBodyBytes, ErrorHandler: s.listenerError,
@@ -141,6 +148,13 @@ func (s *Server) Serve(ln net.Listener) error { return s.l.Serve(ln) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ws.shutdown() // hijacked connections: fasthttp does not track them
 	err := s.l.Shutdown(ctx)
+	s.bgStop() // an abandoned summon is marked summon_failed at the next start
+	done := make(chan struct{})
+	go func() { s.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	if c, ok := s.d.Runner.(interface{ Close() }); ok {
 		c.Close()
 	}

@@ -58,6 +58,11 @@ type Request struct {
 	Endpoint string
 	// Messages follow the agent's system prompt.
 	Messages []Message
+	// System, when set, replaces the agent's system prompt (summoning and
+	// regenerating ask the provider to write that prompt).
+	System *string
+	// AnyStatus runs an agent that is not active (one being summoned).
+	AnyStatus bool
 }
 
 // Run is one prepared run: the agent, its provider's call and the
@@ -103,7 +108,7 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 		return nil, fmt.Errorf("%w: %q", ErrAgentNotFound, req.Agent)
 	case err != nil:
 		return nil, fmt.Errorf("resolve agent: %w", err)
-	case a.Status != gateway.AgentActive:
+	case a.Status != gateway.AgentActive && !req.AnyStatus:
 		return nil, ErrAgentDisabled
 	case !p.Enabled:
 		return nil, ErrProviderDisabled
@@ -113,8 +118,12 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 		return nil, fmt.Errorf("provider %s credential: %w", p.ID, err)
 	}
 	all := make([]Message, 0, len(req.Messages)+1)
-	if a.SystemPrompt != "" {
-		all = append(all, Message{Role: "system", Content: a.SystemPrompt})
+	system := a.SystemPrompt
+	if req.System != nil {
+		system = *req.System
+	}
+	if system != "" {
+		all = append(all, Message{Role: "system", Content: system})
 	}
 	all = append(all, req.Messages...)
 	return &Run{

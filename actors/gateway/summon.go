@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Summoning: an agent created with a description (other_config) and no
+// system prompt starts in status summoning; a background run (the HTTP
+// layer starts it through the runtime) asks its provider to write the
+// prompt, then FinishSummon makes the agent active, or summon_failed with
+// the error kept. Resummon retries. A summon the process died during
+// never stays stuck: Start turns every agent still summoning into
+// summon_failed ("interrupted by a restart").
+
+// interruptedSummon is the SummonError of a summon a restart cut short.
+const interruptedSummon = "interrupted by a restart; resummon to retry"
+
+type finishSummon struct {
+	id      uuid.UUID
+	prompt  string
+	failure string // "" on success
+	reply   chan agentReply
+}
+
+type resummon struct {
+	ref, user string
+	reply     chan agentReply
+}
+
+// failInterruptedSummons is sent to the registry once, at Start.
+type failInterruptedSummons struct{}
+
+func (r *registry) finishSummon(m finishSummon) agentReply {
+	a, ok := r.part.agents.rows[m.id]
+	if !ok {
+		return agentReply{err: ErrNotFound}
+	}
+	if a.Status != AgentSummoning {
+		// Finished meanwhile (the owner activated it, or a restart failed it).
+		return agentReply{a: a.view(), err: fmt.Errorf("agent %s is %s, not summoning: %w", a.AgentKey, a.Status, ErrInUse)}
+	}
+	next := *a
+	if m.failure != "" {
+		next.Status, next.SummonError = AgentSummonFailed, m.failure
+	} else {
+		next.Status, next.SummonError, next.SystemPrompt = AgentActive, "", m.prompt
+	}
+	next.UpdatedAt = r.clock.Now().UTC()
+	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+		return agentReply{err: fmt.Errorf("log summon: %w", err)}
+	}
+	return agentReply{a: next.view()}
+}
+
+func (r *registry) resummon(m resummon) agentReply {
+	a, err := r.owned(m.ref, m.user)
+	switch {
+	case err != nil:
+		return agentReply{err: err}
+	case a.Status == AgentSummoning:
+		return agentReply{err: fmt.Errorf("agent %s is summoning already: %w", a.AgentKey, ErrInUse)}
+	case a.Description == "":
+		return agentReply{err: fmt.Errorf("other_config.description is empty: nothing to summon from: %w", ErrInvalid)}
+	}
+	next := *a
+	next.Status, next.SummonError, next.UpdatedAt = AgentSummoning, "", r.clock.Now().UTC()
+	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+		return agentReply{err: fmt.Errorf("log resummon: %w", err)}
+	}
+	return agentReply{a: next.view()}
+}
+
+func (r *registry) failInterrupted() {
+	for _, a := range r.part.agents.rows {
+		if a.Status != AgentSummoning {
+			continue
+		}
+		next := *a
+		next.Status, next.SummonError, next.UpdatedAt = AgentSummonFailed, interruptedSummon, r.clock.Now().UTC()
+		if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+			r.lg.Error("interrupted summon not logged", "agent", a.AgentKey, "err", err)
+		}
+	}
+}
+
+// FinishSummon ends agent id's summoning: prompt becomes its system prompt
+// and it is active, or, with failure set, it is summon_failed with that
+// error. ErrInUse when it is no longer summoning.
+func (g *Gateway) FinishSummon(ctx context.Context, id uuid.UUID, prompt, failure string) (Agent, error) {
+	reply := make(chan agentReply, 1)
+	g.root.Send(g.registry, finishSummon{id: id, prompt: prompt, failure: failure, reply: reply})
+	r, err := await(ctx, reply)
+	return r.a, cmpErr(r.err, err)
+}
+
+// Resummon puts the agent (owned by user) back into summoning, for the
+// caller to start the summon run. ErrInUse while it is summoning,
+// ErrInvalid without a description, ErrNotFound, ErrForbidden.
+func (g *Gateway) Resummon(ctx context.Context, user, ref string) (Agent, error) {
+	reply := make(chan agentReply, 1)
+	g.root.Send(g.registry, resummon{ref: ref, user: user, reply: reply})
+	r, err := await(ctx, reply)
+	return r.a, cmpErr(r.err, err)
+}
