@@ -171,6 +171,7 @@ const (
 	kindAPIKey   kind = "api_key"
 	kindProvider kind = "provider"
 	kindAgent    kind = "agent"
+	kindUserFile kind = "user_file"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -195,6 +196,7 @@ var kinds = map[kind]kindSpec{
 	kindAPIKey:   {v: 1, decode: decodeV1[apiKeyRec], owner: ownerKeys},
 	kindProvider: {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
 	kindAgent:    {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
+	kindUserFile: {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied
@@ -320,6 +322,28 @@ type agentRec struct {
 }
 
 func (a *agentRec) ref() (kind, uuid.UUID) { return kindAgent, a.ID }
+
+// userFileRec is one of a user's context files for one agent (kind
+// user_file, data v1): today only USER.md. Its id is derived from agent,
+// user and name (userFileID), so a save replaces the previous content.
+type userFileRec struct {
+	ID        uuid.UUID `json:"id"`
+	AgentID   uuid.UUID `json:"agent_id"`
+	UserID    string    `json:"user_id"`
+	Name      string    `json:"name"`
+	Content   string    `json:"content"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func (f *userFileRec) ref() (kind, uuid.UUID) { return kindUserFile, f.ID }
+
+// userFileNS is the namespace of user file ids (a fixed, random UUID).
+var userFileNS = uuid.MustParse("6b1f4a1e-2f64-4f7e-9c1d-5e0a3b2c7d90")
+
+// userFileID is the id of user's file name for agent.
+func userFileID(agent uuid.UUID, user, name string) uuid.UUID {
+	return uuid.NewSHA1(userFileNS, []byte(agent.String()+"\x00"+user+"\x00"+name))
+}
 
 func (a *agentRec) canUse(user string) bool { return usableBy(a.OwnerID, a.SharedWith, user) }
 

@@ -78,6 +78,8 @@ func goldenEvents() []struct {
 		{"070_entity_saved_api_key", entitySaved{fxKey()}},
 		{"070_entity_saved_provider", entitySaved{fxProvider()}},
 		{"070_entity_saved_agent", entitySaved{fxAgentRec()}},
+		{"070_entity_saved_user_file", entitySaved{&userFileRec{ID: userFileID(fxAgent, "alice", UserFileName), AgentID: fxAgent,
+			UserID: "alice", Name: UserFileName, Content: "I prefer short answers.\n", UpdatedAt: fxAt}}},
 		{"071_entity_deleted", entityDeleted{kind: kindAgent, id: fxAgent}},
 		{"072_run_recorded", runRecorded{fxRuns()[1]}},
 	}

@@ -63,6 +63,24 @@ func (r *registry) Receive(ctx actor.Context) {
 		m.reply <- r.resummon(m)
 	case failInterruptedSummons:
 		r.failInterrupted()
+	case putUserFile:
+		m.reply <- r.putUserFile(m)
+	case listUserFiles:
+		m.reply <- r.listUserFiles(m)
+	case userContext:
+		f := r.part.userFiles.rows[userFileID(m.agent, m.user, UserFileName)]
+		if f == nil {
+			m.reply <- ""
+		} else {
+			m.reply <- f.Content
+		}
+	case agentAccess:
+		a, manager, err := r.access(m.ref, m.caller)
+		if err != nil {
+			m.reply <- accessReply{err: err}
+		} else {
+			m.reply <- accessReply{id: a.ID, manager: manager}
+		}
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
 	}

@@ -85,6 +85,8 @@ func (a *runsActor) Receive(ctx actor.Context) {
 		m.reply <- a.usage(m)
 	case captureRuns:
 		m.reply <- a.part.image()
+	case queryInstances:
+		m.reply <- a.part.instancesOf(m.agent)
 	}
 }
 

@@ -27,6 +27,9 @@ type runsJSON struct {
 	Seq    uint64     `json:"seq"`    // highest run record reflected
 	Traces []*runRec  `json:"traces"` // oldest first
 	Usage  []usageRec `json:"usage"`  // by day, agent, user
+	// Instances (agent, user pairs that ran) by agent, user; absent in
+	// sections written before instances.
+	Instances []instanceRec `json:"instances,omitempty"`
 }
 
 // sectionV1 is the layout of builds before v2: the API types' JSON, whose
@@ -47,7 +50,7 @@ func encodeSection(ents []entity, runs runsImage) []byte {
 	s := sectionV2{
 		Version:  sectionVersion,
 		Entities: make([]entityJSON, len(ents)),
-		Runs:     runsJSON{Seq: runs.seq, Traces: runs.traces, Usage: runs.usage},
+		Runs:     runsJSON{Seq: runs.seq, Traces: runs.traces, Usage: runs.usage, Instances: runs.instances},
 	}
 	for i, e := range ents {
 		s.Entities[i] = encodeEntity(e)
@@ -109,7 +112,7 @@ func restoreV2(b []byte, st *state) error {
 		}
 		st.apply(0, entitySaved{ent})
 	}
-	return st.runs.restoreFrom(s.Runs.Seq, s.Runs.Traces, s.Runs.Usage)
+	return st.runs.restoreFrom(s.Runs.Seq, s.Runs.Traces, s.Runs.Usage, s.Runs.Instances)
 }
 
 func restoreV1(b []byte, st *state) error {
@@ -129,13 +132,25 @@ func restoreV1(b []byte, st *state) error {
 			st.apply(0, entitySaved{ent})
 		}
 	}
-	return st.runs.restoreFrom(s.RunsSeq, s.Traces, s.Usage)
+	return st.runs.restoreFrom(s.RunsSeq, s.Traces, s.Usage, nil)
 }
 
-func (rs *runState) restoreFrom(seq uint64, traces []*runRec, usage []usageRec) error {
+func (rs *runState) restoreFrom(seq uint64, traces []*runRec, usage []usageRec, instances []instanceRec) error {
 	if slices.Contains(traces, nil) {
 		return fmt.Errorf("null trace")
 	}
-	rs.restore(runsImage{seq: seq, traces: traces, usage: usage})
+	if instances == nil {
+		instances = instancesOf(traces) // a section from before instances: the traces it kept
+	}
+	rs.restore(runsImage{seq: seq, traces: traces, usage: usage, instances: instances})
 	return nil
+}
+
+// instancesOf derives the instances the traces show.
+func instancesOf(traces []*runRec) []instanceRec {
+	rs := newRunState(len(traces)+1, 1<<20)
+	for _, t := range traces {
+		rs.apply(0, runRecorded{t})
+	}
+	return rs.image().instances
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -159,6 +160,7 @@ type registryPart struct {
 	providers table[*providerRec]
 	agents    table[*agentRec]
 	agentsOn  map[uuid.UUID]int
+	userFiles table[*userFileRec]
 }
 
 func newRegistryPart() *registryPart {
@@ -166,6 +168,7 @@ func newRegistryPart() *registryPart {
 		providers: newTable(func(p *providerRec) string { return p.Name }),
 		agents:    newTable(func(a *agentRec) string { return a.AgentKey }),
 		agentsOn:  map[uuid.UUID]int{},
+		userFiles: newTable[*userFileRec](nil),
 	}
 }
 
@@ -178,6 +181,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 		case *agentRec:
 			r.unuse(r.agents.save(x))
 			r.agentsOn[x.ProviderID]++
+		case *userFileRec:
+			r.userFiles.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -187,6 +192,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.providers.drop(e.id)
 		case kindAgent:
 			r.unuse(r.agents.drop(e.id))
+		case kindUserFile:
+			r.userFiles.drop(e.id)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -206,7 +213,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	return r.agents.appendTo(r.providers.appendTo(dst))
+	return r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))
 }
 
 // runState holds the bounded traces and the usage per agent/user/day.
@@ -217,6 +224,24 @@ type runState struct {
 	traces    []*runRec // oldest first, at most maxTraces
 	usage     map[usageKey]*usageRec
 	newestDay string
+	// instances are the (agent, user) pairs that ran, derived from the run
+	// records like usage, but never pruned: one per pair.
+	instances map[instanceKey]*instanceRec
+}
+
+type instanceKey struct {
+	agent uuid.UUID
+	user  string
+}
+
+// instanceRec is one agent's instance for one user: created by the
+// user's first run.
+type instanceRec struct {
+	AgentID   uuid.UUID `json:"agent_id"`
+	UserID    string    `json:"user_id"`
+	CreatedAt time.Time `json:"created_at"`
+	LastRunAt time.Time `json:"last_run_at"`
+	Runs      int64     `json:"runs"`
 }
 
 type usageKey struct {
@@ -226,7 +251,7 @@ type usageKey struct {
 }
 
 func newRunState(maxTraces, usageDays int) *runState {
-	return &runState{maxTraces: maxTraces, usageDays: usageDays, usage: map[usageKey]*usageRec{}}
+	return &runState{maxTraces: maxTraces, usageDays: usageDays, usage: map[usageKey]*usageRec{}, instances: map[instanceKey]*instanceRec{}}
 }
 
 // apply records a run and its usage unless seq is already reflected.
@@ -256,6 +281,18 @@ func (rs *runState) apply(seq uint64, ev event) {
 		u.PromptTokens += sp.PromptTokens
 		u.CompletionTokens += sp.CompletionTokens
 	}
+	if t.UserID != "" {
+		ik := instanceKey{t.AgentID, t.UserID}
+		in := rs.instances[ik]
+		if in == nil {
+			in = &instanceRec{AgentID: t.AgentID, UserID: t.UserID, CreatedAt: t.StartedAt.UTC()}
+			rs.instances[ik] = in
+		}
+		in.Runs++
+		if t.StartedAt.After(in.LastRunAt) {
+			in.LastRunAt = t.StartedAt.UTC()
+		}
+	}
 	if day > rs.newestDay {
 		rs.newestDay = day
 		rs.prune()
@@ -277,9 +314,10 @@ func (rs *runState) prune() {
 
 // runsImage is a copy of the runs part for a snapshot.
 type runsImage struct {
-	seq    uint64
-	traces []*runRec
-	usage  []usageRec // by day, agent, user
+	seq       uint64
+	traces    []*runRec
+	usage     []usageRec    // by day, agent, user
+	instances []instanceRec // by agent, user
 }
 
 func (rs *runState) image() runsImage {
@@ -288,7 +326,19 @@ func (rs *runState) image() runsImage {
 		im.usage = append(im.usage, *u)
 	}
 	slices.SortFunc(im.usage, cmpUsage)
+	im.instances = make([]instanceRec, 0, len(rs.instances))
+	for _, in := range rs.instances {
+		im.instances = append(im.instances, *in)
+	}
+	slices.SortFunc(im.instances, cmpInstance)
 	return im
+}
+
+func cmpInstance(x, y instanceRec) int {
+	if c := bytes.Compare(x.AgentID[:], y.AgentID[:]); c != 0 {
+		return c
+	}
+	return strings.Compare(x.UserID, y.UserID)
 }
 
 // restore replaces the runs part with a snapshot's, trimmed to this
@@ -299,6 +349,11 @@ func (rs *runState) restore(im runsImage) {
 		rs.traces = slices.Delete(rs.traces, 0, over)
 	}
 	clear(rs.usage)
+	clear(rs.instances)
+	for i := range im.instances {
+		in := im.instances[i]
+		rs.instances[instanceKey{in.AgentID, in.UserID}] = &in
+	}
 	for i := range im.usage {
 		u := im.usage[i]
 		rs.usage[usageKey{u.Day, u.AgentID, u.UserID}] = &u

@@ -64,6 +64,7 @@ var (
 	errOwnerOnly      = newError(fasthttp.StatusForbidden, codeUnauthorized, msgOwnerOnly)
 	errUserBinding    = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserBinding)
 	errTooManyConns   = newError(fasthttp.StatusTooManyRequests, codeExhausted, msgTooManyConns)
+	errUserFileOnly   = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserFileOnly)
 	errInternal       = newError(fasthttp.StatusInternalServerError, codeInternal, msgInternal)
 	errAgentNotFound  = newError(fasthttp.StatusNotFound, codeNotFound, msgAgentNotFound)
 	errProvNotFound   = newError(fasthttp.StatusNotFound, codeNotFound, msgProviderNotFound)

@@ -25,6 +25,7 @@ const (
 	msgUserBinding      msgID = "user_binding"
 	msgWSConnectFirst   msgID = "ws_connect_first"
 	msgTooManyConns     msgID = "too_many_conns"
+	msgUserFileOnly     msgID = "user_file_only"
 	msgBadHeader        msgID = "bad_header"
 	msgRateLimited      msgID = "rate_limited"
 	msgRouteNotFound    msgID = "route_not_found"
@@ -69,6 +70,7 @@ var catalogue = map[msgID][3]string{
 	msgUserBinding:      {"this API key acts only for the user it was created for", "API key này chỉ được hành động thay cho người dùng mà nó được tạo ra", "此 API 密钥只能代表其创建时绑定的用户"},
 	msgWSConnectFirst:   {"the first request must be connect {token}", "yêu cầu đầu tiên phải là connect {token}", "第一个请求必须是 connect {token}"},
 	msgTooManyConns:     {"too many open connections for this credential", "quá nhiều kết nối đang mở cho thông tin xác thực này", "此凭据打开的连接过多"},
+	msgUserFileOnly:     {"only USER.md can be updated, and only by its user", "chỉ USER.md được cập nhật, và chỉ bởi chính người dùng đó", "只能更新 USER.md，且只能由其用户本人更新"},
 	msgBadHeader:        {"header %s is invalid", "header %s không hợp lệ", "请求头 %s 无效"},
 	msgRateLimited:      {"rate limit exceeded, retry later", "vượt quá giới hạn tần suất, vui lòng thử lại sau", "超出速率限制，请稍后重试"},
 	msgRouteNotFound:    {"no such endpoint", "không có endpoint này", "没有此端点"},

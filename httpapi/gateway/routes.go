@@ -39,6 +39,9 @@ func (s *Server) table() []Route {
 		{Method: del, Path: "/v1/agents/{id}/sharing/{userID}", RPC: "agents.sharing.remove", Scope: write, NeedUser: true, Tag: "agents", Summary: "Revoke a user's access to an agent; owner only", Status: noContent, Op: op(s.unshareAgent)},
 		{Method: post, Path: "/v1/agents/{id}/resummon", RPC: "agents.resummon", Scope: write, NeedUser: true, Tag: "agents", Summary: "Retry the initial summoning (its provider writes the prompt from other_config.description); owner only", Status: fasthttp.StatusAccepted, Op: op(s.resummon)},
 		{Method: post, Path: "/v1/agents/{id}/regenerate", RPC: "agents.regenerate", Scope: write, NeedUser: true, Tag: "agents", Summary: "Have the agent's provider rewrite its system prompt from a change request; owner or operator", Op: op(s.regenerate)},
+		{Method: get, Path: "/v1/agents/{id}/instances", RPC: "agents.instances.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List the agent's user instances (all for its owner and operators, one's own otherwise)", Op: op(s.listInstances)},
+		{Method: get, Path: "/v1/agents/{id}/instances/{userID}/files", RPC: "agents.files.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List an instance's context files (SYSTEM.md read-only, USER.md editable)", Op: op(s.listInstanceFiles)},
+		{Method: put, Path: "/v1/agents/{id}/instances/{userID}/files/{fileName}", RPC: "agents.files.put", Scope: write, NeedUser: true, Tag: "agents", Summary: "Store the caller's own USER.md (the body is the text, or {content}); any other file: 403", Op: op(s.putInstanceFile)},
 		{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true, Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
 
 		{Method: get, Path: "/v1/models", RPC: "models.list", Scope: read, Tag: "chat", Summary: "The agents the caller may run, as OpenAI models (gateway:<agent_key>)", Op: op(s.listModels)},

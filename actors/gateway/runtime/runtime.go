@@ -20,6 +20,8 @@ type Agents interface {
 	ResolveAgent(ctx context.Context, ref string) (gateway.Agent, gateway.Provider, error)
 	// ProviderKey opens p's sealed credential, to call out only.
 	ProviderKey(p gateway.Provider) (string, error)
+	// UserContext returns user's USER.md for agent ("" when none).
+	UserContext(ctx context.Context, agent uuid.UUID, user string) (string, error)
 }
 
 // Recorder takes the record of every finished run.
@@ -124,6 +126,16 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 	}
 	if system != "" {
 		all = append(all, Message{Role: "system", Content: system})
+	}
+	if req.User != "" && req.System == nil {
+		// The user's own context reaches the provider in their runs only.
+		uc, err := rt.agents.UserContext(ctx, a.ID, req.User)
+		if err != nil {
+			return nil, fmt.Errorf("user context: %w", err)
+		}
+		if uc != "" {
+			all = append(all, Message{Role: "system", Content: "About the user you are talking to (their USER.md):\n" + uc})
+		}
 	}
 	all = append(all, req.Messages...)
 	return &Run{

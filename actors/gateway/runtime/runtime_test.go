@@ -46,6 +46,8 @@ func (f *fakeGateway) ResolveAgent(_ context.Context, ref string) (gateway.Agent
 
 func (f *fakeGateway) ProviderKey(gateway.Provider) (string, error) { return "sk-test", f.keyErr }
 
+func (f *fakeGateway) UserContext(context.Context, uuid.UUID, string) (string, error) { return "", nil }
+
 func (f *fakeGateway) RecordRun(t gateway.Trace) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
