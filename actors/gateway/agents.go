@@ -257,3 +257,37 @@ func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
 	r, err := await(ctx, reply)
 	return cmpErr(r.err, err)
 }
+
+type defaultAgent struct {
+	user  string
+	reply chan agentReply
+}
+
+// defaultAgent is the seed's third resolution step, "the agent named
+// default": the agent whose agent_key is default if user may use it, else
+// the first (by agent_key) agent marked is_default that user may use (any
+// user's for user "", a trusted backend acting for nobody).
+func (r *registry) defaultAgent(user string) agentReply {
+	if a, ok := r.part.agents.named("default"); ok && (user == "" || a.canUse(user)) {
+		return agentReply{a: a.view()}
+	}
+	var best *agentRec
+	for _, a := range r.part.agents.rows {
+		if a.IsDefault && (user == "" || a.canUse(user)) && (best == nil || a.AgentKey < best.AgentKey) {
+			best = a
+		}
+	}
+	if best == nil {
+		return agentReply{err: ErrNotFound}
+	}
+	return agentReply{a: best.view()}
+}
+
+// DefaultAgent resolves a run that names no agent for user (see
+// registry.defaultAgent); ErrNotFound when there is none.
+func (g *Gateway) DefaultAgent(ctx context.Context, user string) (Agent, error) {
+	reply := make(chan agentReply, 1)
+	g.root.Send(g.registry, defaultAgent{user: user, reply: reply})
+	r, err := await(ctx, reply)
+	return r.a, cmpErr(r.err, err)
+}

@@ -61,6 +61,8 @@ func (r *registry) Receive(ctx actor.Context) {
 		m.reply <- r.finishSummon(m)
 	case resummon:
 		m.reply <- r.resummon(m)
+	case defaultAgent:
+		m.reply <- r.defaultAgent(m.user)
 	case failInterruptedSummons:
 		r.failInterrupted()
 	case putUserFile:

@@ -29,6 +29,9 @@ type AgentStore interface {
 	// FinishSummon records a summon's outcome; ErrInUse when the agent is
 	// no longer summoning.
 	FinishSummon(ctx context.Context, id uuid.UUID, prompt, failure string) (gateway.Agent, error)
+	// DefaultAgent is the agent a run that names none uses for user: the
+	// agent_key default, else an is_default agent; ErrNotFound.
+	DefaultAgent(ctx context.Context, user string) (gateway.Agent, error)
 }
 
 var _ AgentStore = (*gateway.Gateway)(nil)

@@ -184,3 +184,19 @@ func TestSharing(t *testing.T) {
 		t.Errorf("shares after revoking bob = %s", r.raw)
 	}
 }
+
+// TestDefaultAgent: a run that names no agent uses the agent_key default
+// when the user may use it, else the user's is_default agent.
+func TestDefaultAgent(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("helper", `{"delay_ms":1}`, `,"is_default":true`) // alice's
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"default","provider":"echo","model":"m"}`, as("bob")...)
+	chat := `{"messages":[{"role":"user","content":"which one"}]}`
+	for _, tc := range []struct{ user, want string }{{"alice", "helper"}, {"bob", "default"}} {
+		r := e.must(200, "POST", "/v1/chat/completions", gwToken, chat, as(tc.user)...)
+		if r.body["model"] != "gateway:"+tc.want {
+			t.Errorf("%s's default run used %v, want %s", tc.user, r.body["model"], tc.want)
+		}
+	}
+	e.must(404, "POST", "/v1/chat/completions", gwToken, chat, as("carol")...)
+}

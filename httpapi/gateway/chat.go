@@ -132,17 +132,16 @@ func usageOf(res runtime.Result) chatUsage {
 
 var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
-// agentRef applies the resolution order: model prefix, header, "default".
+// agentRef applies the first two steps of the resolution order: the
+// model prefix, then X-Gateway-Agent-Id; "" leaves the third, the
+// default agent, to the caller.
 func agentRef(model, header string) string {
 	for _, p := range []string{"gateway:", "agent:"} {
 		if ref, ok := strings.CutPrefix(model, p); ok && ref != "" {
 			return ref
 		}
 	}
-	if header != "" {
-		return header
-	}
-	return "default"
+	return header // "": the default agent (Gateway.DefaultAgent)
 }
 
 // runUser is the user a run acts for: the caller's (see bindUser), or,
@@ -184,8 +183,16 @@ func (s *Server) prepare(ctx context.Context, c Caller, model, user, endpoint st
 	if err != nil {
 		return nil, "", err
 	}
+	ref := agentRef(model, c.AgentID)
+	if ref == "" {
+		a, err := s.d.Agents.DefaultAgent(ctx, user)
+		if err != nil {
+			return nil, "", resource(err, errAgentNotFound, nil)
+		}
+		ref = a.ID.String()
+	}
 	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: agentRef(model, c.AgentID), User: user, Endpoint: endpoint, Messages: msgs,
+		Agent: ref, User: user, Endpoint: endpoint, Messages: msgs,
 	})
 	if err != nil {
 		return nil, "", err
