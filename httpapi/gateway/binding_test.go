@@ -1,8 +1,12 @@
 package gateway
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
+
+	"gatehouse/actors/gateway"
 )
 
 // TestUserBinding: a read or write key acts for the user it was created
@@ -199,4 +203,36 @@ func TestDefaultAgent(t *testing.T) {
 		}
 	}
 	e.must(404, "POST", "/v1/chat/completions", gwToken, chat, as("carol")...)
+}
+
+// TestBindingEveryRoute walks the route table: on every authenticated
+// route, a read or write key acting for another user is refused with the
+// binding error before anything runs; acting for its own user, it passes
+// exactly the routes its scope allows (the scope check is the table's).
+func TestBindingEveryRoute(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	keys := map[gateway.Scope]string{}
+	for _, sc := range []gateway.Scope{gateway.ScopeRead, gateway.ScopeWrite} {
+		keys[sc] = e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"k","scopes":["`+string(sc)+`"],"user_id":"alice"}`).body["key"].(string)
+	}
+	param := regexp.MustCompile(`\{[^}]+\}`)
+	for _, rt := range e.srv.Routes() {
+		if rt.Public {
+			continue
+		}
+		path := param.ReplaceAllString(rt.Path, "x")
+		for sc, key := range keys {
+			t.Run(fmt.Sprintf("%s %s as %s", rt.Method, rt.Path, sc), func(t *testing.T) {
+				r := e.do(rt.Method, path, key, "{}", as("bob")...)
+				if r.status != 403 || !strings.Contains(r.errMsg(), "acts only for the user") {
+					t.Errorf("acting for another user = %d %s, want 403 (binding)", r.status, r.raw)
+				}
+				r = e.do(rt.Method, path, key, "{}")
+				scopeDenied := r.status == 403 && strings.Contains(r.errMsg(), "lacks the")
+				if want := !sc.Grants(rt.Scope); scopeDenied != want {
+					t.Errorf("acting for its user = %d %s; scope %s needs %s: denied %t, want %t", r.status, r.raw, sc, rt.Scope, scopeDenied, want)
+				}
+			})
+		}
+	}
 }
