@@ -172,6 +172,7 @@ const (
 	kindProvider kind = "provider"
 	kindAgent    kind = "agent"
 	kindUserFile kind = "user_file"
+	kindSession  kind = "session"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -197,6 +198,7 @@ var kinds = map[kind]kindSpec{
 	kindProvider: {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
 	kindAgent:    {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
 	kindUserFile: {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
+	kindSession:  {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied

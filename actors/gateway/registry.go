@@ -19,6 +19,7 @@ type registry struct {
 	clock clock.Clock
 	lg    *slog.Logger
 	part  *registryPart
+	turns map[string]*turnState // sessions with a running turn (not durable)
 }
 
 type provReply struct {
@@ -61,6 +62,16 @@ func (r *registry) Receive(ctx actor.Context) {
 		m.reply <- r.finishSummon(m)
 	case resummon:
 		m.reply <- r.resummon(m)
+	case beginTurn:
+		r.beginTurn(m)
+	case endTurn:
+		m.reply <- r.endTurn(m)
+	case abortTurn:
+		m.reply <- r.abortTurn(m)
+	case sessionCmd:
+		m.reply <- r.sessionCmd(m)
+	case listSessions:
+		m.reply <- r.listSessions(m)
 	case defaultAgent:
 		m.reply <- r.defaultAgent(m.user)
 	case failInterruptedSummons:

@@ -161,6 +161,7 @@ type registryPart struct {
 	agents    table[*agentRec]
 	agentsOn  map[uuid.UUID]int
 	userFiles table[*userFileRec]
+	sessions  table[*sessionRec] // by id, and by key
 }
 
 func newRegistryPart() *registryPart {
@@ -169,6 +170,7 @@ func newRegistryPart() *registryPart {
 		agents:    newTable(func(a *agentRec) string { return a.AgentKey }),
 		agentsOn:  map[uuid.UUID]int{},
 		userFiles: newTable[*userFileRec](nil),
+		sessions:  newTable(func(x *sessionRec) string { return x.Key }),
 	}
 }
 
@@ -183,6 +185,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.agentsOn[x.ProviderID]++
 		case *userFileRec:
 			r.userFiles.save(x)
+		case *sessionRec:
+			r.sessions.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -194,6 +198,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.unuse(r.agents.drop(e.id))
 		case kindUserFile:
 			r.userFiles.drop(e.id)
+		case kindSession:
+			r.sessions.drop(e.id)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -213,7 +219,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	return r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))
+	return r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst))))
 }
 
 // runState holds the bounded traces and the usage per agent/user/day.

@@ -65,6 +65,7 @@ var (
 	errUserBinding    = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserBinding)
 	errTooManyConns   = newError(fasthttp.StatusTooManyRequests, codeExhausted, msgTooManyConns)
 	errUserFileOnly   = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserFileOnly)
+	errAborted        = newError(fasthttp.StatusConflict, codePrecondition, msgAborted)
 	errInternal       = newError(fasthttp.StatusInternalServerError, codeInternal, msgInternal)
 	errAgentNotFound  = newError(fasthttp.StatusNotFound, codeNotFound, msgAgentNotFound)
 	errProvNotFound   = newError(fasthttp.StatusNotFound, codeNotFound, msgProviderNotFound)

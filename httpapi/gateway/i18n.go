@@ -26,6 +26,7 @@ const (
 	msgWSConnectFirst   msgID = "ws_connect_first"
 	msgTooManyConns     msgID = "too_many_conns"
 	msgUserFileOnly     msgID = "user_file_only"
+	msgAborted          msgID = "aborted"
 	msgBadHeader        msgID = "bad_header"
 	msgRateLimited      msgID = "rate_limited"
 	msgRouteNotFound    msgID = "route_not_found"
@@ -71,6 +72,7 @@ var catalogue = map[msgID][3]string{
 	msgWSConnectFirst:   {"the first request must be connect {token}", "yêu cầu đầu tiên phải là connect {token}", "第一个请求必须是 connect {token}"},
 	msgTooManyConns:     {"too many open connections for this credential", "quá nhiều kết nối đang mở cho thông tin xác thực này", "此凭据打开的连接过多"},
 	msgUserFileOnly:     {"only USER.md can be updated, and only by its user", "chỉ USER.md được cập nhật, và chỉ bởi chính người dùng đó", "只能更新 USER.md，且只能由其用户本人更新"},
+	msgAborted:          {"the run was aborted", "lượt chạy đã bị hủy", "运行已被中止"},
 	msgBadHeader:        {"header %s is invalid", "header %s không hợp lệ", "请求头 %s 无效"},
 	msgRateLimited:      {"rate limit exceeded, retry later", "vượt quá giới hạn tần suất, vui lòng thử lại sau", "超出速率限制，请稍后重试"},
 	msgRouteNotFound:    {"no such endpoint", "không có endpoint này", "没有此端点"},

@@ -268,7 +268,7 @@ func TestStreamErrorsAreLogged(t *testing.T) {
 		d.Runner = fakeRunner{err: errors.New("disk on fire")}
 	}})
 	for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
-		evs := e.stream(path, `{"stream":true,"input":"x","messages":[{"role":"user","content":"x"}]}`)
+		evs := e.stream(path, `{"stream":true,"model":"agent:x","input":"x","messages":[{"role":"user","content":"x"}]}`)
 		last := evs[len(evs)-1].data
 		if path == "/v1/chat/completions" {
 			last = evs[len(evs)-2].data // then [DONE]

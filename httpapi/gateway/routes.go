@@ -44,6 +44,7 @@ func (s *Server) table() []Route {
 		{Method: put, Path: "/v1/agents/{id}/instances/{userID}/files/{fileName}", RPC: "agents.files.put", Scope: write, NeedUser: true, Tag: "agents", Summary: "Store the caller's own USER.md (the body is the text, or {content}); any other file: 403", Op: op(s.putInstanceFile)},
 		{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true, Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
 
+		{Method: get, Path: "/v1/sessions", RPC: "sessions.list", Scope: read, Tag: "sessions", Summary: "List sessions, newest first (paginated; a caller acting for a user sees that user's only); other session operations are WebSocket methods", Op: op(s.listSessions)},
 		{Method: get, Path: "/v1/models", RPC: "models.list", Scope: read, Tag: "chat", Summary: "The agents the caller may run, as OpenAI models (gateway:<agent_key>)", Op: op(s.listModels)},
 		{Method: post, Path: "/v1/chat/completions", RPC: "chat.completions", Scope: write, Tag: "chat", Summary: "OpenAI-compatible chat completion with an agent", Op: op(s.chatCompletions)},
 		{Method: post, Path: "/v1/responses", RPC: "responses.create", Scope: write, Tag: "chat", Summary: "Responses-style run of an agent", Op: op(s.responses)},

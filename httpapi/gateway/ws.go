@@ -198,10 +198,14 @@ func (s *Server) wsSession(ws *websocket.Conn, lang int, ip string) {
 			w.respond(f.ID, nil, errRateLimited)
 			continue
 		}
+		run := func() { w.call(f) }
+		if f.Method == "chat.send" {
+			run = w.queueChatSend(f) // queued here, in frame order
+		}
 		w.wg.Add(1)
 		go func() {
 			defer func() { <-w.slots; w.wg.Done() }()
-			w.call(f)
+			run()
 		}()
 	}
 }
@@ -307,6 +311,10 @@ func (w *wsConn) call(f wsFrame) {
 		return
 	case "status":
 		w.respond(f.ID, w.hello(), nil)
+		return
+	}
+	if need, ok := wsSessionMethods[f.Method]; ok {
+		w.wsSessionCall(f, need)
 		return
 	}
 	out, err := w.s.Dispatch(ctx, w.c, f.Method, f.Params)

@@ -1,0 +1,426 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Sessions: durable conversations (key, agent, user, channel, label,
+// messages, token counts). The registry actor owns them and serializes
+// each session's turns: a turn is begun (the session is busy, its history
+// handed out), run outside the actor (the provider call), then ended (the
+// user's message and the answer appended in one record, durable before
+// the caller is answered). A turn begun while another runs waits its
+// turn, so two sends on one session run one after the other; abort
+// cancels the running one. History is bounded: beyond MaxSessionMessages
+// or MaxSessionBytes the oldest messages are dropped.
+
+// Session limits.
+const (
+	MaxSessionMessages = 200
+	MaxSessionBytes    = 256 << 10
+	maxSessionKey      = 128
+)
+
+// SessionMessage is one message of a session's history.
+type SessionMessage struct {
+	Role    string    `json:"role"`
+	Content string    `json:"content"`
+	At      time.Time `json:"at"`
+}
+
+// Session is a conversation as listed (Messages only in history views).
+type Session struct {
+	ID               uuid.UUID        `json:"id"`
+	Key              string           `json:"key"`
+	AgentID          uuid.UUID        `json:"agent_id"`
+	UserID           string           `json:"user_id"`
+	Channel          string           `json:"channel"`
+	Label            string           `json:"label"`
+	MessageCount     int              `json:"message_count"`
+	PromptTokens     int64            `json:"prompt_tokens"`
+	CompletionTokens int64            `json:"completion_tokens"`
+	CreatedAt        time.Time        `json:"created_at"`
+	UpdatedAt        time.Time        `json:"updated_at"`
+	Messages         []SessionMessage `json:"messages,omitempty"`
+}
+
+// sessionRec is a session (kind session, data v1): its id is derived from
+// its key.
+type sessionRec struct {
+	ID               uuid.UUID        `json:"id"`
+	Key              string           `json:"key"`
+	AgentID          uuid.UUID        `json:"agent_id"`
+	UserID           string           `json:"user_id"`
+	Channel          string           `json:"channel"`
+	Label            string           `json:"label,omitempty"`
+	Messages         []SessionMessage `json:"messages,omitempty"`
+	PromptTokens     int64            `json:"prompt_tokens"`
+	CompletionTokens int64            `json:"completion_tokens"`
+	CreatedAt        time.Time        `json:"created_at"`
+	UpdatedAt        time.Time        `json:"updated_at"`
+}
+
+func (x *sessionRec) ref() (kind, uuid.UUID) { return kindSession, x.ID }
+
+func (x *sessionRec) view(withMessages bool) Session {
+	v := Session{ID: x.ID, Key: x.Key, AgentID: x.AgentID, UserID: x.UserID, Channel: x.Channel, Label: x.Label,
+		MessageCount: len(x.Messages), PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
+		CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
+	if withMessages {
+		v.Messages = slices.Clone(x.Messages)
+		if v.Messages == nil {
+			v.Messages = []SessionMessage{}
+		}
+	}
+	return v
+}
+
+var sessionNS = uuid.MustParse("0f6f0c52-8d0e-4d8f-9c8e-2a4b7e1d3c55")
+
+func sessionID(key string) uuid.UUID { return uuid.NewSHA1(sessionNS, []byte(key)) }
+
+// Turn is a begun turn: the session's history for the provider, and the
+// agent to run.
+type Turn struct {
+	Session Session // with its messages
+	AgentID uuid.UUID
+}
+
+// TurnResult is what a finished turn appends.
+type TurnResult struct {
+	User, Assistant                string
+	PromptTokens, CompletionTokens int64
+	// Failed: the run failed or was aborted; only the user's message is
+	// kept, so the history shows what was asked.
+	Failed bool
+}
+
+// SessionFilter selects sessions; zero fields match everything.
+type SessionFilter struct {
+	AgentID uuid.UUID
+	Channel string
+	UserID  string
+	Limit   int // 1..200, 0: 20
+	Offset  int
+}
+
+// session messages to the registry.
+type (
+	beginTurn struct {
+		key, agentRef, user, channel string
+		cancel                       context.CancelFunc
+		reply                        chan turnReply
+	}
+	endTurn struct {
+		key   string
+		res   TurnResult
+		reply chan sessionReply
+	}
+	abortTurn struct {
+		key, user string
+		reply     chan sessionReply
+	}
+	sessionCmd struct {
+		op, key, user string // op: get, patch, delete, reset
+		label         *string
+		admin         bool
+		reply         chan sessionReply
+	}
+	listSessions struct {
+		f     SessionFilter
+		admin bool
+		reply chan sessionsReply
+	}
+)
+
+type turnReply struct {
+	turn Turn
+	err  error
+}
+
+type sessionReply struct {
+	s   Session
+	err error
+}
+
+type sessionsReply struct {
+	ss    []Session
+	total int
+	err   error
+}
+
+// turnState is a session's in-memory turn bookkeeping (not durable: a
+// restart ends every turn).
+type turnState struct {
+	busy    bool
+	cancel  context.CancelFunc
+	waiting []beginTurn
+}
+
+func (r *registry) beginTurn(m beginTurn) {
+	if r.turns == nil {
+		r.turns = map[string]*turnState{}
+	}
+	ts := r.turns[m.key]
+	if ts != nil && ts.busy {
+		ts.waiting = append(ts.waiting, m) // answered when the running turn ends
+		return
+	}
+	turn, err := r.openTurn(m)
+	if err == nil {
+		if ts == nil {
+			ts = &turnState{}
+			r.turns[m.key] = ts
+		}
+		ts.busy, ts.cancel = true, m.cancel
+	}
+	m.reply <- turnReply{turn: turn, err: err}
+}
+
+// openTurn finds or creates the session for a turn.
+func (r *registry) openTurn(m beginTurn) (Turn, error) {
+	now := r.clock.Now().UTC()
+	x, ok := r.part.sessions.named(m.key)
+	if ok && x.UserID != m.user {
+		return Turn{}, fmt.Errorf("session %q: %w", m.key, ErrNotFound) // another user's: do not reveal it
+	}
+	ref := m.agentRef
+	if ref == "" && ok {
+		ref = x.AgentID.String()
+	}
+	a, found := r.part.agents.get(ref)
+	if !found || !a.canUse(m.user) {
+		return Turn{}, fmt.Errorf("agent %q: %w", ref, ErrNotFound)
+	}
+	if ok && x.AgentID != a.ID {
+		return Turn{}, fmt.Errorf("session %q belongs to another agent: %w", m.key, ErrInvalid)
+	}
+	if !ok {
+		x = &sessionRec{ID: sessionID(m.key), Key: m.key, AgentID: a.ID, UserID: m.user, Channel: m.channel,
+			CreatedAt: now, UpdatedAt: now}
+		if err := commit(r.log, r.part, entitySaved{x}); err != nil {
+			return Turn{}, fmt.Errorf("log session: %w", err)
+		}
+	}
+	return Turn{Session: x.view(true), AgentID: a.ID}, nil
+}
+
+func (r *registry) endTurn(m endTurn) sessionReply {
+	ts := r.turns[m.key]
+	defer r.nextTurn(m.key, ts)
+	x, ok := r.part.sessions.named(m.key)
+	if !ok {
+		return sessionReply{err: ErrNotFound} // deleted meanwhile
+	}
+	now := r.clock.Now().UTC()
+	next := *x
+	next.Messages = append(slices.Clone(x.Messages), SessionMessage{Role: "user", Content: m.res.User, At: now})
+	if !m.res.Failed {
+		next.Messages = append(next.Messages, SessionMessage{Role: "assistant", Content: m.res.Assistant, At: now})
+	}
+	next.Messages = boundHistory(next.Messages)
+	next.PromptTokens += m.res.PromptTokens
+	next.CompletionTokens += m.res.CompletionTokens
+	next.UpdatedAt = now
+	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+		return sessionReply{err: fmt.Errorf("log session turn: %w", err)}
+	}
+	return sessionReply{s: next.view(false)}
+}
+
+// nextTurn frees the session and begins the next waiting turn, if any.
+func (r *registry) nextTurn(key string, ts *turnState) {
+	if ts == nil {
+		return
+	}
+	ts.busy, ts.cancel = false, nil
+	for len(ts.waiting) > 0 && !ts.busy {
+		m := ts.waiting[0]
+		ts.waiting = ts.waiting[1:]
+		turn, err := r.openTurn(m)
+		if err == nil {
+			ts.busy, ts.cancel = true, m.cancel
+		}
+		m.reply <- turnReply{turn: turn, err: err}
+	}
+	if !ts.busy && len(ts.waiting) == 0 {
+		delete(r.turns, key)
+	}
+}
+
+// boundHistory drops the oldest messages beyond the limits.
+func boundHistory(msgs []SessionMessage) []SessionMessage {
+	size := 0
+	for _, m := range msgs {
+		size += len(m.Content)
+	}
+	cut := 0
+	for cut < len(msgs) && (len(msgs)-cut > MaxSessionMessages || size > MaxSessionBytes) {
+		size -= len(msgs[cut].Content)
+		cut++
+	}
+	return slices.Clip(msgs[cut:])
+}
+
+func (r *registry) abortTurn(m abortTurn) sessionReply {
+	x, ok := r.part.sessions.named(m.key)
+	if !ok || x.UserID != m.user {
+		return sessionReply{err: ErrNotFound}
+	}
+	ts := r.turns[m.key]
+	if ts == nil || !ts.busy || ts.cancel == nil {
+		return sessionReply{err: fmt.Errorf("session %q has no running turn: %w", m.key, ErrInUse)}
+	}
+	ts.cancel()
+	return sessionReply{s: x.view(false)}
+}
+
+func (r *registry) sessionCmd(m sessionCmd) sessionReply {
+	x, ok := r.part.sessions.named(m.key)
+	if !ok || (!m.admin && x.UserID != m.user) {
+		return sessionReply{err: fmt.Errorf("session %q: %w", m.key, ErrNotFound)}
+	}
+	next := *x
+	switch m.op {
+	case "get":
+		return sessionReply{s: x.view(true)}
+	case "delete":
+		if err := commit(r.log, r.part, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
+			return sessionReply{err: fmt.Errorf("log session delete: %w", err)}
+		}
+		return sessionReply{s: x.view(false)}
+	case "patch":
+		if m.label != nil {
+			next.Label = *m.label
+		}
+	case "reset":
+		next.Messages, next.PromptTokens, next.CompletionTokens = nil, 0, 0
+	default:
+		return sessionReply{err: fmt.Errorf("session op %q: %w", m.op, ErrInvalid)}
+	}
+	next.UpdatedAt = r.clock.Now().UTC()
+	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+		return sessionReply{err: fmt.Errorf("log session: %w", err)}
+	}
+	return sessionReply{s: next.view(false)}
+}
+
+func (r *registry) listSessions(m listSessions) sessionsReply {
+	var all []Session
+	for _, x := range r.part.sessions.rows {
+		switch {
+		case !m.admin && x.UserID != m.f.UserID,
+			m.f.UserID != "" && x.UserID != m.f.UserID,
+			m.f.AgentID != uuid.Nil && x.AgentID != m.f.AgentID,
+			m.f.Channel != "" && x.Channel != m.f.Channel:
+			continue
+		}
+		all = append(all, x.view(false))
+	}
+	slices.SortFunc(all, func(a, b Session) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	total := len(all)
+	lo := min(m.f.Offset, total)
+	hi := min(lo+m.f.Limit, total)
+	return sessionsReply{ss: slices.Clip(all[lo:hi]), total: total}
+}
+
+// validSessionKey reports whether k can name a session.
+func validSessionKey(k string) bool {
+	return k != "" && len(k) <= maxSessionKey && ValidUserID(k)
+}
+
+// BeginTurn begins a turn of session key for user with agent agentRef ("":
+// the session's agent), creating the session (on channel) on its first
+// turn. It waits while another turn of the session runs. cancel is called
+// by AbortTurn. Errors: ErrNotFound (unknown agent, or a session of
+// another user), ErrInvalid.
+func (g *Gateway) BeginTurn(ctx context.Context, key, agentRef, user, channel string, cancel context.CancelFunc) (Turn, error) {
+	return g.QueueTurn(key, agentRef, user, channel, cancel)(ctx)
+}
+
+// QueueTurn is BeginTurn in two steps: it queues the turn now (turns of a
+// session begin in the order they were queued) and returns the wait.
+func (g *Gateway) QueueTurn(key, agentRef, user, channel string, cancel context.CancelFunc) func(ctx context.Context) (Turn, error) {
+	switch {
+	case !validSessionKey(key):
+		err := fmt.Errorf("session key must be 1-%d printable characters: %w", maxSessionKey, ErrInvalid)
+		return func(context.Context) (Turn, error) { return Turn{}, err }
+	case user == "":
+		err := fmt.Errorf("a session needs a user: %w", ErrInvalid)
+		return func(context.Context) (Turn, error) { return Turn{}, err }
+	}
+	reply := make(chan turnReply, 1)
+	g.root.Send(g.registry, beginTurn{key: key, agentRef: agentRef, user: user, channel: channel, cancel: cancel, reply: reply})
+	return func(ctx context.Context) (Turn, error) {
+		select {
+		case r := <-reply:
+			return r.turn, r.err
+		case <-ctx.Done():
+			// The turn may still begin: end it at once so the session frees.
+			go func() {
+				if r := <-reply; r.err == nil {
+					_, _ = g.EndTurn(context.Background(), key, TurnResult{Failed: true})
+				}
+			}()
+			return Turn{}, fmt.Errorf("begin turn: %w", ctx.Err())
+		}
+	}
+}
+
+// EndTurn appends a finished turn to session key (durable on return) and
+// begins the next waiting one.
+func (g *Gateway) EndTurn(ctx context.Context, key string, res TurnResult) (Session, error) {
+	reply := make(chan sessionReply, 1)
+	g.root.Send(g.registry, endTurn{key: key, res: res, reply: reply})
+	r, err := await(ctx, reply)
+	return r.s, cmpErr(r.err, err)
+}
+
+// AbortTurn cancels the running turn of user's session key; ErrInUse when
+// none runs, ErrNotFound.
+func (g *Gateway) AbortTurn(ctx context.Context, key, user string) error {
+	reply := make(chan sessionReply, 1)
+	g.root.Send(g.registry, abortTurn{key: key, user: user, reply: reply})
+	r, err := await(ctx, reply)
+	return cmpErr(r.err, err)
+}
+
+// SessionOp runs op (get: with messages; patch: the label; reset: clear
+// the history; delete) on session key for user (any user's for admin).
+func (g *Gateway) SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (Session, error) {
+	if label != nil && (len(*label) > 200 || !ValidUserID(*label) && *label != "") {
+		return Session{}, fmt.Errorf("label must be at most 200 printable characters: %w", ErrInvalid)
+	}
+	reply := make(chan sessionReply, 1)
+	g.root.Send(g.registry, sessionCmd{op: op, key: key, user: user, admin: admin, label: label, reply: reply})
+	r, err := await(ctx, reply)
+	return r.s, cmpErr(r.err, err)
+}
+
+// ListSessions lists sessions newest first: f.UserID's only unless admin.
+func (g *Gateway) ListSessions(ctx context.Context, f SessionFilter, admin bool) ([]Session, int, error) {
+	switch {
+	case f.Limit == 0:
+		f.Limit = 20
+	case f.Limit < 1 || f.Limit > 200:
+		return nil, 0, fmt.Errorf("limit must be in 1..200: %w", ErrInvalid)
+	}
+	if f.Offset < 0 {
+		return nil, 0, fmt.Errorf("offset must be >= 0: %w", ErrInvalid)
+	}
+	reply := make(chan sessionsReply, 1)
+	g.root.Send(g.registry, listSessions{f: f, admin: admin, reply: reply})
+	r, err := await(ctx, reply)
+	return r.ss, r.total, cmpErr(r.err, err)
+}
