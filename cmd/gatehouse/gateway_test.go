@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
 )
 
 func TestGatewayEmptyTokenNeedsLoopback(t *testing.T) {
@@ -55,6 +58,21 @@ func TestGatewayCrashRestart(t *testing.T) {
 			t.Fatalf("%s %s = %d, %v", s.method, s.path, code, err)
 		}
 	}
+	// Issue 9's state: a share, a USER.md, an instance (the chat above), a
+	// session turn over the WebSocket RPC.
+	for _, s := range []struct {
+		method, path string
+		body         any
+		want         int
+	}{
+		{"POST", "/v1/agents/default/sharing", map[string]any{"user_id": "bob", "role": "operator"}, 201},
+		{"PUT", "/v1/agents/default/instances/alice/files/USER.md", map[string]any{"content": "Alice likes tea."}, 200},
+	} {
+		if code, err := gc.do(s.method, s.path, s.body, admin, nil); code != s.want || err != nil {
+			t.Fatalf("%s %s = %d, %v", s.method, s.path, code, err)
+		}
+	}
+	wsTurn(t, c.gateway, "gw-admin", "alice", "s1", "hello session")
 	c.kill()
 	c = startChild(t, cfg)
 	gc = newClient(c.gateway)
@@ -70,5 +88,72 @@ func TestGatewayCrashRestart(t *testing.T) {
 	if code, err := gc.do("POST", "/v1/chat/completions", body, withKey, &out); code != 200 || err != nil || len(out.Choices) != 1 || out.Choices[0].Message.Content != "echo: again" {
 		t.Fatalf("chat with the API key after crash = %d %+v %v", code, out, err)
 	}
+	var shares struct {
+		Data []struct{ UserID, Role string }
+	}
+	if code, err := gc.do("GET", "/v1/agents/default/sharing", nil, admin, &shares); code != 200 || err != nil ||
+		len(shares.Data) != 1 || shares.Data[0].Role != "operator" {
+		t.Errorf("shares after crash = %d %+v %v", code, shares, err)
+	}
+	var files struct {
+		Data []struct{ Name, Content string }
+	}
+	if code, err := gc.do("GET", "/v1/agents/default/instances/alice/files", nil, admin, &files); code != 200 || err != nil ||
+		len(files.Data) != 2 || files.Data[1].Content != "Alice likes tea." {
+		t.Errorf("USER.md after crash = %d %+v %v", code, files, err)
+	}
+	var inst struct{ Data []struct{ UserID string } }
+	if code, err := gc.do("GET", "/v1/agents/default/instances", nil, admin, &inst); code != 200 || err != nil || len(inst.Data) == 0 {
+		t.Errorf("instances after crash = %d %+v %v", code, inst, err)
+	}
+	var sess struct {
+		Total int
+		Data  []struct {
+			Key          string
+			MessageCount int `json:"message_count"`
+		}
+	}
+	if code, err := gc.do("GET", "/v1/sessions", nil, admin, &sess); code != 200 || err != nil || sess.Total != 1 || sess.Data[0].MessageCount != 2 {
+		t.Errorf("sessions after crash = %d %+v %v", code, sess, err)
+	}
 	c.stop(t)
+}
+
+// wsTurn runs one chat.send over the gateway's WebSocket RPC and waits for
+// its answer.
+func wsTurn(t *testing.T, base, token, user, session, message string) {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/ws", nil)
+	if err != nil {
+		t.Fatalf("dial ws: %v", err)
+	}
+	_ = resp.Body.Close()
+	defer ws.Close()
+	send := func(id, method string, params any) {
+		if err := ws.WriteJSON(map[string]any{"type": "req", "id": id, "method": method, "params": params}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("1", "connect", map[string]any{"token": token, "user_id": user})
+	send("2", "chat.send", map[string]any{"agentId": "default", "sessionKey": session, "message": message})
+	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		var f struct {
+			Type, ID string
+			OK       bool
+			Error    any
+		}
+		if err := ws.ReadJSON(&f); err != nil {
+			t.Fatalf("ws read: %v", err)
+		}
+		if f.Type != "res" {
+			continue
+		}
+		if !f.OK {
+			t.Fatalf("ws %s = %+v", f.ID, f.Error)
+		}
+		if f.ID == "2" {
+			return
+		}
+	}
 }
