@@ -250,6 +250,8 @@ func TestWSLimitsAndShutdown(t *testing.T) {
 func TestWSNodeClient(t *testing.T) {
 	e := newGWEnv(t, gwOpts{token: gwToken})
 	e.seedAgent("default", `{"delay_ms":1}`, "")
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"slow","provider_type":"echo","settings":{"delay_ms":200}}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"slow","provider":"slow","model":"m"}`, as("alice")...)
 	read := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"r","scopes":["operator.read"],"user_id":"alice"}`).body["key"].(string)
 	out := nodeScript(t, nil, "ws.mjs", "ws"+strings.TrimPrefix(e.url, "http")+"/ws", gwToken, read)
 	var got struct {
@@ -267,6 +269,17 @@ func TestWSNodeClient(t *testing.T) {
 			OK            bool
 			Code, Message string
 		}
+		Session struct {
+			OK              bool
+			Content         string
+			Chunks          int
+			RunEvents       []string
+			History, Listed int
+		}
+		Abort struct {
+			OK, SendOk bool
+			Code       string
+		}
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("node output %s: %v", out, err)
@@ -274,7 +287,7 @@ func TestWSNodeClient(t *testing.T) {
 	if !got.Connect.OK || got.Connect.Role != "admin" || got.Connect.User != "alice" {
 		t.Errorf("connect = %+v", got.Connect)
 	}
-	if len(got.Agents) != 1 || got.Agents[0] != "default" {
+	if strings.Join(got.Agents, ",") != "default,slow" {
 		t.Errorf("agents.list = %v", got.Agents)
 	}
 	if !got.Stream.OK || got.Stream.Events < 3 || !strings.Contains(got.Stream.Text, "hello over websocket") {
@@ -282,5 +295,13 @@ func TestWSNodeClient(t *testing.T) {
 	}
 	if got.Denied.OK || got.Denied.Code != codeUnauthorized || !strings.Contains(got.Denied.Message, "权限") {
 		t.Errorf("read key providers.create = %+v, want UNAUTHORIZED in zh", got.Denied)
+	}
+	ss := got.Session
+	if !ss.OK || ss.Content != "echo: node says hi" || ss.Chunks < 3 || ss.History != 2 || ss.Listed != 1 ||
+		strings.Join(ss.RunEvents, ",") != "run.started,run.completed" {
+		t.Errorf("chat.send session = %+v", ss)
+	}
+	if !got.Abort.OK || got.Abort.SendOk || got.Abort.Code != codePrecondition {
+		t.Errorf("abort = %+v, want the send to fail FAILED_PRECONDITION", got.Abort)
 	}
 }

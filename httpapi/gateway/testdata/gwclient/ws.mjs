@@ -43,6 +43,25 @@ out.stream = {
   text: chat.events.map((e) => e.payload?.choices?.[0]?.delta?.content ?? '').join(''),
   events: chat.events.length,
 };
+
+// A session: chat.send streams chunk events, then the answer; history,
+// the session list, and abort of a slow turn.
+const turn = await admin.call('chat.send', { agentId: 'default', sessionKey: 'n1', message: 'node says hi', stream: true });
+out.session = {
+  ok: turn.ok,
+  content: turn.payload?.content,
+  chunks: turn.events.filter((e) => e.event === 'chat' && e.payload?.kind === 'chunk').length,
+  runEvents: turn.events.filter((e) => e.event === 'agent').map((e) => e.payload?.kind),
+};
+const hist = await admin.call('chat.history', { sessionKey: 'n1' });
+out.session.history = (hist.payload?.messages ?? []).length;
+const page = await admin.call('sessions.list', { limit: 10 });
+out.session.listed = page.payload?.total;
+const slow = admin.call('chat.send', { agentId: 'slow', sessionKey: 'n2', message: 'a b c d e f g h i j', stream: true });
+await new Promise((r) => setTimeout(r, 150));
+const abort = await admin.call('chat.abort', { sessionKey: 'n2' });
+const aborted = await slow;
+out.abort = { ok: abort.ok, sendOk: aborted.ok, code: aborted.error?.code };
 admin.ws.close();
 
 const reader = session(readKey, { locale: 'zh' });
