@@ -136,3 +136,20 @@ func TestWSSessions(t *testing.T) {
 		t.Errorf("history of a deleted session = %+v", f)
 	}
 }
+
+// TestWakeWithSession: wake with a session_key is a turn of that session.
+func TestWakeWithSession(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("default", `{"delay_ms":1}`, "")
+	for _, m := range []string{"first", "second"} {
+		r := e.must(200, "POST", "/v1/agents/default/wake", gwToken, `{"message":"`+m+`","session_key":"w1"}`, as("alice")...)
+		if r.body["content"] != "echo: "+m {
+			t.Errorf("wake = %s", r.raw)
+		}
+	}
+	page := e.must(200, "GET", "/v1/sessions?channel=http", gwToken, "", as("alice")...)
+	if page.body["total"] != 1.0 || !strings.Contains(page.raw, `"message_count":4`) {
+		t.Errorf("sessions after two wakes = %s", page.raw)
+	}
+	e.must(404, "POST", "/v1/agents/default/wake", gwToken, `{"message":"x","session_key":"w1"}`, as("bob")...)
+}
