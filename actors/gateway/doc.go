@@ -2,7 +2,7 @@
 // LLM providers, agents, and the record of every agent run (traces and
 // token usage per agent, user and UTC day). It is an actors.Extension, so
 // its state lives in actors and reaches disk through the same WAL and
-// snapshots as the keys (record types 64..72, section "gateway").
+// snapshots as the keys (record types 64..73, section "gateway").
 //
 // Usage:
 //
@@ -69,6 +69,7 @@
 //	  70  entitySaved       {"kind", "v", "data": full entity}           owner of kind
 //	  71  entityDeleted     {"kind", "id"}                               owner of kind
 //	  72  runRecorded       {"v": 1, run fields, "spans"}                runs actor
+//	  73  sessionTurn       {"v": 1, session_id, messages, tokens, at}   registry
 //
 // Entity kinds (records 70 and 71, snapshot entities): "api_key" (data v1:
 // id, name, preview, hash, scopes, created_at, expires_at, revoked_at;
@@ -76,13 +77,20 @@
 // display_name, provider_type, api_base, api_key_sealed, api_key_hint,
 // enabled, settings, created_at, updated_at), "agent" (v1: id, agent_key,
 // display_name, owner_id, provider_id, model, system_prompt, status,
-// timeout_seconds, shared_with, created_at, updated_at). Data v1 uses the
-// names of the legacy records, which is why 64, 65 and 67 decode as v1.
+// timeout_seconds, shared_with, created_at, updated_at; later, optional:
+// operators, user_id on keys, description, summon_error,
+// max_tool_iterations, is_default), "user_file" (v1: a user's USER.md for
+// an agent; id derived from agent, user, name), "session" (v1: key, agent,
+// user, channel, label, bounded messages, token counts; its turns are
+// record 73). Data v1 uses the names of the legacy records, which is why
+// 64, 65 and 67 decode as v1; fields added to a v1 layout are optional and
+// absent means their zero value.
 // Every type and kind has a golden file in testdata/ (go test -update
 // rewrites them; the legacy_* files never change).
 //
 // The snapshot section is {"version": 2, "entities": [entitySaved
-// payloads sorted by kind, then id], "runs": {"seq", "traces", "usage"}};
+// payloads sorted by kind, then id], "runs": {"seq", "traces", "usage",
+// "instances"}};
 // version 1 (the API types' JSON) is still read.
 //
 // All Gateway methods are safe for concurrent use after Start.

@@ -28,9 +28,10 @@ const (
 	recEntitySaved   wal.Type = 70 // JSON entityJSON: one entity's full state
 	recEntityDeleted wal.Type = 71 // JSON deletedJSON
 	recRunRecorded   wal.Type = 72 // JSON runJSON
+	recSessionTurn   wal.Type = 73 // JSON turnJSON: one turn appended to a session
 )
 
-func owns(t wal.Type) bool { return t >= recLegacyAPIKeyPut && t <= recRunRecorded }
+func owns(t wal.Type) bool { return t >= recLegacyAPIKeyPut && t <= recSessionTurn }
 
 // event is one change to the gateway's durable state: what a record holds.
 // state.apply applies it; record encodes it.
@@ -50,6 +51,29 @@ type entityDeleted struct {
 
 // runRecorded is one finished agent run; usage is derived from it.
 type runRecorded struct{ run *runRec }
+
+// sessionTurnAppended is one finished turn of a session: its messages
+// (the question, and the answer unless the turn failed) and tokens. The
+// session's history is bounded when it is applied.
+type sessionTurnAppended struct{ turn *turnJSON }
+
+// turnJSON is the payload of recSessionTurn: version 1.
+type turnJSON struct {
+	V                uint8            `json:"v"`
+	SessionID        uuid.UUID        `json:"session_id"`
+	Messages         []SessionMessage `json:"messages"`
+	PromptTokens     int64            `json:"prompt_tokens"`
+	CompletionTokens int64            `json:"completion_tokens"`
+	At               time.Time        `json:"at"`
+}
+
+const turnVersion = 1
+
+func (e sessionTurnAppended) record() wal.Record {
+	t := *e.turn
+	t.V = turnVersion
+	return jsonRecord(recSessionTurn, t)
+}
 
 // entityJSON is the payload of recEntitySaved and one entity of a
 // snapshot section: V is the version of Kind's data layout.
@@ -138,6 +162,15 @@ func decodeEventData(r wal.Record) (event, error) {
 			return nil, fmt.Errorf("run layout v%d unsupported", rj.V)
 		}
 		return runRecorded{&rj.runRec}, nil
+	case recSessionTurn:
+		t := new(turnJSON)
+		if err := json.Unmarshal(r.Data, t); err != nil {
+			return nil, err
+		}
+		if t.V != turnVersion || t.SessionID == uuid.Nil {
+			return nil, fmt.Errorf("session turn v%d for %s unsupported", t.V, t.SessionID)
+		}
+		return sessionTurnAppended{t}, nil
 	case recLegacyAPIKeyPut, recLegacyProviderPut, recLegacyAgentPut:
 		ent, err := decodeEntity(legacyKinds[r.Type], 1, r.Data)
 		return entitySaved{ent}, err

@@ -63,7 +63,7 @@ func fxRuns() []*runRec {
 	}
 }
 
-var eventCmp = cmp.AllowUnexported(entitySaved{}, entityDeleted{}, runRecorded{})
+var eventCmp = cmp.AllowUnexported(entitySaved{}, entityDeleted{}, runRecorded{}, sessionTurnAppended{})
 
 // goldenEvents are the records this build writes, one golden file each
 // (one per entity kind for entitySaved).
@@ -85,6 +85,8 @@ func goldenEvents() []struct {
 			UserID: "alice", Name: UserFileName, Content: "I prefer short answers.\n", UpdatedAt: fxAt}}},
 		{"071_entity_deleted", entityDeleted{kind: kindAgent, id: fxAgent}},
 		{"072_run_recorded", runRecorded{fxRuns()[1]}},
+		{"073_session_turn", sessionTurnAppended{&turnJSON{V: turnVersion, SessionID: sessionID("s-1"), PromptTokens: 3, CompletionTokens: 1, At: fxAt,
+			Messages: []SessionMessage{{Role: "user", Content: "hi", At: fxAt}, {Role: "assistant", Content: "hello", At: fxAt}}}}},
 	}
 }
 

@@ -219,19 +219,32 @@ func (r *registry) endTurn(m endTurn) sessionReply {
 		return sessionReply{err: ErrNotFound} // deleted meanwhile
 	}
 	now := r.clock.Now().UTC()
-	next := *x
-	next.Messages = append(slices.Clone(x.Messages), SessionMessage{Role: "user", Content: m.res.User, At: now})
+	t := &turnJSON{SessionID: x.ID, PromptTokens: m.res.PromptTokens, CompletionTokens: m.res.CompletionTokens, At: now,
+		Messages: []SessionMessage{{Role: "user", Content: m.res.User, At: now}}}
 	if !m.res.Failed {
-		next.Messages = append(next.Messages, SessionMessage{Role: "assistant", Content: m.res.Assistant, At: now})
+		t.Messages = append(t.Messages, SessionMessage{Role: "assistant", Content: m.res.Assistant, At: now})
 	}
-	next.Messages = boundHistory(next.Messages)
-	next.PromptTokens += m.res.PromptTokens
-	next.CompletionTokens += m.res.CompletionTokens
-	next.UpdatedAt = now
-	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+	if err := commit(r.log, r.part, sessionTurnAppended{t}); err != nil {
 		return sessionReply{err: fmt.Errorf("log session turn: %w", err)}
 	}
-	return sessionReply{s: next.view(false)}
+	x, _ = r.part.sessions.named(m.key)
+	return sessionReply{s: x.view(false)}
+}
+
+// appendTurn applies a session turn: a new session value with the turn's
+// messages appended (the history bounded) and its tokens counted. A turn
+// of a session deleted meanwhile changes nothing.
+func (r *registryPart) appendTurn(t *turnJSON) {
+	x, ok := r.sessions.rows[t.SessionID]
+	if !ok {
+		return
+	}
+	next := *x
+	next.Messages = boundHistory(append(slices.Clone(x.Messages), t.Messages...))
+	next.PromptTokens += t.PromptTokens
+	next.CompletionTokens += t.CompletionTokens
+	next.UpdatedAt = t.At
+	r.sessions.save(&next)
 }
 
 // nextTurn frees the session and begins the next waiting turn, if any.

@@ -58,6 +58,8 @@ func (st *state) apply(seq uint64, ev event) {
 		}
 	case runRecorded:
 		st.runs.apply(seq, ev)
+	case sessionTurnAppended:
+		st.reg.apply(seq, ev)
 	default:
 		panic(fmt.Sprintf("gateway: no part applies %T", ev))
 	}
@@ -203,6 +205,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
+	case sessionTurnAppended:
+		r.appendTurn(e.turn)
 	default:
 		panic(fmt.Sprintf("gateway: registry cannot apply %T", ev))
 	}
