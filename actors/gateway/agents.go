@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -195,10 +197,30 @@ func (r *registry) delAgent(m delAgent) agentReply {
 	if err != nil {
 		return agentReply{err: err}
 	}
-	if err := commit(r.log, r.part, entityDeleted{kind: kindAgent, id: a.ID}); err != nil {
+	// The agent's users' files and sessions go with it, in the same write.
+	evs := []event{entityDeleted{kind: kindAgent, id: a.ID}}
+	for id, f := range r.part.userFiles.rows {
+		if f.AgentID == a.ID {
+			evs = append(evs, entityDeleted{kind: kindUserFile, id: id})
+		}
+	}
+	for id, x := range r.part.sessions.rows {
+		if x.AgentID == a.ID {
+			evs = append(evs, entityDeleted{kind: kindSession, id: id})
+		}
+	}
+	slices.SortFunc(evs[1:], func(x, y event) int { return cmpDeleted(x.(entityDeleted), y.(entityDeleted)) })
+	if err := commitAll(r.log, r.part, evs...); err != nil {
 		return agentReply{err: fmt.Errorf("log agent delete: %w", err)}
 	}
 	return agentReply{}
+}
+
+func cmpDeleted(x, y entityDeleted) int {
+	if c := strings.Compare(string(x.kind), string(y.kind)); c != 0 {
+		return c
+	}
+	return bytes.Compare(x.id[:], y.id[:])
 }
 
 // CreateAgent creates an agent owned by user. ErrExists for a taken

@@ -190,11 +190,24 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 // the state the calling actor owns: the only way actors change durable
 // state, so that live traffic and replay run the same apply.
 func commit(log actors.EventLog, p part, ev event) error {
-	seq, err := log.Append(ev.record())
+	return commitAll(log, p, ev)
+}
+
+// commitAll appends evs in one write (all durable, or none) and applies
+// them in order: for a change that spans several entities.
+func commitAll(log actors.EventLog, p part, evs ...event) error {
+	recs := make([]wal.Record, len(evs))
+	for i, ev := range evs {
+		recs[i] = ev.record()
+	}
+	last, err := log.Append(recs...)
 	if err != nil {
 		return err
 	}
-	p.apply(seq, ev)
+	first := last - uint64(len(evs)) + 1
+	for i, ev := range evs {
+		p.apply(first+uint64(i), ev)
+	}
 	return nil
 }
 

@@ -57,4 +57,19 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	if _, err := gw.SessionOp(ctx(t), "get", "s", "bob", false, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob reading alice's session = %v", err)
 	}
+	// Deleting the agent takes its sessions and users' files with it.
+	if _, err := gw.PutUserFile(ctx(t), "alice", "a", "alice", UserFileName, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.DeleteAgent(ctx(t), "alice", "a"); err != nil {
+		t.Fatal(err)
+	}
+	n.Restart()
+	gw = n.Exts[0].(*Gateway)
+	if _, err := gw.SessionOp(ctx(t), "get", "s", "alice", false, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("session of a deleted agent = %v, want ErrNotFound", err)
+	}
+	if ss, total, err := gw.ListSessions(ctx(t), SessionFilter{}, true); err != nil || total != 0 {
+		t.Errorf("sessions after deleting the agent = %d %v %v", total, ss, err)
+	}
 }
