@@ -47,7 +47,8 @@ func (s *Server) decodeBody(rc *fasthttp.RequestCtx, dst any) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, listener.ErrEmptyBody), errors.Is(err, listener.ErrNotObject), errors.Is(err, listener.ErrTrailing):
+	case errors.Is(err, listener.ErrEmptyBody), errors.Is(err, listener.ErrNotObject), errors.Is(err, listener.ErrTrailing),
+		errors.Is(err, listener.ErrNotUTF8):
 		return invalidJSON(err.Error())
 	case errors.As(err, &se):
 		return invalidJSON(se.Error())

@@ -54,6 +54,7 @@ func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	if err != nil {
 		return err
 	}
+	noStore(rc) // the full key is in this answer: no cache may keep it
 	writeJSON(rc, fasthttp.StatusCreated, createdKeyBody{ID: info.ID, Key: secret, Name: info.Name, Message: msgKeyCreated})
 	return nil
 }
@@ -135,6 +136,7 @@ func (s *Server) rotateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	if err != nil {
 		return err
 	}
+	noStore(rc)
 	writeJSON(rc, fasthttp.StatusOK, rotatedKeyBody{
 		Key: secret, Message: msgKeyRotated, GracePeriodHours: int64(s.cfg.GracePeriod / time.Hour),
 	})
@@ -211,6 +213,9 @@ func (s *Server) keyPatch(req keyRequest) (actors.KeyPatch, error) {
 // keyUsage: GET /api/keys/{id}/usage?days=N, N in 1..30, default 7.
 func (s *Server) keyUsage(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
 	days := defaultUsageDays
+	if len(rc.QueryArgs().PeekMulti("days")) > 1 {
+		return invalidField("days", "must be given once")
+	}
 	if rc.QueryArgs().Has("days") {
 		n, err := strconv.Atoi(string(rc.QueryArgs().Peek("days")))
 		if err != nil || n < 1 || n > maxUsageDays {
@@ -293,4 +298,10 @@ func asciiEqualFold(a, b []byte) bool {
 		}
 	}
 	return true
+}
+
+// noStore marks an answer that carries a secret as not to be cached.
+func noStore(rc *fasthttp.RequestCtx) {
+	rc.Response.Header.Set("Cache-Control", "no-store")
+	rc.Response.Header.Set("Pragma", "no-cache")
 }

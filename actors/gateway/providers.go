@@ -30,6 +30,9 @@ func validateProvider(in ProviderInput) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("api_base must be an http:// or https:// URL: %w", ErrInvalid)
 		}
+		if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			return fmt.Errorf("api_base must not carry credentials, a query or a fragment (the credential goes in api_key): %w", ErrInvalid)
+		}
 	case ProviderEcho:
 	default:
 		return fmt.Errorf("provider_type must be %q or %q: %w", ProviderOpenAICompat, ProviderEcho, ErrInvalid)

@@ -38,6 +38,9 @@ type Route struct {
 	Status int
 	// Content is the documented content type of a Body output.
 	Content string
+	// NoStore marks an answer that carries a secret (a new API key):
+	// Cache-Control: no-store.
+	NoStore bool
 	// Op does the work; build it with op.
 	Op Operation
 }

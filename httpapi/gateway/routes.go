@@ -20,7 +20,7 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/docs/assets/{file}", RPC: "docs.asset", Scope: read, QueryToken: true, Tag: "docs", Summary: "A file of the bundled viewer", Content: "application/octet-stream", Op: op(s.docsAsset)},
 
 		{Method: get, Path: "/v1/api-keys", RPC: "api_keys.list", Scope: admin, Tag: "api-keys", Summary: "List API keys (masked)", Op: op(s.listAPIKeys)},
-		{Method: post, Path: "/v1/api-keys", RPC: "api_keys.create", Scope: admin, Tag: "api-keys", Summary: "Create an API key; the raw key is returned once", Status: created, Op: op(s.createAPIKey)},
+		{Method: post, Path: "/v1/api-keys", RPC: "api_keys.create", Scope: admin, Tag: "api-keys", Summary: "Create an API key; the raw key is returned once", Status: created, NoStore: true, Op: op(s.createAPIKey)},
 		{Method: del, Path: "/v1/api-keys/{id}", RPC: "api_keys.revoke", Scope: admin, Tag: "api-keys", Summary: "Revoke an API key at once", Status: noContent, Op: op(s.revokeAPIKey)},
 
 		{Method: get, Path: "/v1/providers", RPC: "providers.list", Scope: read, Tag: "providers", Summary: "List LLM providers", Op: op(s.listProviders)},

@@ -218,6 +218,9 @@ func (s *Server) writeOutput(rc *fasthttp.RequestCtx, rt *Route, lang int, out a
 		}
 		out = st.value()
 	}
+	if rt.NoStore {
+		rc.Response.Header.Set("Cache-Control", "no-store")
+	}
 	switch v := out.(type) {
 	case None:
 		rc.SetStatusCode(rt.status())

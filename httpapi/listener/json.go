@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 )
@@ -14,6 +15,7 @@ var (
 	ErrEmptyBody = errors.New("empty body")
 	ErrNotObject = errors.New("body must be a JSON object")
 	ErrTrailing  = errors.New("trailing data after the object")
+	ErrNotUTF8   = errors.New("body is not valid UTF-8")
 )
 
 // WriteJSON writes v as the JSON body with the given status. It writes
@@ -32,7 +34,8 @@ func WriteJSON(rc *fasthttp.RequestCtx, status int, v any) error {
 
 // DecodeObject decodes body, which must be exactly one JSON object
 // (surrounding white space allowed), into dst. Errors: ErrEmptyBody,
-// ErrNotObject, ErrTrailing, or encoding/json's (*json.SyntaxError,
+// ErrNotObject, ErrTrailing, ErrNotUTF8 (encoding/json would silently turn
+// invalid bytes into U+FFFD and store them), or encoding/json's (*json.SyntaxError,
 // *json.UnmarshalTypeError, io.ErrUnexpectedEOF, or the error of a
 // field's UnmarshalJSON). The caller bounds the body's size.
 func DecodeObject(body []byte, dst any) error {
@@ -42,6 +45,9 @@ func DecodeObject(body []byte, dst any) error {
 	}
 	if body[0] != '{' {
 		return ErrNotObject
+	}
+	if !utf8.Valid(body) {
+		return ErrNotUTF8
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(dst); err != nil {
