@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -27,5 +28,31 @@ func TestBadInputChangesNothing(t *testing.T) {
 	r = w.do(t, request{method: "POST", path: "/api/keys/" + id.String() + "/rotate", cookie: w.aliceCk})
 	if r.status != 200 || r.headers["Cache-Control"] != "no-store" {
 		t.Errorf("rotate = %d, Cache-Control %q; want 200 and no-store", r.status, r.headers["Cache-Control"])
+	}
+}
+
+// TestProxyDropsHopByHop (issue 14): a client's Connection header never
+// reaches the upstream (an intermediary there would drop the headers it
+// names: the identity headers gatehouse sets), nor do header names with
+// "_" (read as "-" by some servers: a way to smuggle identity headers).
+func TestProxyDropsHopByHop(t *testing.T) {
+	p := newProxyWorld(t)
+	r := p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: []string{
+		"X-API-Key", p.secret, "Connection", "X-Gatehouse-User-Id, X-Upstream-Token", "X_Gatehouse_User_Id", "evil",
+	}})
+	if r.status != 202 {
+		t.Fatalf("proxied answer = %d %s", r.status, r.body)
+	}
+	got := p.up.lastRequest().Headers
+	for k, v := range got {
+		if strings.EqualFold(k, "Connection") && v != "keep-alive" && v != "close" {
+			t.Errorf("upstream got Connection: %q", v)
+		}
+		if strings.Contains(k, "_") {
+			t.Errorf("upstream got %s: %q, want headers with _ dropped", k, v)
+		}
+	}
+	if got["X-Gatehouse-User-Id"] != p.alice.ID.String() || got["X-Upstream-Token"] != "s3cret" {
+		t.Errorf("identity or credential header missing upstream: %v", got)
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net"
 	"sync"
 
@@ -26,15 +27,16 @@ var (
 )
 
 // dropped reports whether the client's header named k (canonical form) is
-// not forwarded: hop-by-hop, or the key. Expect and Transfer-Encoding are
-// fasthttp's own business and removed unconditionally.
+// not forwarded: hop-by-hop (RFC 9110 §7.6.1), the key, or a name with
+// "_" (some servers read it as "-": a way to smuggle X-Gatehouse-User-Id).
+// Connection, Expect and Transfer-Encoding are removed unconditionally.
 func dropped(k []byte) bool {
 	switch string(k) {
 	case "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade",
 		"X-Api-Key", "Authorization":
 		return true
 	}
-	return false
+	return bytes.IndexByte(k, '_') >= 0
 }
 
 var uriPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
@@ -44,26 +46,24 @@ var uriPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }
 func buildUpstreamRequest(req *fasthttp.Request, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) {
 	rc.Request.Header.CopyTo(&req.Header)
 	stripConnectionTokens(&req.Header, rc.Request.Header.Peek(fasthttp.HeaderConnection))
+	// The client's Connection header is about its own hop: forwarded, it
+	// would make an HTTP/1.1 intermediary before the upstream drop the
+	// headers it names (the identity headers set below).
+	req.Header.Del(fasthttp.HeaderConnection)
 	req.Header.ResetConnectionClose()
 	req.Header.Del(fasthttp.HeaderExpect)
 	req.Header.Del(fasthttp.HeaderTransferEncoding)
 	// One pass finds what to drop, so that the usual request, which has
 	// nothing to drop but its key, pays for one deletion instead of ten.
-	var drop [8][]byte
-	n := 0
+	var buf8 [8][]byte
+	drop := buf8[:0] // grows (allocates) only past 8 headers to drop
 	for k := range rc.Request.Header.All() {
-		if dropped(k) && n < len(drop) {
-			drop[n], n = k, n+1
+		if dropped(k) {
+			drop = append(drop, k)
 		}
 	}
-	for _, k := range drop[:n] {
+	for _, k := range drop {
 		req.Header.DelBytes(k)
-	}
-	if n == len(drop) { // more than fit: the slow way
-		for _, k := range [...][]byte{hdrAPIKey, hdrAuthz, []byte("Keep-Alive"), []byte("Proxy-Authenticate"), []byte("Proxy-Authorization"),
-			[]byte("Proxy-Connection"), []byte("Te"), []byte("Trailer"), []byte("Upgrade")} {
-			req.Header.DelBytes(k)
-		}
 	}
 	if len(rc.Request.Header.Peek(fasthttp.HeaderCookie)) > 0 {
 		req.Header.DelCookieBytes(cookieNameB)
