@@ -9,6 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
+
+	"gatehouse/wal"
 )
 
 // accountsState is the accounts domain's durable state: users, the email
@@ -62,6 +64,7 @@ func (a *accountsState) expire(now int64) {
 type accounts struct {
 	deps *keyDeps
 	*accountsState
+	failures map[string]*failState // failed logins per "email:" and "ip:" (see login.go)
 }
 
 type userReply struct {
@@ -140,6 +143,13 @@ func (a *accounts) Receive(ctx actor.Context) {
 		m.reply <- a.capture()
 	case tick:
 		a.expire(m.now)
+		a.sweepFailures(m.now)
+	case loginBegin:
+		m.reply <- a.loginBegin(m)
+	case loginEnd:
+		a.loginEnd(m)
+	case logoutAll:
+		m.reply <- a.logoutAll(m)
 	}
 }
 
@@ -160,12 +170,18 @@ func (a *accounts) logUser(u userRecord) error {
 
 // commit appends ev (durable on return), then applies it: the only way
 // the actor changes its state.
-func (a *accounts) commit(ev accountEvent) error {
-	seq, err := a.deps.log.Append(ev.record())
+func (a *accounts) commit(evs ...accountEvent) error {
+	recs := make([]wal.Record, len(evs))
+	for i, ev := range evs {
+		recs[i] = ev.record()
+	}
+	last, err := a.deps.log.Append(recs...)
 	if err != nil {
 		return fmt.Errorf("log accounts event: %w", err)
 	}
-	a.apply(seq, ev)
+	for i, ev := range evs {
+		a.apply(last-uint64(len(evs)-1-i), ev)
+	}
 	return nil
 }
 
@@ -187,10 +203,46 @@ func (a *accounts) patchUser(m patchUser) userReply {
 	if m.passwordHash != "" {
 		u.PasswordHash = m.passwordHash
 	}
-	if err := a.logUser(u); err != nil {
+	evs := []accountEvent{userSaved{u: u}}
+	// A new password, role or license ends every session of the user, in
+	// the same write: a stolen session must not outlive a password reset.
+	if u.PasswordHash != cur.PasswordHash || u.Role != cur.Role || u.LicenseActive != cur.LicenseActive {
+		evs = append(evs, a.sessionsOf(u.ID)...)
+	}
+	if err := a.commit(evs...); err != nil {
 		return userReply{err: err}
 	}
 	return userReply{user: u}
+}
+
+// sessionsOf returns the events that close every session of user, in a
+// fixed order.
+func (a *accounts) sessionsOf(user uuid.UUID) []accountEvent {
+	var hs []hash
+	for h, ss := range a.sessions {
+		if ss.UserID == user {
+			hs = append(hs, h)
+		}
+	}
+	slices.SortFunc(hs, func(x, y hash) int { return bytes.Compare(x[:], y[:]) })
+	evs := make([]accountEvent, len(hs))
+	for i, h := range hs {
+		evs[i] = sessionClosed{hash: h}
+	}
+	return evs
+}
+
+type logoutAll struct {
+	user  uuid.UUID
+	reply chan userReply
+}
+
+func (a *accounts) logoutAll(m logoutAll) userReply {
+	evs := a.sessionsOf(m.user)
+	if len(evs) == 0 {
+		return userReply{}
+	}
+	return userReply{err: a.commit(evs...)}
 }
 
 func (a *accounts) getUser(m getUser) userReply {

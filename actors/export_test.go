@@ -156,3 +156,15 @@ func WriteSynthSnapshot(st *snapshot.Store, n int, now int64) error {
 	})
 	return err
 }
+
+// FillHashSlots takes every password-hashing slot of s until release.
+func FillHashSlots(s *System) (release func()) {
+	for range cap(s.hashing) {
+		s.hashing <- struct{}{}
+	}
+	return func() {
+		for range cap(s.hashing) {
+			<-s.hashing
+		}
+	}
+}

@@ -51,6 +51,7 @@ type System struct {
 	authPool *Pool[authorize]
 
 	reg      prometheus.Registerer
+	hashing  chan struct{}                 // password-hashing slots (login.go)
 	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
 	stop     chan struct{}
 	loopDone chan struct{}
@@ -86,7 +87,7 @@ func New(cfg Config, d Deps) (*System, error) {
 	s := &System{
 		cfg: cfg, lg: d.Logger.With("component", "actors"), clock: d.Clock, sealer: d.Sealer,
 		log: d.Log, snaps: d.Snapshots, m: m, exts: d.Extensions, reg: d.Registerer,
-		stop: make(chan struct{}), loopDone: make(chan struct{}),
+		stop: make(chan struct{}), loopDone: make(chan struct{}), hashing: make(chan struct{}, hashSlots()),
 	}
 	s.authPool = NewPool(func() *authorize { return &authorize{reply: make(chan AuthResult, 1)} })
 	wd := make(chan struct{})

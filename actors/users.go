@@ -71,7 +71,7 @@ func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	if !nu.Plan.Valid() {
 		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, ErrInvalidArgument)
 	}
-	ph, err := hashPassword(nu.Password)
+	ph, err := s.hashWithSlot(ctx, nu.Password)
 	if err != nil {
 		return User{}, err
 	}
@@ -100,7 +100,7 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 		if err := validatePassword(*p.Password); err != nil {
 			return User{}, err
 		}
-		ph, err := hashPassword(*p.Password)
+		ph, err := s.hashWithSlot(ctx, *p.Password)
 		if err != nil {
 			return User{}, err
 		}
@@ -137,29 +137,66 @@ func (s *System) ListUsers(ctx context.Context) ([]User, error) {
 // Login checks a password and opens a session. ErrBadCredentials when the
 // email is unknown or the password wrong (indistinguishable, in time too).
 func (s *System) Login(ctx context.Context, email, password string) (User, Session, error) {
-	reply := make(chan userReply, 1)
-	r, err := s.askUser(ctx, getUser{email: email, reply: reply}, reply)
-	stored := r.user.PasswordHash
+	return s.LoginFrom(ctx, email, password, "")
+}
+
+// LoginFrom is Login for a client at ip (without port), which failed
+// logins are also counted against. Besides Login's errors: a
+// *ThrottledError (ErrLoginThrottled) after too many failures, ErrBusy
+// when every password-hashing slot is taken (see login.go).
+func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (User, Session, error) {
+	email = normalizeEmail(email)
+	now := s.clock.Now().Unix()
+	reply := make(chan loginBeginReply, 1)
+	s.root.Send(s.accounts, loginBegin{email: email, ip: ip, now: now, reply: reply})
+	lb, err := await(ctx, reply)
 	if err != nil {
+		return User{}, Session{}, fmt.Errorf("login: %w", err)
+	}
+	if lb.wait > 0 {
+		return User{}, Session{}, &ThrottledError{RetryAfter: lb.wait}
+	}
+	ok := false
+	defer func() { s.root.Send(s.accounts, loginEnd{email: email, ip: ip, ok: ok, now: s.clock.Now().Unix()}) }()
+	if len(password) > maxPasswordLen {
+		return User{}, Session{}, ErrBadCredentials // never hashed: no password is this long
+	}
+	release, err := s.hashSlot(ctx)
+	if err != nil {
+		ok = true // not the client's failure: do not count it
+		return User{}, Session{}, err
+	}
+	stored := lb.user.PasswordHash
+	if !lb.found {
 		stored = dummyHash()
 	}
-	ok, herr := checkPassword(stored, password)
-	if err != nil || herr != nil || !ok {
+	match, herr := checkPassword(stored, password)
+	release()
+	if !lb.found || herr != nil || !match {
 		return User{}, Session{}, ErrBadCredentials
 	}
+	ok = true
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return User{}, Session{}, fmt.Errorf("session token: %w", err)
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw[:])
 	exp := s.clock.Now().Add(s.cfg.SessionTTL)
-	rec := sessionRecord{Hash: sha256.Sum256([]byte(token)), UserID: r.user.ID, ExpiresAt: exp.Unix()}
+	rec := sessionRecord{Hash: sha256.Sum256([]byte(token)), UserID: lb.user.ID, ExpiresAt: exp.Unix()}
 	errc := make(chan error, 1)
 	s.root.Send(s.accounts, putSession{rec: rec, reply: errc})
 	if err, werr := await(ctx, errc); err != nil || werr != nil {
 		return User{}, Session{}, fmt.Errorf("login: %w", firstErr(werr, err))
 	}
-	return r.user.user(), Session{Token: token, UserID: r.user.ID, ExpiresAt: time.Unix(rec.ExpiresAt, 0).UTC()}, nil
+	return lb.user.user(), Session{Token: token, UserID: lb.user.ID, ExpiresAt: time.Unix(rec.ExpiresAt, 0).UTC()}, nil
+}
+
+// LogoutAll ends every session of user (after a suspected compromise,
+// from POST /api/auth/logout-all).
+func (s *System) LogoutAll(ctx context.Context, user uuid.UUID) error {
+	reply := make(chan userReply, 1)
+	_, err := s.askUser(ctx, logoutAll{user: user, reply: reply}, reply)
+	return err
 }
 
 // Authenticate resolves a session token to its user. ErrSessionInvalid if

@@ -138,13 +138,24 @@ func (s *Server) login(ctx context.Context, rc *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	u, sess, err := s.users.Login(ctx, email, password)
+	u, sess, err := s.users.LoginFrom(ctx, email, password, rc.RemoteIP().String())
 	if err != nil {
 		return err
 	}
 	maxAge := int(math.Ceil(sess.ExpiresAt.Sub(s.now()).Seconds()))
 	s.setSessionCookie(rc, sess.Token, max(maxAge, 1))
 	writeJSON(rc, fasthttp.StatusOK, map[string]any{"user": newSessionUserView(u)})
+	return nil
+}
+
+// logoutAll: POST /api/auth/logout-all ends every session of the caller,
+// this one included (after a suspected compromise).
+func (s *Server) logoutAll(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	if err := s.users.LogoutAll(ctx, u.ID); err != nil {
+		return err
+	}
+	s.setSessionCookie(rc, "", -1)
+	writeJSON(rc, fasthttp.StatusOK, successBody{Success: true})
 	return nil
 }
 

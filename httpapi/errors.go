@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -133,6 +134,8 @@ var sentinels = []sentinel{
 	{actors.ErrUserNotFound, fasthttp.StatusNotFound, codeNotFound, "user not found"},
 	{actors.ErrEmailTaken, fasthttp.StatusConflict, codeEmailTaken, "email already registered"},
 	{actors.ErrBadCredentials, fasthttp.StatusUnauthorized, codeInvalidCreds, "invalid email or password"},
+	{actors.ErrLoginThrottled, fasthttp.StatusTooManyRequests, codeRateLimited, "too many failed logins: retry later"},
+	{actors.ErrBusy, fasthttp.StatusServiceUnavailable, codeUnavailable, "service busy: retry in a second"},
 	{actors.ErrSessionInvalid, fasthttp.StatusUnauthorized, codeUnauthorized, "session expired or invalid"},
 	{actors.ErrUnavailable, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
 	{context.DeadlineExceeded, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
@@ -206,12 +209,19 @@ func (s *Server) writeError(rc *fasthttp.RequestCtx, err error) {
 	if status == fasthttp.StatusTooManyRequests {
 		retry := int64(1)
 		var rl *rateLimitedError
-		if errors.As(err, &rl) && rl.d.RetryAfter > 0 {
+		var te *actors.ThrottledError
+		switch {
+		case errors.As(err, &rl) && rl.d.RetryAfter > 0:
 			retry = rl.d.RetryAfter
+		case errors.As(err, &te):
+			retry = max(int64(math.Ceil(te.RetryAfter.Seconds())), 1)
 		}
 		rc.Response.Header.Set("Retry-After", strconv.FormatInt(retry, 10))
 		writeJSON(rc, status, rateLimitBody{Error: code, RetryAfter: retry})
 		return
+	}
+	if errors.Is(err, actors.ErrBusy) {
+		rc.Response.Header.Set("Retry-After", "1")
 	}
 	writeJSON(rc, status, errorBody{Error: code, Message: msg})
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBadInputChangesNothing (issue 14): a body that is not valid UTF-8
@@ -55,4 +56,36 @@ func TestProxyDropsHopByHop(t *testing.T) {
 	if got["X-Gatehouse-User-Id"] != p.alice.ID.String() || got["X-Upstream-Token"] != "s3cret" {
 		t.Errorf("identity or credential header missing upstream: %v", got)
 	}
+}
+
+// TestLoginThrottleAndSessionEnd (issue 14): failed logins back off with
+// 429 and Retry-After; a password change ends the user's sessions;
+// logout-all ends every session of the caller.
+func TestLoginThrottleAndSessionEnd(t *testing.T) {
+	w := newWorld(t)
+	login := func(pw string) response {
+		return w.do(t, request{method: "POST", path: "/api/auth/login", body: `{"email":"bob@example.com","password":"` + pw + `"}`})
+	}
+	for range 5 {
+		mustStatus(t, login("wrong password"), 401, codeInvalidCreds)
+	}
+	r := login("password123")
+	mustStatus(t, r, 429, codeRateLimited)
+	if r.headers["Retry-After"] != "1" {
+		t.Errorf("throttled login: Retry-After %q, want 1", r.headers["Retry-After"])
+	}
+	w.sys.clk.Advance(time.Second)
+	mustStatus(t, login("password123"), 200, "")
+
+	// Two sessions of alice; logout-all from one ends both.
+	second := w.login(t, "alice@example.com")
+	mustStatus(t, w.do(t, request{method: "POST", path: "/api/auth/logout-all", cookie: second, headers: []string{"Origin", "http://" + testHost}}), 200, "")
+	for _, ck := range []string{w.aliceCk, second} {
+		mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", cookie: ck}), 401, codeUnauthorized)
+	}
+
+	// An admin resetting carol's password ends carol's session.
+	mustStatus(t, w.do(t, request{method: "PATCH", path: "/api/users/" + w.carol.ID.String(), cookie: w.adminCk,
+		headers: []string{"Origin", "http://" + testHost}, body: `{"password":"a new password"}`}), 200, "")
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", cookie: w.carolCookie}), 401, codeUnauthorized)
 }

@@ -26,6 +26,7 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 
 	s.handle(r, post, "/api/auth/login", s.login)
 	s.handle(r, post, "/api/auth/logout", s.logout)
+	s.handle(r, post, "/api/auth/logout-all", s.session(s.logoutAll))
 	s.handle(r, get, "/api/auth/me", s.session(s.me))
 
 	s.handle(r, post, "/api/users", s.admin(s.createUser))

@@ -56,13 +56,16 @@ type UserService interface {
 	// GetUser errors: ErrUserNotFound.
 	GetUser(ctx context.Context, id uuid.UUID) (actors.User, error)
 	ListUsers(ctx context.Context) ([]actors.User, error)
-	// Login opens a session; ErrBadCredentials for an unknown email or a
-	// wrong password alike.
-	Login(ctx context.Context, email, password string) (actors.User, actors.Session, error)
+	// LoginFrom opens a session for a client at ip: ErrBadCredentials for
+	// an unknown email or a wrong password alike, a *ThrottledError after
+	// too many failures, ErrBusy when password hashing is saturated.
+	LoginFrom(ctx context.Context, email, password, ip string) (actors.User, actors.Session, error)
 	// Authenticate returns the user of a session token; ErrSessionInvalid.
 	Authenticate(ctx context.Context, token string) (actors.User, error)
 	// Logout ends the session; unknown tokens are not an error.
 	Logout(ctx context.Context, token string) error
+	// LogoutAll ends every session of user.
+	LogoutAll(ctx context.Context, user uuid.UUID) error
 }
 
 // The actor system is the production implementation of both interfaces.

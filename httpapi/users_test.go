@@ -92,9 +92,11 @@ func TestListAndPatchUsers(t *testing.T) {
 	if diff := cmp.Diff(want, r.json); diff != "" {
 		t.Errorf("patched user (-want +got):\n%s", diff)
 	}
-	// The license now lets carol create keys.
-	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys", body: `{"name":"now"}`, cookie: w.carolCookie}), 201, "")
-	// And her new password works.
-	mustStatus(t, w.do(t, request{method: "POST", path: "/api/auth/login",
-		body: `{"email":"carol@example.com","password":"newpassword1"}`}), 200, "")
+	// A new license, role or password ended carol's session.
+	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys", body: `{"name":"now"}`, cookie: w.carolCookie}), 401, codeUnauthorized)
+	// Her new password works, and the license now lets her create keys.
+	r = w.do(t, request{method: "POST", path: "/api/auth/login", body: `{"email":"carol@example.com","password":"newpassword1"}`})
+	mustStatus(t, r, 200, "")
+	ck := parseCookie(t, r).Value()
+	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys", body: `{"name":"now"}`, cookie: string(ck)}), 201, "")
 }
