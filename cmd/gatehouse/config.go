@@ -118,6 +118,10 @@ func defaultConfig() fileConfig {
 	return c
 }
 
+// minRemoteToken is the shortest gateway token accepted off loopback: a
+// full-admin credential reachable from the network must not be guessable.
+const minRemoteToken = 32
+
 // loadFile overlays the JSON file at path on c. Unknown keys are refused.
 func loadFile(c *fileConfig, path string) error {
 	b, err := os.ReadFile(path)
@@ -210,6 +214,9 @@ func (c *fileConfig) validateValues() error {
 	}
 	if c.Gateway.Token == "" && !loopback(c.Gateway.Host) {
 		return fmt.Errorf("config: gateway.token must be set unless gateway.host is a loopback address (got %q)", c.Gateway.Host)
+	}
+	if c.Gateway.Token != "" && len(c.Gateway.Token) < minRemoteToken && !loopback(c.Gateway.Host) {
+		return fmt.Errorf("config: gateway.token must be at least %d characters when gateway.host is not a loopback address", minRemoteToken)
 	}
 	for name, s := range c.Services {
 		if name == "" || strings.ContainsAny(name, "/?#% ") {

@@ -18,7 +18,9 @@ func TestGatewayEmptyTokenNeedsLoopback(t *testing.T) {
 		{"localhost", "", true},
 		{"0.0.0.0", "", false},
 		{"192.0.2.1", "", false},
-		{"0.0.0.0", "s3cret", true},
+		{"0.0.0.0", "s3cret", false}, // too short off loopback
+		{"0.0.0.0", strings.Repeat("k", 32), true},
+		{"127.0.0.1", "s3cret", true},
 	}
 	for _, tt := range tests {
 		c := defaultConfig()

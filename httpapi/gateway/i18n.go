@@ -27,6 +27,7 @@ const (
 	msgTooManyConns     msgID = "too_many_conns"
 	msgUserFileOnly     msgID = "user_file_only"
 	msgAborted          msgID = "aborted"
+	msgOpenMode         msgID = "open_mode"
 	msgBadHeader        msgID = "bad_header"
 	msgRateLimited      msgID = "rate_limited"
 	msgRouteNotFound    msgID = "route_not_found"
@@ -73,6 +74,7 @@ var catalogue = map[msgID][3]string{
 	msgTooManyConns:     {"too many open connections for this credential", "quá nhiều kết nối đang mở cho thông tin xác thực này", "此凭据打开的连接过多"},
 	msgUserFileOnly:     {"only USER.md can be updated, and only by its user", "chỉ USER.md được cập nhật, và chỉ bởi chính người dùng đó", "只能更新 USER.md，且只能由其用户本人更新"},
 	msgAborted:          {"the run was aborted", "lượt chạy đã bị hủy", "运行已被中止"},
+	msgOpenMode:         {"without a gateway token only this machine may call the gateway: %s refused", "khi không có gateway token, chỉ máy này mới được gọi gateway: %s bị từ chối", "未设置网关令牌时只有本机可以调用网关：拒绝 %s"},
 	msgBadHeader:        {"header %s is invalid", "header %s không hợp lệ", "请求头 %s 无效"},
 	msgRateLimited:      {"rate limit exceeded, retry later", "vượt quá giới hạn tần suất, vui lòng thử lại sau", "超出速率限制，请稍后重试"},
 	msgRouteNotFound:    {"no such endpoint", "không có endpoint này", "没有此端点"},

@@ -196,6 +196,11 @@ func (s *Server) handler(rt *Route) fasthttp.RequestHandler {
 }
 
 func (s *Server) serve(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route) (any, error) {
+	if s.cfg.Token == "" {
+		if err := openModeGuard(rc, rt); err != nil {
+			return nil, err
+		}
+	}
 	var c Caller
 	if !rt.Public {
 		var err error

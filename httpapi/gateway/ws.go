@@ -158,6 +158,10 @@ var wsUpgrader = websocket.FastHTTPUpgrader{
 // serveWS upgrades GET /ws. The connection outlives the handler.
 func (s *Server) serveWS(rc *fasthttp.RequestCtx) {
 	lang, ip := langOf(rc), rc.RemoteIP().String()
+	if s.cfg.Token == "" && !loopbackHost(string(rc.Host())) {
+		s.writeError(rc, lang, errOpenModeHost) // open mode: this machine only
+		return
+	}
 	err := wsUpgrader.Upgrade(rc, func(ws *websocket.Conn) { s.wsSession(ws, lang, ip) })
 	if err != nil {
 		s.lg.Debug("websocket upgrade refused", "err", err)
