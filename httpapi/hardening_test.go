@@ -89,3 +89,24 @@ func TestLoginThrottleAndSessionEnd(t *testing.T) {
 		headers: []string{"Origin", "http://" + testHost}, body: `{"password":"a new password"}`}), 200, "")
 	mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", cookie: w.carolCookie}), 401, codeUnauthorized)
 }
+
+// TestProxyRefusesSmuggledPaths (issue 14): path parameters after dot
+// segments, double-encoded dots and encoded NULs are 400 INVALID_PATH and
+// reach no upstream; an upstream's Set-Cookie never reaches the client.
+func TestProxyRefusesSmuggledPaths(t *testing.T) {
+	p := newProxyWorld(t)
+	for _, path := range []string{
+		"/api/proxy/echo/v1/a/..;/admin", "/api/proxy/echo/v1/%252e%252e/admin", "/api/proxy/echo/v1/a%00b",
+		"/api/proxy/echo/v1/%252f", "/api/proxy/echo/v1/x/.;/y",
+	} {
+		r := p.do(t, request{method: "GET", path: path, headers: []string{"X-API-Key", p.secret}})
+		mustStatus(t, r, 400, codeInvalidPath)
+	}
+	r := p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/a;b=1/ok", headers: []string{"X-API-Key", p.secret}})
+	if r.status != 202 {
+		t.Errorf("a path parameter on a plain segment = %d, want it proxied", r.status)
+	}
+	if len(r.cookies) != 0 {
+		t.Errorf("the upstream's Set-Cookie reached the client: %v", r.cookies)
+	}
+}

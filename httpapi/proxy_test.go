@@ -79,6 +79,7 @@ func (u *stubUpstream) handle(rc *fasthttp.RequestCtx) {
 	rc.Response.Header.Set("X-Upstream", "yes")
 	rc.Response.Header.Set("Keep-Alive", "timeout=5")
 	rc.Response.Header.Set("X-RateLimit-Limit", "upstream-value")
+	rc.Response.Header.Set("Set-Cookie", "upstream_session=1; Path=/")
 	rc.SetStatusCode(fasthttp.StatusAccepted)
 	rc.SetBodyString("from upstream: " + seen.Method)
 }

@@ -108,6 +108,9 @@ func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
 	for _, name := range hopByHopResp {
 		h.Del(name)
 	}
+	// An upstream's cookies would be set on gatehouse's own origin, next
+	// to its session cookie: never passed through.
+	h.DelAllCookies()
 }
 
 // relayBody hands the upstream's body (a stream, see newUpstream) to rc

@@ -21,10 +21,36 @@ func parseProxyPath(path []byte) (service, suffix []byte, ok bool) {
 		return nil, nil, false
 	}
 	service, suffix = rest[:i], rest[i:]
-	if !bytes.HasPrefix(suffix, v1Segment) || hasDotSegment(suffix) {
+	if !bytes.HasPrefix(suffix, v1Segment) || hasDotSegment(suffix) || hasSmuggling(suffix) {
 		return nil, nil, false
 	}
 	return service, suffix, true
+}
+
+// hasSmuggling reports what upstream servers may decode into something
+// else: an encoded NUL or control byte, and a double-encoded dot, slash,
+// backslash or NUL ("%252e" decodes to "%2e", then to ".").
+func hasSmuggling(p []byte) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c < 0x20 || c == 0x7f {
+			return true
+		}
+		if c != '%' || i+2 >= len(p) {
+			continue
+		}
+		h := [2]byte{p[i+1] | 0x20, p[i+2] | 0x20} // lower case
+		switch {
+		case h[0] == '0' || h[0] == '1' || h == [2]byte{'7', 'f'}: // %00..%1f, %7f
+			return true
+		case h == [2]byte{'2', '5'} && i+4 < len(p):
+			d := [2]byte{p[i+3] | 0x20, p[i+4] | 0x20}
+			if d == [2]byte{'2', 'e'} || d == [2]byte{'2', 'f'} || d == [2]byte{'5', 'c'} || d[0] == '0' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasDotSegment reports whether p has a segment that is "." or "..",
@@ -57,7 +83,7 @@ func hasDotSegment(p []byte) bool {
 // one byte or a three-byte percent escape.
 func classifyPathByte(p []byte) (sep, dot bool, width int) {
 	switch p[0] {
-	case '/', '\\':
+	case '/', '\\', ';': // ';' starts a path parameter: "..;x" is ".." to some servers
 		return true, false, 1
 	case '.':
 		return false, true, 1
