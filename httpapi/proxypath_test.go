@@ -60,13 +60,13 @@ func FuzzParseProxyPath(f *testing.F) {
 			if got := "/api/proxy/" + string(svc) + string(suffix); got != path {
 				t.Fatalf("parseProxyPath(%q) parts rebuild %q", path, got)
 			}
-			if len(svc) == 0 || bytes.IndexByte(svc, '/') >= 0 || !bytes.HasPrefix(suffix, v1Segment) || hasDotSegment(suffix) {
+			if len(svc) == 0 || bytes.IndexByte(svc, '/') >= 0 || !bytes.HasPrefix(suffix, v1Segment) || hasDotSegment(suffix) || hasSmuggling(suffix) {
 				t.Fatalf("parseProxyPath(%q) = %q, %q: bad parts", path, svc, suffix)
 			}
 		}
-		// Round trip: a valid service and a rest without dot segments
-		// come back exactly.
-		if !validServiceName(service) || hasDotSegment([]byte("/"+rest)) {
+		// Round trip: a valid service and a rest without dot segments or
+		// smuggled bytes come back exactly.
+		if !validServiceName(service) || hasDotSegment([]byte("/"+rest)) || hasSmuggling([]byte("/"+rest)) {
 			return
 		}
 		p := "/api/proxy/" + service + "/v1/" + rest
