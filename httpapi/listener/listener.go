@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -164,9 +165,25 @@ func NewRouter() *router.Router {
 }
 
 // fastLogger sends fasthttp's own messages (mostly broken client
-// connections) to slog at debug level.
+// connections) to slog at debug level. fasthttp may quote the raw request
+// in them, so credentials are redacted first (Redact).
 type fastLogger struct{ lg *slog.Logger }
 
 func (f fastLogger) Printf(format string, args ...any) {
-	f.lg.Debug(fmt.Sprintf(format, args...))
+	f.lg.Debug(Redact(fmt.Sprintf(format, args...)))
+}
+
+var (
+	// secretHeader matches a credential-carrying header line in a raw
+	// request or response dump, up to the end of the line.
+	secretHeader = regexp.MustCompile(`(?i)\b(x-api-key|authorization|proxy-authorization|cookie|set-cookie)(\s*:\s*)[^\r\n]*`)
+	// secretToken matches API keys of both kinds and bearer tokens.
+	secretToken = regexp.MustCompile(`(?i)\b(svc_live_|gateway_)[A-Za-z0-9]+|\bbearer\s+[A-Za-z0-9._~+/=-]+`)
+)
+
+// Redact removes credentials from a log line: the values of credential
+// headers, API keys (svc_live_…, gateway_…) and bearer tokens.
+func Redact(s string) string {
+	s = secretHeader.ReplaceAllString(s, "$1$2[redacted]")
+	return secretToken.ReplaceAllString(s, "[redacted]")
 }

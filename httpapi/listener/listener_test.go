@@ -202,3 +202,18 @@ func TestListener(t *testing.T) {
 		t.Errorf("Metrics() = %d %v %.200s", status, header, body)
 	}
 }
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"GET / HTTP/1.1\r\nX-API-Key: svc_live_abcdefghijklmnopqrstuvwxyz012345\r\nHost: x\r\n", "GET / HTTP/1.1\r\nX-API-Key: [redacted]\r\nHost: x\r\n"},
+		{"authorization:Bearer gateway_0123456789abcdef0123456789abcdef", "authorization:[redacted]"},
+		{"Cookie: gh_session=secret; theme=dark\nnext", "Cookie: [redacted]\nnext"},
+		{"error near svc_live_AAAA and Bearer tok.en-123", "error near [redacted] and [redacted]"},
+		{"nothing to hide", "nothing to hide"},
+	}
+	for _, tt := range tests {
+		if got := Redact(tt.in); got != tt.want {
+			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
