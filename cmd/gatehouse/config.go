@@ -36,8 +36,16 @@ func dur(v time.Duration) duration { return duration{d: v} }
 
 // fileConfig is the JSON config file; every key is documented in README.md.
 type fileConfig struct {
-	DataDir string `json:"data_dir"`
-	Log     struct {
+	// MasterKeyFile is where the AES-256 master key is read from (64 hex
+	// characters); empty: <data_dir>/master.key, generated on first start.
+	// Production keeps it outside the data dir, so that a copy of the data
+	// dir does not open the key ciphertexts.
+	MasterKeyFile string `json:"master_key_file"`
+	// masterKey is GATEHOUSE_MASTER_KEY (64 hex characters): it wins over
+	// any file. Environment only, never logged.
+	masterKey string
+	DataDir   string `json:"data_dir"`
+	Log       struct {
 		Format string `json:"format"`
 		Level  string `json:"level"`
 	} `json:"log"`

@@ -37,6 +37,7 @@ var settings = []setting{
 	{"gateway-host", "agent gateway listen address", strSetter(func(c *fileConfig) *string { return &c.Gateway.Host })},
 	{"gateway-port", "agent gateway port (0: any free port)", intSetter("gateway-port", func(c *fileConfig) *int { return &c.Gateway.Port })},
 	{"gateway-token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
+	{"master-key-file", "file holding the 64-hex-character master key (default <data-dir>/master.key)", strSetter(func(c *fileConfig) *string { return &c.MasterKeyFile })},
 	{"log-format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},
 	{"log-level", "debug, info, warn or error", strSetter(func(c *fileConfig) *string { return &c.Log.Level })},
 }
@@ -86,5 +87,6 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (fi
 			}
 		}
 	}
+	cfg.masterKey = getenv("GATEHOUSE_MASTER_KEY")
 	return cfg, cfg.validate()
 }

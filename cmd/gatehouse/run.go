@@ -120,7 +120,7 @@ func shutdown(n *node, lg *slog.Logger, api *httpapi.Server, gw *gwapi.Server, c
 }
 
 func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node, error) {
-	key, err := masterKey(filepath.Join(cfg.DataDir, "master.key"), lg)
+	key, err := loadMasterKey(cfg, lg)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +184,27 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Regist
 		return nil, nil, fmt.Errorf("gateway api: %w", err)
 	}
 	return api, gw, nil
+}
+
+// loadMasterKey takes the master key from GATEHOUSE_MASTER_KEY, else from
+// master_key_file (which must exist), else from <data_dir>/master.key
+// (generated on first start: the make-run default).
+func loadMasterKey(cfg fileConfig, lg *slog.Logger) ([]byte, error) {
+	switch {
+	case cfg.masterKey != "":
+		key, err := hex.DecodeString(strings.TrimSpace(cfg.masterKey))
+		if err != nil || len(key) != 32 {
+			return nil, errors.New("master key: GATEHOUSE_MASTER_KEY must be 64 hex characters")
+		}
+		lg.Info("master key from the environment")
+		return key, nil
+	case cfg.MasterKeyFile != "":
+		if _, err := os.Stat(cfg.MasterKeyFile); err != nil {
+			return nil, fmt.Errorf("master key: master_key_file: %w", err)
+		}
+		return masterKey(cfg.MasterKeyFile, lg)
+	}
+	return masterKey(filepath.Join(cfg.DataDir, "master.key"), lg)
 }
 
 // masterKey loads the AES-256 master key (64 hex characters) or creates it
