@@ -168,3 +168,16 @@ func FillHashSlots(s *System) (release func()) {
 		}
 	}
 }
+
+// SealedOfCreated returns the sealed secret a key-created record carries.
+func SealedOfCreated(r wal.Record) ([]byte, bool) {
+	ev, ok, err := decodeKeyEvent(r)
+	if !ok || err != nil {
+		return nil, false
+	}
+	c, ok := ev.(keyCreated)
+	if !ok {
+		return nil, false
+	}
+	return c.rec.sealed[:], true
+}

@@ -1,13 +1,17 @@
 package actors_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
+	"gatehouse/wal"
 )
 
 // TestLoginHardening: hashing is bounded (ErrBusy when every slot is
@@ -68,5 +72,61 @@ func TestLoginHardening(t *testing.T) {
 	sys = n.Restart()
 	if _, err := sys.Authenticate(ctx, sess.Token); !errors.Is(err, actors.ErrSessionInvalid) {
 		t.Errorf("session after a password change and a restart = %v", err)
+	}
+}
+
+// TestRevokeDestroysCiphertext (issue 14): once a key is revoked and a
+// snapshot taken, its AES-GCM ciphertext is in no WAL record and no
+// snapshot file.
+func TestRevokeDestroysCiphertext(t *testing.T) {
+	n := actorstest.New(t)
+	sys := n.Start()
+	ctx := actorstest.Ctx(t)
+	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "a@example.com", Password: "correct horse", LicenseActive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sealed []byte
+	if err := n.Log.Replay(0, func(_ uint64, r wal.Record) error {
+		if s, ok := actors.SealedOfCreated(r); ok {
+			sealed = bytes.Clone(s)
+		}
+		return nil
+	}); err != nil || len(sealed) == 0 {
+		t.Fatalf("no key-created record: %v", err)
+	}
+	if err := sys.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	// The WAL's records (its file may keep freed pages until bbolt reuses
+	// them: documented) and every snapshot file.
+	if err := n.Log.Replay(0, func(seq uint64, r wal.Record) error {
+		if bytes.Contains(r.Data, sealed) {
+			t.Errorf("WAL record %d still holds the revoked key's ciphertext", seq)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	err = filepath.WalkDir(filepath.Join(n.Dir, "snap"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, sealed) {
+			t.Errorf("%s still holds the revoked key's ciphertext", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -276,7 +276,10 @@ func applyKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, err
 		r.hash, r.sealed, r.preview = e.hash, e.sealed, e.preview
 		r.rotatedAt, r.graceEnds = e.at, e.graceEnds
 	case keyRevoked:
-		r.revoked = true
+		// A revoked key never needs its secret again: the ciphertext goes,
+		// so that a copy of the data dir with the master key opens nothing
+		// for it (its WAL records go at the next snapshot).
+		r.revoked, r.sealed = true, sealedKey{}
 	case keyUpdated:
 		r.name, r.rateLimit, r.expiresAt = e.name, e.rateLimit, e.expiresAt
 	case keyUsed:
