@@ -111,13 +111,15 @@ func TestRevokeDestroysCiphertext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Log.Replay(max(first, 1)-1, func(seq uint64, r wal.Record) error {
-		if bytes.Contains(r.Data, sealed) {
-			t.Errorf("WAL record %d still holds the revoked key's ciphertext", seq)
+	if first > 0 { // 0: the snapshot left the WAL empty
+		if err := n.Log.Replay(first-1, func(seq uint64, r wal.Record) error {
+			if bytes.Contains(r.Data, sealed) {
+				t.Errorf("WAL record %d still holds the revoked key's ciphertext", seq)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	n.Stop()
 	err = filepath.WalkDir(filepath.Join(n.Dir, "snap"), func(p string, d os.DirEntry, err error) error {
