@@ -65,7 +65,21 @@ type accounts struct {
 	deps *keyDeps
 	*accountsState
 	failures map[string]*failState // failed logins per "email:" and "ip:" (see login.go)
+	// keys counts each owner's keys, for the plan's key limit: derived
+	// from the keys at start, kept by reserveKey (before a create) and
+	// releaseKey (a failed create, a delete).
+	keys map[uuid.UUID]int
 }
+
+// reserveKey takes one of owner's key slots if fewer than max are used.
+type reserveKey struct {
+	owner uuid.UUID
+	max   int
+	reply chan bool
+}
+
+// releaseKey gives one back.
+type releaseKey struct{ owner uuid.UUID }
 
 type userReply struct {
 	user  userRecord
@@ -118,8 +132,8 @@ type captureAccounts struct{ reply chan accountsImage }
 
 type accountsImage struct{ users, sessions []byte }
 
-func newAccounts(deps *keyDeps, im *image) *accounts {
-	return &accounts{deps: deps, accountsState: im.acc}
+func newAccounts(deps *keyDeps, im *image, keys map[uuid.UUID]int) *accounts {
+	return &accounts{deps: deps, accountsState: im.acc, keys: keys}
 }
 
 // Receive is the actor's mailbox entry point: one method per message.
@@ -150,6 +164,16 @@ func (a *accounts) Receive(ctx actor.Context) {
 		a.loginEnd(m)
 	case logoutAll:
 		m.reply <- a.logoutAll(m)
+	case reserveKey:
+		ok := a.keys[m.owner] < m.max
+		if ok {
+			a.keys[m.owner]++
+		}
+		m.reply <- ok
+	case releaseKey:
+		if a.keys[m.owner]--; a.keys[m.owner] <= 0 {
+			delete(a.keys, m.owner)
+		}
 	}
 }
 

@@ -23,6 +23,8 @@ type Config struct {
 	SessionTTL time.Duration
 	// Plans maps a plan to its default requests per hour.
 	Plans map[Plan]int64
+	// MaxKeys maps a plan to how many keys a user on it may hold.
+	MaxKeys map[Plan]int
 	// SnapshotEvery takes a snapshot after this many WAL records (0 disables the count trigger).
 	SnapshotEvery uint64
 	// SnapshotInterval takes a snapshot at least this often when anything changed (0 disables).
@@ -41,6 +43,7 @@ func DefaultConfig() Config {
 		GracePeriod:      24 * time.Hour,
 		SessionTTL:       7 * 24 * time.Hour,
 		Plans:            map[Plan]int64{PlanStandard: 1000, PlanPremium: 10000},
+		MaxKeys:          map[Plan]int{PlanStandard: 100, PlanPremium: 1000},
 		SnapshotEvery:    200_000,
 		SnapshotInterval: 10 * time.Minute,
 		AuthTimeout:      time.Second,
@@ -68,6 +71,9 @@ func (c Config) Validate() error {
 		return errors.New("actors: auth_timeout must be > 0")
 	}
 	for _, p := range []Plan{PlanStandard, PlanPremium} {
+		if n, ok := c.MaxKeys[p]; !ok || n < 1 || n > 1_000_000 {
+			return fmt.Errorf("actors: keys.max_per_user.%s must be in 1..1000000", p)
+		}
 		if n, ok := c.Plans[p]; !ok || n < 1 || n > maxRateLimit {
 			return fmt.Errorf("actors: plans.%s must be in 1..%d", p, maxRateLimit)
 		}

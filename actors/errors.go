@@ -19,6 +19,8 @@ var (
 	ErrKeyNotFound = errors.New("actors: key not found")
 	// ErrKeyInactive: the operation needs an active key (rotate of a revoked key).
 	ErrKeyInactive = errors.New("actors: key is inactive")
+	// ErrKeyLimit: the owner holds as many keys as their plan allows.
+	ErrKeyLimit = errors.New("actors: key limit of the plan reached")
 	// ErrLicenseRequired: the owner has no active license (LICENSE_REQUIRED).
 	ErrLicenseRequired = errors.New("actors: active license required")
 

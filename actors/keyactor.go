@@ -236,6 +236,7 @@ func (a *keyActor) update(p KeyPatch) keyReply {
 }
 
 func (a *keyActor) delete(ctx actor.Context) keyReply {
+	info := a.state.info()
 	r := a.logAndApply(keyDeleted{id: a.state.rec.id})
 	if r.err != nil {
 		return r
@@ -245,7 +246,7 @@ func (a *keyActor) delete(ctx actor.Context) keyReply {
 	a.pending, a.inflight = nil, nil
 	a.release()
 	ctx.Send(ctx.Parent(), keyGone{id: r.fx.id})
-	return keyReply{fx: r.fx}
+	return keyReply{info: info, fx: r.fx}
 }
 
 // logAndApply makes ev durable, then applies it through applyKey; the

@@ -73,6 +73,24 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if !k.Owner.LicenseActive {
 		return KeyInfo{}, "", ErrLicenseRequired
 	}
+	maxKeys, ok := s.cfg.MaxKeys[k.Owner.Plan]
+	if !ok {
+		maxKeys = s.cfg.MaxKeys[PlanStandard]
+	}
+	reserved := make(chan bool, 1)
+	got, err := await(ctx, s.ask(reserveKey{owner: k.Owner.ID, max: maxKeys, reply: reserved}, reserved))
+	if err != nil {
+		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
+	}
+	if !got {
+		return KeyInfo{}, "", fmt.Errorf("%d keys on the %s plan: %w", maxKeys, k.Owner.Plan, ErrKeyLimit)
+	}
+	created := false
+	defer func() {
+		if !created {
+			s.root.Send(s.accounts, releaseKey{owner: k.Owner.ID})
+		}
+	}()
 	limit, ok := s.cfg.Plans[k.Owner.Plan]
 	if !ok {
 		limit = s.cfg.Plans[PlanStandard]
@@ -114,6 +132,7 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if err != nil {
 		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
 	}
+	created = true                               // logged and applied: the slot is the key's now
 	if err := s.publish(ctx, r.fx); err != nil { // the secret must resolve before the caller holds it
 		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
 	}
@@ -143,6 +162,12 @@ func idOnShard(home, n int) (uuid.UUID, error) {
 		}
 	}
 	return id, nil
+}
+
+// ask sends msg to the accounts actor and returns reply, for await.
+func (s *System) ask(msg any, reply chan bool) chan bool {
+	s.root.Send(s.accounts, msg)
+	return reply
 }
 
 // publish delivers directory effects to the directory shards that own
@@ -261,6 +286,7 @@ func (s *System) DeleteKey(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
+	s.root.Send(s.accounts, releaseKey{owner: r.info.Owner})
 	return s.publish(ctx, r.fx)
 }
 

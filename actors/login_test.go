@@ -136,3 +136,38 @@ func TestRevokeDestroysCiphertext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeyLimit (issue 14): a user holds at most their plan's number of
+// keys; deleting one frees a slot; the count is exact after a restart.
+func TestKeyLimit(t *testing.T) {
+	n := actorstest.New(t, actorstest.WithConfig(func(c *actors.Config) {
+		c.MaxKeys = map[actors.Plan]int{actors.PlanStandard: 2, actors.PlanPremium: 3}
+	}))
+	sys := n.Start()
+	ctx := actorstest.Ctx(t)
+	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "a@example.com", Password: "correct horse", LicenseActive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []actors.KeyInfo
+	for i := range 2 {
+		k, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: fmt.Sprint("k", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, k)
+	}
+	if _, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "third"}); !errors.Is(err, actors.ErrKeyLimit) {
+		t.Fatalf("third key = %v, want ErrKeyLimit", err)
+	}
+	if err := sys.DeleteKey(ctx, ids[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "again"}); err != nil {
+		t.Fatalf("after a delete = %v", err)
+	}
+	sys = n.Restart()
+	if _, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "after restart"}); !errors.Is(err, actors.ErrKeyLimit) {
+		t.Errorf("after restart = %v, want ErrKeyLimit (2 keys held)", err)
+	}
+}

@@ -29,6 +29,7 @@ const (
 	codeLicenseRequired  = "LICENSE_REQUIRED"
 	codeRateLimited      = "RATE_LIMIT_EXCEEDED"
 	codeInvalidPath      = "INVALID_PATH"
+	codeKeyLimit         = "KEY_LIMIT_REACHED"
 	codeUnknownService   = "UNKNOWN_SERVICE"
 	codeKeyNotFound      = "KEY_NOT_FOUND"
 	codeKeyInactive      = "KEY_INACTIVE"
@@ -131,6 +132,7 @@ var sentinels = []sentinel{
 	{actors.ErrKeyNotFound, fasthttp.StatusNotFound, codeKeyNotFound, "API key not found"},
 	{actors.ErrKeyInactive, fasthttp.StatusBadRequest, codeKeyInactive, "API key is inactive"},
 	{actors.ErrLicenseRequired, fasthttp.StatusForbidden, codeLicenseRequired, "an active license is required"},
+	{actors.ErrKeyLimit, fasthttp.StatusForbidden, codeKeyLimit, "your plan's key limit is reached: delete a key first"},
 	{actors.ErrUserNotFound, fasthttp.StatusNotFound, codeNotFound, "user not found"},
 	{actors.ErrEmailTaken, fasthttp.StatusConflict, codeEmailTaken, "email already registered"},
 	{actors.ErrBadCredentials, fasthttp.StatusUnauthorized, codeInvalidCreds, "invalid email or password"},

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,19 @@ func TestProxyRefusesSmuggledPaths(t *testing.T) {
 	}
 	if len(r.cookies) != 0 {
 		t.Errorf("the upstream's Set-Cookie reached the client: %v", r.cookies)
+	}
+}
+
+// TestKeyLimitOverHTTP (issue 14): the plan's key limit (100 on standard)
+// answers 403 KEY_LIMIT_REACHED and creates nothing.
+func TestKeyLimitOverHTTP(t *testing.T) {
+	w := newWorld(t)
+	for i := range 100 {
+		r := w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: fmt.Sprintf(`{"name":"k%d"}`, i)})
+		mustStatus(t, r, 201, "")
+	}
+	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: `{"name":"one too many"}`}), 403, codeKeyLimit)
+	if n := len(w.do(t, request{method: "GET", path: "/api/keys", cookie: w.aliceCk}).json["keys"].([]any)); n != 100 {
+		t.Errorf("alice holds %d keys, want 100", n)
 	}
 }

@@ -71,6 +71,11 @@ type fileConfig struct {
 	} `json:"gateway"`
 	Keys struct {
 		RotationGracePeriod duration `json:"rotation_grace_period"`
+		// MaxPerUser is how many keys a user may hold, by plan.
+		MaxPerUser struct {
+			Standard int `json:"standard"`
+			Premium  int `json:"premium"`
+		} `json:"max_per_user"`
 	} `json:"keys"`
 	Plans struct {
 		Standard int64 `json:"standard"`
@@ -116,6 +121,7 @@ func defaultConfig() fileConfig {
 	gwd := gateway.DefaultConfig()
 	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
 	c.Keys.RotationGracePeriod = dur(24 * time.Hour)
+	c.Keys.MaxPerUser.Standard, c.Keys.MaxPerUser.Premium = 100, 1000
 	c.Plans.Standard, c.Plans.Premium = 1000, 10000
 	c.Services = map[string]serviceConfig{}
 	c.Usage.FlushInterval = dur(time.Second)
@@ -210,6 +216,8 @@ func (c *fileConfig) validateValues() error {
 		{c.Gateway.MaxTraces < 1, "gateway.max_traces", ">= 1"},
 		{c.Gateway.UsageDays < 1, "gateway.usage_days", ">= 1"},
 		{c.Plans.Standard < 1 || c.Plans.Standard > 1e9, "plans.standard", "in 1..1000000000"},
+		{c.Keys.MaxPerUser.Standard < 1 || c.Keys.MaxPerUser.Standard > 1e6, "keys.max_per_user.standard", "in 1..1000000"},
+		{c.Keys.MaxPerUser.Premium < 1 || c.Keys.MaxPerUser.Premium > 1e6, "keys.max_per_user.premium", "in 1..1000000"},
 		{c.Plans.Premium < 1 || c.Plans.Premium > 1e9, "plans.premium", "in 1..1000000000"},
 		{c.Snapshot.Retain < 1, "snapshot.retain", ">= 1"},
 		{c.WAL.MaxBatch < 1, "wal.max_batch", "> 0"},

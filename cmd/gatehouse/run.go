@@ -146,6 +146,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	acfg.GracePeriod = cfg.Keys.RotationGracePeriod.d
 	acfg.SessionTTL = cfg.Server.SessionTTL.d
 	acfg.Plans = map[actors.Plan]int64{actors.PlanStandard: cfg.Plans.Standard, actors.PlanPremium: cfg.Plans.Premium}
+	acfg.MaxKeys = map[actors.Plan]int{actors.PlanStandard: cfg.Keys.MaxPerUser.Standard, actors.PlanPremium: cfg.Keys.MaxPerUser.Premium}
 	acfg.SnapshotEvery, acfg.SnapshotInterval = cfg.Snapshot.EveryRecords, cfg.Snapshot.Interval.d
 	gwcfg := gateway.DefaultConfig()
 	gwcfg.RateLimitRPM, gwcfg.RateLimitBurst = cfg.Gateway.RateLimitRPM, cfg.Gateway.RateLimitBurst
