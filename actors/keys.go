@@ -78,7 +78,7 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 		maxKeys = s.cfg.MaxKeys[PlanStandard]
 	}
 	reserved := make(chan bool, 1)
-	got, err := await(ctx, s.ask(reserveKey{owner: k.Owner.ID, max: maxKeys, reply: reserved}, reserved))
+	got, _, err := Ask(ctx, s.root, s.accounts, reserveKey{owner: k.Owner.ID, max: maxKeys, reply: reserved}, reserved, nil)
 	if err != nil {
 		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
 	}
@@ -162,12 +162,6 @@ func idOnShard(home, n int) (uuid.UUID, error) {
 		}
 	}
 	return id, nil
-}
-
-// ask sends msg to the accounts actor and returns reply, for await.
-func (s *System) ask(msg any, reply chan bool) chan bool {
-	s.root.Send(s.accounts, msg)
-	return reply
 }
 
 // publish delivers directory effects to the directory shards that own

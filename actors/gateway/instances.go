@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -189,10 +190,11 @@ func (g *Gateway) Instances(ctx context.Context, caller, ref string) ([]Instance
 
 func (rs *runState) instancesOf(agent uuid.UUID) []Instance {
 	out := []Instance{}
-	for _, in := range rs.image().instances {
-		if in.AgentID == agent {
-			out = append(out, Instance(in))
+	for k, in := range rs.instances {
+		if k.agent == agent {
+			out = append(out, Instance(*in))
 		}
 	}
+	slices.SortFunc(out, func(x, y Instance) int { return strings.Compare(x.UserID, y.UserID) })
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 )
 
@@ -295,7 +294,6 @@ func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, err
 	}
 	msgs := []runtime.Message{{Role: "user", Content: req.Message}}
 	runCtx := runContext(ctx)
-	var end func(runtime.Result, error)
 	if req.SessionKey != "" {
 		tctx, cancel := context.WithCancel(runCtx)
 		defer cancel()
@@ -303,30 +301,15 @@ func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, err
 		if err != nil {
 			return wakeResp{}, resource(err, errAgentNotFound, nil)
 		}
-		hist := make([]runtime.Message, 0, len(turn.Session.Messages)+1)
-		for _, m := range turn.Session.Messages {
-			hist = append(hist, runtime.Message{Role: m.Role, Content: m.Content})
-		}
-		msgs, runCtx = append(hist, msgs...), tctx
-		end = func(res runtime.Result, err error) {
-			ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
-			defer ecancel()
-			if _, eerr := s.d.Sessions.EndTurn(ectx, req.SessionKey, gateway.TurnResult{User: req.Message, Assistant: res.Content,
-				PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Failed: err != nil}); eerr != nil {
-				s.lg.Error("session turn not recorded", "session", req.SessionKey, "err", eerr)
-			}
-		}
+		msgs, runCtx = turnMessages(turn, req.Message), tctx
 	}
 	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{Agent: a.ID.String(), User: c.UserID, Endpoint: "agents.wake", Messages: msgs})
-	if err != nil {
-		if end != nil {
-			end(runtime.Result{}, err)
-		}
-		return wakeResp{}, err
+	var res runtime.Result
+	if err == nil {
+		res, err = s.d.Runner.Execute(runCtx, rn, nil)
 	}
-	res, err := s.d.Runner.Execute(runCtx, rn, nil)
-	if end != nil {
-		end(res, err)
+	if req.SessionKey != "" {
+		s.endTurn(ctx, req.SessionKey, req.Message, res, err)
 	}
 	if err != nil {
 		return wakeResp{}, err

@@ -113,11 +113,8 @@ var wsSessionMethods = map[string]gateway.Scope{
 // sessionChecks are every session method's checks: the rate limit, the
 // scope, a user (or a trusted backend acting for nobody).
 func (w *wsConn) sessionChecks(ctx context.Context, need gateway.Scope) error {
-	if err := w.s.limit(ctx, w.c); err != nil {
+	if err := w.s.admit(ctx, &Route{Scope: need}, w.c); err != nil { // the table routes' checks
 		return err
-	}
-	if !w.c.Grants(need) {
-		return errScope(need)
 	}
 	if w.c.UserID == "" && !sessionAdmin(w.c) {
 		return errUserRequired
@@ -215,21 +212,10 @@ func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait fu
 		w.respond(id, nil, resource(err, errAgentNotFound, nil))
 		return
 	}
-	msgs := make([]runtime.Message, 0, len(turn.Session.Messages)+1)
-	for _, m := range turn.Session.Messages {
-		msgs = append(msgs, runtime.Message{Role: m.Role, Content: m.Content})
-	}
-	msgs = append(msgs, runtime.Message{Role: "user", Content: in.Message})
-	end := func(res gateway.TurnResult) {
-		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
-		defer ecancel()
-		if _, err := s.d.Sessions.EndTurn(ectx, in.SessionKey, res); err != nil && !errors.Is(err, gateway.ErrNotFound) {
-			s.lg.Error("session turn not recorded", "session", in.SessionKey, "err", err)
-		}
-	}
+	msgs := turnMessages(turn, in.Message)
 	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{Agent: turn.AgentID.String(), User: c.UserID, Endpoint: "chat.send", Messages: msgs})
 	if err != nil {
-		end(gateway.TurnResult{User: in.Message, Failed: true})
+		s.endTurn(ctx, in.SessionKey, in.Message, runtime.Result{}, err)
 		w.respond(id, nil, err)
 		return
 	}
@@ -251,8 +237,7 @@ func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait fu
 	}
 	start := time.Now()
 	res, err := s.d.Runner.Execute(ctx, rn, onDelta)
-	end(gateway.TurnResult{User: in.Message, Assistant: res.Content, PromptTokens: res.PromptTokens,
-		CompletionTokens: res.CompletionTokens, Failed: err != nil})
+	s.endTurn(ctx, in.SessionKey, in.Message, res, err)
 	if err != nil {
 		if ctx.Err() != nil && w.ctx.Err() == nil {
 			err = errAborted
@@ -266,4 +251,27 @@ func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait fu
 	_ = w.event(id, "agent", with("kind", "run.completed", "duration_ms", time.Since(start).Milliseconds()))
 	w.respond(id, map[string]any{"run_id": rn.ID, "sessionKey": in.SessionKey, "content": res.Content,
 		"usage": usageOf(res)}, nil)
+}
+
+// turnMessages is what a session turn sends the provider: the session's
+// history, then the new message.
+func turnMessages(turn gateway.Turn, message string) []runtime.Message {
+	msgs := make([]runtime.Message, 0, len(turn.Session.Messages)+1)
+	for _, m := range turn.Session.Messages {
+		msgs = append(msgs, runtime.Message{Role: m.Role, Content: m.Content})
+	}
+	return append(msgs, runtime.Message{Role: "user", Content: message})
+}
+
+// endTurn records a turn's outcome (the question, and the answer unless
+// runErr), durable, even when ctx has ended; a session deleted meanwhile
+// is not an error.
+func (s *Server) endTurn(ctx context.Context, key, message string, res runtime.Result, runErr error) {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
+	defer cancel()
+	_, err := s.d.Sessions.EndTurn(ectx, key, gateway.TurnResult{User: message, Assistant: res.Content,
+		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Failed: runErr != nil})
+	if err != nil && !errors.Is(err, gateway.ErrNotFound) {
+		s.lg.Error("session turn not recorded", "session", key, "err", err)
+	}
 }

@@ -81,9 +81,8 @@ func TestCrashHelperProcess(t *testing.T) {
 	}
 }
 
-// crashBeforeRecord puts content 1 and appends a record naming it, then
-// puts content 2 and kills itself before appending that one's record.
-func crashBeforeRecord(dir string) {
+// crashOpen opens the child's WAL (fsync on) and store, or exits.
+func crashOpen(dir string) (*wal.Log, *Store) {
 	walPath, blobDir := crashPaths(dir)
 	cfg := wal.DefaultConfig()
 	cfg.Path = walPath
@@ -95,6 +94,13 @@ func crashBeforeRecord(dir string) {
 	if err != nil {
 		crashExit("open store", err)
 	}
+	return l, s
+}
+
+// crashBeforeRecord puts content 1 and appends a record naming it, then
+// puts content 2 and kills itself before appending that one's record.
+func crashBeforeRecord(dir string) {
+	l, s := crashOpen(dir)
 	ref, _, err := s.Put(bytes.NewReader(crashBlob(1)), crashLimit)
 	if err != nil {
 		crashExit("put", err)
@@ -117,17 +123,7 @@ func crashBeforeRecord(dir string) {
 // snapshots (Cut, capture the applied refs, Collect) every few
 // milliseconds.
 func crashLoop(dir string) {
-	walPath, blobDir := crashPaths(dir)
-	cfg := wal.DefaultConfig()
-	cfg.Path = walPath
-	l, err := wal.Open(cfg, nil, nil)
-	if err != nil {
-		crashExit("open wal", err)
-	}
-	s, err := New(Config{Dir: blobDir}, nil, nil)
-	if err != nil {
-		crashExit("open store", err)
-	}
+	l, s := crashOpen(dir)
 	var (
 		mu    sync.Mutex
 		named = map[Ref]bool{} // the applied state
