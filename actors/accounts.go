@@ -65,18 +65,31 @@ type accounts struct {
 	deps *keyDeps
 	*accountsState
 	failures map[string]*failState // failed logins per "email:" and "ip:" (see login.go)
-	// keys counts each owner's keys, for the plan's key limit: derived
-	// from the keys at start, kept by reserveKey (before a create) and
-	// releaseKey (a failed create, a delete).
+	// keys counts the keys of each owner that created one since start, for
+	// the plan's key limit: counted from the shards on the owner's first
+	// reservation (nothing at start-up), then kept by reserveKey (before a
+	// create) and releaseKey (a failed create, a delete).
 	keys map[uuid.UUID]int
 }
 
 // reserveKey takes one of owner's key slots if fewer than max are used.
+// counted is the owner's key count as the caller found it, or -1; the
+// reply is reserveCount when the actor needs it, else whether a slot was
+// taken.
 type reserveKey struct {
-	owner uuid.UUID
-	max   int
-	reply chan bool
+	owner   uuid.UUID
+	max     int
+	counted int
+	reply   chan reserveReply
 }
+
+type reserveReply uint8
+
+const (
+	reserveRefused reserveReply = iota
+	reserveTaken
+	reserveCount // count the owner's keys and ask again
+)
 
 // releaseKey gives one back.
 type releaseKey struct{ owner uuid.UUID }
@@ -132,8 +145,8 @@ type captureAccounts struct{ reply chan accountsImage }
 
 type accountsImage struct{ users, sessions []byte }
 
-func newAccounts(deps *keyDeps, im *image, keys map[uuid.UUID]int) *accounts {
-	return &accounts{deps: deps, accountsState: im.acc, keys: keys}
+func newAccounts(deps *keyDeps, im *image) *accounts {
+	return &accounts{deps: deps, accountsState: im.acc, keys: map[uuid.UUID]int{}}
 }
 
 // Receive is the actor's mailbox entry point: one method per message.
@@ -165,14 +178,10 @@ func (a *accounts) Receive(ctx actor.Context) {
 	case logoutAll:
 		m.reply <- a.logoutAll(m)
 	case reserveKey:
-		ok := a.keys[m.owner] < m.max
-		if ok {
-			a.keys[m.owner]++
-		}
-		m.reply <- ok
+		m.reply <- a.reserveKey(m)
 	case releaseKey:
-		if a.keys[m.owner]--; a.keys[m.owner] <= 0 {
-			delete(a.keys, m.owner)
+		if n, ok := a.keys[m.owner]; ok {
+			a.keys[m.owner] = max(n-1, 0)
 		}
 	}
 }
@@ -254,6 +263,22 @@ func (a *accounts) sessionsOf(user uuid.UUID) []accountEvent {
 		evs[i] = sessionClosed{hash: h}
 	}
 	return evs
+}
+
+func (a *accounts) reserveKey(m reserveKey) reserveReply {
+	n, known := a.keys[m.owner]
+	switch {
+	case !known && m.counted < 0:
+		return reserveCount
+	case !known:
+		n = m.counted
+	}
+	if n >= m.max {
+		a.keys[m.owner] = n
+		return reserveRefused
+	}
+	a.keys[m.owner] = n + 1
+	return reserveTaken
 }
 
 type logoutAll struct {

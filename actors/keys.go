@@ -77,13 +77,8 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if !ok {
 		maxKeys = s.cfg.MaxKeys[PlanStandard]
 	}
-	reserved := make(chan bool, 1)
-	got, _, err := Ask(ctx, s.root, s.accounts, reserveKey{owner: k.Owner.ID, max: maxKeys, reply: reserved}, reserved, nil)
-	if err != nil {
-		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
-	}
-	if !got {
-		return KeyInfo{}, "", fmt.Errorf("%d keys on the %s plan: %w", maxKeys, k.Owner.Plan, ErrKeyLimit)
+	if err := s.reserveKeySlot(ctx, k.Owner, maxKeys); err != nil {
+		return KeyInfo{}, "", err
 	}
 	created := false
 	defer func() {
@@ -162,6 +157,30 @@ func idOnShard(home, n int) (uuid.UUID, error) {
 		}
 	}
 	return id, nil
+}
+
+// reserveKeySlot takes one of owner's key slots (max on their plan) from
+// the accounts actor, counting the owner's keys on the shards the first
+// time since start.
+func (s *System) reserveKeySlot(ctx context.Context, owner User, maxKeys int) error {
+	counted := -1
+	for {
+		reply := make(chan reserveReply, 1)
+		r, _, err := Ask(ctx, s.root, s.accounts, reserveKey{owner: owner.ID, max: maxKeys, counted: counted, reply: reply}, reply, nil)
+		switch {
+		case err != nil:
+			return fmt.Errorf("create key: %w", err)
+		case r == reserveTaken:
+			return nil
+		case r == reserveRefused:
+			return fmt.Errorf("%d keys on the %s plan: %w", maxKeys, owner.Plan, ErrKeyLimit)
+		}
+		keys, err := s.ListKeys(ctx, owner.ID)
+		if err != nil {
+			return fmt.Errorf("create key: %w", err)
+		}
+		counted = len(keys)
+	}
 }
 
 // publish delivers directory effects to the directory shards that own

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/clock"
@@ -189,12 +188,6 @@ func (s *System) spawn(im *image) error {
 	s.disp = newPoolDispatcher(dispatchWorkers, 300)
 	deps := &keyDeps{log: s.log, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second), disp: s.disp}
 	now := s.clock.Now().Unix()
-	owners := map[uuid.UUID]int{} // keys per owner, for the plan's key limit
-	for _, keys := range im.keys {
-		for _, sl := range keys {
-			owners[sl.owner]++
-		}
-	}
 	s.shards = make([]*actor.PID, s.cfg.Shards)
 	for i := range s.shards {
 		sh := &shard{
@@ -208,7 +201,7 @@ func (s *System) spawn(im *image) error {
 	for _, pid := range s.shards {
 		s.root.Send(pid, shardPeers{peers: s.shards})
 	}
-	acc := newAccounts(deps, im, owners)
+	acc := newAccounts(deps, im)
 	s.accounts = s.root.Spawn(deps.props(func() actor.Actor { return acc }))
 	for _, x := range s.exts {
 		if err := x.Start(s.extensionEnv(deps)); err != nil {
