@@ -1,7 +1,12 @@
 package httpapi
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +128,165 @@ func TestKeyLimitOverHTTP(t *testing.T) {
 	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: `{"name":"one too many"}`}), 403, codeKeyLimit)
 	if n := len(w.do(t, request{method: "GET", path: "/api/keys", cookie: w.aliceCk}).json["keys"].([]any)); n != 100 {
 		t.Errorf("alice holds %d keys, want 100", n)
+	}
+}
+
+// TestLargeBodyGets413 (issue 14): a body far over the limit, announced
+// by its Content-Length, is answered 413 at once, and a client that
+// sends all of it before reading (as curl does) reads that answer, not a
+// connection reset: the listener closes gracefully.
+func TestLargeBodyGets413(t *testing.T) {
+	w := newTCPWorld(t, 1<<20)
+	body := bytes.Repeat([]byte(" "), 8<<20)
+	for i := range 3 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		sent := make(chan error, 1)
+		go func() {
+			_, err := fmt.Fprintf(conn, "POST /api/keys HTTP/1.1\r\nHost: %s\r\nCookie: %s=%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+				testHost, CookieName, w.bobCk, len(body))
+			if err == nil {
+				_, err = conn.Write(body)
+			}
+			sent <- err
+		}()
+		if err := <-sent; err != nil {
+			t.Fatalf("attempt %d: sending: %v", i, err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("attempt %d: %v, want a 413 answer", i, err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != 413 || !bytes.Contains(got, []byte(codeTooLarge)) || !resp.Close {
+			t.Fatalf("attempt %d: %d %s (close %v), want 413 and close", i, resp.StatusCode, got, resp.Close)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("attempt %d took %v", i, took)
+		}
+	}
+}
+
+// TestAmbiguousFramingRefused (issue 14): Content-Length beside
+// Transfer-Encoding (either order) and a folded header are 400 and the
+// connection is closed, on the management API and on the proxy.
+func TestAmbiguousFramingRefused(t *testing.T) {
+	w := newTCPWorld(t, 1<<20)
+	tests := []struct{ name, path, headers string }{
+		{"CL then TE", "/api/auth/login", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n"},
+		{"TE then CL", "/api/auth/login", "Transfer-Encoding: chunked\r\ncontent-length: 4\r\n"},
+		{"TE folded", "/api/proxy/stream/v1/upload", "X-API-Key: " + w.secret + "\r\nTransfer-Encoding:\r\n chunked\r\n"},
+		{"other header folded", "/api/proxy/stream/v1/upload", "X-API-Key: " + w.secret + "\r\nX-Note: a\r\n\tb\r\nTransfer-Encoding: chunked\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\n%s\r\n4\r\n{}{}\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: %[2]s\r\n\r\n", tt.path, testHost, tt.headers)
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 400 || !resp.Close || !bytes.Contains(b, []byte(codeBadRequest)) {
+				t.Fatalf("= %d %s (close %v), want 400 and close", resp.StatusCode, b, resp.Close)
+			}
+			if _, err := http.ReadResponse(br, nil); err == nil {
+				t.Fatal("a second request was answered on the refused connection")
+			}
+		})
+	}
+	if got := w.up.count(); got != 0 {
+		t.Errorf("upstream saw %d requests", got)
+	}
+}
+
+// TestProxyUpstreamFaults (issue 14): an upstream that refuses
+// connections is 502 at once, one that hangs is 504 at the service
+// timeout, and a client that goes away mid-stream frees the upstream's
+// connection.
+func TestProxyUpstreamFaults(t *testing.T) {
+	up := newStreamUpstream(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + dead.Addr().String()
+	dead.Close() // nothing listens there any more: connections are refused
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hang.Close()
+	go func() { // accepts and never answers
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	w := newWorld(t, func(c *Config) {
+		c.Services = map[string]Service{
+			"stream": {Upstream: up.URL + "/base", Timeout: 10 * time.Second},
+			"dead":   {Upstream: deadURL, Timeout: 10 * time.Second},
+			"hang":   {Upstream: "http://" + hang.Addr().String(), Timeout: 300 * time.Millisecond},
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, w.srv, ln)
+	base := "http://" + ln.Addr().String()
+	_, secret := w.createKey(t, w.bobCk, "faults")
+	hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer hc.CloseIdleConnections()
+	get := func(path string) (*http.Response, time.Duration) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("X-API-Key", secret)
+		start := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return resp, time.Since(start)
+	}
+
+	resp, took := get("/api/proxy/dead/v1/x")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || !bytes.Contains(b, []byte(codeUpstreamDown)) || took > 2*time.Second {
+		t.Errorf("refusing upstream = %d %s after %v, want 502 at once", resp.StatusCode, b, took)
+	}
+	resp, took = get("/api/proxy/hang/v1/x")
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 504 || !bytes.Contains(b, []byte(codeUpstreamTimeout)) || took < 250*time.Millisecond || took > 3*time.Second {
+		t.Errorf("hanging upstream = %d %s after %v, want 504 at the 300 ms timeout", resp.StatusCode, b, took)
+	}
+
+	resp, _ = get("/api/proxy/stream/v1/ticker")
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data:") {
+		t.Fatalf("first event = %q, %v", line, err)
+	}
+	resp.Body.Close() // the client goes away mid-stream
+	select {
+	case <-up.gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream stream is still held 5 s after its client went away")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,17 +25,25 @@ type streamUpstream struct {
 	release  chan struct{} // closed by the test: /events may finish
 	finished chan struct{} // closed by /events after its last event
 	got      chan int64    // /upload: bytes received so far, per read
+	gone     chan struct{} // /ticker: closed when its client went away
+	hits     atomic.Int64  // requests received
 }
+
+func (u *streamUpstream) count() int64 { return u.hits.Load() }
 
 func newStreamUpstream(tb testing.TB) *streamUpstream {
 	tb.Helper()
-	u := &streamUpstream{release: make(chan struct{}), finished: make(chan struct{}), got: make(chan int64, 1024)}
+	u := &streamUpstream{release: make(chan struct{}), finished: make(chan struct{}), got: make(chan int64, 1024), gone: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/base/v1/events", u.events)
 	mux.HandleFunc("/base/v1/upload", u.upload)
 	mux.HandleFunc("/base/v1/download", download)
 	mux.HandleFunc("/base/v1/broken", broken)
-	u.Server = httptest.NewServer(mux)
+	mux.HandleFunc("/base/v1/ticker", u.ticker)
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		mux.ServeHTTP(w, r)
+	}))
 	tb.Cleanup(func() {
 		select {
 		case <-u.release:
@@ -62,6 +71,26 @@ func (u *streamUpstream) events(w http.ResponseWriter, r *http.Request) {
 	w.(http.Flusher).Flush()
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	close(u.finished)
+}
+
+// ticker streams an event every 20 ms until its client goes away, then
+// closes u.gone.
+func (u *streamUpstream) ticker(w http.ResponseWriter, r *http.Request) {
+	defer close(u.gone)
+	w.Header().Set("Content-Type", "text/event-stream")
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		if _, err := fmt.Fprintf(w, "data: {\"n\":%d}\n\n", i); err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // upload answers the length and SHA-256 of the request body, reporting

@@ -13,6 +13,8 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/httpapi/listener"
 )
 
 // The WebSocket RPC on /ws, on the gateway's port. Frames are JSON text
@@ -162,7 +164,10 @@ func (s *Server) serveWS(rc *fasthttp.RequestCtx) {
 		s.writeError(rc, lang, errOpenModeHost) // open mode: this machine only
 		return
 	}
-	err := wsUpgrader.Upgrade(rc, func(ws *websocket.Conn) { s.wsSession(ws, lang, ip) })
+	err := wsUpgrader.Upgrade(rc, func(ws *websocket.Conn) {
+		listener.Hijacked(ws.UnderlyingConn())
+		s.wsSession(ws, lang, ip)
+	})
 	if err != nil {
 		s.lg.Debug("websocket upgrade refused", "err", err)
 	}

@@ -65,6 +65,8 @@ type Listener struct {
 
 	promOnce sync.Once
 	prom     http.Handler
+
+	lingering lingerSet // connections closing gracefully (conn.go)
 }
 
 // New builds a Listener; its handler is set with SetHandler. It always
@@ -113,21 +115,39 @@ func New(o Options) (*Listener, error) {
 // Logger returns the listener's logger (component and listener set).
 func (l *Listener) Logger() *slog.Logger { return l.lg }
 
-// SetHandler sets the request handler; call it once, before Serve.
-func (l *Listener) SetHandler(h fasthttp.RequestHandler) { l.srv.Handler = h }
+// SetHandler sets the request handler; call it once, before Serve. A
+// request with ambiguous framing never reaches h: it is answered
+// ErrFraming through the ErrorHandler and its connection closed.
+func (l *Listener) SetHandler(h fasthttp.RequestHandler) {
+	l.srv.Handler = func(rc *fasthttp.RequestCtx) {
+		if err := checkFraming(&rc.Request.Header); err != nil {
+			rc.SetConnectionClose()
+			l.onErr(rc, err)
+			return
+		}
+		h(rc)
+	}
+}
 
 // Handler returns the request handler, for tests and for mounting.
 func (l *Listener) Handler() fasthttp.RequestHandler { return l.srv.Handler }
 
-// Serve serves ln until Shutdown; it returns nil after a Shutdown.
+// Serve serves ln until Shutdown; it returns nil after a Shutdown. TCP
+// connections close gracefully (see LingerTimeout).
 func (l *Listener) Serve(ln net.Listener) error {
 	l.lg.Info("serving", "addr", ln.Addr().String())
-	return l.srv.Serve(ln)
+	return l.srv.Serve(gracefulListener{Listener: ln, lingering: &l.lingering})
 }
 
 // Shutdown stops accepting connections and waits, until ctx is done, for
-// in-flight requests (streamed answers included) to finish.
-func (l *Listener) Shutdown(ctx context.Context) error { return l.srv.ShutdownWithContext(ctx) }
+// in-flight requests (streamed answers included) to finish and for closing
+// connections to drain (at most LingerTimeout).
+func (l *Listener) Shutdown(ctx context.Context) error {
+	if err := l.srv.ShutdownWithContext(ctx); err != nil {
+		return err
+	}
+	return l.lingering.wait(ctx)
+}
 
 // Wrap is the one route wrapper: it records the request's metrics under
 // route (the pattern, never the raw path) and turns a panic in h, a bug,

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -215,5 +216,34 @@ func TestRedact(t *testing.T) {
 		if got := Redact(tt.in); got != tt.want {
 			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestCheckFraming(t *testing.T) {
+	tests := []struct {
+		name, headers string
+		bad           bool
+	}{
+		{"content length", "Content-Length: 3\r\n", false},
+		{"chunked", "Transfer-Encoding: chunked\r\n", false},
+		{"no body", "", false},
+		{"CL and TE", "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", true},
+		{"TE and cl", "Transfer-Encoding: chunked\r\ncontent-LENGTH: 3\r\n", true},
+		{"folded TE", "Transfer-Encoding:\r\n chunked\r\n", true},
+		{"folded other", "X-A: 1\r\n\t2\r\nContent-Length: 3\r\n", true},
+		{"a header named like CL", "X-Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h fasthttp.RequestHeader
+			raw := "POST / HTTP/1.1\r\nHost: x\r\n" + tt.headers + "\r\n"
+			if err := h.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+				t.Fatalf("fasthttp refused it itself: %v", err)
+			}
+			err := checkFraming(&h)
+			if (err != nil) != tt.bad || err != nil && !errors.Is(err, ErrMalformed) {
+				t.Errorf("checkFraming = %v, want refused %v", err, tt.bad)
+			}
+		})
 	}
 }

@@ -1,0 +1,172 @@
+package listener
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Closing a connection that still has unread request bytes makes the
+// kernel answer them with a TCP reset, and a reset can destroy the answer
+// the client has not read yet: a client sending 8 MB to a 1 MiB limit saw
+// "connection reset" instead of the 413. So, like nginx's lingering
+// close, every server connection closes in two steps: first the write side
+// (the client reads the whole answer and then end-of-stream), then, after
+// the client's unread bytes are drained and dropped, the socket.
+const (
+	// LingerTimeout bounds the second step: a client that keeps sending
+	// longer is cut off.
+	LingerTimeout = 2 * time.Second
+	// lingerMax bounds the bytes drained, whatever the time.
+	lingerMax = 64 << 20
+)
+
+// gracefulListener hands out gracefulConns for TCP connections.
+type gracefulListener struct {
+	net.Listener
+	lingering *lingerSet
+}
+
+func (g gracefulListener) Accept() (net.Conn, error) {
+	c, err := g.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok && err == nil {
+		return &gracefulConn{TCPConn: tc, set: g.lingering}, nil
+	}
+	return c, err
+}
+
+// gracefulConn is a server connection whose Close shuts the write side at
+// once and drains the read side in the background before closing.
+type gracefulConn struct {
+	*net.TCPConn
+	set      *lingerSet
+	once     sync.Once
+	noLinger atomic.Bool
+}
+
+// Hijacked marks a connection taken over from the server (a WebSocket's):
+// its Close is then an ordinary close, which also wakes a goroutine
+// blocked reading it.
+func Hijacked(conn net.Conn) {
+	if c, ok := conn.(*gracefulConn); ok {
+		c.noLinger.Store(true)
+	}
+}
+
+// Close returns at once; the socket closes when the client has stopped
+// sending (EOF), after LingerTimeout, or after lingerMax bytes.
+func (c *gracefulConn) Close() error {
+	err := net.ErrClosed
+	c.once.Do(func() {
+		if c.noLinger.Load() || c.TCPConn.CloseWrite() != nil { // already broken: nothing to save
+			err = c.TCPConn.Close()
+			return
+		}
+		err = nil
+		c.set.add()
+		go c.linger()
+	})
+	return err
+}
+
+func (c *gracefulConn) linger() {
+	defer c.set.done()
+	_ = c.TCPConn.SetReadDeadline(time.Now().Add(LingerTimeout))
+	_, _ = io.CopyN(io.Discard, c.TCPConn, lingerMax)
+	_ = c.TCPConn.Close()
+}
+
+// lingerSet counts the connections still draining. Unlike a WaitGroup it
+// may grow while Shutdown waits: hijacked (WebSocket) connections close
+// whenever their handler ends.
+type lingerSet struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (s *lingerSet) add() {
+	s.mu.Lock()
+	if s.n++; s.n == 1 {
+		s.idle = make(chan struct{})
+	}
+	s.mu.Unlock()
+}
+
+func (s *lingerSet) done() {
+	s.mu.Lock()
+	if s.n--; s.n == 0 {
+		close(s.idle)
+		s.idle = nil
+	}
+	s.mu.Unlock()
+}
+
+// wait returns when no connection is draining, or with ctx's error.
+func (s *lingerSet) wait(ctx context.Context) error {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ErrFraming: the request's length is ambiguous (Content-Length with
+// Transfer-Encoding: chunked) or a header is folded over lines
+// (obs-fold). Two parsers on the path may read such a request
+// differently, the root of request smuggling, so it is refused and its
+// connection closed (RFC 9112 §6.1, §5.2). fasthttp accepts both and
+// keeps the connection.
+var ErrFraming = fmtErr("ambiguous message framing or folded header", ErrMalformed)
+
+// checkFraming reports whether h frames its body unambiguously. The
+// common request (no chunked body) costs two vectorised byte searches.
+// (fasthttp itself refuses a Transfer-Encoding other than chunked or
+// identity, repeated Transfer-Encoding or Content-Length headers, and
+// uses the Content-Length when Transfer-Encoding is identity.)
+func checkFraming(h *fasthttp.RequestHeader) error {
+	raw := h.RawHeaders()
+	if bytes.Contains(raw, foldSP) || bytes.Contains(raw, foldHT) {
+		return ErrFraming
+	}
+	if h.ContentLength() == -1 && hasHeaderLine(raw, contentLength) {
+		return ErrFraming
+	}
+	return nil
+}
+
+var (
+	foldSP        = []byte("\n ")
+	foldHT        = []byte("\n\t")
+	contentLength = []byte("content-length:")
+)
+
+// hasHeaderLine reports whether a line of raw starts with name (lower
+// case, with its colon), in any case.
+func hasHeaderLine(raw, name []byte) bool {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) >= len(name) && bytes.EqualFold(line[:len(name)], name) {
+			return true
+		}
+	}
+	return false
+}
