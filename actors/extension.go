@@ -101,7 +101,7 @@ func (s *System) extensionFor(t wal.Type) Extension {
 
 func (s *System) extensionEnv(deps *keyDeps) ExtensionEnv {
 	return ExtensionEnv{
-		Root: s.root, Log: s.log, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
+		Root: s.root, Log: deps.log, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
 		Props:      deps.props,
 		Watchdog:   s.Watchdog,
 		Registerer: s.reg,

@@ -22,6 +22,28 @@ type EventLog interface {
 
 var _ EventLog = (*wal.Log)(nil)
 
+// eventLog is the EventLog every actor and extension gets: the WAL with
+// its refusals (fail-stop after a disk error, closed at shutdown) turned
+// into ErrUnavailable, which the APIs answer 503. Other errors (an
+// invalid record: a bug) pass unchanged.
+type eventLog struct{ l *wal.Log }
+
+func (e eventLog) Append(recs ...wal.Record) (uint64, error) {
+	last, err := e.l.Append(recs...)
+	return last, unavailable(err)
+}
+
+func (e eventLog) AppendAsync(recs []wal.Record, done func(last uint64, err error)) {
+	e.l.AppendAsync(recs, func(last uint64, err error) { done(last, unavailable(err)) })
+}
+
+func unavailable(err error) error {
+	if errors.Is(err, wal.ErrFailed) || errors.Is(err, wal.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
 // keyDeps are the shared, read-only dependencies of key actors.
 type keyDeps struct {
 	log   EventLog
@@ -129,8 +151,11 @@ func (a *keyActor) flush(ctx actor.Context) {
 // already counts these requests: only the watermark moves.
 func (a *keyActor) logged(ctx actor.Context, m usageLogged) {
 	if m.err != nil {
-		// Keep the deltas: they go out again with the next flush.
-		a.deps.lg.Warn("usage flush failed", "key_id", a.state.rec.id, "err", m.err)
+		// Keep the deltas: they go out again with the next flush. A failed
+		// log said so once already; this would repeat it every second.
+		if !errors.Is(m.err, wal.ErrFailed) {
+			a.deps.lg.Warn("usage flush failed", "key_id", a.state.rec.id, "err", m.err)
+		}
 		a.pending = append(a.inflight, a.pending...)
 	} else {
 		a.state.usageSeq = max(a.state.usageSeq, m.seq)

@@ -113,7 +113,7 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	ev := keyCreated{rec: rec}
 	reply := make(chan keyReply, 1)
 	owner := s.shards[shardOfID(id, len(s.shards))]
-	s.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+	eventLog{s.log}.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
 		if err != nil {
 			reply <- keyReply{err: fmt.Errorf("log key: %w", err)}
 			return

@@ -186,7 +186,7 @@ func (s *System) spawn(im *image) error {
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
 	s.root = s.as.Root
 	s.disp = newPoolDispatcher(dispatchWorkers, 300)
-	deps := &keyDeps{log: s.log, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second), disp: s.disp}
+	deps := &keyDeps{log: eventLog{s.log}, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second), disp: s.disp}
 	now := s.clock.Now().Unix()
 	s.shards = make([]*actor.PID, s.cfg.Shards)
 	for i := range s.shards {
@@ -367,3 +367,9 @@ func await[T any](ctx context.Context, ch <-chan T) (T, error) {
 // Watchdog returns a channel closed one to two Config.AuthTimeout periods
 // from now: hot paths bound their wait with it instead of a timer per call.
 func (s *System) Watchdog() <-chan struct{} { return *s.watchdog.Load() }
+
+// Health is nil while the system accepts changes, and ErrUnavailable
+// wrapping the cause once it cannot: the WAL failed (fail-stop after a
+// disk error) and only a restart recovers. Authorization keeps working
+// meanwhile, its usage held in memory.
+func (s *System) Health() error { return unavailable(s.log.Err()) }

@@ -3,11 +3,13 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -288,5 +290,62 @@ func TestProxyUpstreamFaults(t *testing.T) {
 	case <-up.gone:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream stream is still held 5 s after its client went away")
+	}
+}
+
+// TestDiskFailure (issue 14): once a WAL commit fails, nothing more is
+// acknowledged: every change answers 503 UNAVAILABLE (even when the disk
+// "recovers": the log is fail-stop until restart) and /health fails; the
+// proxy goes on serving the existing key, counting its usage in memory.
+// After a restart everything acknowledged before the fault is there.
+func TestDiskFailure(t *testing.T) {
+	p := newProxyWorld(t)
+	key := []string{"X-API-Key", p.secret}
+	mustStatus(t, p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: key}), 202, "")
+	ctx := context.Background()
+	if err := p.sys.FlushUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	p.sys.node.Log.SetFaultHook(func() error { return syscall.EIO })
+	mustStatus(t, p.do(t, request{method: "POST", path: "/api/keys", cookie: p.aliceCk, body: `{"name":"lost"}`}), 503, codeUnavailable)
+	p.sys.node.Log.SetFaultHook(nil) // the disk works again: the log must not trust it
+	for _, r := range []request{
+		{method: "POST", path: "/api/keys", cookie: p.aliceCk, body: `{"name":"lost"}`},
+		{method: "POST", path: "/api/keys/" + p.keyID + "/rotate", cookie: p.aliceCk},
+		{method: "POST", path: "/api/auth/logout-all", cookie: p.bobCk},
+		{method: "PATCH", path: "/api/users/" + p.bob.ID.String(), cookie: p.adminCk, body: `{"plan":"premium"}`},
+	} {
+		mustStatus(t, p.do(t, r), 503, codeUnavailable)
+	}
+	if r := p.do(t, request{method: "GET", path: "/health"}); r.status != 503 {
+		t.Errorf("/health = %d %s, want 503", r.status, r.body)
+	}
+	for range 3 {
+		mustStatus(t, p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: key}), 202, "")
+	}
+	if err := p.sys.FlushUsage(ctx); err != nil { // fails inside: held in memory
+		t.Fatal(err)
+	}
+	r := p.do(t, request{method: "GET", path: "/api/keys/" + p.keyID + "/usage", cookie: p.aliceCk})
+	mustStatus(t, r, 200, "")
+	if total := r.json["totalUsageCount"]; total != 4.0 {
+		t.Errorf("usage during the fault = %v, want 4 (held in memory)", total)
+	}
+
+	sys := p.sys.node.Restart()
+	keys, err := sys.ListKeys(ctx, p.alice.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0].Name != "proxy" || !keys[0].RotatedAt.IsZero() {
+		t.Errorf("keys after restart = %+v, want only the acknowledged, unrotated \"proxy\"", keys)
+	}
+	u, err := sys.KeyUsage(ctx, keys[0].ID, 1)
+	if err != nil || u.Total != 1 {
+		t.Errorf("usage after restart = %+v, %v; want the 1 request flushed before the fault", u, err)
+	}
+	if err := sys.Health(); err != nil {
+		t.Errorf("Health() after restart = %v", err)
 	}
 }

@@ -70,6 +70,14 @@ func (s *Server) newRouter() *router.Router {
 	r.MethodNotAllowed = s.wrap(listener.RouteUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errMethodNotAllowed })
 
 	s.handle(r, fasthttp.MethodGet, "/health", func(_ context.Context, rc *fasthttp.RequestCtx) error {
+		if h, ok := s.keys.(healthReporter); ok {
+			if err := h.Health(); err != nil {
+				// Not live: only a restart recovers a failed WAL.
+				s.lg.Warn("health check failing", "err", err)
+				writeJSON(rc, fasthttp.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "write-ahead log failed: restart to recover"})
+				return nil
+			}
+		}
 		writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
 		return nil
 	})
@@ -80,6 +88,10 @@ func (s *Server) newRouter() *router.Router {
 	})
 	return r
 }
+
+// healthReporter is implemented by a KeyService that can fail as a whole
+// (*actors.System: its WAL is fail-stop).
+type healthReporter interface{ Health() error }
 
 // handle registers h for method and pattern behind the route wrapper.
 func (s *Server) handle(r *router.Router, method, pattern string, h handlerFunc) {

@@ -19,6 +19,7 @@ import (
 type testSystem struct {
 	*actors.System
 	clk  *clock.Fake
+	node *actorstest.Node
 	down atomic.Bool
 }
 
@@ -45,7 +46,7 @@ func newTestSystemFrom(tb testing.TB, cfg Config, tmpl string) *testSystem {
 		opts = append(opts, actorstest.WithDir(dir))
 	}
 	n := actorstest.New(tb, opts...)
-	return &testSystem{System: n.Start(), clk: n.Clock}
+	return &testSystem{System: n.Start(), clk: n.Clock, node: n}
 }
 
 func (s *testSystem) setUnavailable(v bool) { s.down.Store(v) }

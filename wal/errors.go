@@ -29,6 +29,15 @@ var (
 	// LastIndex()+1.
 	ErrOutOfRange = errors.New("wal: index out of range")
 
+	// ErrFailed: a commit failed to reach the disk (a write or fsync
+	// error, a full disk). The log is then fail-stop: every later write
+	// returns ErrFailed until the process reopens it, because after a
+	// failed fsync the kernel may have dropped the dirty pages and a retry
+	// can report success for data that is gone (the PostgreSQL and etcd
+	// fsync lessons). Commits acknowledged before the failure are on disk;
+	// the failed batch was never acknowledged.
+	ErrFailed = errors.New("wal: failed, restart to recover")
+
 	// ErrNotEmpty is returned by SetNext when the log holds records.
 	ErrNotEmpty = errors.New("wal: log not empty")
 )

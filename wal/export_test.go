@@ -13,9 +13,8 @@ var DecodeRecord = decodeRecord
 // Commits returns the number of committed batches.
 func (l *Log) Commits() uint64 { return l.commits.Load() }
 
-// SetHookBeforeCommit makes every commit call fn just before tx.Commit and
-// fail with its error, if any. Call it only while no append is in flight.
-func (l *Log) SetHookBeforeCommit(fn func() error) { l.hookBeforeCommit = fn }
+// SetHookBeforeCommit is SetFaultHook.
+func (l *Log) SetHookBeforeCommit(fn func() error) { l.SetFaultHook(fn) }
 
 // Reseal recomputes env's CRC for seq in place, whatever its version and type
 // bytes say, and returns env.

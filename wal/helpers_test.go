@@ -2,7 +2,9 @@ package wal_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -119,4 +121,40 @@ func reopen(tb testing.TB, l *wal.Log, path string, opts ...waltest.Option) *wal
 		tb.Fatalf("Close() = %v", err)
 	}
 	return waltest.Open(tb, append([]waltest.Option{waltest.WithPath(path)}, opts...)...)
+}
+
+// gaugeValue returns the value of the gauge name in reg.
+func gaugeValue(tb testing.TB, reg prometheus.Gatherer, name string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatalf("Gather() = %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	tb.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+// mountTmpfs mounts a tmpfs of size (as mount's -o size=) on a new temp
+// dir and unmounts it when the test ends. It needs root: elsewhere the
+// test is skipped, except under CI=true, where it fails.
+func mountTmpfs(tb testing.TB, size string) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("mount tmpfs (root needed): %v", err)
+		}
+		tb.Skipf("mount tmpfs (root needed): %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			tb.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
 }

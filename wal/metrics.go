@@ -9,6 +9,7 @@ type metrics struct {
 	batchRecords   prometheus.Histogram
 	appended       prometheus.Counter
 	repaired       prometheus.Counter
+	failed         prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -31,11 +32,15 @@ func newMetrics() *metrics {
 			Name: "gatehouse_wal_repaired_records_total",
 			Help: "Records cut from the log by repair on open.",
 		}),
+		failed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatehouse_wal_failed",
+			Help: "1 once a commit failed to reach the disk: the log refuses writes until restart.",
+		}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commitDuration, m.batchRecords, m.appended, m.repaired}
+	return []prometheus.Collector{m.commitDuration, m.batchRecords, m.appended, m.repaired, m.failed}
 }
 
 // register registers every collector on reg, or none of them. nil reg is a

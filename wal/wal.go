@@ -43,10 +43,16 @@ type Log struct {
 
 	commits atomic.Uint64 // committed batches (tests)
 
+	// failure is the first commit error, wrapped in ErrFailed: set once by
+	// the writer, read by every append (fail-stop, see ErrFailed).
+	failure atomic.Pointer[error]
+	// fault, when set, runs just before each commit and fails it with its
+	// error: a failing disk, for tests (SetFaultHook).
+	fault atomic.Pointer[func() error]
+
 	// Owned by the writer goroutine.
-	buf              []byte
-	batch            []*request
-	hookBeforeCommit func() error // fault injection (tests)
+	buf   []byte
+	batch []*request
 }
 
 // Open opens or creates the log at cfg.Path, repairs it (see the package
@@ -118,6 +124,37 @@ func (l *Log) Close() error {
 	return nil
 }
 
+// Err returns nil while the log accepts writes, and the failure (wrapping
+// ErrFailed and the disk's error) once a commit has failed.
+func (l *Log) Err() error {
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail makes the log fail-stop with cause; the first cause is kept.
+func (l *Log) fail(cause error) error {
+	err := fmt.Errorf("%w: %w", ErrFailed, cause)
+	if l.failure.CompareAndSwap(nil, &err) {
+		l.m.failed.Set(1)
+		l.lg.Error("write-ahead log failed: refusing writes until restart", "err", cause)
+	}
+	return l.Err()
+}
+
+// SetFaultHook makes every later commit call fn just before writing and
+// fail with its error, if any, as a disk that fails would; nil removes
+// the hook. It is fault injection for tests (as etcd's failpoints), safe
+// to call at any time.
+func (l *Log) SetFaultHook(fn func() error) {
+	if fn == nil {
+		l.fault.Store(nil)
+		return
+	}
+	l.fault.Store(&fn)
+}
+
 // FirstIndex returns the sequence of the oldest record, or 0 if the log is
 // empty.
 func (l *Log) FirstIndex() (uint64, error) {
@@ -174,6 +211,9 @@ func (l *Log) TruncateBefore(seq uint64) error {
 // under a cursor re-seeks from the first, emptied, page every time, which
 // is quadratic in one transaction (seconds for 200k records).
 func (l *Log) truncateSome(seq uint64) (n int, err error) {
+	if err := l.Err(); err != nil {
+		return 0, err
+	}
 	err = l.update(func(tx *bbolt.Tx) error {
 		last, err := getLast(tx.Bucket(bucketMeta))
 		if err != nil {

@@ -3,8 +3,11 @@ package wal_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -315,19 +318,96 @@ func appendAsyncErr(l *wal.Log) error {
 	return got
 }
 
-func TestCommitErrorDoesNotConsumeSequences(t *testing.T) {
-	l := waltest.Open(t)
+// TestFailStop: a commit that fails (an injected disk error) is not
+// acknowledged, and the log then refuses every write, even once the disk
+// works again, until it is reopened; what was acknowledged before is
+// there after the reopen and numbering goes on from it.
+func TestFailStop(t *testing.T) {
+	path := tempPath(t)
+	reg := prometheus.NewPedanticRegistry()
+	l := waltest.Open(t, waltest.WithPath(path), waltest.WithRegisterer(reg))
 	appendN(t, l, 2)
-	errDisk := errors.New("disk on fire")
-	l.SetHookBeforeCommit(func() error { return errDisk })
-	if got, err := l.Append(testRecord(3)); !errors.Is(err, errDisk) || got != 0 {
-		t.Errorf("Append() with failing commit = %d, %v, want 0, %v", got, err, errDisk)
+	errDisk := errors.New("fsync: input/output error")
+	l.SetFaultHook(func() error { return errDisk })
+	if got, err := l.Append(testRecord(3)); !errors.Is(err, errDisk) || !errors.Is(err, wal.ErrFailed) || got != 0 {
+		t.Errorf("Append() with failing commit = %d, %v, want 0, ErrFailed and the disk's error", got, err)
 	}
-	l.SetHookBeforeCommit(nil)
+	l.SetFaultHook(nil) // the disk "recovers": the log must not trust it
+	if got, err := l.Append(testRecord(3)); !errors.Is(err, wal.ErrFailed) || got != 0 {
+		t.Errorf("Append() after a failed commit = %d, %v, want ErrFailed", got, err)
+	}
+	if err := appendAsyncErr(l); !errors.Is(err, wal.ErrFailed) {
+		t.Errorf("AppendAsync() after a failed commit = %v, want ErrFailed", err)
+	}
+	if err := l.TruncateBefore(2); !errors.Is(err, wal.ErrFailed) {
+		t.Errorf("TruncateBefore() after a failed commit = %v, want ErrFailed", err)
+	}
+	if err := l.Err(); !errors.Is(err, errDisk) {
+		t.Errorf("Err() = %v, want the first failure", err)
+	}
+	if v := gaugeValue(t, reg, "gatehouse_wal_failed"); v != 1 {
+		t.Errorf("gatehouse_wal_failed = %v, want 1", v)
+	}
+	checkEntries(t, l, entries(1, 2)) // reads still work
+	l = reopen(t, l, path)
+	if l.Err() != nil {
+		t.Fatalf("Err() after reopen = %v", l.Err())
+	}
 	if got, err := l.Append(testRecord(3)); err != nil || got != 3 {
-		t.Errorf("Append() after failed commit = %d, %v, want 3", got, err)
+		t.Errorf("Append() after reopen = %d, %v, want 3", got, err)
 	}
 	checkEntries(t, l, entries(1, 3))
+}
+
+// TestFullDisk fills a real, small filesystem (a 4 MiB tmpfs the test
+// mounts; root only) with appends: the append that does not fit fails
+// with ErrFailed, nothing after it is accepted even once space is freed,
+// and every acknowledged record is there after a reopen.
+func TestFullDisk(t *testing.T) {
+	dir := mountTmpfs(t, "4m")
+	path := filepath.Join(dir, "wal.db")
+	l := waltest.Open(t, waltest.WithPath(path), waltest.WithSync())
+	payload := bytes.Repeat([]byte{0xAB}, 256<<10)
+	var acked uint64
+	var failure error
+	for i := 0; i < 64 && failure == nil; i++ {
+		last, err := l.Append(wal.Record{Type: 1, Data: payload})
+		if err != nil {
+			failure = err
+			break
+		}
+		acked = last
+	}
+	if !errors.Is(failure, wal.ErrFailed) || !errors.Is(failure, syscall.ENOSPC) {
+		t.Fatalf("after %d appends: %v, want ErrFailed wrapping ENOSPC", acked, failure)
+	}
+	if acked == 0 {
+		t.Fatal("nothing fitted on the filesystem")
+	}
+	// Free space: the log still refuses (its pages may be half written).
+	if err := os.WriteFile(filepath.Join(dir, "spare"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(testRecord(1)); !errors.Is(err, wal.ErrFailed) {
+		t.Errorf("Append() after ENOSPC = %v, want ErrFailed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	l = waltest.Open(t, waltest.WithPath(path))
+	var n uint64
+	if err := l.Replay(0, func(seq uint64, r wal.Record) error {
+		n++
+		if seq != n || !bytes.Equal(r.Data, payload) {
+			return fmt.Errorf("record %d: %d bytes", seq, len(r.Data))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != acked {
+		t.Errorf("reopened log holds %d records, want the %d acknowledged", n, acked)
+	}
 }
 
 func TestMetrics(t *testing.T) {

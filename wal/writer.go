@@ -25,7 +25,7 @@ type result struct {
 // one. It returns only after the batch holding recs is committed and
 // fsynced; concurrent callers share commits. recs are committed all or
 // nothing. Errors: ErrInvalidRecord (empty call, Type 0, oversize payload),
-// ErrClosed, or the commit error.
+// ErrClosed, or ErrFailed (this commit or an earlier one failed).
 func (l *Log) Append(recs ...Record) (last uint64, err error) {
 	if err := validate(recs); err != nil {
 		return 0, fmt.Errorf("append: %w", err)
@@ -70,6 +70,9 @@ func (l *Log) enqueue(req *request) error {
 	defer l.mu.RUnlock()
 	if l.closed {
 		return ErrClosed
+	}
+	if err := l.Err(); err != nil {
+		return err
 	}
 	l.reqs <- req
 	return nil
@@ -160,6 +163,9 @@ func syncRequests(batch []*request) int {
 // from the stored last index + 1, and returns that stored last index (base).
 // On error nothing is written and the numbering is unchanged.
 func (l *Log) commit(batch []*request, n int) (base uint64, err error) {
+	if err := l.Err(); err != nil {
+		return 0, err // queued before the failure: refused like later ones
+	}
 	start := time.Now()
 	tx, err := l.db.Begin(true)
 	if err != nil {
@@ -191,13 +197,13 @@ func (l *Log) commit(batch []*request, n int) (base uint64, err error) {
 	if err := putLast(meta, buf, seq); err != nil {
 		return 0, fmt.Errorf("commit batch: put last index %d: %w", seq, err)
 	}
-	if l.hookBeforeCommit != nil {
-		if err := l.hookBeforeCommit(); err != nil {
-			return 0, fmt.Errorf("commit batch at index %d: %w", base+1, err)
+	if fault := l.fault.Load(); fault != nil {
+		if err := (*fault)(); err != nil {
+			return 0, l.fail(fmt.Errorf("commit batch at index %d: %w", base+1, err))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit batch at index %d: %w", base+1, err)
+		return 0, l.fail(fmt.Errorf("commit batch at index %d: %w", base+1, err))
 	}
 	l.commits.Add(1)
 	l.m.commitDuration.Observe(time.Since(start).Seconds())

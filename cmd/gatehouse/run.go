@@ -180,7 +180,9 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Regist
 	}
 	gcfg := gwapi.DefaultConfig()
 	gcfg.Token = cfg.Gateway.Token
-	gw, err = gwapi.New(gcfg, gwapi.DepsOf(n.gw), lg, reg, reg)
+	deps := gwapi.DepsOf(n.gw)
+	deps.Health = sys.Health
+	gw, err = gwapi.New(gcfg, deps, lg, reg, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway api: %w", err)
 	}

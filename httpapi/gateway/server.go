@@ -64,6 +64,9 @@ type Deps struct {
 	Sessions  SessionStore
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
+	// Health, optional, fails /health (503) when the state cannot change
+	// any more (a failed WAL: see actors.System.Health).
+	Health func() error
 }
 
 // DepsOf returns the production Deps: g for the state, and an agent

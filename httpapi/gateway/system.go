@@ -10,6 +10,11 @@ type healthView struct {
 }
 
 func (s *Server) health(context.Context, Caller, None) (healthView, error) {
+	if s.d.Health != nil {
+		if err := s.d.Health(); err != nil {
+			return healthView{}, err
+		}
+	}
 	return healthView{Status: "ok"}, nil
 }
 
