@@ -7,6 +7,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"gatehouse/actors"
 	"gatehouse/httpapi/listener"
 )
 
@@ -19,11 +20,17 @@ var proxyPrefix = []byte("/api/proxy/")
 // context and returns an error for writeError instead of writing it.
 type handlerFunc func(ctx context.Context, rc *fasthttp.RequestCtx) error
 
-// apiRoutes builds the management API, the proxy and /health, /metrics.
+// apiRoutes builds the management API, the proxy, /health and the
+// admin-only /metrics.
 func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	r := s.newRouter()
 	get, post, patch, del := fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPatch, fasthttp.MethodDelete
 
+	// The process's metrics reveal traffic and the key count: admins only
+	// here; scrapers use the separate metrics listener (NewHealthServer).
+	s.handle(r, get, "/metrics", s.admin(func(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+		return s.metricsHandler()(ctx, rc)
+	}))
 	s.handle(r, post, "/api/auth/login", s.login)
 	s.handle(r, post, "/api/auth/logout", s.logout)
 	s.handle(r, post, "/api/auth/logout-all", s.session(s.logoutAll))
@@ -62,7 +69,7 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	}
 }
 
-// newRouter returns a router with /health, /metrics and the JSON 404 and
+// newRouter returns a router with /health and the JSON 404 and
 // 405 answers (listener.NewRouter: paths match exactly).
 func (s *Server) newRouter() *router.Router {
 	r := listener.NewRouter()
@@ -81,12 +88,16 @@ func (s *Server) newRouter() *router.Router {
 		writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
 		return nil
 	})
+	return r
+}
+
+// metricsHandler serves the listener's Gatherer.
+func (s *Server) metricsHandler() handlerFunc {
 	prom := s.l.MetricsHandler()
-	s.handle(r, fasthttp.MethodGet, "/metrics", func(_ context.Context, rc *fasthttp.RequestCtx) error {
+	return func(_ context.Context, rc *fasthttp.RequestCtx) error {
 		prom(rc)
 		return nil
-	})
-	return r
+	}
 }
 
 // healthReporter is implemented by a KeyService that can fail as a whole

@@ -118,8 +118,10 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 }
 
 // NewHealthServer builds a server that answers only GET /health and
-// GET /metrics, for a listener that serves nothing else. A metrics
-// registration failure is logged, not fatal.
+// GET /metrics, without authentication, for a listener that serves
+// nothing else (the metrics address scrapers use; bind it to loopback or
+// a private network). A metrics registration failure is logged, not
+// fatal.
 func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer) *Server {
 	cfg := DefaultConfig()
 	if name != "" {
@@ -130,7 +132,9 @@ func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, ga
 	if err != nil {
 		s.lg.Warn("metrics not registered", "err", err)
 	}
-	s.l.SetHandler(s.newRouter().Handler)
+	r := s.newRouter()
+	s.handle(r, fasthttp.MethodGet, "/metrics", s.metricsHandler())
+	s.l.SetHandler(r.Handler)
 	return s
 }
 

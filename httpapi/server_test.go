@@ -48,12 +48,16 @@ func TestRouting(t *testing.T) {
 	}
 }
 
+// TestMetrics: /metrics on the API listener answers admins only
+// (issue 14: it reveals traffic), with the listener's route series.
 func TestMetrics(t *testing.T) {
-	e := newTestEnv(t)
+	e := newWorld(t)
 	e.do(t, request{method: "GET", path: "/health"})
 	e.do(t, request{method: "GET", path: "/api/keys/" + strings.Repeat("a", 36)})
 	e.do(t, request{method: "GET", path: "/missing"})
-	r := e.do(t, request{method: "GET", path: "/metrics"})
+	mustStatus(t, e.do(t, request{method: "GET", path: "/metrics"}), 401, codeUnauthorized)
+	mustStatus(t, e.do(t, request{method: "GET", path: "/metrics", cookie: e.aliceCk}), 403, codeForbidden)
+	r := e.do(t, request{method: "GET", path: "/metrics", cookie: e.adminCk})
 	if r.status != 200 {
 		t.Fatalf("GET /metrics = %d", r.status)
 	}

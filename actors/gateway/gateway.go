@@ -40,6 +40,10 @@ type Config struct {
 	// WAL: skill ZIPs, media, workspace files); cmd sets <data>/blobs.
 	// Empty: no blob store, Blobs returns nil.
 	BlobDir string
+	// Registerer takes the gateway's own metrics (buckets, blob store);
+	// nil: the actor system's. cmd gives the gateway listener's registry,
+	// so each listener's /metrics shows its own series.
+	Registerer prometheus.Registerer
 }
 
 // DefaultConfig returns 8 key shards, 10,000 traces, 400 days of usage,
@@ -149,8 +153,12 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		Name: "gatehouse_gateway_live_bucket_actors",
 		Help: "Gateway token-bucket actors currently live.",
 	})
-	if env.Registerer != nil {
-		if err := env.Registerer.Register(g.live); err != nil {
+	metricsReg := g.cfg.Registerer
+	if metricsReg == nil {
+		metricsReg = env.Registerer
+	}
+	if metricsReg != nil {
+		if err := metricsReg.Register(g.live); err != nil {
 			return fmt.Errorf("gateway metrics: %w", err)
 		}
 	}
@@ -163,7 +171,7 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	if g.cfg.BlobDir != "" {
 		bcfg := blob.DefaultConfig()
 		bcfg.Dir = g.cfg.BlobDir
-		bs, err := blob.New(bcfg, g.lg, env.Registerer)
+		bs, err := blob.New(bcfg, g.lg, metricsReg)
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}

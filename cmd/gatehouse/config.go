@@ -56,6 +56,10 @@ type fileConfig struct {
 		MaxBodyBytes   int      `json:"max_body_bytes"`
 		RequestTimeout duration `json:"request_timeout"`
 		SessionTTL     duration `json:"session_ttl"`
+		// MetricsAddr (host:port) serves /metrics and /health without
+		// authentication, for scrapers; empty: off (on the API listener
+		// /metrics needs an admin session).
+		MetricsAddr string `json:"metrics_addr"`
 	} `json:"server"`
 	Gateway struct {
 		Host         string `json:"host"`
@@ -226,6 +230,12 @@ func (c *fileConfig) validateValues() error {
 	for _, x := range checks {
 		if x.bad {
 			return fmt.Errorf("config: %s must be %s", x.name, x.want)
+		}
+	}
+	if c.Server.MetricsAddr != "" {
+		host, port, err := net.SplitHostPort(c.Server.MetricsAddr)
+		if err != nil || net.ParseIP(host) == nil && host != "localhost" || port == "" {
+			return errors.New(`config: server.metrics_addr must be host:port with an IP address or localhost, e.g. "127.0.0.1:9464"`)
 		}
 	}
 	if c.Gateway.Token == "" && !loopback(c.Gateway.Host) {

@@ -41,6 +41,7 @@ type child struct {
 	cmd     *exec.Cmd
 	api     string // http://host:port
 	gateway string
+	metrics chan string // the metrics listener's base URL, if configured
 	logs    *syncBuffer
 	done    chan struct{}
 }
@@ -92,7 +93,7 @@ func startChild(tb testing.TB, configPath string) *child {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &child{logs: &syncBuffer{}, done: make(chan struct{})}
+	c := &child{logs: &syncBuffer{}, done: make(chan struct{}), metrics: make(chan string, 1)}
 	c.cmd = exec.Command(bin, "serve", "--config", configPath)
 	c.cmd.Env = append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword)
 	pr, pw := io.Pipe()
@@ -108,6 +109,10 @@ func startChild(tb testing.TB, configPath string) *child {
 		for sc.Scan() {
 			var line struct{ Msg, Listener, Addr string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				if line.Listener == "metrics" {
+					c.metrics <- "http://" + line.Addr
+					continue
+				}
 				got[map[string]int{"api": 0, "gateway": 1}[line.Listener]] = "http://" + line.Addr
 				if got[0] != "" && got[1] != "" {
 					addrs <- got

@@ -68,9 +68,13 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	reg := prometheus.NewRegistry()
+	// Each listener serves its own registry: the API listener's (admin
+	// only, and on server.metrics_addr) has the process, the WAL, the
+	// snapshots, the key actors and its routes; the gateway's has its
+	// routes, buckets and blob store.
+	reg, gwReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n, err := openNode(cfg, lg, reg)
+	n, err := openNode(cfg, lg, reg, gwReg)
 	if err != nil {
 		return err
 	}
@@ -79,18 +83,31 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		_ = n.sys.Close(context.Background())
 		return err
 	}
-	api, gw, err := newServers(cfg, n, lg, reg)
+	api, gw, err := newServers(cfg, n, lg, reg, gwReg)
 	if err != nil {
 		_ = n.sys.Close(context.Background())
 		return err
 	}
-	errc := make(chan error, 2)
-	for _, l := range []struct {
-		name, host string
-		port       int
-		srv        interface{ Serve(net.Listener) error }
-	}{{"api", cfg.Server.Host, cfg.Server.Port, api}, {"gateway", cfg.Gateway.Host, cfg.Gateway.Port, gw}} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(l.host, strconv.Itoa(l.port)))
+	type server interface {
+		Serve(net.Listener) error
+		Shutdown(context.Context) error
+	}
+	servers := []struct {
+		name, addr string
+		srv        server
+	}{
+		{"api", net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port)), api},
+		{"gateway", net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port)), gw},
+	}
+	if cfg.Server.MetricsAddr != "" {
+		servers = append(servers, struct {
+			name, addr string
+			srv        server
+		}{"metrics", cfg.Server.MetricsAddr, httpapi.NewHealthServer("metrics", lg, reg, reg)})
+	}
+	errc := make(chan error, len(servers))
+	for _, l := range servers {
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			_ = n.sys.Close(context.Background())
 			return fmt.Errorf("listen %s: %w", l.name, err)
@@ -103,15 +120,20 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	case err = <-errc:
 		lg.Error("listener failed", "err", err)
 	}
-	return shutdown(n, lg, api, gw, err)
-}
-
-// shutdown drains in-flight requests, flushes usage, takes a final snapshot.
-func shutdown(n *node, lg *slog.Logger, api *httpapi.Server, gw *gwapi.Server, cause error) error {
 	lg.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	errs := []error{cause, api.Shutdown(ctx), gw.Shutdown(ctx), n.sys.Close(ctx)}
+	errs := []error{err}
+	for _, l := range servers {
+		errs = append(errs, l.srv.Shutdown(ctx))
+	}
+	return shutdown(ctx, n, lg, errs)
+}
+
+// shutdown, once the listeners are drained, flushes usage and takes a
+// final snapshot.
+func shutdown(ctx context.Context, n *node, lg *slog.Logger, errs []error) error {
+	errs = append(errs, n.sys.Close(ctx))
 	err := errors.Join(errs...)
 	if err == nil {
 		lg.Info("stopped cleanly")
@@ -119,7 +141,7 @@ func shutdown(n *node, lg *slog.Logger, api *httpapi.Server, gw *gwapi.Server, c
 	return err
 }
 
-func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node, error) {
+func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer) (*node, error) {
 	key, err := loadMasterKey(cfg, lg)
 	if err != nil {
 		return nil, err
@@ -152,6 +174,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	gwcfg.RateLimitRPM, gwcfg.RateLimitBurst = cfg.Gateway.RateLimitRPM, cfg.Gateway.RateLimitBurst
 	gwcfg.MaxTraces, gwcfg.UsageDays = cfg.Gateway.MaxTraces, cfg.Gateway.UsageDays
 	gwcfg.BlobDir = filepath.Join(cfg.DataDir, "blobs")
+	gwcfg.Registerer = gwReg
 	gw, err := gateway.New(gwcfg)
 	if err != nil {
 		l.Close()
@@ -165,7 +188,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg prometheus.Registerer) (*node
 	return &node{log: l, sys: sys, gw: gw}, nil
 }
 
-func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
+func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
 	sys := n.sys
 	hcfg := httpapi.DefaultConfig()
 	hcfg.Host, hcfg.Port = cfg.Server.Host, cfg.Server.Port
@@ -182,7 +205,7 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg *prometheus.Regist
 	gcfg.Token = cfg.Gateway.Token
 	deps := gwapi.DepsOf(n.gw)
 	deps.Health = sys.Health
-	gw, err = gwapi.New(gcfg, deps, lg, reg, reg)
+	gw, err = gwapi.New(gcfg, deps, lg, gwReg, gwReg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway api: %w", err)
 	}

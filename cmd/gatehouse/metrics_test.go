@@ -1,0 +1,65 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMetricsListeners (issue 14): each listener serves its own series;
+// the API listener's /metrics needs an admin session; server.metrics_addr
+// serves the same series without authentication, for scrapers.
+func TestMetricsListeners(t *testing.T) {
+	cfg := writeConfig(t, t.TempDir(), map[string]any{
+		"server":  map[string]any{"host": "127.0.0.1", "port": 0, "metrics_addr": "127.0.0.1:0"},
+		"gateway": map[string]any{"host": "127.0.0.1", "port": 0, "token": "gw-admin"},
+	})
+	c := startChild(t, cfg)
+	var metricsBase string
+	select {
+	case metricsBase = <-c.metrics:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no metrics listener")
+	}
+	get := func(url string, hdr map[string]string, cl *client) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		hc := http.DefaultClient
+		if cl != nil {
+			hc = cl.hc
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get(c.api+"/metrics", nil, nil); code != 401 {
+		t.Errorf("anonymous API /metrics = %d, want 401", code)
+	}
+	admin := newClient(c.api)
+	admin.login(t, adminEmail, adminPassword)
+	code, api := get(c.api+"/metrics", nil, admin)
+	if code != 200 || !strings.Contains(api, "gatehouse_wal_appended_records_total") || strings.Contains(api, `listener="gateway"`) || strings.Contains(api, "gatehouse_gateway_") {
+		t.Errorf("admin API /metrics = %d, want the WAL's series and none of the gateway's:\n%.2000s", code, api)
+	}
+	code, scraped := get(metricsBase+"/metrics", nil, nil)
+	if code != 200 || !strings.Contains(scraped, "gatehouse_wal_appended_records_total") || !strings.Contains(scraped, "process_resident_memory_bytes") {
+		t.Errorf("metrics_addr /metrics = %d:\n%.2000s", code, scraped)
+	}
+	if code, _ := get(c.gateway+"/metrics", nil, nil); code != 401 {
+		t.Errorf("anonymous gateway /metrics = %d, want 401", code)
+	}
+	code, gw := get(c.gateway+"/metrics", map[string]string{"Authorization": "Bearer gw-admin"}, nil)
+	if code != 200 || !strings.Contains(gw, `listener="gateway"`) || !strings.Contains(gw, "gatehouse_gateway_live_bucket_actors") ||
+		strings.Contains(gw, "gatehouse_wal_") || strings.Contains(gw, `listener="api"`) {
+		t.Errorf("gateway /metrics = %d, want its own series only:\n%.2000s", code, gw)
+	}
+}
