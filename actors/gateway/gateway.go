@@ -26,6 +26,9 @@ type Config struct {
 	KeyShards int
 	// MaxTraces is how many run traces are kept (the oldest are dropped).
 	MaxTraces int
+	// TraceDays drops traces that started this many days before the
+	// newest run (0: kept until MaxTraces pushes them out).
+	TraceDays int
 	// UsageDays is how many UTC days of usage rows are kept, counted back
 	// from the newest day recorded.
 	UsageDays int
@@ -46,10 +49,11 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// DefaultConfig returns 8 key shards, 10,000 traces, 400 days of usage,
+// DefaultConfig returns 8 key shards, 10,000 traces of at most 30 days,
+// 400 days of usage,
 // and the token buckets off (burst 5 once enabled, 16 bucket shards).
 func DefaultConfig() Config {
-	return Config{KeyShards: 8, MaxTraces: 10_000, UsageDays: 400, RateLimitBurst: 5, BucketShards: 16}
+	return Config{KeyShards: 8, MaxTraces: 10_000, TraceDays: 30, UsageDays: 400, RateLimitBurst: 5, BucketShards: 16}
 }
 
 // Validate names the first bad field.
@@ -59,6 +63,8 @@ func (c Config) Validate() error {
 		return errors.New("gateway: KeyShards must be in 1..1024")
 	case c.MaxTraces < 1:
 		return errors.New("gateway: MaxTraces must be > 0")
+	case c.TraceDays < 0:
+		return errors.New("gateway: TraceDays must be >= 0")
 	case c.UsageDays < 1:
 		return errors.New("gateway: UsageDays must be > 0")
 	case c.RateLimitRPM < 0:

@@ -375,9 +375,12 @@ func (p *prop) recordRun() {
 	t := Trace{
 		ID: fmt.Sprintf("run-%d", p.r.Uint64()), AgentID: agent, UserID: pick(p, users), Endpoint: "chat",
 		Status: pick(p, []string{RunOK, RunFailed, RunTimeout}), StartedAt: at.In(time.FixedZone("X", 3600)), DurationMs: int64(p.r.IntN(5000)),
+		SessionKey: pick(p, []string{"", "s1"}), Channel: pick(p, []string{"http", "ws"}), Provider: pick(p, []string{"echo", "stub"}),
+		Model: pick(p, []string{"m1", "m2"}), InputPreview: "in", OutputPreview: "out",
 	}
-	for range p.r.IntN(3) {
-		t.Spans = append(t.Spans, Span{Name: "llm", Kind: "llm", StartedAt: at, PromptTokens: int64(p.r.IntN(100)), CompletionTokens: int64(p.r.IntN(50)), Status: t.Status})
+	for i := range p.r.IntN(3) {
+		t.Spans = append(t.Spans, Span{ID: fmt.Sprint(i), Name: "call", Kind: pick(p, []string{SpanLLM, SpanTool}), StartedAt: at,
+			PromptTokens: int64(p.r.IntN(100)), CompletionTokens: int64(p.r.IntN(50)), Status: t.Status, Model: t.Model})
 	}
 	p.gw.RecordRun(t)
 }

@@ -416,16 +416,25 @@ func (a *agentRec) view() Agent {
 	}
 }
 
-// runRec is one agent run (runRecorded v1, legacy type 69, snapshot traces).
+// runRec is one agent run (runRecorded v1, legacy type 69, snapshot
+// traces). Fields after spans were added with traces (issue 12); older
+// records lack them.
 type runRec struct {
-	ID         string    `json:"id"`
-	AgentID    uuid.UUID `json:"agent_id"`
-	UserID     string    `json:"user_id"`
-	Endpoint   string    `json:"endpoint"`
-	Status     string    `json:"status"`
-	StartedAt  time.Time `json:"started_at"`
-	DurationMs int64     `json:"duration_ms"`
-	Spans      []spanRec `json:"spans"`
+	ID            string    `json:"id"`
+	AgentID       uuid.UUID `json:"agent_id"`
+	UserID        string    `json:"user_id"`
+	Endpoint      string    `json:"endpoint"`
+	Status        string    `json:"status"`
+	StartedAt     time.Time `json:"started_at"`
+	DurationMs    int64     `json:"duration_ms"`
+	Spans         []spanRec `json:"spans"`
+	SessionKey    string    `json:"session_key,omitempty"`
+	Channel       string    `json:"channel,omitempty"`
+	Provider      string    `json:"provider,omitempty"`
+	Model         string    `json:"model,omitempty"`
+	Error         string    `json:"error,omitempty"`
+	InputPreview  string    `json:"input_preview,omitempty"`
+	OutputPreview string    `json:"output_preview,omitempty"`
 }
 
 // spanRec is one timed step of a run.
@@ -438,6 +447,12 @@ type spanRec struct {
 	CompletionTokens int64     `json:"completion_tokens"`
 	Status           string    `json:"status"`
 	Error            string    `json:"error,omitempty"`
+	ID               string    `json:"id,omitempty"`
+	ParentID         string    `json:"parent_id,omitempty"`
+	Model            string    `json:"model,omitempty"`
+	Provider         string    `json:"provider,omitempty"`
+	InputPreview     string    `json:"input_preview,omitempty"`
+	OutputPreview    string    `json:"output_preview,omitempty"`
 }
 
 // newRunRec is the record of t, times in UTC without a monotonic reading,
@@ -446,34 +461,60 @@ func newRunRec(t Trace) *runRec {
 	r := &runRec{
 		ID: t.ID, AgentID: t.AgentID, UserID: t.UserID, Endpoint: t.Endpoint, Status: t.Status,
 		StartedAt: t.StartedAt.UTC(), DurationMs: t.DurationMs, Spans: make([]spanRec, len(t.Spans)),
+		SessionKey: t.SessionKey, Channel: t.Channel, Provider: t.Provider, Model: t.Model, Error: t.Error,
+		InputPreview: t.InputPreview, OutputPreview: t.OutputPreview,
 	}
 	for i, s := range t.Spans {
-		r.Spans[i] = spanRec(s)
-		r.Spans[i].StartedAt = s.StartedAt.UTC()
+		r.Spans[i] = spanRec{
+			Name: s.Name, Kind: s.Kind, StartedAt: s.StartedAt.UTC(), DurationMs: s.DurationMs,
+			PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens, Status: s.Status, Error: s.Error,
+			ID: s.ID, ParentID: s.ParentID, Model: s.Model, Provider: s.Provider,
+			InputPreview: s.InputPreview, OutputPreview: s.OutputPreview,
+		}
 	}
 	return r
 }
 
-func (r *runRec) view() Trace {
+// view is the trace; withSpans false leaves Spans nil (lists).
+func (r *runRec) view(withSpans bool) Trace {
 	t := Trace{
 		ID: r.ID, AgentID: r.AgentID, UserID: r.UserID, Endpoint: r.Endpoint, Status: r.Status,
-		StartedAt: r.StartedAt, DurationMs: r.DurationMs, Spans: make([]Span, len(r.Spans)),
+		StartedAt: r.StartedAt, DurationMs: r.DurationMs, SessionKey: r.SessionKey, Channel: r.Channel,
+		Provider: r.Provider, Model: r.Model, Error: r.Error, InputPreview: r.InputPreview, OutputPreview: r.OutputPreview,
 	}
+	if !withSpans {
+		return t
+	}
+	t.Spans = make([]Span, len(r.Spans))
 	for i, s := range r.Spans {
-		t.Spans[i] = Span(s)
+		t.Spans[i] = Span{
+			ID: s.ID, ParentID: s.ParentID, Name: s.Name, Kind: s.Kind, Model: s.Model, Provider: s.Provider,
+			StartedAt: s.StartedAt, DurationMs: s.DurationMs, PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens,
+			Status: s.Status, Error: s.Error, InputPreview: s.InputPreview, OutputPreview: s.OutputPreview,
+		}
+		if t.Spans[i].ID == "" { // a run recorded before span ids
+			t.Spans[i].ID = fmt.Sprintf("%s-%d", r.ID, i)
+		}
 	}
 	return t
 }
 
-// usageRec is the usage of one agent by one user on one UTC day (snapshot
-// sections only: it is derived from runs).
+// usageRec is the usage of one (hour, agent, user, provider, model)
+// (snapshot sections only: it is derived from runs). Sections written
+// before hourly usage hold day rows (Day set, Hour empty): they restore
+// as the day's first hour.
 type usageRec struct {
-	Day              string    `json:"day"`
+	Hour             string    `json:"hour,omitempty"` // 2006-01-02T15, UTC
+	Day              string    `json:"day,omitempty"`  // legacy sections only
 	AgentID          uuid.UUID `json:"agent_id"`
 	UserID           string    `json:"user_id"`
+	Provider         string    `json:"provider,omitempty"`
+	Model            string    `json:"model,omitempty"`
 	Runs             int64     `json:"runs"`
+	Errors           int64     `json:"errors,omitempty"`
+	LLMCalls         int64     `json:"llm_calls,omitempty"`
+	ToolCalls        int64     `json:"tool_calls,omitempty"`
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
+	DurationMs       int64     `json:"duration_ms,omitempty"`
 }
-
-func (u *usageRec) view() UsageRow { return UsageRow(*u) }

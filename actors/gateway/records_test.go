@@ -171,11 +171,13 @@ func fxState() *state {
 	return st
 }
 
-// TestGoldenSection pins the v2 section and checks that the v1 section of
-// the previous build restores to the same state.
+// TestGoldenSection pins the v3 section and checks that the sections of
+// earlier builds restore to the same state, but for their coarser usage
+// rows (v1 and v2 kept days, not hours): the same per day.
 func TestGoldenSection(t *testing.T) {
-	got := fxState().encode()
-	path := filepath.Join("testdata", "section_v2.golden")
+	live := fxState()
+	got := live.encode()
+	path := filepath.Join("testdata", "section_v3.golden")
 	if *update {
 		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
 			t.Fatal(err)
@@ -185,15 +187,47 @@ func TestGoldenSection(t *testing.T) {
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("section differs from %s (-golden +got):\n%s", path, diff)
 	}
-	for _, f := range []string{"section_v2.golden", "legacy_section_v1.golden"} {
+	for _, f := range []string{"section_v3.golden", "legacy_section_v2.golden", "legacy_section_v1.golden"} {
 		st := newState(DefaultConfig())
 		if err := restoreSection(readGolden(t, filepath.Join("testdata", f)), st); err != nil {
 			t.Fatalf("restoreSection(%s) = %v", f, err)
 		}
-		if diff := cmp.Diff(string(want), string(st.encode())); diff != "" {
+		if f == "section_v3.golden" {
+			if diff := cmp.Diff(string(want), string(st.encode())); diff != "" {
+				t.Errorf("%s restores to another state (-want +got):\n%s", f, diff)
+			}
+			continue
+		}
+		if diff := cmp.Diff(withoutUsage(t, want), withoutUsage(t, st.encode())); diff != "" {
 			t.Errorf("%s restores to another state (-want +got):\n%s", f, diff)
 		}
+		if diff := cmp.Diff(dailyUsage(live.runs), dailyUsage(st.runs)); diff != "" {
+			t.Errorf("%s restores other daily usage (-want +got):\n%s", f, diff)
+		}
 	}
+}
+
+// withoutUsage is a section's JSON without its usage rows.
+func withoutUsage(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m["runs"].(map[string]any), "usage")
+	delete(m, "version")
+	return m
+}
+
+// dailyUsage sums the usage rows per day, agent and user.
+func dailyUsage(rs *runState) map[string][3]int64 {
+	out := map[string][3]int64{}
+	for _, u := range rs.usage {
+		k := u.Hour[:10] + " " + u.AgentID.String() + " " + u.UserID
+		v := out[k]
+		out[k] = [3]int64{v[0] + u.Runs, v[1] + u.PromptTokens, v[2] + u.CompletionTokens}
+	}
+	return out
 }
 
 func TestDecodeRejects(t *testing.T) {
@@ -218,7 +252,7 @@ func TestDecodeRejects(t *testing.T) {
 			}
 		})
 	}
-	for _, b := range []string{`{`, `{"version":3}`, `{"version":2,"runs":{"traces":[null]}}`} {
+	for _, b := range []string{`{`, `{"version":4}`, `{"version":2,"runs":{"traces":[null]}}`} {
 		if err := restoreSection([]byte(b), newState(DefaultConfig())); !errors.Is(err, actors.ErrCorrupt) {
 			t.Errorf("restoreSection(%s) = %v, want ErrCorrupt", b, err)
 		}

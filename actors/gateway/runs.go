@@ -1,13 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 
 	"gatehouse/actors"
 	"gatehouse/wal"
@@ -46,25 +45,15 @@ type runsWaiter struct {
 	reply chan struct{}
 }
 
-// TraceFilter selects traces; zero fields match everything.
-type TraceFilter struct {
-	AgentID uuid.UUID
-	UserID  string
-	Status  string
-	Day     string // 2006-01-02, UTC
-	Limit   int    // 0: 100
-}
-
 type queryTraces struct {
 	f     TraceFilter
 	id    string
-	reply chan []Trace
+	reply chan TracePage
 }
 
 type queryUsage struct {
-	agent uuid.UUID
-	user  string
-	reply chan []UsageRow
+	q     UsageQuery
+	reply chan []usageRec
 }
 
 type captureRuns struct{ reply chan runsImage }
@@ -119,38 +108,42 @@ func (a *runsActor) release() {
 	})
 }
 
-func (a *runsActor) traces(m queryTraces) []Trace {
-	limit := m.f.Limit
-	if limit <= 0 {
-		limit = 100
+// traces answers one trace by id (with its spans) or a page of the
+// traces matching the filter, newest first.
+func (a *runsActor) traces(m queryTraces) TracePage {
+	if m.id != "" {
+		for i := len(a.part.traces) - 1; i >= 0; i-- {
+			if t := a.part.traces[i]; t.ID == m.id {
+				return TracePage{Traces: []Trace{t.view(true)}, Total: 1}
+			}
+		}
+		return TracePage{}
 	}
-	var out []Trace
-	for i := len(a.part.traces) - 1; i >= 0 && len(out) < limit; i-- {
+	f := m.f
+	limit := cmp.Or(f.Limit, 100)
+	page := TracePage{Traces: []Trace{}}
+	for i := len(a.part.traces) - 1; i >= 0; i-- {
 		t := a.part.traces[i]
-		switch {
-		case m.id != "" && t.ID != m.id,
-			m.f.AgentID != uuid.Nil && t.AgentID != m.f.AgentID,
-			m.f.UserID != "" && t.UserID != m.f.UserID,
-			m.f.Status != "" && t.Status != m.f.Status,
-			m.f.Day != "" && !strings.HasPrefix(t.StartedAt.UTC().Format("2006-01-02"), m.f.Day):
+		if !f.matches(t) {
 			continue
 		}
-		out = append(out, t.view())
+		if page.Total >= f.Offset && len(page.Traces) < limit {
+			page.Traces = append(page.Traces, t.view(f.Spans))
+		}
+		page.Total++
 	}
-	return out
+	return page
 }
 
-func (a *runsActor) usage(m queryUsage) []UsageRow {
-	var rows []usageRec
+// usage answers the usage rows that match q (unsorted).
+func (a *runsActor) usage(m queryUsage) []usageRec {
+	from, to := m.q.From.UTC().Format(hourLayout), m.q.To.UTC().Format(hourLayout)
+	var out []usageRec
 	for _, u := range a.part.usage {
-		if (m.agent == uuid.Nil || u.AgentID == m.agent) && (m.user == "" || u.UserID == m.user) {
-			rows = append(rows, *u)
+		if (!m.q.From.IsZero() && u.Hour < from) || (!m.q.To.IsZero() && u.Hour >= to) || !m.q.matches(u) {
+			continue
 		}
-	}
-	slices.SortFunc(rows, cmpUsage)
-	out := make([]UsageRow, len(rows))
-	for i := range rows {
-		out[i] = rows[i].view()
+		out = append(out, *u)
 	}
 	return out
 }
@@ -170,30 +163,39 @@ func (g *Gateway) syncRuns(ctx context.Context) error {
 	return err
 }
 
-// Traces returns the newest traces matching f, newest first.
-func (g *Gateway) Traces(ctx context.Context, f TraceFilter) ([]Trace, error) {
-	reply := make(chan []Trace, 1)
+// TracePage lists traces matching f, newest first: f.Offset of them
+// skipped, at most f.Limit (0: 100) returned, with their Total.
+func (g *Gateway) TracePage(ctx context.Context, f TraceFilter) (TracePage, error) {
+	reply := make(chan TracePage, 1)
 	g.root.Send(g.runs, queryTraces{f: f, reply: reply})
 	return await(ctx, reply)
 }
 
-// Trace returns one trace; ErrNotFound if it is unknown or aged out.
+// Traces returns the newest traces matching f (with their spans), newest
+// first.
+func (g *Gateway) Traces(ctx context.Context, f TraceFilter) ([]Trace, error) {
+	f.Spans = true
+	p, err := g.TracePage(ctx, f)
+	return p.Traces, err
+}
+
+// Trace returns one trace with its spans; ErrNotFound if it is unknown or
+// aged out.
 func (g *Gateway) Trace(ctx context.Context, id string) (Trace, error) {
-	reply := make(chan []Trace, 1)
-	g.root.Send(g.runs, queryTraces{id: id, f: TraceFilter{Limit: 1}, reply: reply})
-	ts, err := await(ctx, reply)
+	reply := make(chan TracePage, 1)
+	g.root.Send(g.runs, queryTraces{id: id, reply: reply})
+	p, err := await(ctx, reply)
 	if err != nil {
 		return Trace{}, err
 	}
-	if len(ts) == 0 {
+	if len(p.Traces) == 0 {
 		return Trace{}, ErrNotFound
 	}
-	return ts[0], nil
+	return p.Traces[0], nil
 }
 
-// Usage returns usage rows by day, for one agent and/or user (zero: all).
-func (g *Gateway) Usage(ctx context.Context, agent uuid.UUID, user string) ([]UsageRow, error) {
-	reply := make(chan []UsageRow, 1)
-	g.root.Send(g.runs, queryUsage{agent: agent, user: user, reply: reply})
+func (g *Gateway) usageRows(ctx context.Context, q UsageQuery) ([]usageRec, error) {
+	reply := make(chan []usageRec, 1)
+	g.root.Send(g.runs, queryUsage{q: q, reply: reply})
 	return await(ctx, reply)
 }

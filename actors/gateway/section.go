@@ -10,13 +10,15 @@ import (
 	"gatehouse/actors"
 )
 
-// sectionVersion is the snapshot section layout this build writes.
-const sectionVersion = 2
+// sectionVersion is the snapshot section layout this build writes: 3 has
+// hourly usage rows by agent, user, provider and model; 2 had day rows by
+// agent and user (restored as the day's first hour), otherwise the same.
+const sectionVersion = 3
 
-// sectionV2 is the gateway's snapshot section: every entity as the payload
-// of its entitySaved record, sorted by kind then id, and the runs part.
-// Equal states encode to equal bytes (the property test compares states
-// through it).
+// sectionV2 is the gateway's snapshot section (versions 2 and 3): every
+// entity as the payload of its entitySaved record, sorted by kind then id,
+// and the runs part. Equal states encode to equal bytes (the property test
+// compares states through it).
 type sectionV2 struct {
 	Version  int          `json:"version"`
 	Entities []entityJSON `json:"entities"`
@@ -26,7 +28,7 @@ type sectionV2 struct {
 type runsJSON struct {
 	Seq    uint64     `json:"seq"`    // highest run record reflected
 	Traces []*runRec  `json:"traces"` // oldest first
-	Usage  []usageRec `json:"usage"`  // by day, agent, user
+	Usage  []usageRec `json:"usage"`  // by hour, agent, user, provider, model
 	// Instances (agent, user pairs that ran) by agent, user; absent in
 	// sections written before instances.
 	Instances []instanceRec `json:"instances,omitempty"`
@@ -88,7 +90,7 @@ func restoreSection(b []byte, st *state) error {
 		switch head.Version {
 		case 1:
 			err = restoreV1(b, st)
-		case 2:
+		case 2, 3:
 			err = restoreV2(b, st)
 		default:
 			err = fmt.Errorf("version %d unsupported", head.Version)
@@ -148,7 +150,7 @@ func (rs *runState) restoreFrom(seq uint64, traces []*runRec, usage []usageRec, 
 
 // instancesOf derives the instances the traces show.
 func instancesOf(traces []*runRec) []instanceRec {
-	rs := newRunState(len(traces)+1, 1<<20)
+	rs := newRunState(len(traces)+1, 0, 1<<20)
 	for _, t := range traces {
 		rs.apply(0, runRecorded{t})
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ func newState(cfg Config) *state {
 		keys:  make([]*keyPart, cfg.KeyShards),
 		homes: keyHomes{n: cfg.KeyShards, moved: map[uuid.UUID]int{}},
 		reg:   newRegistryPart(),
-		runs:  newRunState(cfg.MaxTraces, cfg.UsageDays),
+		runs:  newRunState(cfg.MaxTraces, cfg.TraceDays, cfg.UsageDays),
 	}
 	for i := range st.keys {
 		st.keys[i] = newKeyPart()
@@ -226,14 +227,16 @@ func (r *registryPart) entities(dst []entity) []entity {
 	return r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst))))
 }
 
-// runState holds the bounded traces and the usage per agent/user/day.
+// runState holds the bounded traces, the hourly usage rollup and the
+// instances, all derived from run records.
 type runState struct {
 	seq       uint64 // highest run record reflected
 	maxTraces int
+	traceDays int
 	usageDays int
-	traces    []*runRec // oldest first, at most maxTraces
+	traces    []*runRec // oldest first, at most maxTraces, none older than traceDays
 	usage     map[usageKey]*usageRec
-	newestDay string
+	newestRun time.Time // the newest run's start: retention counts back from it
 	// instances are the (agent, user) pairs that ran, derived from the run
 	// records like usage, but never pruned: one per pair.
 	instances map[instanceKey]*instanceRec
@@ -255,18 +258,23 @@ type instanceRec struct {
 }
 
 type usageKey struct {
-	day   string
-	agent uuid.UUID
-	user  string
+	hour            string // 2006-01-02T15
+	agent           uuid.UUID
+	user            string
+	provider, model string
 }
 
-func newRunState(maxTraces, usageDays int) *runState {
-	return &runState{maxTraces: maxTraces, usageDays: usageDays, usage: map[usageKey]*usageRec{}, instances: map[instanceKey]*instanceRec{}}
+// hourLayout formats usage hours (UTC).
+const hourLayout = "2006-01-02T15"
+
+func newRunState(maxTraces, traceDays, usageDays int) *runState {
+	return &runState{maxTraces: maxTraces, traceDays: traceDays, usageDays: usageDays,
+		usage: map[usageKey]*usageRec{}, instances: map[instanceKey]*instanceRec{}}
 }
 
-// apply records a run and its usage unless seq is already reflected.
-// Retention depends only on the records (the newest day seen), so replay
-// is exact.
+// apply records a run, its usage and its instance unless seq is already
+// reflected. Retention depends only on the records (the newest run seen),
+// so replay is exact.
 func (rs *runState) apply(seq uint64, ev event) {
 	t := ev.(runRecorded).run
 	if seq != 0 && seq <= rs.seq {
@@ -279,18 +287,7 @@ func (rs *runState) apply(seq uint64, ev event) {
 	if over := len(rs.traces) - rs.maxTraces; over > 0 {
 		rs.traces = slices.Delete(rs.traces, 0, over)
 	}
-	day := t.StartedAt.UTC().Format(time.DateOnly)
-	k := usageKey{day, t.AgentID, t.UserID}
-	u := rs.usage[k]
-	if u == nil {
-		u = &usageRec{Day: day, AgentID: t.AgentID, UserID: t.UserID}
-		rs.usage[k] = u
-	}
-	u.Runs++
-	for _, sp := range t.Spans {
-		u.PromptTokens += sp.PromptTokens
-		u.CompletionTokens += sp.CompletionTokens
-	}
+	rs.count(t)
 	if t.UserID != "" {
 		ik := instanceKey{t.AgentID, t.UserID}
 		in := rs.instances[ik]
@@ -303,21 +300,58 @@ func (rs *runState) apply(seq uint64, ev event) {
 			in.LastRunAt = t.StartedAt.UTC()
 		}
 	}
-	if day > rs.newestDay {
-		rs.newestDay = day
+	if t.StartedAt.After(rs.newestRun) {
+		rs.newestRun = t.StartedAt.UTC()
 		rs.prune()
 	}
 }
 
+// count adds t to its usage row.
+func (rs *runState) count(t *runRec) {
+	k := usageKey{t.StartedAt.UTC().Format(hourLayout), t.AgentID, t.UserID, t.Provider, t.Model}
+	u := rs.usage[k]
+	if u == nil {
+		u = &usageRec{Hour: k.hour, AgentID: t.AgentID, UserID: t.UserID, Provider: t.Provider, Model: t.Model}
+		rs.usage[k] = u
+	}
+	u.Runs++
+	if t.Status != RunOK {
+		u.Errors++
+	}
+	u.DurationMs += t.DurationMs
+	for _, sp := range t.Spans {
+		u.PromptTokens += sp.PromptTokens
+		u.CompletionTokens += sp.CompletionTokens
+		switch sp.Kind {
+		case SpanLLM:
+			u.LLMCalls++
+		case SpanTool:
+			u.ToolCalls++
+		}
+	}
+}
+
+// prune drops usage rows of hours before the usageDays UTC days that end
+// with the newest run's, and traces older than traceDays before it.
 func (rs *runState) prune() {
-	newest, err := time.Parse(time.DateOnly, rs.newestDay)
-	if err != nil {
+	if rs.newestRun.IsZero() {
 		return
 	}
-	cut := newest.AddDate(0, 0, -rs.usageDays+1).Format(time.DateOnly)
+	day := rs.newestRun.Truncate(24 * time.Hour)
+	cut := day.AddDate(0, 0, -rs.usageDays+1).Format(hourLayout)
 	for k := range rs.usage {
-		if k.day < cut {
+		if k.hour < cut {
 			delete(rs.usage, k)
+		}
+	}
+	if rs.traceDays > 0 {
+		oldest := rs.newestRun.Add(-time.Duration(rs.traceDays) * 24 * time.Hour)
+		n := 0
+		for n < len(rs.traces) && rs.traces[n].StartedAt.Before(oldest) {
+			n++
+		}
+		if n > 0 {
+			rs.traces = slices.Delete(rs.traces, 0, n)
 		}
 	}
 }
@@ -360,24 +394,55 @@ func (rs *runState) restore(im runsImage) {
 	}
 	clear(rs.usage)
 	clear(rs.instances)
+	rs.newestRun = time.Time{}
+	for _, t := range rs.traces {
+		if t.StartedAt.After(rs.newestRun) {
+			rs.newestRun = t.StartedAt.UTC()
+		}
+	}
 	for i := range im.instances {
 		in := im.instances[i]
 		rs.instances[instanceKey{in.AgentID, in.UserID}] = &in
+		if in.LastRunAt.After(rs.newestRun) {
+			rs.newestRun = in.LastRunAt
+		}
 	}
 	for i := range im.usage {
 		u := im.usage[i]
-		rs.usage[usageKey{u.Day, u.AgentID, u.UserID}] = &u
-		rs.newestDay = max(rs.newestDay, u.Day)
+		if u.Hour == "" { // a day row of an older section
+			u.Hour, u.Day = u.Day+"T00", ""
+		}
+		k := usageKey{u.Hour, u.AgentID, u.UserID, u.Provider, u.Model}
+		if prev := rs.usage[k]; prev != nil { // cannot happen in a section this build wrote
+			u = prev.plus(u)
+		}
+		rs.usage[k] = &u
+		if h, err := time.Parse(hourLayout, u.Hour); err == nil && h.After(rs.newestRun) {
+			rs.newestRun = h
+		}
 	}
 	rs.prune()
 }
 
+// plus adds v's counters to a copy of u.
+func (u *usageRec) plus(v usageRec) usageRec {
+	w := *u
+	w.Runs += v.Runs
+	w.Errors += v.Errors
+	w.LLMCalls += v.LLMCalls
+	w.ToolCalls += v.ToolCalls
+	w.PromptTokens += v.PromptTokens
+	w.CompletionTokens += v.CompletionTokens
+	w.DurationMs += v.DurationMs
+	return w
+}
+
 func cmpUsage(x, y usageRec) int {
-	if c := strings.Compare(x.Day, y.Day); c != 0 {
-		return c
-	}
-	if c := strings.Compare(x.AgentID.String(), y.AgentID.String()); c != 0 {
-		return c
-	}
-	return strings.Compare(x.UserID, y.UserID)
+	return cmp.Or(
+		strings.Compare(x.Hour, y.Hour),
+		bytes.Compare(x.AgentID[:], y.AgentID[:]),
+		strings.Compare(x.UserID, y.UserID),
+		strings.Compare(x.Provider, y.Provider),
+		strings.Compare(x.Model, y.Model),
+	)
 }

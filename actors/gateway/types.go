@@ -207,17 +207,31 @@ func (in AgentInput) onlyPrompt() bool {
 		in.OtherConfig == nil && in.MaxToolIterations == nil && in.IsDefault == nil
 }
 
-// Span is one timed step of a run (today: the LLM call).
+// Span is one timed step of a run: an LLM call, a tool call, a
+// delegation. ParentID is "" for a top-level step.
 type Span struct {
+	ID               string    `json:"id"`
+	ParentID         string    `json:"parent_id,omitempty"`
 	Name             string    `json:"name"`
-	Kind             string    `json:"kind"`
+	Kind             string    `json:"kind"` // SpanLLM, SpanTool, SpanDelegation
+	Model            string    `json:"model,omitempty"`
+	Provider         string    `json:"provider,omitempty"`
 	StartedAt        time.Time `json:"started_at"`
 	DurationMs       int64     `json:"duration_ms"`
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
 	Status           string    `json:"status"`
 	Error            string    `json:"error,omitempty"`
+	InputPreview     string    `json:"input_preview,omitempty"`
+	OutputPreview    string    `json:"output_preview,omitempty"`
 }
+
+// Span kinds.
+const (
+	SpanLLM        = "llm"
+	SpanTool       = "tool"
+	SpanDelegation = "delegation"
+)
 
 // Run statuses.
 const (
@@ -226,16 +240,33 @@ const (
 	RunTimeout = "timeout"
 )
 
-// Trace is the record of one agent run.
+// Trace is the record of one agent run. Previews are truncated and
+// redacted by whoever records the run (the runtime).
 type Trace struct {
-	ID         string    `json:"id"`
-	AgentID    uuid.UUID `json:"agent_id"`
-	UserID     string    `json:"user_id"`
-	Endpoint   string    `json:"endpoint"`
-	Status     string    `json:"status"`
-	StartedAt  time.Time `json:"started_at"`
-	DurationMs int64     `json:"duration_ms"`
-	Spans      []Span    `json:"spans"`
+	ID            string    `json:"id"`
+	AgentID       uuid.UUID `json:"agent_id"`
+	UserID        string    `json:"user_id"`
+	SessionKey    string    `json:"session_key,omitempty"`
+	Endpoint      string    `json:"endpoint"`          // the entry point: the trace's name
+	Channel       string    `json:"channel,omitempty"` // http, ws, webhook, internal
+	Provider      string    `json:"provider,omitempty"`
+	Model         string    `json:"model,omitempty"`
+	Status        string    `json:"status"`
+	Error         string    `json:"error,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	DurationMs    int64     `json:"duration_ms"`
+	InputPreview  string    `json:"input_preview,omitempty"`
+	OutputPreview string    `json:"output_preview,omitempty"`
+	Spans         []Span    `json:"spans"`
+}
+
+// Tokens sums the spans' prompt and completion tokens.
+func (t Trace) Tokens() (prompt, completion int64) {
+	for _, s := range t.Spans {
+		prompt += s.PromptTokens
+		completion += s.CompletionTokens
+	}
+	return prompt, completion
 }
 
 // UsageRow is the token usage of one agent for one user on one UTC day.

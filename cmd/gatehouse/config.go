@@ -70,6 +70,9 @@ type fileConfig struct {
 		RateLimitBurst int `json:"rate_limit_burst"`
 		// MaxTraces is how many run traces the gateway keeps.
 		MaxTraces int `json:"max_traces"`
+		// TraceDays is how many days back from the newest run traces are
+		// kept (0: until max_traces pushes them out).
+		TraceDays int `json:"trace_days"`
 		// UsageDays is how many UTC days of run usage the gateway keeps.
 		UsageDays int `json:"usage_days"`
 	} `json:"gateway"`
@@ -124,6 +127,7 @@ func defaultConfig() fileConfig {
 	c.Gateway.Host, c.Gateway.Port = "127.0.0.1", 18790
 	gwd := gateway.DefaultConfig()
 	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
+	c.Gateway.TraceDays = gwd.TraceDays
 	c.Keys.RotationGracePeriod = dur(24 * time.Hour)
 	c.Keys.MaxPerUser.Standard, c.Keys.MaxPerUser.Premium = 100, 1000
 	c.Plans.Standard, c.Plans.Premium = 1000, 10000
@@ -219,6 +223,7 @@ func (c *fileConfig) validateValues() error {
 		{c.Gateway.RateLimitBurst < 1, "gateway.rate_limit_burst", ">= 1"},
 		{c.Gateway.MaxTraces < 1, "gateway.max_traces", ">= 1"},
 		{c.Gateway.UsageDays < 1, "gateway.usage_days", ">= 1"},
+		{c.Gateway.TraceDays < 0, "gateway.trace_days", ">= 0 (0: no age limit)"},
 		{c.Plans.Standard < 1 || c.Plans.Standard > 1e9, "plans.standard", "in 1..1000000000"},
 		{c.Keys.MaxPerUser.Standard < 1 || c.Keys.MaxPerUser.Standard > 1e6, "keys.max_per_user.standard", "in 1..1000000"},
 		{c.Keys.MaxPerUser.Premium < 1 || c.Keys.MaxPerUser.Premium > 1e6, "keys.max_per_user.premium", "in 1..1000000"},

@@ -172,7 +172,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 	acfg.SnapshotEvery, acfg.SnapshotInterval = cfg.Snapshot.EveryRecords, cfg.Snapshot.Interval.d
 	gwcfg := gateway.DefaultConfig()
 	gwcfg.RateLimitRPM, gwcfg.RateLimitBurst = cfg.Gateway.RateLimitRPM, cfg.Gateway.RateLimitBurst
-	gwcfg.MaxTraces, gwcfg.UsageDays = cfg.Gateway.MaxTraces, cfg.Gateway.UsageDays
+	gwcfg.MaxTraces, gwcfg.UsageDays, gwcfg.TraceDays = cfg.Gateway.MaxTraces, cfg.Gateway.UsageDays, cfg.Gateway.TraceDays
 	gwcfg.BlobDir = filepath.Join(cfg.DataDir, "blobs")
 	gwcfg.Registerer = gwReg
 	gw, err := gateway.New(gwcfg)

@@ -54,7 +54,7 @@ func (s *Server) caller(ctx context.Context, rc *fasthttp.RequestCtx, queryToken
 	if err := bindUser(&c, c.UserID); err != nil {
 		return c, err
 	}
-	c.IP = rc.RemoteIP().String() // never IP:port
+	c.IP, c.Channel = rc.RemoteIP().String(), "http" // never IP:port
 	return c, nil
 }
 

@@ -192,7 +192,7 @@ func (s *Server) prepare(ctx context.Context, c Caller, model, user, endpoint st
 		ref = a.ID.String()
 	}
 	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: ref, User: user, Endpoint: endpoint, Messages: msgs,
+		Agent: ref, User: user, Endpoint: endpoint, Channel: c.Channel, Messages: msgs,
 	})
 	if err != nil {
 		return nil, "", err
@@ -303,7 +303,7 @@ func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, err
 		}
 		msgs, runCtx = turnMessages(turn, req.Message), tctx
 	}
-	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{Agent: a.ID.String(), User: c.UserID, Endpoint: "agents.wake", Messages: msgs})
+	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{Agent: a.ID.String(), User: c.UserID, Endpoint: "agents.wake", Channel: c.Channel, Messages: msgs})
 	var res runtime.Result
 	if err == nil {
 		res, err = s.d.Runner.Execute(runCtx, rn, nil)

@@ -77,6 +77,8 @@ type Caller struct {
 	// IP is the client's address without the port: the rate-limit subject
 	// when there is neither a user nor an API key.
 	IP string
+	// Channel is the transport, for traces: "http" or "ws".
+	Channel string
 }
 
 // Trusted reports whether c is a trusted backend that may act for any

@@ -44,6 +44,10 @@ func (s *Server) table() []Route {
 		{Method: put, Path: "/v1/agents/{id}/instances/{userID}/files/{fileName}", RPC: "agents.files.put", Scope: write, NeedUser: true, Tag: "agents", Summary: "Store the caller's own USER.md (the body is the text, or {content}); any other file: 403", Op: op(s.putInstanceFile)},
 		{Method: post, Path: "/v1/agents/{id}/wake", RPC: "agents.wake", Scope: write, NeedUser: true, Tag: "agents", Summary: "Run the agent once on a message", Op: op(s.wake)},
 
+		{Method: get, Path: "/v1/usage", RPC: "usage.get", Scope: read, Tag: "usage", Summary: "Usage time series: runs, tokens, errors and tool calls by hour or day, grouped and filtered (own user's unless admin)", Op: op(s.usage)},
+		{Method: get, Path: "/v1/usage/summary", RPC: "usage.summary", Scope: read, Tag: "usage", Summary: "Usage of a period (24h, today, 7d, 30d) and of the period before it", Op: op(s.summary)},
+		{Method: get, Path: "/v1/traces", RPC: "traces.list", Scope: read, Tag: "traces", Summary: "Run traces, newest first; filters agent_id, user_id, session_key, status, from, to", Op: op(s.listTraces)},
+		{Method: get, Path: "/v1/traces/{id}", RPC: "traces.get", Scope: read, Tag: "traces", Summary: "One trace with all its spans, as a tree", Op: op(s.getTrace)},
 		{Method: get, Path: "/v1/sessions", RPC: "sessions.list", Scope: read, Tag: "sessions", Summary: "List sessions, newest first (paginated; a caller acting for a user sees that user's only); other session operations are WebSocket methods", Op: op(s.listSessions)},
 		{Method: get, Path: "/v1/models", RPC: "models.list", Scope: read, Tag: "chat", Summary: "The agents the caller may run, as OpenAI models (gateway:<agent_key>)", Op: op(s.listModels)},
 		{Method: post, Path: "/v1/chat/completions", RPC: "chat.completions", Scope: write, Tag: "chat", Summary: "OpenAI-compatible chat completion with an agent", Op: op(s.chatCompletions)},

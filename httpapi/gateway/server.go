@@ -62,6 +62,7 @@ type Deps struct {
 	Sharing   SharingStore
 	Instances InstanceStore
 	Sessions  SessionStore
+	Runs      RunStore
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -72,11 +73,11 @@ type Deps struct {
 // DepsOf returns the production Deps: g for the state, and an agent
 // runtime over g.
 func DepsOf(g *gateway.Gateway) Deps {
-	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runner: runtime.New(g, g)}
+	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g, Runner: runtime.New(g, g)}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil

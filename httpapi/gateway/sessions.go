@@ -213,7 +213,9 @@ func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait fu
 		return
 	}
 	msgs := turnMessages(turn, in.Message)
-	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{Agent: turn.AgentID.String(), User: c.UserID, Endpoint: "chat.send", Messages: msgs})
+	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
+		Agent: turn.AgentID.String(), User: c.UserID, Endpoint: "chat.send", Channel: c.Channel, SessionKey: in.SessionKey, Messages: msgs,
+	})
 	if err != nil {
 		s.endTurn(ctx, in.SessionKey, in.Message, runtime.Result{}, err)
 		w.respond(id, nil, err)

@@ -61,7 +61,7 @@ func (s *Server) summon(a gateway.Agent, user string) {
 // user message; the run is traced like any other.
 func (s *Server) runOnce(ctx context.Context, ref, user, endpoint, system, message string) (string, error) {
 	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: ref, User: user, Endpoint: endpoint, System: &system, AnyStatus: true,
+		Agent: ref, User: user, Endpoint: endpoint, Channel: "internal", System: &system, AnyStatus: true,
 		Messages: []runtime.Message{{Role: "user", Content: message}},
 	})
 	if err != nil {

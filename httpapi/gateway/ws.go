@@ -272,7 +272,7 @@ func (w *wsConn) handshake(ip string) bool {
 		w.close(websocket.ClosePolicyViolation, "unauthorized")
 		return false
 	}
-	c.IP = ip
+	c.IP, c.Channel = ip, "ws"
 	w.c, w.cred = c, credentialOf(c)
 	if !w.s.ws.add(w) {
 		w.respond(f.ID, nil, errTooManyConns)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,11 @@ type Request struct {
 	User string
 	// Endpoint names the entry point in the trace ("chat.completions").
 	Endpoint string
+	// Channel is how the run came in, for the trace: "http", "ws",
+	// "webhook", "internal" ("" reads as "http").
+	Channel string
+	// SessionKey is the run's session, if any, for the trace.
+	SessionKey string
 	// Messages follow the agent's system prompt.
 	Messages []Message
 	// System, when set, replaces the agent's system prompt (summoning and
@@ -79,6 +85,10 @@ type Run struct {
 	req      llmRequest
 	user     string
 	endpoint string
+	channel  string
+	session  string
+	provider string
+	redact   *redactor
 }
 
 // Runtime runs agents: it resolves an agent and its provider, calls the
@@ -89,11 +99,18 @@ type Runtime struct {
 	agents Agents
 	rec    Recorder
 	llm    *llmClients
+	now    func() time.Time // a run's start time: the recorder's clock
 }
 
-// New returns a Runtime over the gateway's registry and run records.
+// New returns a Runtime over the gateway's registry and run records. A
+// Recorder with a Now method (the gateway: its clock) dates the runs;
+// durations are measured on the machine's monotonic clock.
 func New(agents Agents, rec Recorder) *Runtime {
-	return &Runtime{agents: agents, rec: rec, llm: newLLMClients()}
+	rt := &Runtime{agents: agents, rec: rec, llm: newLLMClients(), now: time.Now}
+	if c, ok := rec.(interface{ Now() time.Time }); ok {
+		rt.now = c.Now
+	}
+	return rt
 }
 
 // Close closes idle provider connections.
@@ -141,7 +158,8 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 	return &Run{
 		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
 		call: rt.llm.forProvider(p, key), user: req.User, endpoint: req.Endpoint,
-		req: llmRequest{Model: a.Model, Messages: all},
+		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name,
+		redact: newRedactor(key), req: llmRequest{Model: a.Model, Messages: all},
 	}, nil
 }
 
@@ -156,9 +174,9 @@ func (rt *Runtime) Execute(ctx context.Context, rn *Run, onDelta func(string) er
 	limit := time.Duration(rn.Agent.TimeoutSeconds) * time.Second
 	runCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	start := time.Now()
+	start, t0 := rt.now(), time.Now()
 	res, err := rn.call(runCtx, rn.req, onDelta)
-	dur := time.Since(start)
+	dur := time.Since(t0)
 	status, msg := gateway.RunOK, ""
 	switch {
 	case err == nil:
@@ -170,13 +188,31 @@ func (rt *Runtime) Execute(ctx context.Context, rn *Run, onDelta func(string) er
 	default:
 		status, msg = gateway.RunFailed, err.Error()
 	}
+	in, out := rn.redact.preview(lastUserMessage(rn.req.Messages)), rn.redact.preview(res.Content)
+	msg = rn.redact.preview(msg)
 	rt.rec.RecordRun(gateway.Trace{
-		ID: rn.ID, AgentID: rn.Agent.ID, UserID: rn.user, Endpoint: rn.endpoint, Status: status,
-		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
+		ID: rn.ID, AgentID: rn.Agent.ID, UserID: rn.user, SessionKey: rn.session, Endpoint: rn.endpoint,
+		Channel: rn.channel, Provider: rn.provider, Model: rn.req.Model, Status: status, Error: msg,
+		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(), InputPreview: in, OutputPreview: out,
 		Spans: []gateway.Span{{
-			Name: "llm.call " + rn.req.Model, Kind: "llm", StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
+			ID: spanID(), Name: "llm.call " + rn.req.Model, Kind: gateway.SpanLLM, Model: rn.req.Model, Provider: rn.provider,
+			StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
 			PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Status: status, Error: msg,
+			InputPreview: in, OutputPreview: out,
 		}},
 	})
 	return res, err
 }
+
+// lastUserMessage is the content of the last user message ("" if none).
+func lastUserMessage(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// spanID is 16 random hex characters.
+func spanID() string { return strings.ReplaceAll(uuid.NewString(), "-", "")[:16] }
