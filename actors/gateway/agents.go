@@ -86,7 +86,10 @@ func (r *registry) putAgent(m putAgent) agentReply {
 		a.Status = AgentSummoning // its provider writes the prompt: see Gateway.FinishSummon
 	}
 	a.UpdatedAt = now
-	if err := commit(r.log, r.part, entitySaved{&a}); err != nil {
+	verb := map[bool]string{true: "create", false: "update"}[m.ref == ""]
+	au := audit{action: "agent." + verb, entityType: string(kindAgent), entityID: a.ID.String(),
+		summary: fmt.Sprintf("%sd agent %q (model %s)", verb, a.AgentKey, a.Model)}
+	if err := r.commit(au, entitySaved{&a}); err != nil {
 		return agentReply{err: fmt.Errorf("log agent: %w", err)}
 	}
 	return agentReply{a: a.view()}
@@ -210,7 +213,9 @@ func (r *registry) delAgent(m delAgent) agentReply {
 		}
 	}
 	slices.SortFunc(evs[1:], func(x, y event) int { return cmpDeleted(x.(entityDeleted), y.(entityDeleted)) })
-	if err := commitAll(r.log, r.part, evs...); err != nil {
+	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
+		summary: fmt.Sprintf("deleted agent %q with %d user files and sessions", a.AgentKey, len(evs)-1)}
+	if err := r.commit(au, evs...); err != nil {
 		return agentReply{err: fmt.Errorf("log agent delete: %w", err)}
 	}
 	return agentReply{}
@@ -240,7 +245,7 @@ func (g *Gateway) agentCmd(ctx context.Context, m putAgent) (Agent, error) {
 		return Agent{}, fmt.Errorf("user id is required: %w", ErrInvalid)
 	}
 	m.reply = make(chan agentReply, 1)
-	g.root.Send(g.registry, m)
+	g.send(ctx, g.registry, m)
 	r, err := await(ctx, m.reply)
 	return r.a, cmpErr(r.err, err)
 }
@@ -248,7 +253,7 @@ func (g *Gateway) agentCmd(ctx context.Context, m putAgent) (Agent, error) {
 // GetAgent finds an agent the user can use, by id or agent_key.
 func (g *Gateway) GetAgent(ctx context.Context, user, ref string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.root.Send(g.registry, getAgent{ref: ref, user: user, reply: reply})
+	g.send(ctx, g.registry, getAgent{ref: ref, user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return r.a, cmpErr(r.err, err)
 }
@@ -257,7 +262,7 @@ func (g *Gateway) GetAgent(ctx context.Context, user, ref string) (Agent, error)
 // run; no ownership check (the caller's token was authorized).
 func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider, error) {
 	reply := make(chan agentReply, 1)
-	g.root.Send(g.registry, getAgent{ref: ref, resolve: true, reply: reply})
+	g.send(ctx, g.registry, getAgent{ref: ref, resolve: true, reply: reply})
 	r, err := await(ctx, reply)
 	return r.a, r.p, cmpErr(r.err, err)
 }
@@ -267,7 +272,7 @@ func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider
 // for nobody: callers must not pass "" for anyone else).
 func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.root.Send(g.registry, listAgents{user: user, reply: reply})
+	g.send(ctx, g.registry, listAgents{user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return r.as, cmpErr(r.err, err)
 }
@@ -275,7 +280,7 @@ func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) 
 // DeleteAgent removes the agent; ErrNotFound, ErrForbidden as UpdateAgent.
 func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
 	reply := make(chan agentReply, 1)
-	g.root.Send(g.registry, delAgent{ref: ref, user: user, reply: reply})
+	g.send(ctx, g.registry, delAgent{ref: ref, user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return cmpErr(r.err, err)
 }
@@ -309,7 +314,7 @@ func (r *registry) defaultAgent(user string) agentReply {
 // registry.defaultAgent); ErrNotFound when there is none.
 func (g *Gateway) DefaultAgent(ctx context.Context, user string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.root.Send(g.registry, defaultAgent{user: user, reply: reply})
+	g.send(ctx, g.registry, defaultAgent{user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return r.a, cmpErr(r.err, err)
 }

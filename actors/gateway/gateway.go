@@ -26,6 +26,9 @@ type Config struct {
 	KeyShards int
 	// MaxTraces is how many run traces are kept (the oldest are dropped).
 	MaxTraces int
+	// MaxActivity is how many audit entries each owning actor keeps (the
+	// registry, each key shard): the newest.
+	MaxActivity int
 	// TraceDays drops traces that started this many days before the
 	// newest run (0: kept until MaxTraces pushes them out).
 	TraceDays int
@@ -53,7 +56,7 @@ type Config struct {
 // 400 days of usage,
 // and the token buckets off (burst 5 once enabled, 16 bucket shards).
 func DefaultConfig() Config {
-	return Config{KeyShards: 8, MaxTraces: 10_000, TraceDays: 30, UsageDays: 400, RateLimitBurst: 5, BucketShards: 16}
+	return Config{KeyShards: 8, MaxTraces: 10_000, TraceDays: 30, UsageDays: 400, MaxActivity: 10_000, RateLimitBurst: 5, BucketShards: 16}
 }
 
 // Validate names the first bad field.
@@ -63,6 +66,8 @@ func (c Config) Validate() error {
 		return errors.New("gateway: KeyShards must be in 1..1024")
 	case c.MaxTraces < 1:
 		return errors.New("gateway: MaxTraces must be > 0")
+	case c.MaxActivity < 1:
+		return errors.New("gateway: MaxActivity must be > 0")
 	case c.TraceDays < 0:
 		return errors.New("gateway: TraceDays must be >= 0")
 	case c.UsageDays < 1:
@@ -205,6 +210,15 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 // state, so that live traffic and replay run the same apply.
 func commit(log actors.EventLog, p part, ev event) error {
 	return commitAll(log, p, ev)
+}
+
+// commitAs is commitAll with the audit entry of the change appended in
+// the same write, when the change was made by an API caller (by != nil).
+func commitAs(log actors.EventLog, p part, by *Actor, now time.Time, au audit, evs ...event) error {
+	if e := au.entry(by, now); e != nil {
+		evs = append(evs, entitySaved{e})
+	}
+	return commitAll(log, p, evs...)
 }
 
 // commitAll appends evs in one write (all durable, or none) and applies

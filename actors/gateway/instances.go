@@ -105,7 +105,9 @@ func (r *registry) putUserFile(m putUserFile) filesReply {
 	}
 	f := &userFileRec{ID: userFileID(a.ID, m.user, m.name), AgentID: a.ID, UserID: m.user, Name: m.name,
 		Content: m.content, UpdatedAt: r.clock.Now().UTC()}
-	if err := commit(r.log, r.part, entitySaved{f}); err != nil {
+	au := audit{action: "user_file.update", entityType: string(kindAgent), entityID: a.ID.String(),
+		summary: fmt.Sprintf("updated %s of user %q on agent %q (%d bytes)", m.name, m.user, a.AgentKey, len(m.content))}
+	if err := r.commit(au, entitySaved{f}); err != nil {
 		return filesReply{err: fmt.Errorf("log user file: %w", err)}
 	}
 	return filesReply{files: r.files(a, m.user)}
@@ -145,7 +147,7 @@ func (g *Gateway) PutUserFile(ctx context.Context, caller, ref, user, name, cont
 		return nil, fmt.Errorf("%s must be UTF-8 text: %w", name, ErrInvalid)
 	}
 	reply := make(chan filesReply, 1)
-	g.root.Send(g.registry, putUserFile{ref: ref, caller: caller, user: user, name: name, content: content, reply: reply})
+	g.send(ctx, g.registry, putUserFile{ref: ref, caller: caller, user: user, name: name, content: content, reply: reply})
 	r, err := await(ctx, reply)
 	return r.files, cmpErr(r.err, err)
 }
@@ -154,7 +156,7 @@ func (g *Gateway) PutUserFile(ctx context.Context, caller, ref, user, name, cont
 // for the agent's owner and operators.
 func (g *Gateway) UserFiles(ctx context.Context, caller, ref, user string) ([]ContextFile, error) {
 	reply := make(chan filesReply, 1)
-	g.root.Send(g.registry, listUserFiles{ref: ref, caller: caller, user: user, reply: reply})
+	g.send(ctx, g.registry, listUserFiles{ref: ref, caller: caller, user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return r.files, cmpErr(r.err, err)
 }
@@ -163,7 +165,7 @@ func (g *Gateway) UserFiles(ctx context.Context, caller, ref, user string) ([]Co
 // of that user sends the provider.
 func (g *Gateway) UserContext(ctx context.Context, agent uuid.UUID, user string) (string, error) {
 	reply := make(chan string, 1)
-	g.root.Send(g.registry, userContext{agent: agent, user: user, reply: reply})
+	g.send(ctx, g.registry, userContext{agent: agent, user: user, reply: reply})
 	return await(ctx, reply)
 }
 
@@ -171,7 +173,7 @@ func (g *Gateway) UserContext(ctx context.Context, agent uuid.UUID, user string)
 // operators, the caller's own for a user it is shared with.
 func (g *Gateway) Instances(ctx context.Context, caller, ref string) ([]Instance, error) {
 	ar := make(chan accessReply, 1)
-	g.root.Send(g.registry, agentAccess{ref: ref, caller: caller, reply: ar})
+	g.send(ctx, g.registry, agentAccess{ref: ref, caller: caller, reply: ar})
 	acc, err := await(ctx, ar)
 	if err = cmpErr(acc.err, err); err != nil {
 		return nil, err

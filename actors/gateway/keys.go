@@ -44,6 +44,7 @@ type keyShard struct {
 	log   actors.EventLog
 	clock clock.Clock
 	part  *keyPart
+	by    *Actor // who sent the message being handled (nil: internal)
 }
 
 // authMsg is the pooled hot-path lookup.
@@ -70,8 +71,16 @@ type revokeKey struct {
 type listKeys struct{ reply chan []entity }
 
 // Receive is the shard's mailbox entry point.
-func (s *keyShard) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+func (s *keyShard) Receive(ctx actor.Context) { s.handle(ctx.Message()) }
+
+func (s *keyShard) handle(msg any) {
+	switch m := msg.(type) {
+	case withActor:
+		s.by = m.by
+		s.handle(m.m)
+		s.by = nil
+	case queryActivity:
+		m.reply <- s.part.activity.query(m.f)
 	case *authMsg:
 		m.reply <- s.authenticate(m.hash)
 	case createKey:
@@ -79,7 +88,7 @@ func (s *keyShard) Receive(ctx actor.Context) {
 	case revokeKey:
 		m.reply <- s.revoke(m.id)
 	case listKeys:
-		m.reply <- s.part.entities(nil)
+		m.reply <- s.part.keys(nil)
 	case captureMsg:
 		m.reply <- s.part.entities(nil)
 	}
@@ -102,7 +111,9 @@ func (s *keyShard) create(k *apiKeyRec) error {
 	if s.part.byID[k.ID] != nil || s.part.byHash[k.Hash] != nil {
 		return fmt.Errorf("api key %s: %w", k.ID, ErrExists)
 	}
-	if err := commit(s.log, s.part, entitySaved{k}); err != nil {
+	au := audit{action: "api_key.create", entityType: string(kindAPIKey), entityID: k.ID.String(),
+		summary: fmt.Sprintf("created API key %q (%s) with scopes %v", k.Name, k.Preview, k.Scopes)}
+	if err := commitAs(s.log, s.part, s.by, s.clock.Now(), au, entitySaved{k}); err != nil {
 		return fmt.Errorf("log api key: %w", err)
 	}
 	return nil
@@ -119,7 +130,9 @@ func (s *keyShard) revoke(id uuid.UUID) error {
 	}
 	k := *cur
 	k.RevokedAt = s.clock.Now().UTC()
-	if err := commit(s.log, s.part, entitySaved{&k}); err != nil {
+	au := audit{action: "api_key.revoke", entityType: string(kindAPIKey), entityID: k.ID.String(),
+		summary: fmt.Sprintf("revoked API key %q (%s)", k.Name, k.Preview)}
+	if err := commitAs(s.log, s.part, s.by, s.clock.Now(), au, entitySaved{&k}); err != nil {
 		return fmt.Errorf("log api key revoke: %w", err)
 	}
 	return nil
@@ -182,7 +195,7 @@ func (g *Gateway) CreateAPIKey(ctx context.Context, n NewAPIKey) (APIKey, string
 		k.ExpiresAt = k.CreatedAt.Add(n.ExpiresIn)
 	}
 	reply := make(chan error, 1)
-	g.root.Send(g.shards[shardOf(k.Hash, len(g.shards))], createKey{key: k, reply: reply})
+	g.send(ctx, g.shards[shardOf(k.Hash, len(g.shards))], createKey{key: k, reply: reply})
 	err, werr := await(ctx, reply)
 	if err = cmpErr(err, werr); err != nil {
 		return APIKey{}, "", fmt.Errorf("create api key: %w", err)
@@ -247,7 +260,7 @@ func (g *Gateway) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
 // holding the key hears of it.
 func (g *Gateway) RevokeAPIKey(ctx context.Context, id uuid.UUID) error {
 	reply := make(chan error, 1)
-	g.root.Send(g.shards[g.homes.of(id)], revokeKey{id: id, reply: reply})
+	g.send(ctx, g.shards[g.homes.of(id)], revokeKey{id: id, reply: reply})
 	err, werr := await(ctx, reply)
 	return cmpErr(err, werr)
 }

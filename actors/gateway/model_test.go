@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,7 +193,7 @@ func (p *prop) createProvider() {
 	if p.m.providerNamed(name) != nil {
 		want = ErrExists
 	}
-	pr, err := p.gw.CreateProvider(ctx(p.t), p.providerInput(name))
+	pr, err := p.gw.CreateProvider(p.actx(), p.providerInput(name))
 	if p.expect("CreateProvider "+name, err, want) {
 		p.m.providers[pr.ID] = &mProvider{id: pr.ID, name: name}
 	}
@@ -209,7 +210,7 @@ func (p *prop) updateProvider() {
 	case other != nil && other != cur:
 		want = ErrExists
 	}
-	if _, err := p.gw.UpdateProvider(ctx(p.t), ref, p.providerInput(name)); p.expect("UpdateProvider "+ref, err, want) {
+	if _, err := p.gw.UpdateProvider(p.actx(), ref, p.providerInput(name)); p.expect("UpdateProvider "+ref, err, want) {
 		cur.name = name
 	}
 }
@@ -224,7 +225,7 @@ func (p *prop) deleteProvider() {
 	case p.m.inUse(cur.id):
 		want = ErrInUse
 	}
-	if p.expect("DeleteProvider "+ref, p.gw.DeleteProvider(ctx(p.t), ref), want) {
+	if p.expect("DeleteProvider "+ref, p.gw.DeleteProvider(p.actx(), ref), want) {
 		delete(p.m.providers, cur.id)
 	}
 }
@@ -266,7 +267,7 @@ func (p *prop) createAgent() {
 	case prov == nil:
 		want = ErrInvalid
 	}
-	a, err := p.gw.CreateAgent(ctx(p.t), user, in)
+	a, err := p.gw.CreateAgent(p.actx(), user, in)
 	if p.expect("CreateAgent "+key, err, want) {
 		ma := &mAgent{id: a.ID, key: key, owner: user, provider: prov.id}
 		if in.SharedWith != nil {
@@ -314,7 +315,7 @@ func (p *prop) updateAgent() {
 	case in.Provider != nil && prov == nil:
 		want = ErrInvalid
 	}
-	if _, err := p.gw.UpdateAgent(ctx(p.t), user, ref, in); p.expect("UpdateAgent "+ref+" by "+user, err, want) {
+	if _, err := p.gw.UpdateAgent(p.actx(), user, ref, in); p.expect("UpdateAgent "+ref+" by "+user, err, want) {
 		if in.AgentKey != nil {
 			a.key = *in.AgentKey
 		}
@@ -330,7 +331,7 @@ func (p *prop) updateAgent() {
 func (p *prop) deleteAgent() {
 	user, ref := pick(p, users), p.ref(p.anyAgent())
 	a, want := p.ownedAgent(ref, user)
-	if p.expect("DeleteAgent "+ref+" by "+user, p.gw.DeleteAgent(ctx(p.t), user, ref), want) {
+	if p.expect("DeleteAgent "+ref+" by "+user, p.gw.DeleteAgent(p.actx(), user, ref), want) {
 		delete(p.m.agents, a.id)
 	}
 }
@@ -347,7 +348,7 @@ func (p *prop) createKey() {
 	if n.UserID == "" && n.Scopes[0] != ScopeAdmin {
 		want = ErrInvalid // a read or write key acts for one user
 	}
-	k, raw, err := p.gw.CreateAPIKey(ctx(p.t), n)
+	k, raw, err := p.gw.CreateAPIKey(p.actx(), n)
 	if p.expect("CreateAPIKey", err, want) && want == nil {
 		p.m.keys = append(p.m.keys, &mKey{id: k.ID, raw: raw, expires: k.ExpiresAt})
 	}
@@ -364,7 +365,7 @@ func (p *prop) revokeKey() {
 		k = pick(p, p.m.keys)
 		id, want = k.id, nil
 	}
-	if p.expect("RevokeAPIKey", p.gw.RevokeAPIKey(ctx(p.t), id), want) {
+	if p.expect("RevokeAPIKey", p.gw.RevokeAPIKey(p.actx(), id), want) {
 		k.revoked = true
 	}
 }
@@ -383,4 +384,14 @@ func (p *prop) recordRun() {
 			PromptTokens: int64(p.r.IntN(100)), CompletionTokens: int64(p.r.IntN(50)), Status: t.Status, Model: t.Model})
 	}
 	p.gw.RecordRun(t)
+}
+
+// actx is the context of one operation: half of them made by an API
+// caller, whose changes are audited.
+func (p *prop) actx() context.Context {
+	c := ctx(p.t)
+	if p.r.IntN(2) == 0 {
+		return c
+	}
+	return WithActor(c, Actor{Type: pick(p, []string{ActorToken, ActorAPIKey}), ID: "k1", UserID: pick(p, users), IP: "127.0.0.1"})
 }

@@ -232,17 +232,19 @@ type views struct {
 	Keys      []APIKey
 	Traces    []Trace
 	Usage     []UsageRow
+	Activity  []Activity
 }
 
 func (p *prop) views() views {
 	p.t.Helper()
 	c := ctx(p.t)
 	var v views
-	var errs [5]error
+	var errs [6]error
 	v.Providers, errs[0] = p.gw.ListProviders(c)
 	v.Keys, errs[1] = p.gw.ListAPIKeys(c)
 	v.Traces, errs[2] = p.gw.Traces(c, TraceFilter{Limit: 1000})
 	v.Usage, errs[3] = p.gw.Usage(c, uuid.Nil, "")
+	v.Activity, _, errs[5] = p.gw.Activity(c, ActivityFilter{Limit: 1 << 20})
 	v.Agents = map[string][]Agent{}
 	for _, u := range users {
 		v.Agents[u], errs[4] = p.gw.ListAgents(c, u)

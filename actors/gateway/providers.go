@@ -100,7 +100,13 @@ func (r *registry) putProvider(m putProvider) provReply {
 	if m.sealed != nil {
 		p.APIKeySealed, p.APIKeyHint = *m.sealed, m.hint
 	}
-	if err := commit(r.log, r.part, entitySaved{&p}); err != nil {
+	verb := map[bool]string{true: "create", false: "update"}[m.create]
+	au := audit{action: "provider." + verb, entityType: string(kindProvider), entityID: p.ID.String(),
+		summary: fmt.Sprintf("%sd provider %q (%s)", verb, p.Name, p.ProviderType)}
+	if m.sealed != nil {
+		au.summary += ", credential set"
+	}
+	if err := r.commit(au, entitySaved{&p}); err != nil {
 		return provReply{err: fmt.Errorf("log provider: %w", err)}
 	}
 	return provReply{p: p.view()}
@@ -114,7 +120,8 @@ func (r *registry) delProvider(ref string) provReply {
 	if r.part.agentsOn[p.ID] > 0 {
 		return provReply{err: fmt.Errorf("provider %s is used by agent %s: %w", p.Name, r.firstAgentOn(p.ID), ErrInUse)}
 	}
-	if err := commit(r.log, r.part, entityDeleted{kind: kindProvider, id: p.ID}); err != nil {
+	au := audit{action: "provider.delete", entityType: string(kindProvider), entityID: p.ID.String(), summary: fmt.Sprintf("deleted provider %q", p.Name)}
+	if err := r.commit(au, entityDeleted{kind: kindProvider, id: p.ID}); err != nil {
 		return provReply{err: fmt.Errorf("log provider delete: %w", err)}
 	}
 	return provReply{}
@@ -172,7 +179,7 @@ func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInpu
 		}
 		m.sealed, m.hint = &sealed, hintOf(*in.APIKey)
 	}
-	g.root.Send(g.registry, m)
+	g.send(ctx, g.registry, m)
 	r, err := await(ctx, m.reply)
 	if err = cmpErr(r.err, err); err != nil {
 		return Provider{}, err
@@ -183,7 +190,7 @@ func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInpu
 // GetProvider finds a provider by id or name; ErrNotFound.
 func (g *Gateway) GetProvider(ctx context.Context, ref string) (Provider, error) {
 	reply := make(chan provReply, 1)
-	g.root.Send(g.registry, getProvider{ref: ref, reply: reply})
+	g.send(ctx, g.registry, getProvider{ref: ref, reply: reply})
 	r, err := await(ctx, reply)
 	return r.p, cmpErr(r.err, err)
 }
@@ -191,7 +198,7 @@ func (g *Gateway) GetProvider(ctx context.Context, ref string) (Provider, error)
 // ListProviders returns every provider by name.
 func (g *Gateway) ListProviders(ctx context.Context) ([]Provider, error) {
 	reply := make(chan provReply, 1)
-	g.root.Send(g.registry, listProviders{reply: reply})
+	g.send(ctx, g.registry, listProviders{reply: reply})
 	r, err := await(ctx, reply)
 	return r.ps, cmpErr(r.err, err)
 }
@@ -200,7 +207,7 @@ func (g *Gateway) ListProviders(ctx context.Context) ([]Provider, error) {
 // uses it.
 func (g *Gateway) DeleteProvider(ctx context.Context, ref string) error {
 	reply := make(chan provReply, 1)
-	g.root.Send(g.registry, delProvider{ref: ref, reply: reply})
+	g.send(ctx, g.registry, delProvider{ref: ref, reply: reply})
 	r, err := await(ctx, reply)
 	return cmpErr(r.err, err)
 }

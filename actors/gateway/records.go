@@ -206,6 +206,7 @@ const (
 	kindAgent    kind = "agent"
 	kindUserFile kind = "user_file"
 	kindSession  kind = "session"
+	kindActivity kind = "activity"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -214,6 +215,7 @@ type owner uint8
 const (
 	ownerKeys     owner = iota + 1 // the key shard of the key's hash
 	ownerRegistry                  // the registry actor
+	ownerEntity                    // whoever owns the entity it is about (activity)
 )
 
 // kindSpec declares an entity kind: the data version written, the decoder
@@ -232,6 +234,7 @@ var kinds = map[kind]kindSpec{
 	kindAgent:    {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
 	kindUserFile: {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
 	kindSession:  {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
+	kindActivity: {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
 }
 
 // entity is the durable state of one configuration entity. Applied

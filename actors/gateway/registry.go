@@ -20,6 +20,7 @@ type registry struct {
 	lg    *slog.Logger
 	part  *registryPart
 	turns map[string]*turnState // sessions with a running turn (not durable)
+	by    *Actor                // who sent the message being handled (nil: internal)
 }
 
 type provReply struct {
@@ -36,8 +37,22 @@ type agentReply struct {
 }
 
 // Receive is the registry's mailbox entry point.
-func (r *registry) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+func (r *registry) Receive(ctx actor.Context) { r.handle(ctx.Message()) }
+
+// commit appends evs, and the audit entry of the change when an API
+// caller made it, then applies them (commitAs).
+func (r *registry) commit(au audit, evs ...event) error {
+	return commitAs(r.log, r.part, r.by, r.clock.Now(), au, evs...)
+}
+
+func (r *registry) handle(msg any) {
+	switch m := msg.(type) {
+	case withActor:
+		r.by = m.by
+		r.handle(m.m)
+		r.by = nil
+	case queryActivity:
+		m.reply <- r.part.activity.query(m.f)
 	case putProvider:
 		m.reply <- r.putProvider(m)
 	case getProvider:

@@ -304,7 +304,8 @@ func (r *registry) sessionCmd(m sessionCmd) sessionReply {
 	case "get":
 		return sessionReply{s: x.view(true)}
 	case "delete":
-		if err := commit(r.log, r.part, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
+		au := audit{action: "session.delete", entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("deleted session %q", x.Key)}
+		if err := r.commit(au, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
 			return sessionReply{err: fmt.Errorf("log session delete: %w", err)}
 		}
 		return sessionReply{s: x.view(false)}
@@ -318,7 +319,8 @@ func (r *registry) sessionCmd(m sessionCmd) sessionReply {
 		return sessionReply{err: fmt.Errorf("session op %q: %w", m.op, ErrInvalid)}
 	}
 	next.UpdatedAt = r.clock.Now().UTC()
-	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+	au := audit{action: "session." + m.op, entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("%s session %q", map[string]string{"patch": "relabelled", "reset": "reset"}[m.op], x.Key)}
+	if err := r.commit(au, entitySaved{&next}); err != nil {
 		return sessionReply{err: fmt.Errorf("log session: %w", err)}
 	}
 	return sessionReply{s: next.view(false)}
@@ -395,7 +397,7 @@ func (g *Gateway) QueueTurn(key, agentRef, user, channel string, cancel context.
 // begins the next waiting one.
 func (g *Gateway) EndTurn(ctx context.Context, key string, res TurnResult) (Session, error) {
 	reply := make(chan sessionReply, 1)
-	g.root.Send(g.registry, endTurn{key: key, res: res, reply: reply})
+	g.send(ctx, g.registry, endTurn{key: key, res: res, reply: reply})
 	r, err := await(ctx, reply)
 	return r.s, cmpErr(r.err, err)
 }
@@ -404,7 +406,7 @@ func (g *Gateway) EndTurn(ctx context.Context, key string, res TurnResult) (Sess
 // none runs, ErrNotFound.
 func (g *Gateway) AbortTurn(ctx context.Context, key, user string) error {
 	reply := make(chan sessionReply, 1)
-	g.root.Send(g.registry, abortTurn{key: key, user: user, reply: reply})
+	g.send(ctx, g.registry, abortTurn{key: key, user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return cmpErr(r.err, err)
 }
@@ -416,7 +418,7 @@ func (g *Gateway) SessionOp(ctx context.Context, op, key, user string, admin boo
 		return Session{}, fmt.Errorf("label must be at most 200 printable characters: %w", ErrInvalid)
 	}
 	reply := make(chan sessionReply, 1)
-	g.root.Send(g.registry, sessionCmd{op: op, key: key, user: user, admin: admin, label: label, reply: reply})
+	g.send(ctx, g.registry, sessionCmd{op: op, key: key, user: user, admin: admin, label: label, reply: reply})
 	r, err := await(ctx, reply)
 	return r.s, cmpErr(r.err, err)
 }
@@ -433,7 +435,7 @@ func (g *Gateway) ListSessions(ctx context.Context, f SessionFilter, admin bool)
 		return nil, 0, fmt.Errorf("offset must be >= 0: %w", ErrInvalid)
 	}
 	reply := make(chan sessionsReply, 1)
-	g.root.Send(g.registry, listSessions{f: f, admin: admin, reply: reply})
+	g.send(ctx, g.registry, listSessions{f: f, admin: admin, reply: reply})
 	r, err := await(ctx, reply)
 	return r.ss, r.total, cmpErr(r.err, err)
 }

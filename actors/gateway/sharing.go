@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -49,7 +50,12 @@ func (r *registry) share(m shareAgent) shareReply {
 		}
 	}
 	next.UpdatedAt = r.clock.Now().UTC()
-	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+	au := audit{action: "agent.share", entityType: string(kindAgent), entityID: a.ID.String(),
+		summary: fmt.Sprintf("shared agent %q with %q as %s", a.AgentKey, u, cmp.Or(string(m.share.Role), string(ShareUser)))}
+	if m.remove {
+		au.action, au.summary = "agent.unshare", fmt.Sprintf("stopped sharing agent %q with %q", a.AgentKey, u)
+	}
+	if err := r.commit(au, entitySaved{&next}); err != nil {
 		return shareReply{err: fmt.Errorf("log agent share: %w", err)}
 	}
 	return shareReply{shares: next.shares()}
@@ -113,7 +119,7 @@ func (g *Gateway) UnshareAgent(ctx context.Context, user, ref, target string) er
 
 func (g *Gateway) shareCmd(ctx context.Context, m shareAgent) ([]Share, error) {
 	m.reply = make(chan shareReply, 1)
-	g.root.Send(g.registry, m)
+	g.send(ctx, g.registry, m)
 	r, err := await(ctx, m.reply)
 	return r.shares, cmpErr(r.err, err)
 }
@@ -123,7 +129,7 @@ func (g *Gateway) shareCmd(ctx context.Context, m shareAgent) ([]Share, error) {
 // stranger).
 func (g *Gateway) AgentShares(ctx context.Context, user, ref string) ([]Share, error) {
 	reply := make(chan shareReply, 1)
-	g.root.Send(g.registry, listShares{ref: ref, user: user, reply: reply})
+	g.send(ctx, g.registry, listShares{ref: ref, user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return r.shares, cmpErr(r.err, err)
 }

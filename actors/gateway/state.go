@@ -36,11 +36,11 @@ func newState(cfg Config) *state {
 	st := &state{
 		keys:  make([]*keyPart, cfg.KeyShards),
 		homes: keyHomes{n: cfg.KeyShards, moved: map[uuid.UUID]int{}},
-		reg:   newRegistryPart(),
+		reg:   newRegistryPart(cfg.MaxActivity),
 		runs:  newRunState(cfg.MaxTraces, cfg.TraceDays, cfg.UsageDays),
 	}
 	for i := range st.keys {
-		st.keys[i] = newKeyPart()
+		st.keys[i] = newKeyPart(cfg.MaxActivity)
 	}
 	return st
 }
@@ -75,6 +75,13 @@ func (st *state) owner(k kind, id uuid.UUID, ent entity) part {
 		}
 		return st.keys[st.homes.of(id)]
 	case ownerRegistry:
+		return st.reg
+	case ownerEntity:
+		if a, ok := ent.(*activityRec); ok && kind(a.EntityType) == kindAPIKey {
+			if id, err := uuid.Parse(a.EntityID); err == nil {
+				return st.keys[st.homes.of(id)]
+			}
+		}
 		return st.reg
 	}
 	panic(fmt.Sprintf("gateway: kind %q has no owner", k))
@@ -124,17 +131,22 @@ func shardOfID(id uuid.UUID, n int) int {
 
 // keyPart is one key shard's keys, by id and by SHA-256 of the raw key.
 type keyPart struct {
-	byID   map[uuid.UUID]*apiKeyRec
-	byHash map[[32]byte]*apiKeyRec
+	byID     map[uuid.UUID]*apiKeyRec
+	byHash   map[[32]byte]*apiKeyRec
+	activity activityLog // the audit entries of its keys' changes
 }
 
-func newKeyPart() *keyPart {
-	return &keyPart{byID: map[uuid.UUID]*apiKeyRec{}, byHash: map[[32]byte]*apiKeyRec{}}
+func newKeyPart(maxActivity int) *keyPart {
+	return &keyPart{byID: map[uuid.UUID]*apiKeyRec{}, byHash: map[[32]byte]*apiKeyRec{}, activity: newActivityLog(maxActivity)}
 }
 
 func (p *keyPart) apply(_ uint64, ev event) {
 	switch e := ev.(type) {
 	case entitySaved:
+		if a, ok := e.ent.(*activityRec); ok {
+			p.activity.save(a)
+			return
+		}
 		k := e.ent.(*apiKeyRec)
 		if old := p.byID[k.ID]; old != nil {
 			delete(p.byHash, old.Hash)
@@ -150,7 +162,10 @@ func (p *keyPart) apply(_ uint64, ev event) {
 	}
 }
 
-func (p *keyPart) entities(dst []entity) []entity {
+func (p *keyPart) entities(dst []entity) []entity { return p.activity.appendTo(p.keys(dst)) }
+
+// keys appends the part's API keys to dst.
+func (p *keyPart) keys(dst []entity) []entity {
 	for _, k := range p.byID {
 		dst = append(dst, k)
 	}
@@ -165,15 +180,17 @@ type registryPart struct {
 	agentsOn  map[uuid.UUID]int
 	userFiles table[*userFileRec]
 	sessions  table[*sessionRec] // by id, and by key
+	activity  activityLog        // the audit entries of its changes
 }
 
-func newRegistryPart() *registryPart {
+func newRegistryPart(maxActivity int) *registryPart {
 	return &registryPart{
 		providers: newTable(func(p *providerRec) string { return p.Name }),
 		agents:    newTable(func(a *agentRec) string { return a.AgentKey }),
 		agentsOn:  map[uuid.UUID]int{},
 		userFiles: newTable[*userFileRec](nil),
 		sessions:  newTable(func(x *sessionRec) string { return x.Key }),
+		activity:  newActivityLog(maxActivity),
 	}
 }
 
@@ -190,6 +207,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.userFiles.save(x)
 		case *sessionRec:
 			r.sessions.save(x)
+		case *activityRec:
+			r.activity.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -224,7 +243,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	return r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst))))
+	return r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))
 }
 
 // runState holds the bounded traces, the hourly usage rollup and the

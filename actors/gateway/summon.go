@@ -67,7 +67,8 @@ func (r *registry) resummon(m resummon) agentReply {
 	}
 	next := *a
 	next.Status, next.SummonError, next.UpdatedAt = AgentSummoning, "", r.clock.Now().UTC()
-	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+	au := audit{action: "agent.resummon", entityType: string(kindAgent), entityID: a.ID.String(), summary: fmt.Sprintf("resummoned agent %q", a.AgentKey)}
+	if err := r.commit(au, entitySaved{&next}); err != nil {
 		return agentReply{err: fmt.Errorf("log resummon: %w", err)}
 	}
 	return agentReply{a: next.view()}
@@ -91,7 +92,7 @@ func (r *registry) failInterrupted() {
 // error. ErrInUse when it is no longer summoning.
 func (g *Gateway) FinishSummon(ctx context.Context, id uuid.UUID, prompt, failure string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.root.Send(g.registry, finishSummon{id: id, prompt: prompt, failure: failure, reply: reply})
+	g.send(ctx, g.registry, finishSummon{id: id, prompt: prompt, failure: failure, reply: reply})
 	r, err := await(ctx, reply)
 	return r.a, cmpErr(r.err, err)
 }
@@ -101,7 +102,7 @@ func (g *Gateway) FinishSummon(ctx context.Context, id uuid.UUID, prompt, failur
 // ErrInvalid without a description, ErrNotFound, ErrForbidden.
 func (g *Gateway) Resummon(ctx context.Context, user, ref string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.root.Send(g.registry, resummon{ref: ref, user: user, reply: reply})
+	g.send(ctx, g.registry, resummon{ref: ref, user: user, reply: reply})
 	r, err := await(ctx, reply)
 	return r.a, cmpErr(r.err, err)
 }

@@ -46,12 +46,14 @@ func (s *Server) caller(ctx context.Context, rc *fasthttp.RequestCtx, queryToken
 	}
 	c, err := s.authenticate(ctx, tok)
 	if err != nil {
+		s.countAuthFailure(err)
 		return c, err
 	}
 	if err := readHeaders(&rc.Request.Header, &c); err != nil {
 		return c, err
 	}
 	if err := bindUser(&c, c.UserID); err != nil {
+		s.authFailures.WithLabelValues("user_binding").Inc()
 		return c, err
 	}
 	c.IP, c.Channel = rc.RemoteIP().String(), "http" // never IP:port
@@ -150,6 +152,7 @@ func (s *Server) admit(ctx context.Context, rt *Route, c Caller) error {
 		return err
 	}
 	if !c.Grants(rt.Scope) {
+		s.authFailures.WithLabelValues("scope").Inc()
 		return errScope(rt.Scope)
 	}
 	if rt.NeedUser && c.UserID == "" {
@@ -180,4 +183,15 @@ func (s *Server) limit(ctx context.Context, c Caller) error {
 		return errRateLimited
 	}
 	return nil
+}
+
+// countAuthFailure counts a refused credential by reason (metrics only:
+// failed attempts are not written to the activity log per request).
+func (s *Server) countAuthFailure(err error) {
+	switch {
+	case errors.Is(err, errTokenMissing):
+		s.authFailures.WithLabelValues("missing").Inc()
+	case errors.Is(err, errTokenInvalid):
+		s.authFailures.WithLabelValues("invalid").Inc()
+	}
 }

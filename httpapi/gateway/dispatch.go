@@ -48,7 +48,7 @@ func (s *Server) Dispatch(ctx context.Context, c Caller, method string, params j
 	if err := s.admit(ctx, rt, c); err != nil {
 		return nil, err
 	}
-	out, err := rt.Op.run(ctx, c, &rpcSource{params: params})
+	out, err := rt.Op.run(withActor(ctx, c), c, &rpcSource{params: params})
 	if err != nil {
 		return nil, err
 	}

@@ -35,10 +35,10 @@ func TestUsageAndTraces(t *testing.T) {
 	}
 	chat("alice", "a1", "hello world", 200) // 00:30: prompt 2+2, completion 3
 	clk.Set(time.Date(2026, 11, 23, 10, 15, 0, 0, time.UTC))
-	chat("alice", "a1", "one", 200) // prompt 3, completion 2
+	chat("alice", "a1", "one", 200)                                // prompt 3, completion 2
 	chat("alice", "a1", "my key is sk-live-abcdef1234567890", 200) // prompt 6, completion 5
-	chat("bob", "a2", "x y z", 200) // prompt 3, completion 4
-	chat("alice", "a3", "hi", 503)  // the provider is down: a failed run, no tokens
+	chat("bob", "a2", "x y z", 200)                                // prompt 3, completion 4
+	chat("alice", "a3", "hi", 503)                                 // the provider is down: a failed run, no tokens
 	clk.Set(time.Date(2026, 11, 23, 10, 20, 0, 0, time.UTC))
 	waitTraces(t, e, runs)
 

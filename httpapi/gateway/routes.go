@@ -48,6 +48,7 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/usage/summary", RPC: "usage.summary", Scope: read, Tag: "usage", Summary: "Usage of a period (24h, today, 7d, 30d) and of the period before it", Op: op(s.summary)},
 		{Method: get, Path: "/v1/traces", RPC: "traces.list", Scope: read, Tag: "traces", Summary: "Run traces, newest first; filters agent_id, user_id, session_key, status, from, to", Op: op(s.listTraces)},
 		{Method: get, Path: "/v1/traces/{id}", RPC: "traces.get", Scope: read, Tag: "traces", Summary: "One trace with all its spans, as a tree", Op: op(s.getTrace)},
+		{Method: get, Path: "/v1/activity", RPC: "activity.list", Scope: admin, Tag: "activity", Summary: "Audit log of every change made through the gateway, newest first; filters actor_type, actor_id, action, entity_type, entity_id, user_id, from, to", Op: op(s.listActivity)},
 		{Method: get, Path: "/v1/sessions", RPC: "sessions.list", Scope: read, Tag: "sessions", Summary: "List sessions, newest first (paginated; a caller acting for a user sees that user's only); other session operations are WebSocket methods", Op: op(s.listSessions)},
 		{Method: get, Path: "/v1/models", RPC: "models.list", Scope: read, Tag: "chat", Summary: "The agents the caller may run, as OpenAI models (gateway:<agent_key>)", Op: op(s.listModels)},
 		{Method: post, Path: "/v1/chat/completions", RPC: "chat.completions", Scope: write, Tag: "chat", Summary: "OpenAI-compatible chat completion with an agent", Op: op(s.chatCompletions)},

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
@@ -63,6 +64,7 @@ type Deps struct {
 	Instances InstanceStore
 	Sessions  SessionStore
 	Runs      RunStore
+	Activity  ActivityStore
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -73,11 +75,11 @@ type Deps struct {
 // DepsOf returns the production Deps: g for the state, and an agent
 // runtime over g.
 func DepsOf(g *gateway.Gateway) Deps {
-	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g, Runner: runtime.New(g, g)}
+	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g, Activity: g, Runner: runtime.New(g, g)}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil
@@ -87,15 +89,16 @@ func (d Deps) validate() error {
 // rate limiting, API keys, providers, agents, chat completions, responses
 // and the docs. Safe for concurrent use.
 type Server struct {
-	cfg    Config
-	d      Deps
-	l      *listener.Listener
-	lg     *slog.Logger
-	routes []Route
-	rpc    map[string]*Route
-	spec   []byte // the OpenAPI document, built once
-	token  []byte // cfg.Token
-	ws     wsHub  // open WebSocket connections
+	cfg          Config
+	authFailures *prometheus.CounterVec
+	d            Deps
+	l            *listener.Listener
+	lg           *slog.Logger
+	routes       []Route
+	rpc          map[string]*Route
+	spec         []byte // the OpenAPI document, built once
+	token        []byte // cfg.Token
+	ws           wsHub  // open WebSocket connections
 
 	// Background runs (summoning) end with bgCtx at shutdown.
 	bgCtx  context.Context
@@ -117,7 +120,19 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token)}
+	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token), authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_gateway_auth_failures_total",
+		Help: "Gateway requests refused for their credential, by reason (missing, invalid, scope, user_binding).",
+	}, []string{"reason"})}
+	if reg != nil {
+		if err := reg.Register(s.authFailures); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("gateway metrics: %w", err)
+			}
+			s.authFailures = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	l, err := listener.New(listener.Options{
 		Name: cfg.Listener, Logger: lg, Registerer: reg, Gatherer: gather,
@@ -215,7 +230,23 @@ func (s *Server) serve(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route) 
 	if err := s.admit(ctx, rt, c); err != nil {
 		return nil, err
 	}
+	if !rt.Public {
+		ctx = withActor(ctx, c)
+	}
 	return rt.Op.run(ctx, c, httpSource{rc})
+}
+
+// withActor names c in ctx as the author of the changes the operation
+// makes: the activity log records it (the key's id, never a secret).
+func withActor(ctx context.Context, c Caller) context.Context {
+	a := gateway.Actor{Type: gateway.ActorToken, ID: "gateway_token", UserID: c.UserID, IP: c.IP}
+	switch {
+	case c.KeyID != uuid.Nil:
+		a.Type, a.ID = gateway.ActorAPIKey, c.KeyID.String()
+	case c.Open:
+		a.ID = "open_mode"
+	}
+	return gateway.WithActor(ctx, a)
 }
 
 // writeOutput answers rc with an operation's output.

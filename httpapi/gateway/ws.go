@@ -261,6 +261,7 @@ func (w *wsConn) handshake(ip string) bool {
 	ctx, cancel := context.WithTimeout(w.ctx, w.s.cfg.RequestTimeout)
 	defer cancel()
 	c, err := w.s.authenticate(ctx, []byte(p.Token))
+	w.s.countAuthFailure(err)
 	if err == nil && p.UserID != "" && !printable(p.UserID, 255) {
 		err = errBadHeader("user_id")
 	}

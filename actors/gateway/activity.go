@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+)
+
+// The activity log: every change made through the gateway's API gets an
+// audit entry in the same WAL append as the change (commitAs), so there
+// is no change without its entry and no entry without its change. An
+// entry is an entity of kind "activity" owned by the part that made the
+// change (a key shard for API keys, the registry for the rest): it is
+// captured, restored and replayed like any entity. Each part keeps its
+// newest Config.MaxActivity entries; ids are UUIDv7, so id order is the
+// order of the changes.
+
+// Actor is who made a change through the API: the transport puts it in
+// the request's context (WithActor), the actor that commits the change
+// writes it into the entry.
+type Actor struct {
+	Type   string // ActorToken or ActorAPIKey
+	ID     string // the API key's id; "gateway_token" for the token
+	UserID string // the user the request acted for ("" for none)
+	IP     string
+}
+
+// Actor types.
+const (
+	ActorToken  = "token"
+	ActorAPIKey = "api_key"
+)
+
+type actorKey struct{}
+
+// WithActor returns ctx carrying a, so that the changes made with ctx are
+// audited as a's.
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, actorKey{}, &a)
+}
+
+// actorOf is ctx's actor, or nil (an internal change: not audited).
+func actorOf(ctx context.Context) *Actor {
+	a, _ := ctx.Value(actorKey{}).(*Actor)
+	return a
+}
+
+// Activity is one audit entry.
+type Activity struct {
+	ID         uuid.UUID `json:"id"`
+	At         time.Time `json:"at"`
+	ActorType  string    `json:"actor_type"`
+	ActorID    string    `json:"actor_id"`
+	UserID     string    `json:"user_id"`
+	Action     string    `json:"action"`
+	EntityType string    `json:"entity_type"`
+	EntityID   string    `json:"entity_id"`
+	IP         string    `json:"ip"`
+	Summary    string    `json:"summary"`
+}
+
+// activityRec is the durable entry (kind activity, data version 1).
+type activityRec Activity
+
+func (a *activityRec) ref() (kind, uuid.UUID) { return kindActivity, a.ID }
+func (a *activityRec) view() Activity         { return Activity(*a) }
+
+// audit describes a change for its entry.
+type audit struct {
+	action     string // "<entity>.<verb>": agent.create, api_key.revoke, …
+	entityType string
+	entityID   string
+	summary    string
+}
+
+// entry is the entry of change au made by by at now; nil when by is nil.
+func (au audit) entry(by *Actor, now time.Time) *activityRec {
+	if by == nil {
+		return nil
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return &activityRec{
+		ID: id, At: now.UTC(), ActorType: by.Type, ActorID: by.ID, UserID: by.UserID, IP: by.IP,
+		Action: au.action, EntityType: au.entityType, EntityID: au.entityID, Summary: au.summary,
+	}
+}
+
+// activityLog is a part's newest entries, by id.
+type activityLog struct {
+	max  int
+	ids  []uuid.UUID // ascending
+	rows map[uuid.UUID]*activityRec
+}
+
+func newActivityLog(max int) activityLog {
+	return activityLog{max: max, rows: map[uuid.UUID]*activityRec{}}
+}
+
+// save adds a and drops the oldest entries beyond max. The result depends
+// only on the set of entries, so live, replayed and restored parts agree.
+func (l *activityLog) save(a *activityRec) {
+	if _, ok := l.rows[a.ID]; !ok {
+		i, _ := slices.BinarySearchFunc(l.ids, a.ID, cmpUUID)
+		l.ids = slices.Insert(l.ids, i, a.ID)
+	}
+	l.rows[a.ID] = a
+	for len(l.ids) > l.max {
+		delete(l.rows, l.ids[0])
+		l.ids = l.ids[1:]
+	}
+}
+
+func (l *activityLog) appendTo(dst []entity) []entity {
+	for _, id := range l.ids {
+		dst = append(dst, l.rows[id])
+	}
+	return dst
+}
+
+func cmpUUID(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
+
+// ActivityFilter selects entries; zero fields match everything.
+type ActivityFilter struct {
+	ActorType, ActorID string
+	Action             string
+	EntityType         string
+	EntityID           string
+	UserID             string
+	From, To           time.Time // At in [From, To)
+	Limit, Offset      int       // Limit 0: 50
+}
+
+func (f ActivityFilter) matches(a *activityRec) bool {
+	switch {
+	case f.ActorType != "" && a.ActorType != f.ActorType,
+		f.ActorID != "" && a.ActorID != f.ActorID,
+		f.Action != "" && a.Action != f.Action,
+		f.EntityType != "" && a.EntityType != f.EntityType,
+		f.EntityID != "" && a.EntityID != f.EntityID,
+		f.UserID != "" && a.UserID != f.UserID,
+		!f.From.IsZero() && a.At.Before(f.From),
+		!f.To.IsZero() && !a.At.Before(f.To):
+		return false
+	}
+	return true
+}
+
+// query returns the part's matching entries.
+func (l *activityLog) query(f ActivityFilter) []Activity {
+	var out []Activity
+	for _, id := range l.ids {
+		if a := l.rows[id]; f.matches(a) {
+			out = append(out, a.view())
+		}
+	}
+	return out
+}
+
+type queryActivity struct {
+	f     ActivityFilter
+	reply chan []Activity
+}
+
+// Activity returns a page of the entries matching f, newest first, and
+// how many match in all.
+func (g *Gateway) Activity(ctx context.Context, f ActivityFilter) ([]Activity, int, error) {
+	owners := append(slices.Clone(g.shards), g.registry)
+	replies := make(chan []Activity, len(owners))
+	for _, pid := range owners {
+		g.root.Send(pid, queryActivity{f: f, reply: replies})
+	}
+	var all []Activity
+	for range owners {
+		as, err := await(ctx, replies)
+		if err != nil {
+			return nil, 0, fmt.Errorf("activity: %w", err)
+		}
+		all = append(all, as...)
+	}
+	slices.SortFunc(all, func(a, b Activity) int { return cmpUUID(b.ID, a.ID) })
+	total := len(all)
+	lo := min(f.Offset, total)
+	hi := min(lo+cmp.Or(f.Limit, 50), total)
+	return all[lo:hi], total, nil
+}
+
+// withActor carries a message sent on behalf of an API caller.
+type withActor struct {
+	by *Actor
+	m  any
+}
+
+// send sends m to pid, on behalf of ctx's actor if it has one.
+func (g *Gateway) send(ctx context.Context, pid *actor.PID, m any) {
+	if by := actorOf(ctx); by != nil {
+		g.root.Send(pid, withActor{by: by, m: m})
+		return
+	}
+	g.root.Send(pid, m)
+}
