@@ -77,4 +77,3 @@ func FuzzAPIRequests(f *testing.F) {
 		}
 	})
 }
-

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -137,7 +138,10 @@ func (a *runsActor) traces(m queryTraces) TracePage {
 
 // usage answers the usage rows that match q (unsorted).
 func (a *runsActor) usage(m queryUsage) []usageRec {
-	from, to := m.q.From.UTC().Format(hourLayout), m.q.To.UTC().Format(hourLayout)
+	// Rows are hours: [From, To) takes the hours that start in it, and the
+	// hour From falls in.
+	from := m.q.From.UTC().Format(hourLayout)
+	to := m.q.To.UTC().Add(time.Hour - time.Nanosecond).Format(hourLayout)
 	var out []usageRec
 	for _, u := range a.part.usage {
 		if (!m.q.From.IsZero() && u.Hour < from) || (!m.q.To.IsZero() && u.Hour >= to) || !m.q.matches(u) {

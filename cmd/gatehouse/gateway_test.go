@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,9 +76,39 @@ func TestGatewayCrashRestart(t *testing.T) {
 		}
 	}
 	wsTurn(t, c.gateway, "gw-admin", "alice", "s1", "hello session")
+	// Usage, traces and the activity log are exact after kill -9. Runs are
+	// logged just after their answer: wait for both (the chat, the turn).
+	observed := func() string {
+		t.Helper()
+		var b strings.Builder
+		for _, path := range []string{"/v1/usage/summary?period=today", "/v1/usage?granularity=hour", "/v1/traces", "/v1/activity"} {
+			var v any
+			if code, err := gc.do("GET", path, nil, admin, &v); code != 200 || err != nil {
+				t.Fatalf("GET %s = %d, %v", path, code, err)
+			}
+			fmt.Fprintf(&b, "%s %v\n", path, v)
+		}
+		return b.String()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var tr struct{ Total int }
+		if _, err := gc.do("GET", "/v1/traces", nil, admin, &tr); err == nil && tr.Total >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the runs were not recorded")
+		}
+	}
+	before := observed()
+	if !strings.Contains(before, "agent.share") || !strings.Contains(before, "chat.send") {
+		t.Fatalf("before the crash:\n%s", before)
+	}
 	c.kill()
 	c = startChild(t, cfg)
 	gc = newClient(c.gateway)
+	if after := observed(); after != before {
+		t.Errorf("usage, traces or activity changed across kill -9:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
 	var agent struct{ Status string }
 	if code, err := gc.do("GET", "/v1/agents/default", nil, admin, &agent); code != 200 || err != nil || agent.Status != "active" {
 		t.Fatalf("agent after crash = %d %+v %v", code, agent, err)

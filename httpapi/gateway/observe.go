@@ -54,10 +54,11 @@ func ownUser(c Caller, asked string) (string, error) {
 	return c.UserID, nil
 }
 
-// parseRange reads from and to (RFC 3339); a missing to is now, a missing
-// from is to minus def; the range must be positive and at most max.
+// parseRange reads from and to (RFC 3339); a missing to is the end of the
+// current hour, a missing from is to minus def; the range must be
+// positive and at most max.
 func parseRange(fromS, toS string, now time.Time, def, max time.Duration) (from, to time.Time, err error) {
-	to = now
+	to = now.Truncate(time.Hour).Add(time.Hour)
 	if toS != "" {
 		if to, err = time.Parse(time.RFC3339, toS); err != nil {
 			return from, to, errInvalid("to must be an RFC 3339 time, e.g. 2026-11-23T00:00:00Z")

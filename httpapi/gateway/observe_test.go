@@ -56,6 +56,14 @@ func TestUsageAndTraces(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("hourly usage (-want +got):\n%s", diff)
 	}
+	// A range that ends inside an hour takes that hour; the default range
+	// ends with the current hour.
+	if got := usage(gwToken, "granularity=hour&from=2026-11-23T10:00:00Z&to=2026-11-23T10:20:00Z"); len(got) != 1 {
+		t.Errorf("usage up to 10:20 = %v, want the 10:00 hour", got)
+	}
+	if got := usage(gwToken, "granularity=hour"); len(got) != 2 {
+		t.Errorf("usage of the last 24 h = %v, want both hours", got)
+	}
 	got = usage(gwToken, "group_by=user&"+day)
 	want = []any{
 		point("2026-11-23T00:00:00Z", "alice", 4, 4+3+6, 3+2+5, 1, 4),
