@@ -200,6 +200,11 @@ func (r *registry) delAgent(m delAgent) agentReply {
 	if err != nil {
 		return agentReply{err: err}
 	}
+	for _, c := range r.part.channels.rows {
+		if c.AgentID == a.ID {
+			return agentReply{err: fmt.Errorf("agent %s is used by channel instance %s: %w", a.AgentKey, c.Name, ErrInUse)}
+		}
+	}
 	// The agent's users' files and sessions go with it, in the same write.
 	evs := []event{entityDeleted{kind: kindAgent, id: a.ID}}
 	for id, f := range r.part.userFiles.rows {

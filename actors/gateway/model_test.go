@@ -27,6 +27,7 @@ type model struct {
 	providers map[uuid.UUID]*mProvider
 	agents    map[uuid.UUID]*mAgent
 	keys      []*mKey
+	channels  map[uuid.UUID]uuid.UUID // channel instance → its agent
 }
 
 type mProvider struct {
@@ -49,7 +50,7 @@ type mKey struct {
 }
 
 func newModel() *model {
-	return &model{providers: map[uuid.UUID]*mProvider{}, agents: map[uuid.UUID]*mAgent{}}
+	return &model{providers: map[uuid.UUID]*mProvider{}, agents: map[uuid.UUID]*mAgent{}, channels: map[uuid.UUID]uuid.UUID{}}
 }
 
 func (a *mAgent) visibleTo(u string) bool { return a.owner == u || slices.Contains(a.shared, u) }
@@ -125,8 +126,12 @@ func (p *prop) step() {
 		p.createKey()
 	case x < 72:
 		p.revokeKey()
-	case x < 94:
+	case x < 90:
 		p.recordRun()
+	case x < 93:
+		p.createChannel()
+	case x < 95:
+		p.deleteChannel()
 	default:
 		p.n.Clock.Advance(time.Duration(1+p.r.IntN(30*60)) * time.Minute)
 	}
@@ -331,6 +336,9 @@ func (p *prop) updateAgent() {
 func (p *prop) deleteAgent() {
 	user, ref := pick(p, users), p.ref(p.anyAgent())
 	a, want := p.ownedAgent(ref, user)
+	if want == nil && slices.Contains(slices.Collect(maps.Values(p.m.channels)), a.id) {
+		want = ErrInUse // a channel instance runs it
+	}
 	if p.expect("DeleteAgent "+ref+" by "+user, p.gw.DeleteAgent(p.actx(), user, ref), want) {
 		delete(p.m.agents, a.id)
 	}
@@ -394,4 +402,31 @@ func (p *prop) actx() context.Context {
 		return c
 	}
 	return WithActor(c, Actor{Type: pick(p, []string{ActorToken, ActorAPIKey}), ID: "k1", UserID: pick(p, users), IP: "127.0.0.1"})
+}
+
+func (p *prop) createChannel() {
+	_, agent := p.anyAgent()
+	in := ChannelInput{Name: ptr(fmt.Sprintf("ch-%d", p.r.IntN(1000))), ChannelType: ptr(ChannelWebhook), Agent: ptr(agent.String()),
+		Credentials: map[string]string{"secret": "0123456789abcdef-secret"}}
+	if p.r.IntN(2) == 0 {
+		in.Config = json.RawMessage(`{"async":true,"callback_url":"http://127.0.0.1:9/cb"}`)
+	}
+	c, err := p.gw.CreateChannel(p.actx(), in)
+	switch {
+	case err == nil:
+		p.m.channels[c.ID] = agent
+	case agent == uuid.Nil && errors.Is(err, ErrNotFound), errors.Is(err, ErrExists):
+	default:
+		p.t.Fatalf("CreateChannel = %v", err)
+	}
+}
+
+func (p *prop) deleteChannel() {
+	for id := range p.m.channels {
+		if err := p.gw.DeleteChannel(p.actx(), id.String()); err != nil {
+			p.t.Fatalf("DeleteChannel = %v", err)
+		}
+		delete(p.m.channels, id)
+		return
+	}
 }

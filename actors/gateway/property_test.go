@@ -125,7 +125,7 @@ type sharedIDs struct {
 func (s *sharedIDs) next(k kind) uuid.UUID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if k == kindAPIKey {
+	if k != kindProvider && k != kindAgent {
 		return s.fresh()
 	}
 	if s.used == nil {

@@ -207,6 +207,7 @@ const (
 	kindUserFile kind = "user_file"
 	kindSession  kind = "session"
 	kindActivity kind = "activity"
+	kindChannel  kind = "channel_instance"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -235,6 +236,7 @@ var kinds = map[kind]kindSpec{
 	kindUserFile: {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
 	kindSession:  {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
 	kindActivity: {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
+	kindChannel:  {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied

@@ -53,6 +53,19 @@ func (r *registry) handle(msg any) {
 		r.by = nil
 	case queryActivity:
 		m.reply <- r.part.activity.query(m.f)
+	case putChannel:
+		m.reply <- r.putChannel(m)
+	case getChannel:
+		c, ok := r.part.channels.get(m.ref)
+		if !ok {
+			m.reply <- channelReply{err: ErrNotFound}
+		} else {
+			m.reply <- channelReply{c: c.view(), rec: c}
+		}
+	case listChannels:
+		m.reply <- channelReply{list: r.listChannels()}
+	case delChannel:
+		m.reply <- r.delChannel(m.ref)
 	case putProvider:
 		m.reply <- r.putProvider(m)
 	case getProvider:

@@ -116,6 +116,9 @@ type (
 		key, agentRef, user, channel string
 		cancel                       context.CancelFunc
 		reply                        chan turnReply
+		// anyUser runs the agent for a user it is not shared with: a
+		// channel instance's sender (the instance binds the agent).
+		anyUser bool
 	}
 	endTurn struct {
 		key   string
@@ -195,7 +198,7 @@ func (r *registry) openTurn(m beginTurn) (Turn, error) {
 		ref = x.AgentID.String()
 	}
 	a, found := r.part.agents.get(ref)
-	if !found || !a.canUse(m.user) {
+	if !found || (!m.anyUser && !a.canUse(m.user)) {
 		return Turn{}, fmt.Errorf("agent %q: %w", ref, ErrNotFound)
 	}
 	if ok && x.AgentID != a.ID {
@@ -367,6 +370,17 @@ func (g *Gateway) BeginTurn(ctx context.Context, key, agentRef, user, channel st
 // QueueTurn is BeginTurn in two steps: it queues the turn now (turns of a
 // session begin in the order they were queued) and returns the wait.
 func (g *Gateway) QueueTurn(key, agentRef, user, channel string, cancel context.CancelFunc) func(ctx context.Context) (Turn, error) {
+	return g.queueTurn(beginTurn{key: key, agentRef: agentRef, user: user, channel: channel, cancel: cancel})
+}
+
+// QueueChannelTurn is QueueTurn for a channel instance's sender: agent
+// (an id) runs for user whether or not it is shared with them.
+func (g *Gateway) QueueChannelTurn(key string, agent uuid.UUID, user, channel string, cancel context.CancelFunc) func(ctx context.Context) (Turn, error) {
+	return g.queueTurn(beginTurn{key: key, agentRef: agent.String(), user: user, channel: channel, cancel: cancel, anyUser: true})
+}
+
+func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error) {
+	key, user := m.key, m.user
 	switch {
 	case !validSessionKey(key):
 		err := fmt.Errorf("session key must be 1-%d printable characters: %w", maxSessionKey, ErrInvalid)
@@ -376,7 +390,8 @@ func (g *Gateway) QueueTurn(key, agentRef, user, channel string, cancel context.
 		return func(context.Context) (Turn, error) { return Turn{}, err }
 	}
 	reply := make(chan turnReply, 1)
-	g.root.Send(g.registry, beginTurn{key: key, agentRef: agentRef, user: user, channel: channel, cancel: cancel, reply: reply})
+	m.reply = reply
+	g.root.Send(g.registry, m)
 	return func(ctx context.Context) (Turn, error) {
 		select {
 		case r := <-reply:

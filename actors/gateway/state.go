@@ -181,6 +181,7 @@ type registryPart struct {
 	userFiles table[*userFileRec]
 	sessions  table[*sessionRec] // by id, and by key
 	activity  activityLog        // the audit entries of its changes
+	channels  table[*channelRec] // by id, and by name
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
@@ -191,6 +192,7 @@ func newRegistryPart(maxActivity int) *registryPart {
 		userFiles: newTable[*userFileRec](nil),
 		sessions:  newTable(func(x *sessionRec) string { return x.Key }),
 		activity:  newActivityLog(maxActivity),
+		channels:  newTable(func(c *channelRec) string { return c.Name }),
 	}
 }
 
@@ -209,6 +211,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.sessions.save(x)
 		case *activityRec:
 			r.activity.save(x)
+		case *channelRec:
+			r.channels.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -222,6 +226,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.userFiles.drop(e.id)
 		case kindSession:
 			r.sessions.drop(e.id)
+		case kindChannel:
+			r.channels.drop(e.id)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -243,7 +249,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	return r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))
+	return r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst))))))
 }
 
 // runState holds the bounded traces, the hourly usage rollup and the

@@ -43,7 +43,9 @@ func TestRouteTable(t *testing.T) {
 		if diff := cmp.Diff(inPattern, inPathFields); diff != "" {
 			t.Errorf("%s %s: path parameters and path fields differ (-pattern +input):\n%s", rt.Method, rt.Path, diff)
 		}
-		if rt.Public != (rt.Path == "/health") || !rt.Public && !gateway.ValidScope(rt.Scope) {
+		// Public: the probe, and the webhook inbound route (its own HMAC).
+		public := rt.Path == "/health" || rt.Path == "/v1/channels/{id}/inbound"
+		if rt.Public != public || !rt.Public && !gateway.ValidScope(rt.Scope) {
 			t.Errorf("%s %s: public %v, scope %q", rt.Method, rt.Path, rt.Public, rt.Scope)
 		}
 	}

@@ -31,11 +31,16 @@ type Config struct {
 	// RequestTimeout bounds control-plane requests; agent runs are bounded
 	// by their agent's timeout_seconds instead.
 	RequestTimeout time.Duration
+	// CallbackRetry is the first wait before retrying a failed webhook
+	// callback; it doubles, CallbackAttempts times in all.
+	CallbackRetry    time.Duration
+	CallbackAttempts int
 }
 
-// DefaultConfig returns 1 MiB bodies and a 10 s request timeout.
+// DefaultConfig returns 1 MiB bodies, a 10 s request timeout and webhook
+// callbacks tried 5 times, 1 s apart at first.
 func DefaultConfig() Config {
-	return Config{Listener: "gateway", MaxBodyBytes: 1 << 20, RequestTimeout: 10 * time.Second}
+	return Config{Listener: "gateway", MaxBodyBytes: 1 << 20, RequestTimeout: 10 * time.Second, CallbackRetry: time.Second, CallbackAttempts: 5}
 }
 
 // Validate names the first bad field.
@@ -65,6 +70,7 @@ type Deps struct {
 	Sessions  SessionStore
 	Runs      RunStore
 	Activity  ActivityStore
+	Channels  ChannelStore
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -75,11 +81,11 @@ type Deps struct {
 // DepsOf returns the production Deps: g for the state, and an agent
 // runtime over g.
 func DepsOf(g *gateway.Gateway) Deps {
-	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g, Activity: g, Runner: runtime.New(g, g)}
+	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g, Activity: g, Channels: g, Runner: runtime.New(g, g)}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil
@@ -90,6 +96,7 @@ func (d Deps) validate() error {
 // and the docs. Safe for concurrent use.
 type Server struct {
 	cfg          Config
+	replays      *replayCache // webhook signatures seen lately
 	authFailures *prometheus.CounterVec
 	d            Deps
 	l            *listener.Listener
@@ -120,7 +127,7 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token), authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token), replays: newReplayCache(), authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_gateway_auth_failures_total",
 		Help: "Gateway requests refused for their credential, by reason (missing, invalid, scope, user_binding).",
 	}, []string{"reason"})}

@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gatehouse/actors/gateway"
+)
+
+// TestChannelInstances: the CRUD of channel instances, each type's config
+// validated with errors naming the field, credentials write-only.
+func TestChannelInstances(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("a1", `{"delay_ms":0}`, "")
+	reader := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"r","scopes":["operator.read"],"user_id":"alice"}`).body["key"].(string)
+	for _, tt := range []struct{ body, field string }{
+		{`{"name":"t","channel_type":"telegram","agent_id":"a1","credentials":{"secret":"0123456789abcdef"}}`, "channel_type"},
+		{`{"name":"w","channel_type":"webhook","agent_id":"a1"}`, "credentials.secret"},
+		{`{"name":"w","channel_type":"webhook","agent_id":"a1","credentials":{"secret":"short"}}`, "credentials.secret"},
+		{`{"name":"w","channel_type":"webhook","agent_id":"a1","credentials":{"secret":"0123456789abcdef","token":"x"}}`, "credentials.token"},
+		{`{"name":"w","channel_type":"webhook","agent_id":"a1","config":{"async":true},"credentials":{"secret":"0123456789abcdef"}}`, "config.callback_url"},
+		{`{"name":"w","channel_type":"webhook","agent_id":"a1","config":{"async":true,"callback_url":"http://u:p@x/cb"},"credentials":{"secret":"0123456789abcdef"}}`, "config.callback_url"},
+		{`{"name":"w","channel_type":"webhook","agent_id":"a1","config":{"colour":"red"},"credentials":{"secret":"0123456789abcdef"}}`, "colour"},
+		{`{"name":"Bad Name","channel_type":"webhook","agent_id":"a1","credentials":{"secret":"0123456789abcdef"}}`, "name"},
+		{`{"name":"w","channel_type":"webhook","credentials":{"secret":"0123456789abcdef"}}`, "agent_id"},
+	} {
+		r := e.do("POST", "/v1/channel-instances", gwToken, tt.body)
+		if r.status != 400 || !strings.Contains(r.errMsg(), tt.field) {
+			t.Errorf("create %s = %d %s, want 400 naming %s", tt.body, r.status, r.raw, tt.field)
+		}
+	}
+	e.must(404, "POST", "/v1/channel-instances", gwToken, `{"name":"w","channel_type":"webhook","agent_id":"nope","credentials":{"secret":"0123456789abcdef"}}`)
+	e.must(403, "POST", "/v1/channel-instances", reader, `{"name":"w","channel_type":"webhook","agent_id":"a1","credentials":{"secret":"0123456789abcdef"}}`)
+	r := e.must(201, "POST", "/v1/channel-instances", gwToken, `{"name":"support","channel_type":"webhook","agent_id":"a1","credentials":{"secret":"s3cret-0123456789abcdef"}}`)
+	id := r.body["id"].(string)
+	if strings.Contains(r.raw, "s3cret") || r.body["credentials"].(map[string]any)["secret"] != "****cdef" || r.body["enabled"] != true {
+		t.Errorf("created = %s, want the secret masked", r.raw)
+	}
+	e.must(409, "POST", "/v1/channel-instances", gwToken, `{"name":"support","channel_type":"webhook","agent_id":"a1","credentials":{"secret":"0123456789abcdef"}}`)
+	if r := e.must(200, "GET", "/v1/channel-instances", reader, ""); len(r.body["data"].([]any)) != 1 || strings.Contains(r.raw, "s3cret") {
+		t.Errorf("list = %s", r.raw)
+	}
+	e.must(200, "GET", "/v1/channel-instances/support", reader, "")
+	r = e.must(200, "PUT", "/v1/channel-instances/"+id, gwToken, `{"display_name":"Support desk","config":{"async":true,"callback_url":"http://127.0.0.1:9/cb"}}`)
+	if r.body["display_name"] != "Support desk" || r.body["credentials"].(map[string]any)["secret"] != "****cdef" || r.body["name"] != "support" {
+		t.Errorf("updated = %s, want the credentials kept", r.raw)
+	}
+	e.must(412, "DELETE", "/v1/agents/a1", gwToken, "", "X-Gateway-User-Id", "alice") // in use by the instance
+	e.must(204, "DELETE", "/v1/channel-instances/support", gwToken, "")
+	e.must(404, "GET", "/v1/channel-instances/support", gwToken, "")
+	acts := e.must(200, "GET", "/v1/activity?entity_type=channel_instance", gwToken, "").body["data"].([]any)
+	if len(acts) != 3 {
+		t.Errorf("channel activity = %v, want create, update, delete", acts)
+	}
+}
+
+// TestWebhookChannel drives the webhook channel as a sender would: signed
+// messages run the agent for the sender in their own session; bad
+// signatures, stale timestamps and replays run nothing; an async
+// instance's reply reaches its callback, retried after a failure.
+func TestWebhookChannel(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("a1", `{"delay_ms":0}`, "")
+	const secret = "s3cret-0123456789abcdef"
+	id := e.must(201, "POST", "/v1/channel-instances", gwToken, `{"name":"support","channel_type":"webhook","agent_id":"a1","credentials":{"secret":"`+secret+`"}}`).body["id"].(string)
+	send := func(inst string, ts int64, body, sig string) gwResp {
+		t.Helper()
+		if sig == "" {
+			sig = SignWebhook(secret, ts, []byte(body))
+		}
+		return e.do("POST", "/v1/channels/"+inst+"/inbound", "", body, HeaderTimestamp, strconv.FormatInt(ts, 10), HeaderSignature, sig)
+	}
+	now := e.gw.Now().Unix() // the gateway's clock
+	r := send(id, now, `{"sender_id":"u-42","message":"hello"}`, "")
+	if r.status != 200 || r.body["reply"] != "echo: hello" || r.body["session_key"] != "wh:"+id+":u-42" || r.body["run_id"] == "" {
+		t.Fatalf("inbound = %d %s", r.status, r.raw)
+	}
+	if r := send(id, now+1, `{"sender_id":"u-42","message":"again"}`, ""); r.status != 200 || r.body["reply"] != "echo: again" {
+		t.Fatalf("second inbound = %d %s", r.status, r.raw)
+	}
+	sess := e.must(200, "GET", "/v1/sessions?user_id=u-42", gwToken, "").body["data"].([]any)
+	if len(sess) != 1 || sess[0].(map[string]any)["message_count"] != 4.0 || sess[0].(map[string]any)["channel"] != "webhook" {
+		t.Errorf("sender's sessions = %v, want one with both turns", sess)
+	}
+	waitTraces(t, e, 2)
+	valid := `{"sender_id":"u-42","message":"x"}`
+	for _, tt := range []struct {
+		name, inst string
+		ts         int64
+		body, sig  string
+		want       int
+	}{
+		{"bad signature", id, now, valid, "sha256=" + strings.Repeat("0", 64), 401},
+		{"signed with another secret", id, now, valid, SignWebhook("another-secret-0123", now, []byte(valid)), 401},
+		{"body changed after signing", id, now, valid, SignWebhook(secret, now, []byte(`{"sender_id":"u-1","message":"x"}`)), 401},
+		{"stale timestamp", id, now - 6*60, valid, "", 401},
+		{"future timestamp", id, now + 6*60, valid, "", 401},
+		{"replay", id, now, `{"sender_id":"u-42","message":"hello"}`, "", 401},
+		{"unknown instance", "nope", now, valid, "", 404},
+		{"no sender", id, now + 2, `{"message":"x"}`, "", 400},
+	} {
+		if r := send(tt.inst, tt.ts, tt.body, tt.sig); r.status != tt.want {
+			t.Errorf("%s: %d %s, want %d", tt.name, r.status, r.raw, tt.want)
+		}
+	}
+	if p, _ := e.gw.TracePage(ctxT(t), gateway.TraceFilter{}); p.Total != 2 {
+		t.Errorf("%d runs, want only the 2 signed ones", p.Total)
+	}
+	e.must(200, "PUT", "/v1/channel-instances/"+id, gwToken, `{"enabled":false}`)
+	if r := send(id, now+3, `{"sender_id":"u-42","message":"x"}`, ""); r.status != 404 {
+		t.Errorf("disabled instance = %d", r.status)
+	}
+
+	// Async: 202 at once, the reply POSTed to the callback, signed; the
+	// first attempt fails (500) and is retried.
+	var calls atomic.Int32
+	got := make(chan string, 1)
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		ts, _ := strconv.ParseInt(r.Header.Get(HeaderTimestamp), 10, 64)
+		if r.Header.Get(HeaderSignature) != SignWebhook(secret, ts, b) {
+			t.Errorf("callback signature %q does not verify", r.Header.Get(HeaderSignature))
+		}
+		if calls.Add(1) == 1 {
+			w.WriteHeader(500)
+			return
+		}
+		got <- string(b)
+	}))
+	defer cb.Close()
+	e.must(200, "PUT", "/v1/channel-instances/"+id, gwToken, fmt.Sprintf(`{"enabled":true,"config":{"async":true,"callback_url":%q}}`, cb.URL+"/cb"))
+	r = send(id, now+4, `{"sender_id":"u-7","message":"later please"}`, "")
+	if r.status != 202 || r.body["accepted"] != true {
+		t.Fatalf("async inbound = %d %s", r.status, r.raw)
+	}
+	select {
+	case b := <-got:
+		var out map[string]any
+		_ = json.Unmarshal([]byte(b), &out)
+		if out["reply"] != "echo: later please" || out["sender_id"] != "u-7" || calls.Load() != 2 {
+			t.Errorf("callback = %s after %d calls", b, calls.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no callback")
+	}
+}
