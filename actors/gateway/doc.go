@@ -1,6 +1,7 @@
 // Package gateway is the agent gateway's durable state: gateway API keys,
-// LLM providers, agents, and the record of every agent run (traces and
-// token usage per agent, user and UTC day). It is an actors.Extension, so
+// LLM providers, agents, sessions, channel instances, the activity log,
+// and the record of every agent run (traces, and usage per UTC hour,
+// agent, user, provider and model). It is an actors.Extension, so
 // its state lives in actors and reaches disk through the same WAL and
 // snapshots as the keys (record types 64..73, section "gateway").
 //
@@ -30,8 +31,9 @@
 //     (AES-256-GCM, bound to the provider id) in the caller's goroutine;
 //     the WAL, snapshots and logs only ever see the sealed form.
 //   - One runs actor owns traces (the newest Config.MaxTraces, default
-//     10,000) and usage rows (Config.UsageDays days back from the newest
-//     recorded day, default 400). A run is appended with AppendAsync and
+//     10,000, none older than Config.TraceDays before the newest run) and
+//     hourly usage rows (Config.UsageDays days back from the newest run's
+//     day, default 400). A run is appended with AppendAsync and
 //     applied on its commit notice; the runs part carries a WAL watermark,
 //     so replay after a snapshot never counts a run twice.
 //
@@ -82,16 +84,20 @@
 // max_tool_iterations, is_default), "user_file" (v1: a user's USER.md for
 // an agent; id derived from agent, user, name), "session" (v1: key, agent,
 // user, channel, label, bounded messages, token counts; its turns are
-// record 73). Data v1 uses the names of the legacy records, which is why
+// record 73), "channel_instance" (v1: name, type, agent, canonical config,
+// credentials sealed and masked), "activity" (v1: an audit entry, saved in
+// the same append as the change it records by the actor making it, see
+// activity.go; owned by the key shard for API-key entries, the registry
+// otherwise). Data v1 uses the names of the legacy records, which is why
 // 64, 65 and 67 decode as v1; fields added to a v1 layout are optional and
 // absent means their zero value.
 // Every type and kind has a golden file in testdata/ (go test -update
 // rewrites them; the legacy_* files never change).
 //
-// The snapshot section is {"version": 2, "entities": [entitySaved
-// payloads sorted by kind, then id], "runs": {"seq", "traces", "usage",
-// "instances"}};
-// version 1 (the API types' JSON) is still read.
+// The snapshot section is {"version": 3, "entities": [entitySaved
+// payloads sorted by kind, then id], "runs": {"seq", "traces", "usage"
+// (hourly rows), "instances"}}; version 2 (day usage rows) and version 1
+// (the API types' JSON) are still read.
 //
 // All Gateway methods are safe for concurrent use after Start.
 package gateway
