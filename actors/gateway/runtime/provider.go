@@ -25,6 +25,7 @@ import (
 type llmRequest struct {
 	Model    string
 	Messages []Message
+	Tools    []toolSpec
 }
 
 // llmCall runs one completion; onDelta, when not nil, gets each piece of
@@ -75,9 +76,12 @@ func echoCall(settings json.RawMessage) llmCall {
 		var prompt int64
 		for _, m := range req.Messages {
 			prompt += int64(len(strings.Fields(m.Content)))
-			if m.Role == "user" {
+			if m.Role == "user" || m.Role == "tool" {
 				last = m.Content
 			}
+		}
+		if tc, ok := echoToolCall(req); ok {
+			return Result{ToolCalls: []ToolCall{tc}, PromptTokens: prompt, CompletionTokens: 1, FinishReason: "tool_calls"}, nil
 		}
 		words := append([]string{"echo:"}, strings.Fields(last)...)
 		var out strings.Builder
@@ -104,9 +108,35 @@ func echoCall(settings json.RawMessage) llmCall {
 	}
 }
 
+// echoToolCall is the echo provider's tool convention, for offline demos
+// and tests: a last user message "/tool <name> <JSON arguments>" naming
+// one of the run's tools is answered with that call; the tool's result
+// is then echoed like a user message.
+func echoToolCall(req llmRequest) (ToolCall, bool) {
+	if len(req.Messages) == 0 {
+		return ToolCall{}, false
+	}
+	m := req.Messages[len(req.Messages)-1]
+	rest, ok := strings.CutPrefix(m.Content, "/tool ")
+	if m.Role != "user" || !ok {
+		return ToolCall{}, false
+	}
+	name, args, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	if args = strings.TrimSpace(args); args == "" {
+		args = "{}"
+	}
+	for _, t := range req.Tools {
+		if t.Function.Name == name {
+			return ToolCall{ID: "call_" + spanID(), Type: "function", Function: ToolFunction{Name: name, Arguments: args}}, true
+		}
+	}
+	return ToolCall{}, false
+}
+
 type oaRequest struct {
 	Model         string          `json:"model"`
 	Messages      []Message       `json:"messages"`
+	Tools         []toolSpec      `json:"tools,omitempty"`
 	Stream        bool            `json:"stream,omitempty"`
 	StreamOptions *oaStreamOption `json:"stream_options,omitempty"`
 }
@@ -123,20 +153,34 @@ type oaUsage struct {
 type oaResponse struct {
 	Choices []struct {
 		Message struct {
-			Content string `json:"content"`
+			Content   string     `json:"content"`
+			ToolCalls []ToolCall `json:"tool_calls"`
 		} `json:"message"`
 		Delta struct {
-			Content string `json:"content"`
+			Content   string        `json:"content"`
+			ToolCalls []oaToolDelta `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *oaUsage `json:"usage"`
 }
 
+// oaToolDelta is a piece of a streamed tool call: the first piece of call
+// index carries its id and name, the others more of its arguments.
+type oaToolDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
 // openAICompat calls POST {base}/chat/completions, streaming upstream only
 // when the client streams.
 func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llmRequest, onDelta func(string) error) (Result, error) {
-	body := oaRequest{Model: req.Model, Messages: req.Messages}
+	body := oaRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools}
 	if onDelta != nil {
 		body.Stream, body.StreamOptions = true, &oaStreamOption{IncludeUsage: true}
 	}
@@ -169,7 +213,7 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 			}
 			return Result{}, providerError("malformed answer")
 		}
-		res := Result{Content: out.Choices[0].Message.Content, FinishReason: "stop"}
+		res := Result{Content: out.Choices[0].Message.Content, ToolCalls: out.Choices[0].Message.ToolCalls, FinishReason: "stop"}
 		if fr := out.Choices[0].FinishReason; fr != nil {
 			res.FinishReason = *fr
 		}
@@ -186,6 +230,11 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (Result, error) {
 	res := Result{FinishReason: "stop"}
 	var content strings.Builder
+	var calls []ToolCall
+	done := func() Result {
+		res.Content, res.ToolCalls = content.String(), calls
+		return res
+	}
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -195,8 +244,7 @@ func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (R
 		}
 		data := bytes.TrimSpace(line[5:])
 		if string(data) == "[DONE]" {
-			res.Content = content.String()
-			return res, nil
+			return done(), nil
 		}
 		var ch oaResponse
 		if err := json.Unmarshal(data, &ch); err != nil {
@@ -208,6 +256,20 @@ func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (R
 		for _, c := range ch.Choices {
 			if c.FinishReason != nil {
 				res.FinishReason = *c.FinishReason
+			}
+			for _, d := range c.Delta.ToolCalls {
+				if d.Index < 0 || d.Index > 64 {
+					return Result{}, providerError("malformed tool call")
+				}
+				for len(calls) <= d.Index {
+					calls = append(calls, ToolCall{Type: "function"})
+				}
+				tc := &calls[d.Index]
+				if d.ID != "" {
+					tc.ID = d.ID
+				}
+				tc.Function.Name += d.Function.Name
+				tc.Function.Arguments += d.Function.Arguments
 			}
 			if c.Delta.Content == "" {
 				continue
@@ -224,6 +286,5 @@ func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (R
 	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
 		return Result{}, providerError("stream broken")
 	}
-	res.Content = content.String() // a stream that ends without [DONE]
-	return res, nil
+	return done(), nil // a stream that ends without [DONE]
 }

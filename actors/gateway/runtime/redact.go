@@ -30,6 +30,13 @@ func newRedactor(literals ...string) *redactor {
 	return r
 }
 
+// with returns a redactor that also removes literals.
+func (r *redactor) with(literals ...string) *redactor {
+	n := newRedactor(literals...)
+	n.literals = append(n.literals, r.literals...)
+	return n
+}
+
 // preview redacts s and keeps its first PreviewRunes runes.
 func (r *redactor) preview(s string) string {
 	for _, l := range r.literals {

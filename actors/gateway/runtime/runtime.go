@@ -37,15 +37,20 @@ var (
 	_ Recorder = (*gateway.Gateway)(nil)
 )
 
-// Message is one chat message sent to a provider.
+// Message is one chat message sent to a provider: a system, user or
+// assistant message, an assistant's tool calls, or a tool's result.
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// Result is a finished completion.
+// Result is a finished completion: the answer, or the tool calls the
+// model asks for before it answers.
 type Result struct {
 	Content          string
+	ToolCalls        []ToolCall
 	PromptTokens     int64
 	CompletionTokens int64
 	FinishReason     string
@@ -89,6 +94,7 @@ type Run struct {
 	session  string
 	provider string
 	redact   *redactor
+	tools    []Tool
 }
 
 // Runtime runs agents: it resolves an agent and its provider, calls the
@@ -96,11 +102,17 @@ type Run struct {
 // safe for concurrent use and keeps one shared HTTP transport for the
 // openai_compat providers; Close releases its idle connections.
 type Runtime struct {
-	agents Agents
-	rec    Recorder
-	llm    *llmClients
-	now    func() time.Time // a run's start time: the recorder's clock
+	agents  Agents
+	rec     Recorder
+	llm     *llmClients
+	now     func() time.Time // a run's start time: the recorder's clock
+	toolbox Toolbox          // nil: no tools but the built-ins
+	builtin func(rn *Run, req Request) []Tool
 }
+
+// SetToolbox gives agents their custom and MCP tools; call it before the
+// first run.
+func (rt *Runtime) SetToolbox(tb Toolbox) { rt.toolbox = tb }
 
 // New returns a Runtime over the gateway's registry and run records. A
 // Recorder with a Now method (the gateway: its clock) dates the runs;
@@ -155,12 +167,44 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 		}
 	}
 	all = append(all, req.Messages...)
-	return &Run{
+	rn := &Run{
 		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
 		call: rt.llm.forProvider(p, key), user: req.User, endpoint: req.Endpoint,
 		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name,
 		redact: newRedactor(key), req: llmRequest{Model: a.Model, Messages: all},
-	}, nil
+	}
+	if req.System == nil { // summoning writes a prompt: no tools
+		if rn.tools, err = rt.toolsOf(ctx, rn, req); err != nil {
+			return nil, err
+		}
+	}
+	return rn, nil
+}
+
+// toolsOf lists the run's tools: the toolbox's, then the built-ins; a
+// name already taken is dropped (the toolbox prefixes MCP tools whose
+// names collide).
+func (rt *Runtime) toolsOf(ctx context.Context, rn *Run, req Request) ([]Tool, error) {
+	var tools []Tool
+	if rt.toolbox != nil {
+		ts, err := rt.toolbox.Tools(ctx, rn.Agent, req.User)
+		if err != nil {
+			return nil, fmt.Errorf("agent tools: %w", err)
+		}
+		tools = ts
+	}
+	if rt.builtin != nil {
+		tools = append(tools, rt.builtin(rn, req)...)
+	}
+	seen := make(map[string]bool, len(tools))
+	out := tools[:0]
+	for _, t := range tools {
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // Execute calls the provider within the agent's time limit and records
@@ -175,7 +219,7 @@ func (rt *Runtime) Execute(ctx context.Context, rn *Run, onDelta func(string) er
 	runCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	start, t0 := rt.now(), time.Now()
-	res, err := rn.call(runCtx, rn.req, onDelta)
+	res, spans, err := rt.loop(runCtx, rn, onDelta)
 	dur := time.Since(t0)
 	status, msg := gateway.RunOK, ""
 	switch {
@@ -188,18 +232,16 @@ func (rt *Runtime) Execute(ctx context.Context, rn *Run, onDelta func(string) er
 	default:
 		status, msg = gateway.RunFailed, err.Error()
 	}
-	in, out := rn.redact.preview(lastUserMessage(rn.req.Messages)), rn.redact.preview(res.Content)
 	msg = rn.redact.preview(msg)
+	if n := len(spans); n > 0 && status != gateway.RunOK && spans[n-1].Status != gateway.RunOK && spans[n-1].Kind == gateway.SpanLLM {
+		spans[n-1].Status, spans[n-1].Error = status, msg // the call the run failed in
+	}
 	rt.rec.RecordRun(gateway.Trace{
 		ID: rn.ID, AgentID: rn.Agent.ID, UserID: rn.user, SessionKey: rn.session, Endpoint: rn.endpoint,
 		Channel: rn.channel, Provider: rn.provider, Model: rn.req.Model, Status: status, Error: msg,
-		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(), InputPreview: in, OutputPreview: out,
-		Spans: []gateway.Span{{
-			ID: spanID(), Name: "llm.call " + rn.req.Model, Kind: gateway.SpanLLM, Model: rn.req.Model, Provider: rn.provider,
-			StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
-			PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Status: status, Error: msg,
-			InputPreview: in, OutputPreview: out,
-		}},
+		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
+		InputPreview: rn.redact.preview(lastUserMessage(rn.req.Messages)), OutputPreview: rn.redact.preview(res.Content),
+		Spans: spans,
 	})
 	return res, err
 }
