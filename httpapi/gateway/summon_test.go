@@ -40,6 +40,7 @@ func TestSummoning(t *testing.T) {
 	if r.body["system_prompt"] != "echo: a terse pirate" || r.body["other_config"].(map[string]any)["description"] != "a terse pirate" {
 		t.Errorf("summoned agent = %s", r.raw)
 	}
+	waitTraces(t, e, 1) // the run is logged just after the agent is saved
 	traces, err := e.gw.Traces(ctxT(t), gateway.TraceFilter{})
 	if err != nil || len(traces) == 0 || traces[0].Endpoint != "agents.summon" {
 		t.Errorf("traces = %+v, %v; want the summon run", traces, err)

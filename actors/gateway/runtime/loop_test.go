@@ -175,7 +175,9 @@ func TestToolLoop(t *testing.T) {
 		f.add("e", gateway.ProviderEcho, "", `{"delay_ms":0}`, nil)
 		rt := newRuntime(t, f)
 		rt.SetToolbox(staticTools{{Name: "boom", Kind: gateway.SpanTool, Parameters: json.RawMessage(`{"type":"object"}`),
-			Call: func(context.Context, json.RawMessage) (string, error) { return "partial output", errors.New("exit status 3") }}})
+			Call: func(context.Context, json.RawMessage) (string, error) {
+				return "partial output", errors.New("exit status 3")
+			}}})
 		rn, _ := rt.Prepare(context.Background(), Request{Agent: "e", Messages: []Message{{Role: "user", Content: `/tool boom {"x":1}`}}})
 		res, err := rt.Execute(context.Background(), rn, nil)
 		if err != nil || res.Content != "echo: error: exit status 3 partial output" {
