@@ -217,9 +217,14 @@ func (r *registry) delAgent(m delAgent) agentReply {
 			evs = append(evs, entityDeleted{kind: kindSession, id: id})
 		}
 	}
+	for id, t := range r.part.tools.rows {
+		if t.AgentID == a.ID {
+			evs = append(evs, entityDeleted{kind: kindCustomTool, id: id})
+		}
+	}
 	slices.SortFunc(evs[1:], func(x, y event) int { return cmpDeleted(x.(entityDeleted), y.(entityDeleted)) })
 	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
-		summary: fmt.Sprintf("deleted agent %q with %d user files and sessions", a.AgentKey, len(evs)-1)}
+		summary: fmt.Sprintf("deleted agent %q with %d user files, sessions and tools", a.AgentKey, len(evs)-1)}
 	if err := r.commit(au, evs...); err != nil {
 		return agentReply{err: fmt.Errorf("log agent delete: %w", err)}
 	}

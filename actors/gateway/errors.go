@@ -17,6 +17,8 @@ var (
 	ErrForbidden = errors.New("gateway: not the owner")
 	// ErrInUse: the provider is still used by an agent.
 	ErrInUse = errors.New("gateway: still in use")
+	// ErrDisabled: the feature is turned off in the configuration.
+	ErrDisabled = errors.New("gateway: disabled by configuration")
 	// ErrInvalid wraps every validation failure; the text names the field.
 	ErrInvalid = errors.New("gateway: invalid argument")
 )

@@ -46,6 +46,13 @@ type Config struct {
 	// WAL: skill ZIPs, media, workspace files); cmd sets <data>/blobs.
 	// Empty: no blob store, Blobs returns nil.
 	BlobDir string
+	// ToolsExecEnabled allows custom tools, which run commands on the host
+	// (cmd: tools.exec_enabled, default off). Off, creating or changing
+	// one is ErrDisabled and agents run without them.
+	ToolsExecEnabled bool
+	// WorkspaceDir holds each agent's workspace (<dir>/<agent id>), where
+	// its custom tools run; cmd sets <data>/workspaces.
+	WorkspaceDir string
 	// Registerer takes the gateway's own metrics (buckets, blob store);
 	// nil: the actor system's. cmd gives the gateway listener's registry,
 	// so each listener's /metrics shows its own series.

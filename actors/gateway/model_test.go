@@ -126,12 +126,14 @@ func (p *prop) step() {
 		p.createKey()
 	case x < 72:
 		p.revokeKey()
-	case x < 90:
+	case x < 89:
 		p.recordRun()
-	case x < 93:
+	case x < 92:
 		p.createChannel()
 	case x < 95:
 		p.deleteChannel()
+	case x < 97:
+		p.createTool()
 	default:
 		p.n.Clock.Advance(time.Duration(1+p.r.IntN(30*60)) * time.Minute)
 	}
@@ -428,5 +430,17 @@ func (p *prop) deleteChannel() {
 		}
 		delete(p.m.channels, id)
 		return
+	}
+}
+
+func (p *prop) createTool() {
+	_, agent := p.anyAgent()
+	in := CustomToolInput{Name: ptr(fmt.Sprintf("t%d", p.r.IntN(1000))), Command: []string{"cat"}, Env: map[string]string{"K": "v"}}
+	if p.r.IntN(2) == 0 {
+		in.AgentID = ptr(agent.String())
+	}
+	_, err := p.gw.CreateCustomTool(p.actx(), in)
+	if err != nil && !errors.Is(err, ErrExists) && !(agent == uuid.Nil && errors.Is(err, ErrNotFound)) {
+		p.t.Fatalf("CreateCustomTool = %v", err)
 	}
 }

@@ -43,6 +43,7 @@ func TestLiveEqualsRestore(t *testing.T) {
 
 func runProperty(t *testing.T, seed uint64) {
 	cfg := DefaultConfig()
+	cfg.ToolsExecEnabled = true // custom tools are saved, never run here
 	cfg.KeyShards, cfg.MaxTraces, cfg.UsageDays = 4, 6, 3
 	ids := &sharedIDs{r: rand.New(rand.NewPCG(seed, 1))}
 	keyRand := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})

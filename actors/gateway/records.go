@@ -201,13 +201,14 @@ type kind string
 
 // The entity kinds.
 const (
-	kindAPIKey   kind = "api_key"
-	kindProvider kind = "provider"
-	kindAgent    kind = "agent"
-	kindUserFile kind = "user_file"
-	kindSession  kind = "session"
-	kindActivity kind = "activity"
-	kindChannel  kind = "channel_instance"
+	kindAPIKey     kind = "api_key"
+	kindProvider   kind = "provider"
+	kindAgent      kind = "agent"
+	kindUserFile   kind = "user_file"
+	kindSession    kind = "session"
+	kindActivity   kind = "activity"
+	kindChannel    kind = "channel_instance"
+	kindCustomTool kind = "custom_tool"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -230,13 +231,14 @@ type kindSpec struct {
 // kinds declares every entity kind; adding one is a line here, its record
 // struct below, and its apply case in state.go.
 var kinds = map[kind]kindSpec{
-	kindAPIKey:   {v: 1, decode: decodeV1[apiKeyRec], owner: ownerKeys},
-	kindProvider: {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
-	kindAgent:    {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
-	kindUserFile: {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
-	kindSession:  {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
-	kindActivity: {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
-	kindChannel:  {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
+	kindAPIKey:     {v: 1, decode: decodeV1[apiKeyRec], owner: ownerKeys},
+	kindProvider:   {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
+	kindAgent:      {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
+	kindUserFile:   {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
+	kindSession:    {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
+	kindActivity:   {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
+	kindChannel:    {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
+	kindCustomTool: {v: 1, decode: decodeV1[customToolRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied

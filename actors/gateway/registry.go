@@ -53,6 +53,19 @@ func (r *registry) handle(msg any) {
 		r.by = nil
 	case queryActivity:
 		m.reply <- r.part.activity.query(m.f)
+	case putTool:
+		m.reply <- r.putTool(m)
+	case getTool:
+		t, ok := r.part.tools.get(m.ref)
+		if !ok {
+			m.reply <- toolReply{err: ErrNotFound}
+		} else {
+			m.reply <- toolReply{t: t.view()}
+		}
+	case listTools:
+		m.reply <- toolReply{recs: r.listTools(m)}
+	case delTool:
+		m.reply <- r.delTool(m.ref)
 	case putChannel:
 		m.reply <- r.putChannel(m)
 	case getChannel:

@@ -179,9 +179,10 @@ type registryPart struct {
 	agents    table[*agentRec]
 	agentsOn  map[uuid.UUID]int
 	userFiles table[*userFileRec]
-	sessions  table[*sessionRec] // by id, and by key
-	activity  activityLog        // the audit entries of its changes
-	channels  table[*channelRec] // by id, and by name
+	sessions  table[*sessionRec]    // by id, and by key
+	activity  activityLog           // the audit entries of its changes
+	channels  table[*channelRec]    // by id, and by name
+	tools     table[*customToolRec] // by id, and by name
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
@@ -193,6 +194,7 @@ func newRegistryPart(maxActivity int) *registryPart {
 		sessions:  newTable(func(x *sessionRec) string { return x.Key }),
 		activity:  newActivityLog(maxActivity),
 		channels:  newTable(func(c *channelRec) string { return c.Name }),
+		tools:     newTable(func(t *customToolRec) string { return t.Name }),
 	}
 }
 
@@ -213,6 +215,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.activity.save(x)
 		case *channelRec:
 			r.channels.save(x)
+		case *customToolRec:
+			r.tools.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -228,6 +232,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.sessions.drop(e.id)
 		case kindChannel:
 			r.channels.drop(e.id)
+		case kindCustomTool:
+			r.tools.drop(e.id)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -249,7 +255,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	return r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst))))))
+	return r.tools.appendTo(r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))))
 }
 
 // runState holds the bounded traces, the hourly usage rollup and the
