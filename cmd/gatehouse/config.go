@@ -84,6 +84,11 @@ type fileConfig struct {
 			Premium  int `json:"premium"`
 		} `json:"max_per_user"`
 	} `json:"keys"`
+	// Tools: tools.exec_enabled allows custom tools, which run commands
+	// on this host (off by default).
+	Tools struct {
+		ExecEnabled bool `json:"exec_enabled"`
+	} `json:"tools"`
 	Plans struct {
 		Standard int64 `json:"standard"`
 		Premium  int64 `json:"premium"`

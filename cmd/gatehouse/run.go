@@ -174,6 +174,8 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 	gwcfg.RateLimitRPM, gwcfg.RateLimitBurst = cfg.Gateway.RateLimitRPM, cfg.Gateway.RateLimitBurst
 	gwcfg.MaxTraces, gwcfg.UsageDays, gwcfg.TraceDays = cfg.Gateway.MaxTraces, cfg.Gateway.UsageDays, cfg.Gateway.TraceDays
 	gwcfg.BlobDir = filepath.Join(cfg.DataDir, "blobs")
+	gwcfg.WorkspaceDir = filepath.Join(cfg.DataDir, "workspaces")
+	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
 	gwcfg.Registerer = gwReg
 	gw, err := gateway.New(gwcfg)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 )
 
@@ -18,6 +19,8 @@ type Runner interface {
 	// onDelta gets streamed content. Errors: *runtime.TimeoutError,
 	// *runtime.ProviderError, ctx's.
 	Execute(ctx context.Context, rn *runtime.Run, onDelta func(string) error) (runtime.Result, error)
+	// ToolsFor lists the tools agent ref runs with for user (tools.invoke).
+	ToolsFor(ctx context.Context, ref, user string) (gateway.Agent, []runtime.Tool, error)
 }
 
 var _ Runner = (*runtime.Runtime)(nil)

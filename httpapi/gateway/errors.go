@@ -42,6 +42,7 @@ type apiError struct {
 	code   string
 	msg    msgID
 	args   []any
+	output string // a failed tool's output (tools.invoke)
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg.text(langEN, e.args...) }
@@ -133,6 +134,10 @@ func classify(err error) (e *apiError, unexpected bool) {
 		return newError(fasthttp.StatusNotFound, codeNotFound, msgNotFound), false
 	case errors.Is(err, gateway.ErrExists):
 		return newError(fasthttp.StatusConflict, codeExists, msgExists, readable(err)), false
+	case errors.Is(err, gateway.ErrDisabled):
+		return newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgInUse, readable(err)), false
+	case errors.Is(err, runtime.ErrToolLimit):
+		return newError(fasthttp.StatusUnprocessableEntity, codePrecondition, msgInUse, err.Error()), false
 	case errors.Is(err, gateway.ErrInUse):
 		return newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgInUse, readable(err)), false
 	case errors.Is(err, gateway.ErrInvalid):
@@ -148,7 +153,7 @@ func classify(err error) (e *apiError, unexpected bool) {
 // readable strips the package prefixes, leaving the part naming the field.
 func readable(err error) string {
 	msg := err.Error()
-	for _, s := range []error{gateway.ErrInvalid, gateway.ErrInUse, gateway.ErrExists} {
+	for _, s := range []error{gateway.ErrInvalid, gateway.ErrInUse, gateway.ErrExists, gateway.ErrDisabled} {
 		msg = strings.ReplaceAll(msg, ": "+s.Error(), "")
 	}
 	return strings.TrimPrefix(msg, "gateway: ")
@@ -203,12 +208,14 @@ type ErrorDetail struct {
 	Type         string `json:"type"`
 	Retryable    bool   `json:"retryable"`
 	RetryAfterMs int64  `json:"retryAfterMs"`
+	// Output is a failed tool's output (POST /v1/tools/invoke).
+	Output string `json:"output,omitempty"`
 }
 
 // detail renders e in lang.
 func detail(e *apiError, lang int) ErrorDetail {
 	retry, after := retryOf(e)
-	return ErrorDetail{Code: e.code, Message: e.msg.text(lang, e.args...), Type: errorType(e), Retryable: retry, RetryAfterMs: after}
+	return ErrorDetail{Code: e.code, Message: e.msg.text(lang, e.args...), Type: errorType(e), Retryable: retry, RetryAfterMs: after, Output: e.output}
 }
 
 // mapError classifies err for an answer in lang, logging it once if it is

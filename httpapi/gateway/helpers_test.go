@@ -52,6 +52,8 @@ type gwOpts struct {
 	clk   *clock.Fake  // nil: actorstest's fake clock, which tests never move
 	lg    *slog.Logger // nil: the test's log
 	deps  func(*Deps)  // edits the services before the server starts
+	gw    func(*gateway.Config)
+	cfg   func(*Config)
 }
 
 func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
@@ -59,6 +61,9 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	opts := []actorstest.Option{actorstest.WithExtensions(func() []actors.Extension {
 		cfg := gateway.DefaultConfig()
 		cfg.RateLimitRPM = o.rpm
+		if o.gw != nil {
+			o.gw(&cfg)
+		}
 		gw, err := gateway.New(cfg)
 		if err != nil {
 			tb.Fatal(err)
@@ -73,6 +78,9 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	gw := n.Exts[0].(*gateway.Gateway)
 	cfg := DefaultConfig()
 	cfg.Token = o.token
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
 	d, lg := DepsOf(gw), o.lg
 	if o.deps != nil {
 		o.deps(&d)

@@ -225,6 +225,10 @@ func (f fakeRunner) Execute(context.Context, *runtime.Run, func(string) error) (
 	return runtime.Result{}, f.err
 }
 
+func (f fakeRunner) ToolsFor(context.Context, string, string) (gateway.Agent, []runtime.Tool, error) {
+	return gateway.Agent{}, nil, f.err
+}
+
 // logRecorder is a slog.Handler that keeps every record's message and
 // err attribute, for tests that count log lines.
 type logRecorder struct {

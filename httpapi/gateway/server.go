@@ -16,6 +16,7 @@ import (
 
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/toolbox"
 	"gatehouse/httpapi/listener"
 )
 
@@ -71,6 +72,7 @@ type Deps struct {
 	Runs      RunStore
 	Activity  ActivityStore
 	Channels  ChannelStore
+	Tools     ToolStore
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -81,11 +83,14 @@ type Deps struct {
 // DepsOf returns the production Deps: g for the state, and an agent
 // runtime over g.
 func DepsOf(g *gateway.Gateway) Deps {
-	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g, Activity: g, Channels: g, Runner: runtime.New(g, g)}
+	rt := runtime.New(g, g)
+	rt.SetToolbox(toolbox.New(g))
+	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
+		Activity: g, Channels: g, Tools: g, Runner: rt}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil

@@ -181,6 +181,17 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 	return rn, nil
 }
 
+// ToolsFor resolves agent ref (id or agent_key) and lists the tools it
+// would run with for user: what POST /v1/tools/invoke runs. Errors as
+// Prepare's.
+func (rt *Runtime) ToolsFor(ctx context.Context, ref, user string) (gateway.Agent, []Tool, error) {
+	rn, err := rt.Prepare(ctx, Request{Agent: ref, User: user, Endpoint: "tools.invoke"})
+	if err != nil {
+		return gateway.Agent{}, nil, err
+	}
+	return rn.Agent, rn.tools, nil
+}
+
 // toolsOf lists the run's tools: the toolbox's, then the built-ins; a
 // name already taken is dropped (the toolbox prefixes MCP tools whose
 // names collide).
