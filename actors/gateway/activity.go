@@ -94,36 +94,60 @@ func (au audit) entry(by *Actor, now time.Time) *activityRec {
 	}
 }
 
-// activityLog is a part's newest entries, by id.
-type activityLog struct {
+// recentLog is a part's newest entities of one kind (audit entries,
+// delegations), by their UUIDv7 id: the order they were made in.
+type recentLog[P interface {
+	comparable
+	entity
+}] struct {
 	max  int
 	ids  []uuid.UUID // ascending
-	rows map[uuid.UUID]*activityRec
+	rows map[uuid.UUID]P
 }
 
-func newActivityLog(max int) activityLog {
-	return activityLog{max: max, rows: map[uuid.UUID]*activityRec{}}
+// activityLog keeps audit entries.
+type activityLog = recentLog[*activityRec]
+
+func newActivityLog(max int) activityLog { return newRecentLog[*activityRec](max) }
+
+func newRecentLog[P interface {
+	comparable
+	entity
+}](max int) recentLog[P] {
+	return recentLog[P]{max: max, rows: map[uuid.UUID]P{}}
 }
 
-// save adds a and drops the oldest entries beyond max. The result depends
-// only on the set of entries, so live, replayed and restored parts agree.
-func (l *activityLog) save(a *activityRec) {
-	if _, ok := l.rows[a.ID]; !ok {
-		i, _ := slices.BinarySearchFunc(l.ids, a.ID, cmpUUID)
-		l.ids = slices.Insert(l.ids, i, a.ID)
+// save adds e and drops the oldest beyond max. The result depends only
+// on the set of entities, so live, replayed and restored parts agree.
+func (l *recentLog[P]) save(e P) {
+	_, id := e.ref()
+	if _, ok := l.rows[id]; !ok {
+		i, _ := slices.BinarySearchFunc(l.ids, id, cmpUUID)
+		l.ids = slices.Insert(l.ids, i, id)
 	}
-	l.rows[a.ID] = a
+	l.rows[id] = e
 	for len(l.ids) > l.max {
 		delete(l.rows, l.ids[0])
 		l.ids = l.ids[1:]
 	}
 }
 
-func (l *activityLog) appendTo(dst []entity) []entity {
+func (l *recentLog[P]) appendTo(dst []entity) []entity {
 	for _, id := range l.ids {
 		dst = append(dst, l.rows[id])
 	}
 	return dst
+}
+
+// newest returns the entities matching keep, newest first.
+func (l *recentLog[P]) newest(keep func(P) bool) []P {
+	var out []P
+	for i := len(l.ids) - 1; i >= 0; i-- {
+		if e := l.rows[l.ids[i]]; keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func cmpUUID(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
@@ -154,13 +178,11 @@ func (f ActivityFilter) matches(a *activityRec) bool {
 	return true
 }
 
-// query returns the part's matching entries.
-func (l *activityLog) query(f ActivityFilter) []Activity {
+// queryActivity answers a part's matching entries, newest first.
+func queryActivityLog(l *activityLog, f ActivityFilter) []Activity {
 	var out []Activity
-	for _, id := range l.ids {
-		if a := l.rows[id]; f.matches(a) {
-			out = append(out, a.view())
-		}
+	for _, a := range l.newest(f.matches) {
+		out = append(out, a.view())
 	}
 	return out
 }

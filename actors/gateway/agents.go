@@ -222,9 +222,14 @@ func (r *registry) delAgent(m delAgent) agentReply {
 			evs = append(evs, entityDeleted{kind: kindCustomTool, id: id})
 		}
 	}
+	for id, m := range r.part.memory.rows {
+		if m.AgentID == a.ID {
+			evs = append(evs, entityDeleted{kind: kindMemory, id: id})
+		}
+	}
 	slices.SortFunc(evs[1:], func(x, y event) int { return cmpDeleted(x.(entityDeleted), y.(entityDeleted)) })
 	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
-		summary: fmt.Sprintf("deleted agent %q with %d user files, sessions and tools", a.AgentKey, len(evs)-1)}
+		summary: fmt.Sprintf("deleted agent %q with %d user files, sessions, tools and memory entries", a.AgentKey, len(evs)-1)}
 	if err := r.commit(au, evs...); err != nil {
 		return agentReply{err: fmt.Errorf("log agent delete: %w", err)}
 	}

@@ -80,7 +80,7 @@ func (s *keyShard) handle(msg any) {
 		s.handle(m.m)
 		s.by = nil
 	case queryActivity:
-		m.reply <- s.part.activity.query(m.f)
+		m.reply <- queryActivityLog(&s.part.activity, m.f)
 	case *authMsg:
 		m.reply <- s.authenticate(m.hash)
 	case createKey:

@@ -134,6 +134,8 @@ func (p *prop) step() {
 		p.deleteChannel()
 	case x < 97:
 		p.createTool()
+	case x < 99:
+		p.saveMemory()
 	default:
 		p.n.Clock.Advance(time.Duration(1+p.r.IntN(30*60)) * time.Minute)
 	}
@@ -442,5 +444,22 @@ func (p *prop) createTool() {
 	_, err := p.gw.CreateCustomTool(p.actx(), in)
 	if err != nil && !errors.Is(err, ErrExists) && !(agent == uuid.Nil && errors.Is(err, ErrNotFound)) {
 		p.t.Fatalf("CreateCustomTool = %v", err)
+	}
+}
+
+func (p *prop) saveMemory() {
+	_, agent := p.anyAgent()
+	in := MemoryInput{Content: pick(p, []string{"tea", "coffee please", "green tea"}), UserID: pick(p, append(users, ""))}
+	if p.r.IntN(2) == 0 && agent != uuid.Nil {
+		in.Agent = agent.String()
+	}
+	if _, err := p.gw.SaveMemory(p.actx(), in); err != nil {
+		p.t.Fatalf("SaveMemory = %v", err)
+	}
+	if p.r.IntN(3) == 0 {
+		if _, err := p.gw.RecordDelegation(p.actx(), Delegation{SourceAgentID: agent, TargetAgentID: agent, UserID: in.UserID,
+			Task: in.Content, Status: RunOK, CreatedAt: p.n.Clock.Now(), CompletedAt: p.n.Clock.Now()}); err != nil {
+			p.t.Fatalf("RecordDelegation = %v", err)
+		}
 	}
 }

@@ -209,6 +209,8 @@ const (
 	kindActivity   kind = "activity"
 	kindChannel    kind = "channel_instance"
 	kindCustomTool kind = "custom_tool"
+	kindMemory     kind = "memory"
+	kindDelegation kind = "delegation"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -239,6 +241,8 @@ var kinds = map[kind]kindSpec{
 	kindActivity:   {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
 	kindChannel:    {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
 	kindCustomTool: {v: 1, decode: decodeV1[customToolRec], owner: ownerRegistry},
+	kindMemory:     {v: 1, decode: decodeV1[memoryRec], owner: ownerRegistry},
+	kindDelegation: {v: 1, decode: decodeV1[delegationRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied

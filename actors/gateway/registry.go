@@ -52,7 +52,17 @@ func (r *registry) handle(msg any) {
 		r.handle(m.m)
 		r.by = nil
 	case queryActivity:
-		m.reply <- r.part.activity.query(m.f)
+		m.reply <- queryActivityLog(&r.part.activity, m.f)
+	case putMemory:
+		m.reply <- r.putMemory(m)
+	case queryMemory:
+		m.reply <- r.queryMemory(m.f)
+	case delMemory:
+		m.reply <- r.delMemory(m)
+	case putDelegation:
+		m.reply <- r.putDelegation(m)
+	case queryDelegations:
+		m.reply <- r.queryDelegations(m)
 	case putTool:
 		m.reply <- r.putTool(m)
 	case getTool:

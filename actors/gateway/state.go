@@ -175,26 +175,30 @@ func (p *keyPart) keys(dst []entity) []entity {
 // registryPart holds providers and agents with their indexes: provider
 // name → id, agent_key → id, and how many agents use each provider.
 type registryPart struct {
-	providers table[*providerRec]
-	agents    table[*agentRec]
-	agentsOn  map[uuid.UUID]int
-	userFiles table[*userFileRec]
-	sessions  table[*sessionRec]    // by id, and by key
-	activity  activityLog           // the audit entries of its changes
-	channels  table[*channelRec]    // by id, and by name
-	tools     table[*customToolRec] // by id, and by name
+	providers   table[*providerRec]
+	agents      table[*agentRec]
+	agentsOn    map[uuid.UUID]int
+	userFiles   table[*userFileRec]
+	sessions    table[*sessionRec]    // by id, and by key
+	activity    activityLog           // the audit entries of its changes
+	channels    table[*channelRec]    // by id, and by name
+	tools       table[*customToolRec] // by id, and by name
+	memory      table[*memoryRec]
+	delegations recentLog[*delegationRec]
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
 	return &registryPart{
-		providers: newTable(func(p *providerRec) string { return p.Name }),
-		agents:    newTable(func(a *agentRec) string { return a.AgentKey }),
-		agentsOn:  map[uuid.UUID]int{},
-		userFiles: newTable[*userFileRec](nil),
-		sessions:  newTable(func(x *sessionRec) string { return x.Key }),
-		activity:  newActivityLog(maxActivity),
-		channels:  newTable(func(c *channelRec) string { return c.Name }),
-		tools:     newTable(func(t *customToolRec) string { return t.Name }),
+		providers:   newTable(func(p *providerRec) string { return p.Name }),
+		agents:      newTable(func(a *agentRec) string { return a.AgentKey }),
+		agentsOn:    map[uuid.UUID]int{},
+		userFiles:   newTable[*userFileRec](nil),
+		sessions:    newTable(func(x *sessionRec) string { return x.Key }),
+		activity:    newActivityLog(maxActivity),
+		channels:    newTable(func(c *channelRec) string { return c.Name }),
+		tools:       newTable(func(t *customToolRec) string { return t.Name }),
+		memory:      newTable[*memoryRec](nil),
+		delegations: newRecentLog[*delegationRec](maxActivity),
 	}
 }
 
@@ -217,6 +221,10 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.channels.save(x)
 		case *customToolRec:
 			r.tools.save(x)
+		case *memoryRec:
+			r.memory.save(x)
+		case *delegationRec:
+			r.delegations.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -234,6 +242,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.channels.drop(e.id)
 		case kindCustomTool:
 			r.tools.drop(e.id)
+		case kindMemory:
+			r.memory.drop(e.id)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -255,7 +265,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	return r.tools.appendTo(r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))))
+	return r.delegations.appendTo(r.memory.appendTo(r.tools.appendTo(r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))))))
 }
 
 // runState holds the bounded traces, the hourly usage rollup and the
