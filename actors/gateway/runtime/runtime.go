@@ -107,7 +107,9 @@ type Runtime struct {
 	llm     *llmClients
 	now     func() time.Time // a run's start time: the recorder's clock
 	toolbox Toolbox          // nil: no tools but the built-ins
-	builtin func(rn *Run, req Request) []Tool
+	// The built-ins' stores: the Recorder's, when it has them.
+	memory      Memory
+	delegations Delegations
 }
 
 // SetToolbox gives agents their custom and MCP tools; call it before the
@@ -122,6 +124,8 @@ func New(agents Agents, rec Recorder) *Runtime {
 	if c, ok := rec.(interface{ Now() time.Time }); ok {
 		rt.now = c.Now
 	}
+	rt.memory, _ = rec.(Memory)
+	rt.delegations, _ = rec.(Delegations)
 	return rt
 }
 
@@ -192,20 +196,17 @@ func (rt *Runtime) ToolsFor(ctx context.Context, ref, user string) (gateway.Agen
 	return rn.Agent, rn.tools, nil
 }
 
-// toolsOf lists the run's tools: the toolbox's, then the built-ins; a
-// name already taken is dropped (the toolbox prefixes MCP tools whose
-// names collide).
+// toolsOf lists the run's tools: the built-ins, then the toolbox's; a
+// name already taken is dropped (custom tools cannot take a built-in's
+// name; the toolbox prefixes MCP tools whose names collide).
 func (rt *Runtime) toolsOf(ctx context.Context, rn *Run, req Request) ([]Tool, error) {
-	var tools []Tool
+	tools := rt.builtins(rn, req)
 	if rt.toolbox != nil {
 		ts, err := rt.toolbox.Tools(ctx, rn.Agent, req.User)
 		if err != nil {
 			return nil, fmt.Errorf("agent tools: %w", err)
 		}
-		tools = ts
-	}
-	if rt.builtin != nil {
-		tools = append(tools, rt.builtin(rn, req)...)
+		tools = append(tools, ts...)
 	}
 	seen := make(map[string]bool, len(tools))
 	out := tools[:0]

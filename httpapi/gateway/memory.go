@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway"
+)
+
+// MemoryStore is what memory and delegations need from the gateway. Safe
+// for concurrent use.
+type MemoryStore interface {
+	SaveMemory(ctx context.Context, in gateway.MemoryInput) (gateway.MemoryEntry, error)
+	Memory(ctx context.Context, f gateway.MemoryFilter) ([]gateway.MemoryEntry, int, error)
+	DeleteMemory(ctx context.Context, id uuid.UUID, user string) error
+	Delegations(ctx context.Context, f gateway.DelegationFilter) ([]gateway.Delegation, int, error)
+	Delegation(ctx context.Context, id uuid.UUID) (gateway.Delegation, error)
+}
+
+var _ MemoryStore = (*gateway.Gateway)(nil)
+
+var (
+	errMemoryNotFound     = newError(404, codeNotFound, msgNotFound)
+	errDelegationNotFound = newError(404, codeNotFound, msgNotFound)
+)
+
+type memoryIn struct {
+	AgentID string `query:"agent_id" json:"-"`
+	UserID  string `query:"user_id" json:"-"`
+	Q       string `query:"q" json:"-"`
+	Limit   int    `query:"limit" json:"-"`
+	Offset  int    `query:"offset" json:"-"`
+}
+
+type memoryPage struct {
+	Data   []gateway.MemoryEntry `json:"data"`
+	Total  int                   `json:"total"`
+	Limit  int                   `json:"limit"`
+	Offset int                   `json:"offset"`
+}
+
+func pageBounds(limit, offset int) (int, error) {
+	switch {
+	case limit < 0 || limit > maxTracePage:
+		return 0, errInvalid("limit must be in 1..200")
+	case offset < 0:
+		return 0, errInvalid("offset must be >= 0")
+	case limit == 0:
+		return defTracePage, nil
+	}
+	return limit, nil
+}
+
+// listMemory: entries filtered by agent and user, ranked by q (BM25)
+// when given, else newest first. Non-admin callers see their user's
+// entries only.
+func (s *Server) listMemory(ctx context.Context, c Caller, in memoryIn) (memoryPage, error) {
+	limit, err := pageBounds(in.Limit, in.Offset)
+	if err != nil {
+		return memoryPage{}, err
+	}
+	user, err := ownUser(c, in.UserID)
+	if err != nil {
+		return memoryPage{}, err
+	}
+	agent, err := s.agentRefID(ctx, in.AgentID)
+	if err != nil {
+		return memoryPage{}, err
+	}
+	es, total, err := s.d.Memory.Memory(ctx, gateway.MemoryFilter{AgentID: agent, UserID: user, Query: in.Q, Limit: limit, Offset: in.Offset})
+	if err != nil {
+		return memoryPage{}, err
+	}
+	if es == nil {
+		es = []gateway.MemoryEntry{}
+	}
+	return memoryPage{Data: es, Total: total, Limit: limit, Offset: in.Offset}, nil
+}
+
+// agentRefID resolves an agent id or agent_key ("": uuid.Nil).
+func (s *Server) agentRefID(ctx context.Context, ref string) (uuid.UUID, error) {
+	if ref == "" {
+		return uuid.Nil, nil
+	}
+	a, err := s.d.Agents.GetAgent(ctx, "", ref)
+	if err != nil {
+		return uuid.Nil, resource(err, errAgentNotFound, nil)
+	}
+	return a.ID, nil
+}
+
+type memoryCreateIn struct {
+	gateway.MemoryInput
+}
+
+// createMemory: a non-admin caller writes for their own user (user_id
+// defaults to it); an admin for anyone, or for nobody (an agent-wide or
+// global entry).
+func (s *Server) createMemory(ctx context.Context, c Caller, in memoryCreateIn) (gateway.MemoryEntry, error) {
+	if !seesAll(c) {
+		user, err := ownUser(c, in.UserID)
+		if err != nil {
+			return gateway.MemoryEntry{}, err
+		}
+		in.UserID = user
+	}
+	if in.Agent != "" {
+		if _, err := s.agentRefID(ctx, in.Agent); err != nil {
+			return gateway.MemoryEntry{}, err
+		}
+	}
+	return s.d.Memory.SaveMemory(ctx, in.MemoryInput)
+}
+
+type memoryRef struct {
+	ID string `path:"id" json:"-"`
+}
+
+func (s *Server) deleteMemory(ctx context.Context, c Caller, in memoryRef) (None, error) {
+	id, err := uuid.Parse(in.ID)
+	if err != nil {
+		return None{}, errMemoryNotFound
+	}
+	user := ""
+	if !seesAll(c) {
+		if user, err = ownUser(c, ""); err != nil {
+			return None{}, err
+		}
+	}
+	return None{}, resource(s.d.Memory.DeleteMemory(ctx, id, user), errMemoryNotFound, nil)
+}
+
+type delegationsIn struct {
+	SourceAgentID string `query:"source_agent_id" json:"-"`
+	TargetAgentID string `query:"target_agent_id" json:"-"`
+	UserID        string `query:"user_id" json:"-"`
+	Status        string `query:"status" json:"-"`
+	Limit         int    `query:"limit" json:"-"`
+	Offset        int    `query:"offset" json:"-"`
+}
+
+type delegationPage struct {
+	Data   []gateway.Delegation `json:"data"`
+	Total  int                  `json:"total"`
+	Limit  int                  `json:"limit"`
+	Offset int                  `json:"offset"`
+}
+
+func (s *Server) listDelegations(ctx context.Context, c Caller, in delegationsIn) (delegationPage, error) {
+	limit, err := pageBounds(in.Limit, in.Offset)
+	if err != nil {
+		return delegationPage{}, err
+	}
+	f := gateway.DelegationFilter{Status: in.Status, Limit: limit, Offset: in.Offset}
+	if f.UserID, err = ownUser(c, in.UserID); err != nil {
+		return delegationPage{}, err
+	}
+	if f.SourceAgentID, err = s.agentRefID(ctx, in.SourceAgentID); err != nil {
+		return delegationPage{}, err
+	}
+	if f.TargetAgentID, err = s.agentRefID(ctx, in.TargetAgentID); err != nil {
+		return delegationPage{}, err
+	}
+	ds, total, err := s.d.Memory.Delegations(ctx, f)
+	if err != nil {
+		return delegationPage{}, err
+	}
+	return delegationPage{Data: ds, Total: total, Limit: limit, Offset: in.Offset}, nil
+}
+
+type delegationRef struct {
+	ID string `path:"id" json:"-"`
+}
+
+func (s *Server) getDelegation(ctx context.Context, c Caller, in delegationRef) (gateway.Delegation, error) {
+	id, err := uuid.Parse(in.ID)
+	if err != nil {
+		return gateway.Delegation{}, errDelegationNotFound
+	}
+	d, err := s.d.Memory.Delegation(ctx, id)
+	if err != nil {
+		return d, resource(err, errDelegationNotFound, nil)
+	}
+	if !seesAll(c) && (c.UserID == "" || d.UserID != c.UserID) {
+		return gateway.Delegation{}, errDelegationNotFound
+	}
+	return d, nil
+}
