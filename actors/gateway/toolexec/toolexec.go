@@ -74,7 +74,7 @@ func Run(ctx context.Context, spec Spec, args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin, err := lookPath(spec.Argv[0])
+	bin, err := LookPath(spec.Argv[0])
 	if err != nil {
 		return "", err
 	}
@@ -85,7 +85,7 @@ func Run(ctx context.Context, spec Spec, args json.RawMessage) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, spec.Argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = environ(spec.Env, spec.Workspace)
+	cmd.Env = Environ(spec.Env, spec.Workspace)
 	cmd.Stdin = bytes.NewReader(args)
 	out := &capped{max: MaxOutput}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -136,7 +136,9 @@ func workDir(workspace, dir string) (string, error) {
 	return full, nil
 }
 
-func lookPath(name string) (string, error) {
+// LookPath finds a command in DefaultPath only (a name with a slash is
+// taken as it is).
+func LookPath(name string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
@@ -149,8 +151,9 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%w: command %q not found in %s", ErrSpec, name, DefaultPath)
 }
 
-// environ is the tool's whole environment.
-func environ(env map[string]string, workspace string) []string {
+// Environ is a tool's whole environment: env, and PATH (DefaultPath),
+// HOME and TMPDIR (the workspace), LANG unless env sets them.
+func Environ(env map[string]string, workspace string) []string {
 	base := map[string]string{"PATH": DefaultPath, "HOME": workspace, "TMPDIR": workspace, "LANG": "C.UTF-8"}
 	for k, v := range env {
 		base[k] = v

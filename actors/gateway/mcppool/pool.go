@@ -1,0 +1,360 @@
+// Package mcppool keeps the gateway's connections to MCP servers, one per
+// server, through the official Go SDK: stdio servers are started under
+// the same rules as custom tools (no shell, only their own environment
+// and a minimal PATH, in a workspace, their process group killed on
+// close), streamable-HTTP and SSE servers are reached with their headers.
+// A connection opens on first use, lists the server's tools, and is
+// reopened with a doubling backoff (0.5 s to 30 s) after it dies; a
+// changed configuration reopens it; Forget closes it.
+package mcppool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"gatehouse/actors/gateway/toolexec"
+)
+
+// Transports.
+const (
+	Stdio      = "stdio"
+	Streamable = "streamable-http"
+	SSE        = "sse"
+)
+
+// Spec is one server's connection settings.
+type Spec struct {
+	ID        uuid.UUID
+	Name      string
+	Transport string
+	Command   string
+	Args      []string
+	URL       string
+	Headers   map[string]string
+	Env       map[string]string
+	Workspace string        // stdio: the working directory (created)
+	Timeout   time.Duration // per call; 0: 60 s
+	Version   time.Time     // the configuration's UpdatedAt: a new one reopens
+}
+
+// Tool is one of a server's tools.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Status is a server's connection as last seen.
+type Status struct {
+	Connected bool   `json:"connected"`
+	Error     string `json:"error,omitempty"`
+	Tools     []Tool `json:"tools"`
+}
+
+// ErrUnavailable: the server cannot be reached now (the error says why
+// and when the next attempt is).
+var ErrUnavailable = errors.New("mcp server unavailable")
+
+const (
+	minBackoff = 500 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// Pool holds the connections. Safe for concurrent use.
+type Pool struct {
+	lg     *slog.Logger
+	client *mcp.Client
+	mu     sync.Mutex
+	conns  map[uuid.UUID]*conn
+}
+
+// conn is one server's connection; its fields are guarded by mu.
+type conn struct {
+	mu      sync.Mutex
+	spec    Spec
+	session *mcp.ClientSession
+	cmd     *exec.Cmd
+	tools   []Tool
+	err     error
+	next    time.Time // no attempt before
+	backoff time.Duration
+}
+
+// New returns an empty pool.
+func New(lg *slog.Logger) *Pool {
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Pool{lg: lg.With("component", "mcppool"), client: mcp.NewClient(&mcp.Implementation{Name: "gatehouse", Version: "1"}, nil),
+		conns: map[uuid.UUID]*conn{}}
+}
+
+func (p *Pool) conn(spec Spec) *conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.conns[spec.ID]
+	if c == nil {
+		c = &conn{spec: spec}
+		p.conns[spec.ID] = c
+	}
+	return c
+}
+
+// Tools lists spec's tools, connecting first if needed.
+func (p *Pool) Tools(ctx context.Context, spec Spec) ([]Tool, error) {
+	c := p.conn(spec)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := p.ready(ctx, c, spec); err != nil {
+		return nil, err
+	}
+	return c.tools, nil
+}
+
+// Status reports spec's connection, trying to connect if it is down and
+// its backoff allows.
+func (p *Pool) Status(ctx context.Context, spec Spec) Status {
+	tools, err := p.Tools(ctx, spec)
+	st := Status{Connected: err == nil, Tools: tools}
+	if err != nil {
+		st.Error = err.Error()
+	}
+	if st.Tools == nil {
+		st.Tools = []Tool{}
+	}
+	return st
+}
+
+// Call runs tool name with args (a JSON object) and returns its text
+// output. A tool that reports an error (isError) is an error with that
+// output; a connection that fails is ErrUnavailable, and is reopened at
+// the next use.
+func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMessage) (string, error) {
+	c := p.conn(spec)
+	c.mu.Lock()
+	s, err := p.ready(ctx, c, spec)
+	c.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var a map[string]any
+	if err := json.Unmarshal(args, &a); err != nil {
+		return "", fmt.Errorf("arguments must be a JSON object: %w", err)
+	}
+	res, err := s.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: a})
+	if err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return "", fmt.Errorf("mcp %s: %s timed out after %s", spec.Name, name, timeout)
+		}
+		var werr *jsonrpc.Error
+		if errors.As(err, &werr) { // the server answered with an error
+			return "", fmt.Errorf("mcp %s: %s: %s", spec.Name, name, werr.Message)
+		}
+		// The connection failed: drop it, the next use reconnects.
+		p.drop(c, s)
+		return "", fmt.Errorf("%w: %s: connection lost while calling %s: %v", ErrUnavailable, spec.Name, name, err)
+	}
+	out := textOf(res)
+	if res.IsError {
+		return out, fmt.Errorf("mcp %s: tool %s reported an error", spec.Name, name)
+	}
+	return out, nil
+}
+
+// drop closes s if it is still c's session.
+func (p *Pool) drop(c *conn, s *mcp.ClientSession) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session == s {
+		p.closeLocked(c)
+		c.err = errors.New("connection lost")
+	}
+}
+
+// textOf joins a result's text contents (other contents as JSON).
+func textOf(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, ct := range res.Content {
+		if t, ok := ct.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+			continue
+		}
+		b, _ := json.Marshal(ct)
+		parts = append(parts, string(b))
+	}
+	if len(parts) == 0 && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		parts = append(parts, string(b))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// ready returns c's session, (re)connecting when it is down, its spec
+// changed, and the backoff allows. c.mu is held.
+func (p *Pool) ready(ctx context.Context, c *conn, spec Spec) (*mcp.ClientSession, error) {
+	if c.session != nil && !c.spec.Version.Equal(spec.Version) {
+		p.closeLocked(c)
+		c.backoff, c.next = 0, time.Time{}
+	}
+	c.spec = spec
+	if c.session != nil {
+		return c.session, nil
+	}
+	if now := time.Now(); now.Before(c.next) {
+		return nil, fmt.Errorf("%w: %s: %v (next attempt in %s)", ErrUnavailable, spec.Name, c.err, c.next.Sub(now).Round(time.Millisecond))
+	}
+	s, cmd, err := p.connect(ctx, spec)
+	if err == nil {
+		var lt *mcp.ListToolsResult
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		lt, err = s.ListTools(lctx, nil)
+		cancel()
+		if err == nil {
+			c.tools = make([]Tool, 0, len(lt.Tools))
+			for _, t := range lt.Tools {
+				schema, _ := json.Marshal(t.InputSchema)
+				c.tools = append(c.tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+			}
+		} else {
+			_ = s.Close()
+			killGroup(cmd)
+		}
+	}
+	if err != nil {
+		c.backoff = min(max(c.backoff*2, minBackoff), maxBackoff)
+		c.err, c.next = err, time.Now().Add(c.backoff)
+		p.lg.Warn("mcp server unreachable", "server", spec.Name, "err", err, "retry_in", c.backoff)
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, spec.Name, err)
+	}
+	c.session, c.cmd, c.err, c.backoff = s, cmd, nil, 0
+	go p.watch(c, s)
+	return s, nil
+}
+
+// watch marks c down when its session ends, so the next use reconnects.
+func (p *Pool) watch(c *conn, s *mcp.ClientSession) {
+	err := s.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != s {
+		return // closed on purpose
+	}
+	p.lg.Warn("mcp server connection ended", "server", c.spec.Name, "err", err)
+	killGroup(c.cmd)
+	c.session, c.cmd = nil, nil
+	if err == nil {
+		err = errors.New("connection closed")
+	}
+	c.err = err
+}
+
+func (p *Pool) connect(ctx context.Context, spec Spec) (*mcp.ClientSession, *exec.Cmd, error) {
+	var t mcp.Transport
+	var cmd *exec.Cmd
+	hc := &http.Client{Transport: headerTransport{headers: spec.Headers}}
+	switch spec.Transport {
+	case Stdio:
+		if spec.Workspace == "" {
+			return nil, nil, errors.New("no workspace for a stdio server")
+		}
+		if err := os.MkdirAll(spec.Workspace, 0o700); err != nil {
+			return nil, nil, err
+		}
+		bin, err := toolexec.LookPath(spec.Command)
+		if err != nil {
+			return nil, nil, err
+		}
+		cmd = exec.Command(bin, spec.Args...)
+		cmd.Dir, cmd.Env = spec.Workspace, toolexec.Environ(spec.Env, spec.Workspace)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}
+	case Streamable:
+		t = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+	case SSE:
+		t = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+	default:
+		return nil, nil, fmt.Errorf("transport %q", spec.Transport)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := p.client.Connect(cctx, t, nil)
+	if err != nil {
+		killGroup(cmd)
+		return nil, nil, err
+	}
+	return s, cmd, nil
+}
+
+// headerTransport adds a server's headers to every request.
+type headerTransport struct{ headers map[string]string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range h.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func killGroup(cmd *exec.Cmd) {
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+func (p *Pool) closeLocked(c *conn) {
+	s, cmd := c.session, c.cmd
+	c.session, c.cmd, c.tools = nil, nil, nil
+	if s != nil {
+		_ = s.Close()
+	}
+	killGroup(cmd)
+}
+
+// Forget closes server id's connection (disabled, changed or deleted).
+func (p *Pool) Forget(id uuid.UUID) {
+	p.mu.Lock()
+	c := p.conns[id]
+	delete(p.conns, id)
+	p.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		p.closeLocked(c)
+		c.mu.Unlock()
+	}
+}
+
+// Close closes every connection.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	ids := make([]uuid.UUID, 0, len(p.conns))
+	for id := range p.conns {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.Forget(id)
+	}
+}
