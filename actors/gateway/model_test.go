@@ -134,8 +134,10 @@ func (p *prop) step() {
 		p.deleteChannel()
 	case x < 97:
 		p.createTool()
-	case x < 99:
+	case x < 98:
 		p.saveMemory()
+	case x < 99:
+		p.mcpOps()
 	default:
 		p.n.Clock.Advance(time.Duration(1+p.r.IntN(30*60)) * time.Minute)
 	}
@@ -460,6 +462,38 @@ func (p *prop) saveMemory() {
 		if _, err := p.gw.RecordDelegation(p.actx(), Delegation{SourceAgentID: agent, TargetAgentID: agent, UserID: in.UserID,
 			Task: in.Content, Status: RunOK, CreatedAt: p.n.Clock.Now(), CompletedAt: p.n.Clock.Now()}); err != nil {
 			p.t.Fatalf("RecordDelegation = %v", err)
+		}
+	}
+}
+
+func (p *prop) mcpOps() {
+	name := fmt.Sprintf("mcp%d", p.r.IntN(3))
+	if _, err := p.gw.CreateMCPServer(p.actx(), MCPServerInput{Name: ptr(name), Transport: ptr(MCPStreamable),
+		URL: ptr("http://127.0.0.1:9/mcp"), Headers: map[string]string{"Authorization": "Bearer x"}}); err != nil && !errors.Is(err, ErrExists) {
+		p.t.Fatalf("CreateMCPServer = %v", err)
+	}
+	user := pick(p, users)
+	_, agent := p.anyAgent()
+	switch p.r.IntN(4) {
+	case 0:
+		if _, err := p.gw.GrantMCP(p.actx(), name, GrantUser, user, []string{"echo"}, nil); err != nil {
+			p.t.Fatalf("GrantMCP = %v", err)
+		}
+	case 1:
+		if _, err := p.gw.GrantMCP(p.actx(), name, GrantAgent, agent.String(), nil, []string{"x"}); err != nil && agent != uuid.Nil {
+			p.t.Fatalf("GrantMCP agent = %v", err)
+		}
+	case 2:
+		q, err := p.gw.RequestMCP(p.actx(), user, name, "", "please")
+		if err != nil {
+			p.t.Fatalf("RequestMCP = %v", err)
+		}
+		if _, err := p.gw.ReviewMCP(p.actx(), q.ID, p.r.IntN(2) == 0, "ok", "admin"); err != nil {
+			p.t.Fatalf("ReviewMCP = %v", err)
+		}
+	case 3:
+		if _, err := p.gw.DeleteMCPServer(p.actx(), name); err != nil {
+			p.t.Fatalf("DeleteMCPServer = %v", err)
 		}
 	}
 }

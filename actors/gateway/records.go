@@ -211,6 +211,9 @@ const (
 	kindCustomTool kind = "custom_tool"
 	kindMemory     kind = "memory"
 	kindDelegation kind = "delegation"
+	kindMCPServer  kind = "mcp_server"
+	kindMCPGrant   kind = "mcp_grant"
+	kindMCPRequest kind = "mcp_request"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -243,6 +246,9 @@ var kinds = map[kind]kindSpec{
 	kindCustomTool: {v: 1, decode: decodeV1[customToolRec], owner: ownerRegistry},
 	kindMemory:     {v: 1, decode: decodeV1[memoryRec], owner: ownerRegistry},
 	kindDelegation: {v: 1, decode: decodeV1[delegationRec], owner: ownerRegistry},
+	kindMCPServer:  {v: 1, decode: decodeV1[mcpServerRec], owner: ownerRegistry},
+	kindMCPGrant:   {v: 1, decode: decodeV1[mcpGrantRec], owner: ownerRegistry},
+	kindMCPRequest: {v: 1, decode: decodeV1[mcpRequestRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied

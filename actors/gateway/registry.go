@@ -3,6 +3,7 @@ package gateway
 import (
 	"log/slog"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -53,6 +54,38 @@ func (r *registry) handle(msg any) {
 		r.by = nil
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
+	case putMCP:
+		m.reply <- r.putMCP(m)
+	case getMCP:
+		s, ok := r.part.mcpServers.get(m.ref)
+		if !ok {
+			m.reply <- mcpReply{err: ErrNotFound}
+		} else {
+			m.reply <- mcpReply{s: s.view(), rec: s}
+		}
+	case listMCP:
+		list := make([]MCPServer, 0, len(r.part.mcpServers.rows))
+		for _, s := range r.part.mcpServers.rows {
+			list = append(list, s.view())
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+		m.reply <- mcpReply{list: list}
+	case delMCP:
+		m.reply <- r.delMCP(m.ref)
+	case accessMCP:
+		m.reply <- r.accessMCP(m)
+	case putGrant:
+		m.reply <- r.putGrant(m)
+	case delGrant:
+		m.reply <- r.delGrant(m)
+	case listGrants:
+		m.reply <- r.listGrants(m.agent)
+	case putRequest:
+		m.reply <- r.putRequest(m)
+	case listRequests:
+		m.reply <- mcpReply{reqs: r.listRequests(m)}
+	case reviewRequest:
+		m.reply <- r.reviewRequest(m)
 	case putMemory:
 		m.reply <- r.putMemory(m)
 	case queryMemory:

@@ -185,6 +185,9 @@ type registryPart struct {
 	tools       table[*customToolRec] // by id, and by name
 	memory      table[*memoryRec]
 	delegations recentLog[*delegationRec]
+	mcpServers  table[*mcpServerRec] // by id, and by name
+	mcpGrants   table[*mcpGrantRec]
+	mcpRequests table[*mcpRequestRec]
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
@@ -199,6 +202,9 @@ func newRegistryPart(maxActivity int) *registryPart {
 		tools:       newTable(func(t *customToolRec) string { return t.Name }),
 		memory:      newTable[*memoryRec](nil),
 		delegations: newRecentLog[*delegationRec](maxActivity),
+		mcpServers:  newTable(func(s *mcpServerRec) string { return s.Name }),
+		mcpGrants:   newTable[*mcpGrantRec](nil),
+		mcpRequests: newTable[*mcpRequestRec](nil),
 	}
 }
 
@@ -225,6 +231,12 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.memory.save(x)
 		case *delegationRec:
 			r.delegations.save(x)
+		case *mcpServerRec:
+			r.mcpServers.save(x)
+		case *mcpGrantRec:
+			r.mcpGrants.save(x)
+		case *mcpRequestRec:
+			r.mcpRequests.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -244,6 +256,12 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.tools.drop(e.id)
 		case kindMemory:
 			r.memory.drop(e.id)
+		case kindMCPServer:
+			r.mcpServers.drop(e.id)
+		case kindMCPGrant:
+			r.mcpGrants.drop(e.id)
+		case kindMCPRequest:
+			r.mcpRequests.drop(e.id)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -265,6 +283,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
+	dst = r.mcpRequests.appendTo(r.mcpGrants.appendTo(r.mcpServers.appendTo(dst)))
 	return r.delegations.appendTo(r.memory.appendTo(r.tools.appendTo(r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))))))
 }
 
