@@ -341,3 +341,6 @@ func await[T any](ctx context.Context, ch <-chan T) (T, error) {
 	v, _, err := actors.Await(ctx, ch, nil)
 	return v, err
 }
+
+// Logger is the gateway's logger (after Start).
+func (g *Gateway) Logger() *slog.Logger { return g.lg }

@@ -74,6 +74,8 @@ type Deps struct {
 	Channels  ChannelStore
 	Tools     ToolStore
 	Memory    MemoryStore
+	MCP       MCPStore
+	MCPLive   MCPLive
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -85,13 +87,14 @@ type Deps struct {
 // runtime over g.
 func DepsOf(g *gateway.Gateway) Deps {
 	rt := runtime.New(g, g)
-	rt.SetToolbox(toolbox.New(g))
+	box := toolbox.New(g, g.Logger())
+	rt.SetToolbox(box)
 	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
-		Activity: g, Channels: g, Tools: g, Memory: g, Runner: rt}
+		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Runner: rt}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil

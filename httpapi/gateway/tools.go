@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -160,7 +161,7 @@ func (s *Server) invoke(ctx context.Context, c Caller, in invokeIn) (invokeOut, 
 	}
 	var tool *runtime.Tool
 	for i := range tools {
-		if tools[i].Name == in.Tool {
+		if tools[i].Name == in.Tool || slices.Contains(tools[i].Aliases, in.Tool) {
 			tool = &tools[i]
 		}
 	}

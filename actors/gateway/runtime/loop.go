@@ -15,7 +15,10 @@ import (
 // a built-in (delegate, memory_search, memory_save).
 type Tool struct {
 	// Name is unique within the run (the model calls it by name).
-	Name        string
+	Name string
+	// Aliases are other names tools.invoke accepts (an MCP tool's
+	// "server.tool").
+	Aliases     []string
 	Description string
 	// Parameters is the JSON Schema of the arguments (an object schema).
 	Parameters json.RawMessage

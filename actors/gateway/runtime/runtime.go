@@ -129,8 +129,14 @@ func New(agents Agents, rec Recorder) *Runtime {
 	return rt
 }
 
-// Close closes idle provider connections.
-func (rt *Runtime) Close() { rt.llm.close() }
+// Close closes idle provider connections, and the toolbox's connections
+// if it has a Close method.
+func (rt *Runtime) Close() {
+	rt.llm.close()
+	if c, ok := rt.toolbox.(interface{ Close() }); ok {
+		c.Close()
+	}
+}
 
 // Prepare resolves the agent and its provider and builds the messages:
 // the agent's system prompt, if any, then req.Messages. Errors:

@@ -1,17 +1,21 @@
 // Package toolbox gives an agent's runs their tools (runtime.Toolbox):
 // the agent's custom tools and the global ones, run by package toolexec
 // in the agent's workspace, and the tools of the MCP servers granted to
-// the agent or to the user it runs for.
+// the agent or to the user it runs for, called through package mcppool.
 package toolbox
 
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/mcppool"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
 )
@@ -23,32 +27,147 @@ type Source interface {
 	AgentCustomTools(ctx context.Context, agent uuid.UUID) ([]gateway.RunnableTool, error)
 	// WorkspaceOf is the agent's workspace directory.
 	WorkspaceOf(agent uuid.UUID) string
+	// MCPAccessFor lists the servers a run of agent for user may use.
+	MCPAccessFor(ctx context.Context, agent uuid.UUID, user string) ([]gateway.MCPAccess, error)
+	// MCPServerSecrets returns a server with its secrets opened.
+	MCPServerSecrets(ctx context.Context, ref string) (gateway.MCPServer, gateway.MCPSecrets, error)
+	// MCPWorkspace is a stdio server's working directory.
+	MCPWorkspace(server uuid.UUID) string
 }
 
 var _ Source = (*gateway.Gateway)(nil)
 
 // Box is the production Toolbox. It is safe for concurrent use.
 type Box struct {
-	src Source
+	src  Source
+	pool *mcppool.Pool
+	lg   *slog.Logger
 }
 
 var _ runtime.Toolbox = (*Box)(nil)
 
-// New returns a Box over src.
-func New(src Source) *Box { return &Box{src: src} }
+// New returns a Box over src; Close closes its MCP connections.
+func New(src Source, lg *slog.Logger) *Box {
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Box{src: src, pool: mcppool.New(lg), lg: lg.With("component", "toolbox")}
+}
 
-// Tools lists a's tools for user.
-func (b *Box) Tools(ctx context.Context, a gateway.Agent, _ string) ([]runtime.Tool, error) {
+// Close closes every MCP connection.
+func (b *Box) Close() { b.pool.Close() }
+
+// Forget closes server id's connection (changed, disabled or deleted).
+func (b *Box) Forget(id uuid.UUID) { b.pool.Forget(id) }
+
+// Status connects to server ref if needed and reports its state and tools.
+func (b *Box) Status(ctx context.Context, ref string) (mcppool.Status, error) {
+	s, sec, err := b.src.MCPServerSecrets(ctx, ref)
+	if err != nil {
+		return mcppool.Status{}, err
+	}
+	if !s.Enabled {
+		return mcppool.Status{Error: "disabled", Tools: []mcppool.Tool{}}, nil
+	}
+	return b.pool.Status(ctx, b.spec(s, sec)), nil
+}
+
+func (b *Box) spec(s gateway.MCPServer, sec gateway.MCPSecrets) mcppool.Spec {
+	return mcppool.Spec{ID: s.ID, Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args, URL: s.URL,
+		Headers: sec.Headers, Env: sec.Env, Workspace: b.src.MCPWorkspace(s.ID), Timeout: time.Duration(s.TimeoutSec) * time.Second,
+		Version: s.UpdatedAt}
+}
+
+// Tools lists a's tools for user: custom tools, then the granted MCP
+// servers' tools (a server that cannot be reached is left out of this
+// run, and logged). An MCP tool whose name is taken gets its server's
+// tool_prefix (or name) and "_" in front.
+func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]runtime.Tool, error) {
 	cts, err := b.src.AgentCustomTools(ctx, a.ID)
 	if err != nil {
 		return nil, err
 	}
 	ws := b.src.WorkspaceOf(a.ID)
+	taken := map[string]bool{}
+	for _, n := range gateway.BuiltinTools {
+		taken[n] = true
+	}
 	out := make([]runtime.Tool, 0, len(cts))
 	for _, ct := range cts {
 		out = append(out, customTool(ct, ws))
+		taken[ct.Name] = true
+	}
+	access, err := b.src.MCPAccessFor(ctx, a.ID, user)
+	if err != nil {
+		return nil, err
+	}
+	for _, acc := range access {
+		spec := b.spec(acc.Server, acc.Secrets)
+		tools, err := b.pool.Tools(ctx, spec)
+		if err != nil {
+			b.lg.Warn("mcp server left out of a run", "server", acc.Server.Name, "agent", a.AgentKey, "err", err)
+			continue
+		}
+		secrets := secretValues(acc.Secrets)
+		for _, t := range tools {
+			if !slices.ContainsFunc(acc.Grants, func(g gateway.MCPGrant) bool { return g.Allows(t.Name) }) {
+				continue
+			}
+			name := fnName(t.Name)
+			if taken[name] {
+				name = fnName(cmpOr(acc.Server.ToolPrefix, acc.Server.Name) + "_" + t.Name)
+			}
+			if taken[name] {
+				continue
+			}
+			taken[name] = true
+			out = append(out, b.mcpTool(spec, t, name, secrets))
+		}
 	}
 	return out, nil
+}
+
+func (b *Box) mcpTool(spec mcppool.Spec, t mcppool.Tool, name string, secrets []string) runtime.Tool {
+	params := t.InputSchema
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return runtime.Tool{
+		Name: name, Aliases: []string{spec.Name + "." + t.Name}, Description: t.Description, Parameters: params,
+		Kind: gateway.SpanTool, Secrets: secrets,
+		Call: func(ctx context.Context, args json.RawMessage) (string, error) {
+			return b.pool.Call(ctx, spec, t.Name, args)
+		},
+	}
+}
+
+var fnUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+
+// fnName is name as an OpenAI function name: [a-zA-Z0-9_-], at most 64.
+func fnName(name string) string {
+	n := fnUnsafe.ReplaceAllString(name, "_")
+	if len(n) > 64 {
+		n = n[:64]
+	}
+	return n
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func secretValues(sec gateway.MCPSecrets) []string {
+	var out []string
+	for _, v := range sec.Headers {
+		out = append(out, v)
+	}
+	for _, v := range sec.Env {
+		out = append(out, v)
+	}
+	return out
 }
 
 // customTool is ct as a runtime tool.

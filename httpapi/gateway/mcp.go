@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/mcppool"
+)
+
+// MCPStore is what MCP servers, grants and requests need from the
+// gateway. Safe for concurrent use.
+type MCPStore interface {
+	CreateMCPServer(ctx context.Context, in gateway.MCPServerInput) (gateway.MCPServer, error)
+	UpdateMCPServer(ctx context.Context, ref string, in gateway.MCPServerInput) (gateway.MCPServer, error)
+	GetMCPServer(ctx context.Context, ref string) (gateway.MCPServer, error)
+	ListMCPServers(ctx context.Context) ([]gateway.MCPServer, error)
+	DeleteMCPServer(ctx context.Context, ref string) (uuid.UUID, error)
+	GrantMCP(ctx context.Context, server, subjectType, subject string, allow, deny []string) (gateway.MCPGrant, error)
+	RevokeMCP(ctx context.Context, server, subjectType, subject string) error
+	AgentMCPGrants(ctx context.Context, agentRef string) ([]gateway.MCPGrant, error)
+	RequestMCP(ctx context.Context, user, server, agentRef, reason string) (gateway.MCPRequest, error)
+	MCPRequests(ctx context.Context, status, user string) ([]gateway.MCPRequest, error)
+	ReviewMCP(ctx context.Context, id uuid.UUID, approved bool, note, reviewer string) (gateway.MCPRequest, error)
+}
+
+// MCPLive is the live side of MCP servers: their connections.
+type MCPLive interface {
+	// Status connects to server ref if needed and reports its state and
+	// tools.
+	Status(ctx context.Context, ref string) (mcppool.Status, error)
+	// Forget closes server id's connection (changed or deleted).
+	Forget(id uuid.UUID)
+}
+
+var _ MCPStore = (*gateway.Gateway)(nil)
+
+var (
+	errMCPNotFound     = newError(404, codeNotFound, msgNotFound)
+	errRequestNotFound = newError(404, codeNotFound, msgNotFound)
+)
+
+type mcpList struct {
+	Data []gateway.MCPServer `json:"data"`
+}
+
+func (s *Server) listMCP(ctx context.Context, _ Caller, _ None) (mcpList, error) {
+	l, err := s.d.MCP.ListMCPServers(ctx)
+	return mcpList{Data: l}, err
+}
+
+type mcpCreateIn struct {
+	gateway.MCPServerInput
+}
+
+func (s *Server) createMCP(ctx context.Context, _ Caller, in mcpCreateIn) (gateway.MCPServer, error) {
+	return s.d.MCP.CreateMCPServer(ctx, in.MCPServerInput)
+}
+
+type mcpRef struct {
+	ID string `path:"id" json:"-"`
+}
+
+// mcpView is a server with its live status and tools.
+type mcpView struct {
+	gateway.MCPServer
+	Status mcppool.Status `json:"status"`
+}
+
+func (s *Server) getMCP(ctx context.Context, _ Caller, in mcpRef) (mcpView, error) {
+	srv, err := s.d.MCP.GetMCPServer(ctx, in.ID)
+	if err != nil {
+		return mcpView{}, resource(err, errMCPNotFound, nil)
+	}
+	st, err := s.d.MCPLive.Status(ctx, srv.ID.String())
+	if err != nil {
+		return mcpView{}, err
+	}
+	return mcpView{MCPServer: srv, Status: st}, nil
+}
+
+type mcpUpdateIn struct {
+	ID string `path:"id" json:"-"`
+	gateway.MCPServerInput
+}
+
+func (s *Server) updateMCP(ctx context.Context, _ Caller, in mcpUpdateIn) (gateway.MCPServer, error) {
+	srv, err := s.d.MCP.UpdateMCPServer(ctx, in.ID, in.MCPServerInput)
+	if err != nil {
+		return srv, resource(err, errMCPNotFound, nil)
+	}
+	s.d.MCPLive.Forget(srv.ID)
+	return srv, nil
+}
+
+func (s *Server) deleteMCP(ctx context.Context, _ Caller, in mcpRef) (None, error) {
+	id, err := s.d.MCP.DeleteMCPServer(ctx, in.ID)
+	if err != nil {
+		return None{}, resource(err, errMCPNotFound, nil)
+	}
+	s.d.MCPLive.Forget(id)
+	return None{}, nil
+}
+
+type grantAgentIn struct {
+	ID        string   `path:"id" json:"-"`
+	AgentID   string   `json:"agent_id"`
+	ToolAllow []string `json:"tool_allow"`
+	ToolDeny  []string `json:"tool_deny"`
+}
+
+type grantUserIn struct {
+	ID        string   `path:"id" json:"-"`
+	UserID    string   `json:"user_id"`
+	ToolAllow []string `json:"tool_allow"`
+	ToolDeny  []string `json:"tool_deny"`
+}
+
+func (s *Server) grantAgent(ctx context.Context, _ Caller, in grantAgentIn) (gateway.MCPGrant, error) {
+	return s.d.MCP.GrantMCP(ctx, in.ID, gateway.GrantAgent, in.AgentID, in.ToolAllow, in.ToolDeny)
+}
+
+func (s *Server) grantUser(ctx context.Context, _ Caller, in grantUserIn) (gateway.MCPGrant, error) {
+	return s.d.MCP.GrantMCP(ctx, in.ID, gateway.GrantUser, in.UserID, in.ToolAllow, in.ToolDeny)
+}
+
+type revokeAgentIn struct {
+	ID      string `path:"id" json:"-"`
+	AgentID string `path:"agentID" json:"-"`
+}
+
+type revokeUserIn struct {
+	ID     string `path:"id" json:"-"`
+	UserID string `path:"userID" json:"-"`
+}
+
+var errGrantNotFound = newError(404, codeNotFound, msgNotFound)
+
+func (s *Server) revokeAgent(ctx context.Context, _ Caller, in revokeAgentIn) (None, error) {
+	return None{}, resource(s.d.MCP.RevokeMCP(ctx, in.ID, gateway.GrantAgent, in.AgentID), errGrantNotFound, nil)
+}
+
+func (s *Server) revokeUser(ctx context.Context, _ Caller, in revokeUserIn) (None, error) {
+	return None{}, resource(s.d.MCP.RevokeMCP(ctx, in.ID, gateway.GrantUser, in.UserID), errGrantNotFound, nil)
+}
+
+type agentGrantsIn struct {
+	AgentID string `path:"agentID" json:"-"`
+}
+
+type grantList struct {
+	Data []gateway.MCPGrant `json:"data"`
+}
+
+func (s *Server) agentGrants(ctx context.Context, _ Caller, in agentGrantsIn) (grantList, error) {
+	gs, err := s.d.MCP.AgentMCPGrants(ctx, in.AgentID)
+	if gs == nil {
+		gs = []gateway.MCPGrant{}
+	}
+	return grantList{Data: gs}, resource(err, errAgentNotFound, nil)
+}
+
+type requestIn struct {
+	ServerID string `json:"server_id"`
+	AgentID  string `json:"agent_id"`
+	Reason   string `json:"reason"`
+}
+
+// createRequest: the caller's user asks for a server, for an agent they
+// may use or for themselves.
+func (s *Server) createRequest(ctx context.Context, c Caller, in requestIn) (gateway.MCPRequest, error) {
+	if in.ServerID == "" {
+		return gateway.MCPRequest{}, errInvalid("server_id: required")
+	}
+	return s.d.MCP.RequestMCP(ctx, c.UserID, in.ServerID, in.AgentID, in.Reason)
+}
+
+type requestsIn struct {
+	Status string `query:"status" json:"-"`
+	UserID string `query:"user_id" json:"-"`
+}
+
+type requestList struct {
+	Data []gateway.MCPRequest `json:"data"`
+}
+
+// listRequests: pending by default (status=all for every one); a
+// non-admin caller sees their own user's requests and their outcome.
+func (s *Server) listRequests(ctx context.Context, c Caller, in requestsIn) (requestList, error) {
+	switch in.Status {
+	case "":
+		in.Status = gateway.RequestPending
+	case "all":
+		in.Status = ""
+	case gateway.RequestPending, gateway.RequestApproved, gateway.RequestDenied:
+	default:
+		return requestList{}, errInvalid("status: pending, approved, denied or all")
+	}
+	user, err := ownUser(c, in.UserID)
+	if err != nil {
+		return requestList{}, err
+	}
+	rs, err := s.d.MCP.MCPRequests(ctx, in.Status, user)
+	if rs == nil {
+		rs = []gateway.MCPRequest{}
+	}
+	return requestList{Data: rs}, err
+}
+
+type reviewIn struct {
+	ID       string `path:"id" json:"-"`
+	Approved *bool  `json:"approved"`
+	Note     string `json:"note"`
+}
+
+func (s *Server) reviewRequest(ctx context.Context, c Caller, in reviewIn) (gateway.MCPRequest, error) {
+	id, err := uuid.Parse(in.ID)
+	if err != nil {
+		return gateway.MCPRequest{}, errRequestNotFound
+	}
+	if in.Approved == nil {
+		return gateway.MCPRequest{}, errInvalid("approved: required (true or false)")
+	}
+	reviewer := "gateway_token"
+	if c.KeyID != uuid.Nil {
+		reviewer = c.KeyID.String()
+	}
+	r, err := s.d.MCP.ReviewMCP(ctx, id, *in.Approved, in.Note, reviewer)
+	return r, resource(err, errRequestNotFound, nil)
+}
