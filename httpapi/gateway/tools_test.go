@@ -107,6 +107,18 @@ func TestCustomTools(t *testing.T) {
 	if u := e.must(200, "GET", "/v1/usage/summary", gwToken, "").body["current"].(map[string]any); u["tool_calls"] != 1.0 || u["llm_calls"] != 2.0 {
 		t.Errorf("usage = %v, want 1 tool call and 2 LLM calls", u)
 	}
+	// The same over the WebSocket RPC.
+	w := dialWS(t, e)
+	w.mustOK("connect", map[string]any{"token": writer})
+	if p := w.mustOK("tools.invoke", map[string]any{"tool": "env_dump", "agentId": "a1"}); !strings.Contains(string(p), "TOOL_TOKEN=tool-secret-1") {
+		t.Errorf("tools.invoke over ws = %s", p)
+	}
+	if p := w.mustOK("tools.custom.list", map[string]any{"agent_id": "a1"}); !strings.Contains(string(p), `"total":1`) {
+		t.Errorf("tools.custom.list over ws = %s", p)
+	}
+	if p := w.mustOK("memory.create", map[string]any{"content": "from ws"}); !strings.Contains(string(p), `"user_id":"alice"`) {
+		t.Errorf("memory.create over ws = %s", p)
+	}
 	e.must(200, "PUT", "/v1/tools/custom/env_dump", gwToken, `{"enabled":false}`)
 	e.must(404, "POST", "/v1/tools/invoke", writer, `{"tool":"env_dump","agentId":"a1"}`)
 	e.must(204, "DELETE", "/v1/tools/custom/env_dump", gwToken, "")
