@@ -5,6 +5,8 @@ import (
 	"io"
 
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/httpapi/listener"
 )
 
 // The API server reads request bodies as streams (fasthttp's
@@ -20,30 +22,16 @@ import (
 //   - wrapHot routes (the proxy, validate) own the body: they read it to
 //     its end, or call settleUnreadBody.
 
-// bufferBody reads a streamed request body whole. A body longer than
-// limit is refused unread (413) and its connection closed after the
-// answer; a body that breaks off is errBodyRead.
+// bufferBody reads a streamed request body whole (listener.BufferBody):
+// a body longer than limit is refused unread (413) and its connection
+// closed after the answer; a body that breaks off is errBodyRead.
 func bufferBody(rc *fasthttp.RequestCtx, limit int) error {
-	if !rc.Request.IsBodyStream() {
-		return nil
-	}
-	cl := rc.Request.Header.ContentLength()
-	switch {
-	case cl == 0:
-		return nil
-	case cl > limit:
-		rc.SetConnectionClose()
+	switch err := listener.BufferBody(rc, limit); {
+	case errors.Is(err, listener.ErrTooLarge):
 		return errTooLarge
-	}
-	w := limitedBuffer{left: limit}
-	if err := rc.Request.BodyWriteTo(&w); err != nil {
-		rc.SetConnectionClose()
-		if errors.Is(err, errBodyLimit) {
-			return errTooLarge
-		}
+	case err != nil:
 		return errBodyRead
 	}
-	rc.Request.SetBodyRaw(w.b)
 	return nil
 }
 
@@ -60,20 +48,4 @@ func settleUnreadBody(rc *fasthttp.RequestCtx) {
 		return
 	}
 	rc.SetConnectionClose()
-}
-
-// limitedBuffer collects at most left bytes; beyond, Write fails with
-// errBodyLimit.
-type limitedBuffer struct {
-	b    []byte
-	left int
-}
-
-func (w *limitedBuffer) Write(p []byte) (int, error) {
-	if len(p) > w.left {
-		return 0, errBodyLimit
-	}
-	w.left -= len(p)
-	w.b = append(w.b, p...)
-	return len(p), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -83,6 +84,15 @@ func (r *rpcSource) raw() ([]byte, bool) {
 		return nil, false
 	}
 	return b, len(b) > 0
+}
+
+// stream is raw as a reader.
+func (r *rpcSource) stream() io.Reader {
+	b, ok := r.raw()
+	if !ok {
+		return nil
+	}
+	return bytes.NewReader(b)
 }
 
 // member returns the params member name, parsing params on first use.

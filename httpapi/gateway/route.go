@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 
@@ -41,6 +42,9 @@ type Route struct {
 	// NoStore marks an answer that carries a secret (a new API key):
 	// Cache-Control: no-store.
 	NoStore bool
+	// Upload is a route whose body (up to Config.MaxUploadBytes) goes to
+	// its operation as a stream (an io.Reader body field), unbuffered.
+	Upload bool
 	// Op does the work; build it with op.
 	Op Operation
 }
@@ -198,6 +202,9 @@ type source interface {
 	param(in, name string) (v string, ok bool)
 	// raw returns a copy of the raw body; ok is false when none was sent.
 	raw() (b []byte, ok bool)
+	// stream returns the raw body as a stream (an upload), nil when none
+	// was sent.
+	stream() io.Reader
 }
 
 // Input field locations.
@@ -245,8 +252,8 @@ func specOf(t reflect.Type) (inputSpec, error) {
 		}
 		p := inputParam{in: where, name: name, index: f.Index, kind: f.Type.Kind()}
 		switch {
-		case where == inBody && f.Type != reflect.TypeFor[[]byte]():
-			return sp, fmt.Errorf("input %v: body field %s must be a []byte", t, f.Name)
+		case where == inBody && f.Type != reflect.TypeFor[[]byte]() && f.Type != reflect.TypeFor[io.Reader]():
+			return sp, fmt.Errorf("input %v: body field %s must be a []byte or an io.Reader", t, f.Name)
 		case where == inBody && sp.raw != nil:
 			return sp, fmt.Errorf("input %v: two body fields", t)
 		case where == inBody:
@@ -287,8 +294,13 @@ func (sp *inputSpec) decode(src source, dst any) error {
 	}
 	v := reflect.ValueOf(dst).Elem()
 	if sp.raw != nil {
-		if b, ok := src.raw(); ok {
-			v.FieldByIndex(sp.raw.index).SetBytes(b)
+		f := v.FieldByIndex(sp.raw.index)
+		if f.Kind() == reflect.Interface { // an io.Reader: the body as a stream
+			if r := src.stream(); r != nil {
+				f.Set(reflect.ValueOf(r))
+			}
+		} else if b, ok := src.raw(); ok {
+			f.SetBytes(b)
 		}
 	}
 	for i := range sp.params {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -78,6 +79,8 @@ type mapSource struct {
 }
 
 func (m mapSource) body() []byte { return []byte(m.b) }
+
+func (m mapSource) stream() io.Reader { return nil }
 
 func (m mapSource) raw() ([]byte, bool) { return []byte(m.b), m.b != "" }
 

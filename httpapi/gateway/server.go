@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -32,6 +33,10 @@ type Config struct {
 	// RequestTimeout bounds control-plane requests; agent runs are bounded
 	// by their agent's timeout_seconds instead.
 	RequestTimeout time.Duration
+	// MaxUploadBytes caps an upload (media; 413 beyond, from the
+	// Content-Length when there is one). Uploads are streamed, never held
+	// whole in memory.
+	MaxUploadBytes int
 	// CallbackRetry is the first wait before retrying a failed webhook
 	// callback; it doubles, CallbackAttempts times in all.
 	CallbackRetry    time.Duration
@@ -41,7 +46,8 @@ type Config struct {
 // DefaultConfig returns 1 MiB bodies, a 10 s request timeout and webhook
 // callbacks tried 5 times, 1 s apart at first.
 func DefaultConfig() Config {
-	return Config{Listener: "gateway", MaxBodyBytes: 1 << 20, RequestTimeout: 10 * time.Second, CallbackRetry: time.Second, CallbackAttempts: 5}
+	return Config{Listener: "gateway", MaxBodyBytes: 1 << 20, MaxUploadBytes: 20 << 20, RequestTimeout: 10 * time.Second,
+		CallbackRetry: time.Second, CallbackAttempts: 5}
 }
 
 // Validate names the first bad field.
@@ -152,7 +158,11 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	l, err := listener.New(listener.Options{
 		Name: cfg.Listener, Logger: lg, Registerer: reg, Gatherer: gather,
-		MaxRequestBodySize: cfg.MaxBodyBytes, ErrorHandler: s.listenerError,
+		// fasthttp reads a body of up to MaxBodyBytes before the handler and
+		// streams a longer one: every route then refuses it (413, from the
+		// Content-Length) but uploads, which stream theirs (takeBody).
+		MaxRequestBodySize: cfg.MaxBodyBytes, StreamRequestBody: true,
+		ErrorHandler: s.listenerError,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway metrics: %w", err)
@@ -198,6 +208,41 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// uploadOverhead is what a multipart request may carry beside the file.
+const uploadOverhead = 64 << 10
+
+// takeBody reads the request body of a route whole, up to MaxBodyBytes;
+// an upload route's is left as a stream, refused at once when its
+// Content-Length says it is too large.
+func (s *Server) takeBody(rc *fasthttp.RequestCtx, rt *Route) error {
+	if rt.Upload {
+		if cl := rc.Request.Header.ContentLength(); cl > s.cfg.MaxUploadBytes+uploadOverhead {
+			rc.SetConnectionClose()
+			return errTooLarge
+		}
+		return nil
+	}
+	switch err := listener.BufferBody(rc, s.cfg.MaxBodyBytes); {
+	case errors.Is(err, listener.ErrTooLarge):
+		return errTooLarge
+	case err != nil:
+		rc.SetConnectionClose()
+		return errInvalid("the request body could not be read")
+	}
+	return nil
+}
+
+// settleUpload closes the connection after an upload whose body was not
+// read to its end: the rest would be read as the next request.
+func settleUpload(rc *fasthttp.RequestCtx) {
+	if !rc.Request.IsBodyStream() {
+		return
+	}
+	if _, err := rc.RequestBodyStream().Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		rc.SetConnectionClose()
+	}
+}
+
 // router registers every route of the table behind its handler.
 func (s *Server) router() fasthttp.RequestHandler {
 	r := listener.NewRouter()
@@ -219,6 +264,13 @@ func (s *Server) router() fasthttp.RequestHandler {
 func (s *Server) handler(rt *Route) fasthttp.RequestHandler {
 	return s.l.Wrap(rt.Path, func(rc *fasthttp.RequestCtx) {
 		lang := langOf(rc)
+		if err := s.takeBody(rc, rt); err != nil {
+			s.writeError(rc, lang, err)
+			return
+		}
+		if rt.Upload {
+			defer settleUpload(rc)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 		defer cancel()
 		out, err := s.serve(ctx, rc, rt)
@@ -302,6 +354,19 @@ func (s *Server) writeOutput(rc *fasthttp.RequestCtx, rt *Route, lang int, out a
 type httpSource struct{ rc *fasthttp.RequestCtx }
 
 func (h httpSource) body() []byte { return h.rc.Request.Body() }
+
+func (h httpSource) stream() io.Reader {
+	if h.rc.Request.IsBodyStream() {
+		if h.rc.Request.Header.ContentLength() == 0 {
+			return nil
+		}
+		return h.rc.RequestBodyStream()
+	}
+	if b := h.rc.Request.Body(); len(b) > 0 {
+		return bytes.NewReader(b)
+	}
+	return nil
+}
 
 func (h httpSource) raw() ([]byte, bool) {
 	b := h.rc.Request.Body()

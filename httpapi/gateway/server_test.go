@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -205,9 +206,9 @@ func TestGatewayHeadersAndBody(t *testing.T) {
 	}
 }
 
-// TestGatewayOversizeBody announces a body over the limit: the gateway
-// answers 413 from the headers alone (a raw connection, so the client is
-// not still writing when the server closes).
+// TestGatewayOversizeBody sends a body over the limit: the gateway
+// answers 413 from its Content-Length without reading it, and the client,
+// still writing, reads that answer (the listener closes gracefully).
 func TestGatewayOversizeBody(t *testing.T) {
 	e := newGWEnv(t, gwOpts{token: gwToken})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
@@ -216,6 +217,7 @@ func TestGatewayOversizeBody(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v1/providers HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nAccept-Language: vi\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", gwToken, 2<<20)
+	go func() { _, _ = conn.Write(bytes.Repeat([]byte(" "), 2<<20)) }()
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
