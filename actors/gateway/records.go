@@ -214,6 +214,7 @@ const (
 	kindMCPServer  kind = "mcp_server"
 	kindMCPGrant   kind = "mcp_grant"
 	kindMCPRequest kind = "mcp_request"
+	kindMedia      kind = "media"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -249,6 +250,7 @@ var kinds = map[kind]kindSpec{
 	kindMCPServer:  {v: 1, decode: decodeV1[mcpServerRec], owner: ownerRegistry},
 	kindMCPGrant:   {v: 1, decode: decodeV1[mcpGrantRec], owner: ownerRegistry},
 	kindMCPRequest: {v: 1, decode: decodeV1[mcpRequestRec], owner: ownerRegistry},
+	kindMedia:      {v: 1, decode: decodeV1[mediaRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied

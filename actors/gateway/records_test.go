@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/gateway/blob"
 	"gatehouse/wal"
 )
 
@@ -106,6 +107,8 @@ func goldenEvents() []struct {
 			ToolAllow: []string{"echo"}, ToolDeny: []string{"get-env"}, CreatedAt: fxAt}}},
 		{"070_entity_saved_mcp_request", entitySaved{&mcpRequestRec{ID: uuid.MustParse("019ab000-0000-7000-8000-000000000102"),
 			ServerID: uuid.MustParse("019ab000-0000-7000-8000-000000000101"), UserID: "alice", Reason: "need echo", Status: RequestPending, CreatedAt: fxAt}}},
+		{"070_entity_saved_media", entitySaved{&mediaRec{ID: uuid.MustParse("019ab000-0000-7000-8000-000000000201"), Ref: blob.Ref{1, 2, 3},
+			Size: 68, MimeType: "image/png", Filename: "pixel.png", UserID: "alice", CreatedAt: fxAt}}},
 		{"071_entity_deleted", entityDeleted{kind: kindAgent, id: fxAgent}},
 		{"072_run_recorded", runRecorded{fxRuns()[1]}},
 		{"073_session_turn", sessionTurnAppended{&turnJSON{V: turnVersion, SessionID: sessionID("s-1"), PromptTokens: 3, CompletionTokens: 1, At: fxAt,

@@ -54,6 +54,10 @@ func (r *registry) handle(msg any) {
 		r.by = nil
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
+	case putMedia:
+		m.reply <- r.putMedia(m)
+	case getMedia:
+		m.reply <- r.part.media.rows[m.id]
 	case putMCP:
 		m.reply <- r.putMCP(m)
 	case getMCP:

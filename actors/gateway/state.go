@@ -188,6 +188,7 @@ type registryPart struct {
 	mcpServers  table[*mcpServerRec] // by id, and by name
 	mcpGrants   table[*mcpGrantRec]
 	mcpRequests table[*mcpRequestRec]
+	media       table[*mediaRec]
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
@@ -205,6 +206,7 @@ func newRegistryPart(maxActivity int) *registryPart {
 		mcpServers:  newTable(func(s *mcpServerRec) string { return s.Name }),
 		mcpGrants:   newTable[*mcpGrantRec](nil),
 		mcpRequests: newTable[*mcpRequestRec](nil),
+		media:       newTable[*mediaRec](nil),
 	}
 }
 
@@ -237,6 +239,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.mcpGrants.save(x)
 		case *mcpRequestRec:
 			r.mcpRequests.save(x)
+		case *mediaRec:
+			r.media.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -283,7 +287,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	dst = r.mcpRequests.appendTo(r.mcpGrants.appendTo(r.mcpServers.appendTo(dst)))
+	dst = r.media.appendTo(r.mcpRequests.appendTo(r.mcpGrants.appendTo(r.mcpServers.appendTo(dst))))
 	return r.delegations.appendTo(r.memory.appendTo(r.tools.appendTo(r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))))))
 }
 

@@ -112,6 +112,10 @@ type Body struct {
 	ContentType string
 	Header      map[string]string
 	Data        []byte
+	// Stream, when set, is sent instead of Data: Size bytes (-1: chunked);
+	// the transport closes it if it is an io.Closer.
+	Stream io.Reader
+	Size   int64
 	// Status overrides the route's success status when not 0.
 	Status int
 }

@@ -82,6 +82,7 @@ type Deps struct {
 	Memory    MemoryStore
 	MCP       MCPStore
 	MCPLive   MCPLive
+	Media     MediaStore
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -96,11 +97,11 @@ func DepsOf(g *gateway.Gateway) Deps {
 	box := toolbox.New(g, g.Logger())
 	rt.SetToolbox(box)
 	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
-		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Runner: rt}
+		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Media: mediaAdapter{g}, Runner: rt}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil
@@ -340,6 +341,10 @@ func (s *Server) writeOutput(rc *fasthttp.RequestCtx, rt *Route, lang int, out a
 		rc.SetContentType(v.ContentType)
 		for k, val := range v.Header {
 			rc.Response.Header.Set(k, val)
+		}
+		if v.Stream != nil {
+			rc.SetBodyStream(v.Stream, int(v.Size))
+			return
 		}
 		rc.SetBody(v.Data)
 	default:

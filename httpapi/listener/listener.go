@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -198,12 +199,17 @@ var (
 	// request or response dump, up to the end of the line.
 	secretHeader = regexp.MustCompile(`(?i)\b(x-api-key|authorization|proxy-authorization|cookie|set-cookie)(\s*:\s*)[^\r\n]*`)
 	// secretToken matches API keys of both kinds and bearer tokens.
-	secretToken = regexp.MustCompile(`(?i)\b(svc_live_|gateway_)[A-Za-z0-9]+|\bbearer\s+[A-Za-z0-9._~+/=-]+`)
+	secretToken = regexp.MustCompile(`(?i)\b(svc_live_|gateway_)[A-Za-z0-9]+|\bbearer\s+[A-Za-z0-9._~+/=-]+|([?&]token=)[^&\s]+`)
 )
 
 // Redact removes credentials from a log line: the values of credential
 // headers, API keys (svc_live_…, gateway_…) and bearer tokens.
 func Redact(s string) string {
 	s = secretHeader.ReplaceAllString(s, "$1$2[redacted]")
-	return secretToken.ReplaceAllString(s, "[redacted]")
+	return secretToken.ReplaceAllStringFunc(s, func(m string) string {
+		if i := strings.Index(m, "token="); i >= 0 && (m[0] == '?' || m[0] == '&') {
+			return m[:i+len("token=")] + "[redacted]" // a ?token= query parameter
+		}
+		return "[redacted]"
+	})
 }

@@ -211,6 +211,7 @@ func TestRedact(t *testing.T) {
 		{"Cookie: gh_session=secret; theme=dark\nnext", "Cookie: [redacted]\nnext"},
 		{"error near svc_live_AAAA and Bearer tok.en-123", "error near [redacted] and [redacted]"},
 		{"nothing to hide", "nothing to hide"},
+		{"GET /v1/media/x?token=s3cret-gateway-token&a=1 HTTP/1.1", "GET /v1/media/x?token=[redacted]&a=1 HTTP/1.1"},
 	}
 	for _, tt := range tests {
 		if got := Redact(tt.in); got != tt.want {
