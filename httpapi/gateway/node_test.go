@@ -168,7 +168,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Errorf("openapi = %q", doc.OpenAPI)
 	}
 	for _, rt := range e.srv.routes {
-		op, ok := doc.Paths[rt.Path][strings.ToLower(rt.Method)]
+		op, ok := doc.Paths[specPath(rt.Path)][strings.ToLower(rt.Method)]
 		if !ok {
 			t.Errorf("%s %s is served but not in the document", rt.Method, rt.Path)
 			continue

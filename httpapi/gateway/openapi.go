@@ -115,7 +115,10 @@ func (g *schemaGen) fields(t reflect.Type, props map[string]any, req *[]string) 
 	}
 }
 
-var pathParam = regexp.MustCompile(`\{([a-zA-Z]+)\}`)
+var pathParam = regexp.MustCompile(`\{([a-zA-Z]+)(?::\*)?\}`)
+
+// specPath is a router pattern as an OpenAPI path ({path:*} → {path}).
+func specPath(p string) string { return strings.ReplaceAll(p, ":*}", "}") }
 
 // openAPI renders the document for s.routes.
 func (s *Server) openAPI() ([]byte, error) {
@@ -159,10 +162,10 @@ func (s *Server) openAPI() ([]byte, error) {
 		if !rt.Public {
 			resps["4XX"], resps["5XX"] = errRef, errRef
 		}
-		if paths[rt.Path] == nil {
-			paths[rt.Path] = map[string]any{}
+		if paths[specPath(rt.Path)] == nil {
+			paths[specPath(rt.Path)] = map[string]any{}
 		}
-		paths[rt.Path][strings.ToLower(rt.Method)] = op
+		paths[specPath(rt.Path)][strings.ToLower(rt.Method)] = op
 	}
 	errSchema := g.schema(reflect.TypeFor[ErrorBody]())
 	doc := map[string]any{
@@ -211,7 +214,7 @@ func (g *schemaGen) content(rt *Route, out reflect.Type) map[string]any {
 func operationID(rt *Route) string {
 	var sb strings.Builder
 	sb.WriteString(strings.ToLower(rt.Method))
-	for seg := range strings.SplitSeq(rt.Path, "/") {
+	for seg := range strings.SplitSeq(specPath(rt.Path), "/") {
 		seg = strings.Trim(seg, "{}")
 		for part := range strings.FieldsFuncSeq(seg, func(r rune) bool { return r == '-' || r == '.' || r == '_' }) {
 			sb.WriteString(strings.ToUpper(part[:1]) + part[1:])

@@ -67,22 +67,23 @@ func (c Config) Validate() error {
 // declared next to its consumer (auth.go, apikeys.go, providers.go,
 // agents.go, chat.go). DepsOf fills them from the gateway domain.
 type Deps struct {
-	Auth      Authenticator
-	Limiter   Limiter
-	APIKeys   APIKeyStore
-	Providers ProviderStore
-	Agents    AgentStore
-	Sharing   SharingStore
-	Instances InstanceStore
-	Sessions  SessionStore
-	Runs      RunStore
-	Activity  ActivityStore
-	Channels  ChannelStore
-	Tools     ToolStore
-	Memory    MemoryStore
-	MCP       MCPStore
-	MCPLive   MCPLive
-	Media     MediaStore
+	Auth       Authenticator
+	Limiter    Limiter
+	APIKeys    APIKeyStore
+	Providers  ProviderStore
+	Agents     AgentStore
+	Sharing    SharingStore
+	Instances  InstanceStore
+	Sessions   SessionStore
+	Runs       RunStore
+	Activity   ActivityStore
+	Channels   ChannelStore
+	Tools      ToolStore
+	Memory     MemoryStore
+	MCP        MCPStore
+	MCPLive    MCPLive
+	Media      MediaStore
+	Workspaces Workspaces
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -97,11 +98,11 @@ func DepsOf(g *gateway.Gateway) Deps {
 	box := toolbox.New(g, g.Logger())
 	rt.SetToolbox(box)
 	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
-		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Media: mediaAdapter{g}, Runner: rt}
+		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Media: mediaAdapter{g}, Workspaces: g, Runner: rt}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil
@@ -176,7 +177,14 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 	if s.spec, err = s.openAPI(); err != nil {
 		return nil, fmt.Errorf("gateway openapi: %w", err)
 	}
-	s.l.SetHandler(s.router())
+	routed := s.router()
+	s.l.SetHandler(func(rc *fasthttp.RequestCtx) {
+		if err := checkFilePath(rc.URI().PathOriginal()); err != nil {
+			s.writeError(rc, langOf(rc), err)
+			return
+		}
+		routed(rc)
+	})
 	return s, nil
 }
 
