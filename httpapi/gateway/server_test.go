@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -269,23 +268,6 @@ func TestGatewayOpenMode(t *testing.T) {
 	e.must(201, "POST", "/v1/providers", "", `{"name":"echo","provider_type":"echo"}`)
 	if r := e.do("GET", "/v1/providers", "nope", ""); r.status != 401 {
 		t.Errorf("bad token in open mode = %d, want 401", r.status)
-	}
-}
-
-func TestGatewayQueryTokenRoute(t *testing.T) {
-	type mediaIn struct {
-		ID string `path:"id" json:"-"`
-	}
-	media := Route{Method: "GET", Path: "/v1/media/{id}", RPC: "media.get", Scope: "operator.read", QueryToken: true, Tag: "media", Summary: "test media", Content: "text/plain",
-		Op: op(func(_ context.Context, _ Caller, in mediaIn) (Body, error) {
-			return Body{ContentType: "text/plain", Data: []byte("media " + in.ID)}, nil
-		})}
-	e := newGWEnv(t, gwOpts{token: gwToken, extra: []Route{media}})
-	if r := e.do("GET", "/v1/media/7?token="+gwToken, "", ""); r.status != 200 || r.raw != "media 7" {
-		t.Errorf("media with ?token = %d %q", r.status, r.raw)
-	}
-	if r := e.do("GET", "/v1/media/7?token=bad", "", ""); r.status != 401 {
-		t.Errorf("media with a bad ?token = %d, want 401", r.status)
 	}
 }
 
