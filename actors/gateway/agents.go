@@ -232,6 +232,11 @@ func (r *registry) delAgent(m delAgent) agentReply {
 			evs = append(evs, entityDeleted{kind: kindMCPGrant, id: id})
 		}
 	}
+	for id, g := range r.part.skillGrants.rows {
+		if g.AgentID == a.ID {
+			evs = append(evs, entityDeleted{kind: kindSkillGrant, id: id})
+		}
+	}
 	slices.SortFunc(evs[1:], func(x, y event) int { return cmpDeleted(x.(entityDeleted), y.(entityDeleted)) })
 	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
 		summary: fmt.Sprintf("deleted agent %q with %d user files, sessions, tools and memory entries", a.AgentKey, len(evs)-1)}

@@ -201,20 +201,23 @@ type kind string
 
 // The entity kinds.
 const (
-	kindAPIKey     kind = "api_key"
-	kindProvider   kind = "provider"
-	kindAgent      kind = "agent"
-	kindUserFile   kind = "user_file"
-	kindSession    kind = "session"
-	kindActivity   kind = "activity"
-	kindChannel    kind = "channel_instance"
-	kindCustomTool kind = "custom_tool"
-	kindMemory     kind = "memory"
-	kindDelegation kind = "delegation"
-	kindMCPServer  kind = "mcp_server"
-	kindMCPGrant   kind = "mcp_grant"
-	kindMCPRequest kind = "mcp_request"
-	kindMedia      kind = "media"
+	kindAPIKey       kind = "api_key"
+	kindProvider     kind = "provider"
+	kindAgent        kind = "agent"
+	kindUserFile     kind = "user_file"
+	kindSession      kind = "session"
+	kindActivity     kind = "activity"
+	kindChannel      kind = "channel_instance"
+	kindCustomTool   kind = "custom_tool"
+	kindMemory       kind = "memory"
+	kindDelegation   kind = "delegation"
+	kindMCPServer    kind = "mcp_server"
+	kindMCPGrant     kind = "mcp_grant"
+	kindMCPRequest   kind = "mcp_request"
+	kindMedia        kind = "media"
+	kindSkill        kind = "skill"
+	kindSkillVersion kind = "skill_version"
+	kindSkillGrant   kind = "skill_grant"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -237,20 +240,23 @@ type kindSpec struct {
 // kinds declares every entity kind; adding one is a line here, its record
 // struct below, and its apply case in state.go.
 var kinds = map[kind]kindSpec{
-	kindAPIKey:     {v: 1, decode: decodeV1[apiKeyRec], owner: ownerKeys},
-	kindProvider:   {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
-	kindAgent:      {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
-	kindUserFile:   {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
-	kindSession:    {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
-	kindActivity:   {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
-	kindChannel:    {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
-	kindCustomTool: {v: 1, decode: decodeV1[customToolRec], owner: ownerRegistry},
-	kindMemory:     {v: 1, decode: decodeV1[memoryRec], owner: ownerRegistry},
-	kindDelegation: {v: 1, decode: decodeV1[delegationRec], owner: ownerRegistry},
-	kindMCPServer:  {v: 1, decode: decodeV1[mcpServerRec], owner: ownerRegistry},
-	kindMCPGrant:   {v: 1, decode: decodeV1[mcpGrantRec], owner: ownerRegistry},
-	kindMCPRequest: {v: 1, decode: decodeV1[mcpRequestRec], owner: ownerRegistry},
-	kindMedia:      {v: 1, decode: decodeV1[mediaRec], owner: ownerRegistry},
+	kindAPIKey:       {v: 1, decode: decodeV1[apiKeyRec], owner: ownerKeys},
+	kindProvider:     {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
+	kindAgent:        {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
+	kindUserFile:     {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
+	kindSession:      {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
+	kindActivity:     {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
+	kindChannel:      {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
+	kindCustomTool:   {v: 1, decode: decodeV1[customToolRec], owner: ownerRegistry},
+	kindMemory:       {v: 1, decode: decodeV1[memoryRec], owner: ownerRegistry},
+	kindDelegation:   {v: 1, decode: decodeV1[delegationRec], owner: ownerRegistry},
+	kindMCPServer:    {v: 1, decode: decodeV1[mcpServerRec], owner: ownerRegistry},
+	kindMCPGrant:     {v: 1, decode: decodeV1[mcpGrantRec], owner: ownerRegistry},
+	kindMCPRequest:   {v: 1, decode: decodeV1[mcpRequestRec], owner: ownerRegistry},
+	kindMedia:        {v: 1, decode: decodeV1[mediaRec], owner: ownerRegistry},
+	kindSkill:        {v: 1, decode: decodeV1[skillRec], owner: ownerRegistry},
+	kindSkillVersion: {v: 1, decode: decodeV1[skillVersionRec], owner: ownerRegistry},
+	kindSkillGrant:   {v: 1, decode: decodeV1[skillGrantRec], owner: ownerRegistry},
 }
 
 // entity is the durable state of one configuration entity. Applied

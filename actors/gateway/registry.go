@@ -54,6 +54,8 @@ func (r *registry) handle(msg any) {
 		r.by = nil
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
+	case skillMsg:
+		m.reply <- r.skill(m)
 	case putMedia:
 		m.reply <- r.putMedia(m)
 	case getMedia:

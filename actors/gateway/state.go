@@ -175,38 +175,44 @@ func (p *keyPart) keys(dst []entity) []entity {
 // registryPart holds providers and agents with their indexes: provider
 // name → id, agent_key → id, and how many agents use each provider.
 type registryPart struct {
-	providers   table[*providerRec]
-	agents      table[*agentRec]
-	agentsOn    map[uuid.UUID]int
-	userFiles   table[*userFileRec]
-	sessions    table[*sessionRec]    // by id, and by key
-	activity    activityLog           // the audit entries of its changes
-	channels    table[*channelRec]    // by id, and by name
-	tools       table[*customToolRec] // by id, and by name
-	memory      table[*memoryRec]
-	delegations recentLog[*delegationRec]
-	mcpServers  table[*mcpServerRec] // by id, and by name
-	mcpGrants   table[*mcpGrantRec]
-	mcpRequests table[*mcpRequestRec]
-	media       table[*mediaRec]
+	providers     table[*providerRec]
+	agents        table[*agentRec]
+	agentsOn      map[uuid.UUID]int
+	userFiles     table[*userFileRec]
+	sessions      table[*sessionRec]    // by id, and by key
+	activity      activityLog           // the audit entries of its changes
+	channels      table[*channelRec]    // by id, and by name
+	tools         table[*customToolRec] // by id, and by name
+	memory        table[*memoryRec]
+	delegations   recentLog[*delegationRec]
+	mcpServers    table[*mcpServerRec] // by id, and by name
+	mcpGrants     table[*mcpGrantRec]
+	mcpRequests   table[*mcpRequestRec]
+	media         table[*mediaRec]
+	skills        table[*skillRec] // by id, and by slug
+	skillVersions table[*skillVersionRec]
+	skillGrants   table[*skillGrantRec]
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
 	return &registryPart{
-		providers:   newTable(func(p *providerRec) string { return p.Name }),
-		agents:      newTable(func(a *agentRec) string { return a.AgentKey }),
-		agentsOn:    map[uuid.UUID]int{},
-		userFiles:   newTable[*userFileRec](nil),
-		sessions:    newTable(func(x *sessionRec) string { return x.Key }),
-		activity:    newActivityLog(maxActivity),
-		channels:    newTable(func(c *channelRec) string { return c.Name }),
-		tools:       newTable(func(t *customToolRec) string { return t.Name }),
-		memory:      newTable[*memoryRec](nil),
-		delegations: newRecentLog[*delegationRec](maxActivity),
-		mcpServers:  newTable(func(s *mcpServerRec) string { return s.Name }),
-		mcpGrants:   newTable[*mcpGrantRec](nil),
-		mcpRequests: newTable[*mcpRequestRec](nil),
-		media:       newTable[*mediaRec](nil),
+		providers:     newTable(func(p *providerRec) string { return p.Name }),
+		agents:        newTable(func(a *agentRec) string { return a.AgentKey }),
+		agentsOn:      map[uuid.UUID]int{},
+		userFiles:     newTable[*userFileRec](nil),
+		sessions:      newTable(func(x *sessionRec) string { return x.Key }),
+		activity:      newActivityLog(maxActivity),
+		channels:      newTable(func(c *channelRec) string { return c.Name }),
+		tools:         newTable(func(t *customToolRec) string { return t.Name }),
+		memory:        newTable[*memoryRec](nil),
+		delegations:   newRecentLog[*delegationRec](maxActivity),
+		mcpServers:    newTable(func(s *mcpServerRec) string { return s.Name }),
+		mcpGrants:     newTable[*mcpGrantRec](nil),
+		mcpRequests:   newTable[*mcpRequestRec](nil),
+		media:         newTable[*mediaRec](nil),
+		skills:        newTable(func(s *skillRec) string { return s.Slug }),
+		skillVersions: newTable[*skillVersionRec](nil),
+		skillGrants:   newTable[*skillGrantRec](nil),
 	}
 }
 
@@ -241,6 +247,12 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.mcpRequests.save(x)
 		case *mediaRec:
 			r.media.save(x)
+		case *skillRec:
+			r.skills.save(x)
+		case *skillVersionRec:
+			r.skillVersions.save(x)
+		case *skillGrantRec:
+			r.skillGrants.save(x)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
 		}
@@ -266,6 +278,12 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.mcpGrants.drop(e.id)
 		case kindMCPRequest:
 			r.mcpRequests.drop(e.id)
+		case kindSkill:
+			r.skills.drop(e.id)
+		case kindSkillVersion:
+			r.skillVersions.drop(e.id)
+		case kindSkillGrant:
+			r.skillGrants.drop(e.id)
 		default:
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
@@ -287,6 +305,7 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
+	dst = r.skillGrants.appendTo(r.skillVersions.appendTo(r.skills.appendTo(dst)))
 	dst = r.media.appendTo(r.mcpRequests.appendTo(r.mcpGrants.appendTo(r.mcpServers.appendTo(dst))))
 	return r.delegations.appendTo(r.memory.appendTo(r.tools.appendTo(r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))))))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,6 +22,25 @@ import (
 type Memory interface {
 	SearchMemory(ctx context.Context, agent uuid.UUID, user, query string, k int) ([]gateway.MemoryEntry, error)
 	SaveMemory(ctx context.Context, in gateway.MemoryInput) (gateway.MemoryEntry, error)
+}
+
+// Skills are the skills runs get.
+type Skills interface {
+	RunSkills(ctx context.Context, agent uuid.UUID) ([]gateway.RunSkill, error)
+	ReadSkillFile(ctx context.Context, ref string, version int, file string) ([]byte, error)
+}
+
+// maxSkillRead bounds what skill_read returns.
+const maxSkillRead = 64 << 10
+
+// skillsPrompt is the system message naming a run's skills.
+func skillsPrompt(skills []gateway.RunSkill) string {
+	var b strings.Builder
+	b.WriteString("Skills you have (read one with the skill_read tool when the task matches it):\n")
+	for _, s := range skills {
+		fmt.Fprintf(&b, "- %s: %s\n", s.Slug, s.Description)
+	}
+	return b.String()
 }
 
 // Delegations records finished delegations.
@@ -57,6 +77,32 @@ func (rt *Runtime) builtins(rn *Run, req Request) []Tool {
 			Parameters:  json.RawMessage(`{"type":"object","properties":{"agent":{"type":"string","description":"the agent's agent_key or id"},"task":{"type":"string","description":"what to do, with everything it needs to know"}},"required":["agent","task"]}`),
 			Call: func(ctx context.Context, args json.RawMessage) (string, error) {
 				return rt.delegate(ctx, rn, req.User, args)
+			},
+		})
+	}
+	if rt.skills != nil && len(rn.skills) > 0 {
+		skills := rn.skills
+		out = append(out, Tool{
+			Name: "skill_read", Kind: gateway.SpanTool,
+			Description: "Read one of your skills: its SKILL.md (no path) or one of its files.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"skill":{"type":"string","description":"the skill's slug"},"path":{"type":"string","description":"a file of the skill; empty for SKILL.md"}},"required":["skill"]}`),
+			Call: func(ctx context.Context, args json.RawMessage) (string, error) {
+				var in struct{ Skill, Path string }
+				if err := json.Unmarshal(args, &in); err != nil || in.Skill == "" {
+					return "", errors.New("skill: required")
+				}
+				i := slices.IndexFunc(skills, func(s gateway.RunSkill) bool { return s.Slug == in.Skill })
+				if i < 0 {
+					return "", fmt.Errorf("no skill %q", in.Skill)
+				}
+				b, err := rt.skills.ReadSkillFile(ctx, skills[i].Slug, skills[i].Version, in.Path)
+				if err != nil {
+					return "", fmt.Errorf("skill %s: %s: %w", in.Skill, in.Path, err)
+				}
+				if len(b) > maxSkillRead {
+					b = append(b[:maxSkillRead], "\n[truncated]"...)
+				}
+				return string(b), nil
 			},
 		})
 	}

@@ -95,6 +95,7 @@ type Run struct {
 	provider string
 	redact   *redactor
 	tools    []Tool
+	skills   []gateway.RunSkill
 }
 
 // Runtime runs agents: it resolves an agent and its provider, calls the
@@ -110,6 +111,7 @@ type Runtime struct {
 	// The built-ins' stores: the Recorder's, when it has them.
 	memory      Memory
 	delegations Delegations
+	skills      Skills
 }
 
 // SetToolbox gives agents their custom and MCP tools; call it before the
@@ -126,6 +128,7 @@ func New(agents Agents, rec Recorder) *Runtime {
 	}
 	rt.memory, _ = rec.(Memory)
 	rt.delegations, _ = rec.(Delegations)
+	rt.skills, _ = rec.(Skills)
 	return rt
 }
 
@@ -176,12 +179,21 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 			all = append(all, Message{Role: "system", Content: "About the user you are talking to (their USER.md):\n" + uc})
 		}
 	}
+	var skills []gateway.RunSkill
+	if rt.skills != nil && req.System == nil {
+		if skills, err = rt.skills.RunSkills(ctx, a.ID); err != nil {
+			return nil, fmt.Errorf("agent skills: %w", err)
+		}
+		if len(skills) > 0 {
+			all = append(all, Message{Role: "system", Content: skillsPrompt(skills)})
+		}
+	}
 	all = append(all, req.Messages...)
 	rn := &Run{
 		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
 		call: rt.llm.forProvider(p, key), user: req.User, endpoint: req.Endpoint,
 		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name,
-		redact: newRedactor(key), req: llmRequest{Model: a.Model, Messages: all},
+		redact: newRedactor(key), req: llmRequest{Model: a.Model, Messages: all}, skills: skills,
 	}
 	if req.System == nil { // summoning writes a prompt: no tools
 		if rn.tools, err = rt.toolsOf(ctx, rn, req); err != nil {

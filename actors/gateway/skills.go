@@ -1,0 +1,607 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway/blob"
+	"gatehouse/actors/gateway/systemskills"
+)
+
+// Skills: ZIP archives holding a SKILL.md (YAML front matter: name,
+// description, tags) and files, uploaded in versions, enabled or disabled,
+// granted to agents (a pinned version, or the latest). An agent's runs get
+// their granted, enabled skills: names and descriptions in the system
+// prompt, and the skill_read built-in to read a SKILL.md or file. System
+// skills ship inside the binary (package systemskills): always enabled,
+// never deleted.
+
+// Skill is a skill as the API shows it.
+type Skill struct {
+	ID          uuid.UUID `json:"id"`
+	Slug        string    `json:"slug"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Tags        []string  `json:"tags"`
+	Visibility  string    `json:"visibility"` // public or private
+	Enabled     bool      `json:"enabled"`
+	System      bool      `json:"system"`
+	Version     int       `json:"version"` // the latest
+	CreatedBy   string    `json:"created_by,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// SkillVersion is one uploaded version.
+type SkillVersion struct {
+	Version    int       `json:"version"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"`
+	UploadedBy string    `json:"uploaded_by"`
+	CreatedAt  time.Time `json:"created_at"`
+	Files      int       `json:"files"`
+}
+
+// SkillInput changes a skill's metadata (nil: kept).
+type SkillInput struct {
+	Description *string  `json:"description"`
+	Tags        []string `json:"tags"`
+	Visibility  *string  `json:"visibility"`
+}
+
+// AgentSkill is a skill with an agent's grant.
+type AgentSkill struct {
+	Skill
+	Granted        bool `json:"granted"`
+	GrantedVersion int  `json:"granted_version"` // 0: the latest
+}
+
+type skillRec struct {
+	ID          uuid.UUID `json:"id"`
+	Slug        string    `json:"slug"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Tags        []string  `json:"tags,omitempty"`
+	Visibility  string    `json:"visibility"`
+	Enabled     bool      `json:"enabled"`
+	Latest      int       `json:"latest"`
+	CreatedBy   string    `json:"created_by,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func (s *skillRec) ref() (kind, uuid.UUID) { return kindSkill, s.ID }
+func (s *skillRec) view() Skill {
+	tags := s.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return Skill{ID: s.ID, Slug: s.Slug, Name: s.Name, Description: s.Description, Tags: tags, Visibility: s.Visibility,
+		Enabled: s.Enabled, Version: s.Latest, CreatedBy: s.CreatedBy, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+type skillVersionRec struct {
+	ID         uuid.UUID   `json:"id"`
+	SkillID    uuid.UUID   `json:"skill_id"`
+	Version    int         `json:"version"`
+	Ref        blob.Ref    `json:"ref"`
+	Size       int64       `json:"size"`
+	Root       string      `json:"root,omitempty"`
+	Files      []SkillFile `json:"files"`
+	SkillMD    string      `json:"skill_md"`
+	UploadedBy string      `json:"uploaded_by,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+}
+
+func (v *skillVersionRec) ref() (kind, uuid.UUID) { return kindSkillVersion, v.ID }
+func (v *skillVersionRec) blobRefs() []blob.Ref   { return []blob.Ref{v.Ref} }
+func (v *skillVersionRec) view() SkillVersion {
+	return SkillVersion{Version: v.Version, Size: v.Size, SHA256: v.Ref.String(), UploadedBy: v.UploadedBy, CreatedAt: v.CreatedAt, Files: len(v.Files)}
+}
+
+type skillGrantRec struct {
+	ID        uuid.UUID `json:"id"`
+	SkillID   uuid.UUID `json:"skill_id"`
+	AgentID   uuid.UUID `json:"agent_id"`
+	Version   int       `json:"version,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (g *skillGrantRec) ref() (kind, uuid.UUID) { return kindSkillGrant, g.ID }
+
+var skillNS = uuid.MustParse("2c0e7f1a-5b3d-4c8e-9f60-7a1b2c3d4e5f")
+
+func skillVersionID(skill uuid.UUID, v int) uuid.UUID {
+	return uuid.NewSHA1(skillNS, fmt.Appendf(nil, "version\x00%s\x00%d", skill, v))
+}
+
+func skillGrantID(skill, agent uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(skillNS, []byte("grant\x00"+skill.String()+"\x00"+agent.String()))
+}
+
+// systemSkill is a skill of the binary.
+type systemSkill struct {
+	skill Skill
+	root  string // its directory in systemskills.FS
+	md    string
+	files []SkillFile
+}
+
+var systemSkillsOnce = sync.OnceValue(loadSystemSkills)
+
+func loadSystemSkills() []systemSkill {
+	dirs, _ := fs.ReadDir(systemskills.FS, ".")
+	var out []systemSkill
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		md, err := fs.ReadFile(systemskills.FS, d.Name()+"/SKILL.md")
+		if err != nil {
+			continue
+		}
+		fm, err := frontMatterOf(string(md))
+		if err != nil {
+			continue
+		}
+		s := systemSkill{root: d.Name(), md: string(md)}
+		_ = fs.WalkDir(systemskills.FS, d.Name(), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || p == d.Name() {
+				return nil
+			}
+			fi, _ := e.Info()
+			s.files = append(s.files, SkillFile{Path: strings.TrimPrefix(p, d.Name()+"/"), Size: fi.Size(), IsDir: e.IsDir()})
+			return nil
+		})
+		slug := slugOf(fm.Name)
+		tags := fm.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		s.skill = Skill{ID: uuid.NewSHA1(skillNS, []byte("system\x00"+slug)), Slug: slug, Name: fm.Name, Description: fm.Description,
+			Tags: tags, Visibility: "public", Enabled: true, System: true, Version: 1}
+		out = append(out, s)
+	}
+	return out
+}
+
+func systemSkillByRef(ref string) (systemSkill, bool) {
+	for _, s := range systemSkillsOnce() {
+		if s.skill.Slug == ref || s.skill.ID.String() == ref {
+			return s, true
+		}
+	}
+	return systemSkill{}, false
+}
+
+// SkillFilter selects skills; nil fields match everything.
+type SkillFilter struct {
+	Enabled, System *bool
+	Tag, Search     string
+}
+
+func (f SkillFilter) matches(s Skill) bool {
+	q := strings.ToLower(f.Search)
+	return (f.Enabled == nil || s.Enabled == *f.Enabled) && (f.System == nil || s.System == *f.System) &&
+		(f.Tag == "" || slices.Contains(s.Tags, f.Tag)) &&
+		(q == "" || strings.Contains(strings.ToLower(s.Name+" "+s.Slug+" "+s.Description), q))
+}
+
+type skillMsg struct {
+	op    string // put, get, list, meta, toggle, delete, versions, version, grant, ungrant, agent, run
+	ref   string
+	rec   *skillRec
+	ver   *skillVersionRec
+	in    SkillInput
+	agent string
+	aid   uuid.UUID
+	v     int
+	f     SkillFilter
+	reply chan skillReply
+}
+
+type skillReply struct {
+	s        Skill
+	list     []Skill
+	versions []SkillVersion
+	ver      *skillVersionRec
+	agent    []AgentSkill
+	run      []RunSkill
+	err      error
+}
+
+// RunSkill is a skill a run has, with the version it reads.
+type RunSkill struct {
+	Slug, Name, Description string
+	System                  bool
+	Version                 int
+}
+
+func (r *registry) skill(m skillMsg) skillReply {
+	switch m.op {
+	case "put":
+		return r.putSkill(m)
+	case "get":
+		if s, ok := systemSkillByRef(m.ref); ok {
+			return skillReply{s: s.skill}
+		}
+		s, ok := r.part.skills.get(m.ref)
+		if !ok {
+			return skillReply{err: ErrNotFound}
+		}
+		return skillReply{s: s.view()}
+	case "list":
+		var out []Skill
+		for _, s := range systemSkillsOnce() {
+			if m.f.matches(s.skill) {
+				out = append(out, s.skill)
+			}
+		}
+		for _, s := range r.part.skills.rows {
+			if v := s.view(); m.f.matches(v) {
+				out = append(out, v)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
+		return skillReply{list: out}
+	case "meta", "toggle", "delete":
+		return r.changeSkill(m)
+	case "versions":
+		s, ok := r.part.skills.get(m.ref)
+		if !ok {
+			if sys, ok := systemSkillByRef(m.ref); ok {
+				return skillReply{versions: []SkillVersion{{Version: 1, Files: len(sys.files)}}}
+			}
+			return skillReply{err: ErrNotFound}
+		}
+		var out []SkillVersion
+		for v := s.Latest; v >= 1; v-- {
+			if ver, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]; ok {
+				out = append(out, ver.view())
+			}
+		}
+		return skillReply{versions: out}
+	case "version":
+		s, ok := r.part.skills.get(m.ref)
+		if !ok {
+			return skillReply{err: ErrNotFound}
+		}
+		v := m.v
+		if v == 0 {
+			v = s.Latest
+		}
+		ver, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]
+		if !ok {
+			return skillReply{err: ErrNotFound}
+		}
+		return skillReply{s: s.view(), ver: ver}
+	case "grant", "ungrant":
+		return r.grantSkill(m)
+	case "agent":
+		return r.agentSkills(m.agent)
+	case "run":
+		return skillReply{run: r.runSkills(m.aid)}
+	}
+	return skillReply{err: fmt.Errorf("skill op %q: %w", m.op, ErrInvalid)}
+}
+
+func (r *registry) putSkill(m skillMsg) skillReply {
+	slug := m.rec.Slug
+	if _, ok := systemSkillByRef(slug); ok {
+		return skillReply{err: fmt.Errorf("skill %q is a system skill: %w", slug, ErrExists)}
+	}
+	now := r.clock.Now().UTC()
+	s := *m.rec
+	if cur, ok := r.part.skills.named(slug); ok {
+		s = *cur
+		s.Name, s.Description, s.Tags = m.rec.Name, m.rec.Description, m.rec.Tags
+	} else {
+		s.CreatedAt, s.Enabled, s.Visibility = now, true, "public"
+	}
+	s.Latest++
+	s.UpdatedAt = now
+	ver := *m.ver
+	ver.SkillID, ver.Version, ver.ID, ver.CreatedAt = s.ID, s.Latest, skillVersionID(s.ID, s.Latest), now
+	au := audit{action: "skill.upload", entityType: string(kindSkill), entityID: s.ID.String(),
+		summary: fmt.Sprintf("uploaded version %d of skill %q (%d bytes)", s.Latest, s.Slug, ver.Size)}
+	if err := r.commit(au, entitySaved{&s}, entitySaved{&ver}); err != nil {
+		return skillReply{err: fmt.Errorf("log skill: %w", err)}
+	}
+	return skillReply{s: s.view()}
+}
+
+func (r *registry) changeSkill(m skillMsg) skillReply {
+	if _, ok := systemSkillByRef(m.ref); ok {
+		return skillReply{err: fmt.Errorf("system skills cannot be changed: %w", ErrForbidden)}
+	}
+	cur, ok := r.part.skills.get(m.ref)
+	if !ok {
+		return skillReply{err: ErrNotFound}
+	}
+	s := *cur
+	s.UpdatedAt = r.clock.Now().UTC()
+	var au audit
+	switch m.op {
+	case "delete":
+		evs := []event{entityDeleted{kind: kindSkill, id: s.ID}}
+		for v := 1; v <= s.Latest; v++ {
+			if _, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]; ok {
+				evs = append(evs, entityDeleted{kind: kindSkillVersion, id: skillVersionID(s.ID, v)})
+			}
+		}
+		for id, g := range r.part.skillGrants.rows {
+			if g.SkillID == s.ID {
+				evs = append(evs, entityDeleted{kind: kindSkillGrant, id: id})
+			}
+		}
+		au = audit{action: "skill.delete", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("deleted skill %q", s.Slug)}
+		if err := r.commit(au, evs...); err != nil {
+			return skillReply{err: fmt.Errorf("log skill delete: %w", err)}
+		}
+		return skillReply{s: s.view()}
+	case "toggle":
+		s.Enabled = !s.Enabled
+		au = audit{action: "skill.toggle", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("skill %q enabled: %v", s.Slug, s.Enabled)}
+	default:
+		if m.in.Description != nil {
+			s.Description = *m.in.Description
+		}
+		if m.in.Tags != nil {
+			s.Tags = slices.Clone(m.in.Tags)
+		}
+		if m.in.Visibility != nil {
+			if v := *m.in.Visibility; v != "public" && v != "private" {
+				return skillReply{err: fmt.Errorf("visibility: public or private: %w", ErrInvalid)}
+			}
+			s.Visibility = *m.in.Visibility
+		}
+		au = audit{action: "skill.update", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("updated skill %q", s.Slug)}
+	}
+	if err := r.commit(au, entitySaved{&s}); err != nil {
+		return skillReply{err: fmt.Errorf("log skill: %w", err)}
+	}
+	return skillReply{s: s.view()}
+}
+
+func (r *registry) skillID(ref string) (uuid.UUID, int, bool) {
+	if s, ok := systemSkillByRef(ref); ok {
+		return s.skill.ID, 1, true
+	}
+	if s, ok := r.part.skills.get(ref); ok {
+		return s.ID, s.Latest, true
+	}
+	return uuid.Nil, 0, false
+}
+
+func (r *registry) grantSkill(m skillMsg) skillReply {
+	sid, latest, ok := r.skillID(m.ref)
+	if !ok {
+		return skillReply{err: ErrNotFound}
+	}
+	a, ok := r.part.agents.get(m.agent)
+	if !ok {
+		return skillReply{err: fmt.Errorf("agent_id: agent %q: %w", m.agent, ErrNotFound)}
+	}
+	id := skillGrantID(sid, a.ID)
+	if m.op == "ungrant" {
+		if _, ok := r.part.skillGrants.rows[id]; !ok {
+			return skillReply{err: ErrNotFound}
+		}
+		au := audit{action: "skill.revoke", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("revoked a skill from agent %q", a.AgentKey)}
+		if err := r.commit(au, entityDeleted{kind: kindSkillGrant, id: id}); err != nil {
+			return skillReply{err: fmt.Errorf("log skill grant: %w", err)}
+		}
+		return skillReply{}
+	}
+	if m.v < 0 || m.v > latest {
+		return skillReply{err: fmt.Errorf("version: 1..%d, or none for the latest: %w", latest, ErrInvalid)}
+	}
+	g := skillGrantRec{ID: id, SkillID: sid, AgentID: a.ID, Version: m.v, CreatedAt: r.clock.Now().UTC()}
+	au := audit{action: "skill.grant", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("granted a skill to agent %q (version %d, 0: latest)", a.AgentKey, m.v)}
+	if err := r.commit(au, entitySaved{&g}); err != nil {
+		return skillReply{err: fmt.Errorf("log skill grant: %w", err)}
+	}
+	return skillReply{}
+}
+
+func (r *registry) agentSkills(ref string) skillReply {
+	a, ok := r.part.agents.get(ref)
+	if !ok {
+		return skillReply{err: ErrNotFound}
+	}
+	var out []AgentSkill
+	add := func(s Skill) {
+		as := AgentSkill{Skill: s}
+		if g, ok := r.part.skillGrants.rows[skillGrantID(s.ID, a.ID)]; ok {
+			as.Granted, as.GrantedVersion = true, g.Version
+		}
+		out = append(out, as)
+	}
+	for _, s := range systemSkillsOnce() {
+		add(s.skill)
+	}
+	for _, s := range r.part.skills.rows {
+		add(s.view())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
+	return skillReply{agent: out}
+}
+
+// runSkills are agent's granted, enabled skills.
+func (r *registry) runSkills(agent uuid.UUID) []RunSkill {
+	var out []RunSkill
+	for _, g := range r.part.skillGrants.rows {
+		if g.AgentID != agent {
+			continue
+		}
+		for _, sys := range systemSkillsOnce() {
+			if sys.skill.ID == g.SkillID {
+				out = append(out, RunSkill{Slug: sys.skill.Slug, Name: sys.skill.Name, Description: sys.skill.Description, System: true, Version: 1})
+			}
+		}
+		if s, ok := r.part.skills.rows[g.SkillID]; ok && s.Enabled {
+			v := g.Version
+			if v == 0 {
+				v = s.Latest
+			}
+			out = append(out, RunSkill{Slug: s.Slug, Name: s.Name, Description: s.Description, Version: v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
+	return out
+}
+
+func (g *Gateway) skillCmd(ctx context.Context, m skillMsg) skillReply {
+	m.reply = make(chan skillReply, 1)
+	g.send(ctx, g.registry, m)
+	r, err := await(ctx, m.reply)
+	if err != nil {
+		return skillReply{err: err}
+	}
+	return r
+}
+
+// UploadSkill validates a skill archive (at most MaxSkillZip bytes) and
+// stores it: a new skill, or a new version of the skill with its slug.
+// ErrInvalid names the problem; ErrExists: a system skill's slug.
+func (g *Gateway) UploadSkill(ctx context.Context, zipData []byte, user string) (Skill, error) {
+	if g.blobs == nil {
+		return Skill{}, fmt.Errorf("skills: no blob store: %w", ErrDisabled)
+	}
+	if len(zipData) > MaxSkillZip {
+		return Skill{}, fmt.Errorf("file: over %d bytes: %w", MaxSkillZip, ErrTooLarge)
+	}
+	ps, err := parseSkillZip(zipData)
+	if err != nil {
+		return Skill{}, err
+	}
+	slug := slugOf(ps.name)
+	if slug == "" {
+		return Skill{}, skillErr("the name %q makes no slug", ps.name)
+	}
+	ref, size, err := g.blobs.Put(bytes.NewReader(zipData), MaxSkillZip)
+	if err != nil {
+		return Skill{}, fmt.Errorf("skills: %w", err)
+	}
+	defer g.blobs.Release(ref)
+	rec := &skillRec{ID: g.newID(kindSkill), Slug: slug, Name: ps.name, Description: ps.description, Tags: ps.tags, CreatedBy: user}
+	ver := &skillVersionRec{Ref: ref, Size: size, Root: ps.root, Files: ps.files, SkillMD: ps.skillMD, UploadedBy: user}
+	r := g.skillCmd(ctx, skillMsg{op: "put", ref: slug, rec: rec, ver: ver})
+	return r.s, r.err
+}
+
+// GetSkill finds a skill by id or slug; ErrNotFound.
+func (g *Gateway) GetSkill(ctx context.Context, ref string) (Skill, error) {
+	r := g.skillCmd(ctx, skillMsg{op: "get", ref: ref})
+	return r.s, r.err
+}
+
+// ListSkills lists the skills matching f, system skills included, by slug.
+func (g *Gateway) ListSkills(ctx context.Context, f SkillFilter) ([]Skill, error) {
+	r := g.skillCmd(ctx, skillMsg{op: "list", f: f})
+	return r.list, r.err
+}
+
+// UpdateSkill changes a skill's metadata; ErrForbidden for a system skill.
+func (g *Gateway) UpdateSkill(ctx context.Context, ref string, in SkillInput) (Skill, error) {
+	r := g.skillCmd(ctx, skillMsg{op: "meta", ref: ref, in: in})
+	return r.s, r.err
+}
+
+// ToggleSkill enables or disables a skill; ErrForbidden for a system skill.
+func (g *Gateway) ToggleSkill(ctx context.Context, ref string) (Skill, error) {
+	r := g.skillCmd(ctx, skillMsg{op: "toggle", ref: ref})
+	return r.s, r.err
+}
+
+// DeleteSkill deletes a skill with its versions and grants; ErrForbidden
+// for a system skill.
+func (g *Gateway) DeleteSkill(ctx context.Context, ref string) error {
+	return g.skillCmd(ctx, skillMsg{op: "delete", ref: ref}).err
+}
+
+// SkillVersions lists a skill's versions, newest first.
+func (g *Gateway) SkillVersions(ctx context.Context, ref string) ([]SkillVersion, error) {
+	r := g.skillCmd(ctx, skillMsg{op: "versions", ref: ref})
+	return r.versions, r.err
+}
+
+// SkillFiles lists the files of a skill's version (0: the latest).
+func (g *Gateway) SkillFiles(ctx context.Context, ref string, version int) ([]SkillFile, error) {
+	if s, ok := systemSkillByRef(ref); ok {
+		return s.files, nil
+	}
+	r := g.skillCmd(ctx, skillMsg{op: "version", ref: ref, v: version})
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.ver.Files, nil
+}
+
+// ReadSkillFile returns one file of a skill's version (0: the latest);
+// "" or SKILL.md reads the SKILL.md. ErrNotFound.
+func (g *Gateway) ReadSkillFile(ctx context.Context, ref string, version int, file string) ([]byte, error) {
+	file = strings.TrimPrefix(path.Clean("/"+file), "/")
+	if s, ok := systemSkillByRef(ref); ok {
+		if file == "" || file == "." {
+			return []byte(s.md), nil
+		}
+		b, err := fs.ReadFile(systemskills.FS, s.root+"/"+file)
+		if err != nil {
+			return nil, ErrNotFound
+		}
+		return b, nil
+	}
+	r := g.skillCmd(ctx, skillMsg{op: "version", ref: ref, v: version})
+	if r.err != nil {
+		return nil, r.err
+	}
+	if file == "" || file == "." || file == "SKILL.md" {
+		return []byte(r.ver.SkillMD), nil
+	}
+	rd, err := g.blobs.Open(r.ver.Ref)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, err
+	}
+	return skillFileFrom(data, r.ver.Root, file)
+}
+
+// GrantSkill grants a skill to an agent, pinned to version (0: latest).
+func (g *Gateway) GrantSkill(ctx context.Context, ref, agent string, version int) error {
+	return g.skillCmd(ctx, skillMsg{op: "grant", ref: ref, agent: agent, v: version}).err
+}
+
+// RevokeSkill removes an agent's grant; ErrNotFound.
+func (g *Gateway) RevokeSkill(ctx context.Context, ref, agent string) error {
+	return g.skillCmd(ctx, skillMsg{op: "ungrant", ref: ref, agent: agent}).err
+}
+
+// AgentSkills lists every skill with agent ref's grant status.
+func (g *Gateway) AgentSkills(ctx context.Context, agent string) ([]AgentSkill, error) {
+	r := g.skillCmd(ctx, skillMsg{op: "agent", agent: agent})
+	return r.agent, r.err
+}
+
+// RunSkills are the granted, enabled skills a run of agent gets.
+func (g *Gateway) RunSkills(ctx context.Context, agent uuid.UUID) ([]RunSkill, error) {
+	reply := make(chan skillReply, 1)
+	g.root.Send(g.registry, skillMsg{op: "run", aid: agent, reply: reply})
+	r, err := await(ctx, reply)
+	return r.run, cmpErr(r.err, err)
+}
