@@ -84,6 +84,7 @@ type Deps struct {
 	MCPLive    MCPLive
 	Media      MediaStore
 	Workspaces Workspaces
+	Skills     SkillStore
 	// Runner runs agents; if it has a Close method, Shutdown calls it.
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
@@ -98,11 +99,11 @@ func DepsOf(g *gateway.Gateway) Deps {
 	box := toolbox.New(g, g.Logger())
 	rt.SetToolbox(box)
 	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
-		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Media: mediaAdapter{g}, Workspaces: g, Runner: rt}
+		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Media: mediaAdapter{g}, Workspaces: g, Skills: g, Runner: rt}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Skills == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil

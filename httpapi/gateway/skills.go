@@ -1,0 +1,242 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"strconv"
+	"unicode/utf8"
+
+	"gatehouse/actors/gateway"
+)
+
+// SkillStore is what skills need from the gateway. Safe for concurrent use.
+type SkillStore interface {
+	UploadSkill(ctx context.Context, zip []byte, user string) (gateway.Skill, error)
+	GetSkill(ctx context.Context, ref string) (gateway.Skill, error)
+	ListSkills(ctx context.Context, f gateway.SkillFilter) ([]gateway.Skill, error)
+	UpdateSkill(ctx context.Context, ref string, in gateway.SkillInput) (gateway.Skill, error)
+	ToggleSkill(ctx context.Context, ref string) (gateway.Skill, error)
+	DeleteSkill(ctx context.Context, ref string) error
+	SkillVersions(ctx context.Context, ref string) ([]gateway.SkillVersion, error)
+	SkillFiles(ctx context.Context, ref string, version int) ([]gateway.SkillFile, error)
+	ReadSkillFile(ctx context.Context, ref string, version int, file string) ([]byte, error)
+	GrantSkill(ctx context.Context, ref, agent string, version int) error
+	RevokeSkill(ctx context.Context, ref, agent string) error
+	AgentSkills(ctx context.Context, agent string) ([]gateway.AgentSkill, error)
+}
+
+var _ SkillStore = (*gateway.Gateway)(nil)
+
+var (
+	errSkillNotFound = newError(404, codeNotFound, msgNotFound)
+	errSystemSkill   = newError(403, codeUnauthorized, msgInvalid, "system skills ship with the gateway: they cannot be changed, toggled or deleted")
+)
+
+func skillErr(err error) error {
+	if errors.Is(err, gateway.ErrForbidden) {
+		return errSystemSkill
+	}
+	return resource(err, errSkillNotFound, nil)
+}
+
+type skillsIn struct {
+	Enabled string `query:"enabled" json:"-"`
+	System  string `query:"system" json:"-"`
+	Tag     string `query:"tag" json:"-"`
+	Search  string `query:"search" json:"-"`
+}
+
+type skillList struct {
+	Data []gateway.Skill `json:"data"`
+}
+
+func optBool(name, v string) (*bool, error) {
+	if v == "" {
+		return nil, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, errInvalid(name + " must be true or false")
+	}
+	return &b, nil
+}
+
+func (s *Server) listSkills(ctx context.Context, _ Caller, in skillsIn) (skillList, error) {
+	f := gateway.SkillFilter{Tag: in.Tag, Search: in.Search}
+	var err error
+	if f.Enabled, err = optBool("enabled", in.Enabled); err != nil {
+		return skillList{}, err
+	}
+	if f.System, err = optBool("system", in.System); err != nil {
+		return skillList{}, err
+	}
+	l, err := s.d.Skills.ListSkills(ctx, f)
+	if l == nil {
+		l = []gateway.Skill{}
+	}
+	return skillList{Data: l}, err
+}
+
+// uploadSkill reads the multipart field file, at most 20 MB (413 beyond,
+// without reading more), and stores it as a skill or a new version.
+func (s *Server) uploadSkill(ctx context.Context, c Caller, in uploadIn) (gateway.Skill, error) {
+	if in.Body == nil {
+		return gateway.Skill{}, errInvalid("file: required (multipart/form-data field \"file\", a ZIP)")
+	}
+	r := in.Body
+	if mt, params, err := mime.ParseMediaType(in.ContentType); err == nil && mt == "multipart/form-data" {
+		mr := multipart.NewReader(in.Body, params["boundary"])
+		for {
+			p, err := mr.NextPart()
+			if err != nil {
+				return gateway.Skill{}, errInvalid("file: no multipart field \"file\"")
+			}
+			if p.FormName() == "file" {
+				r = p
+				break
+			}
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(r, gateway.MaxSkillZip+1))
+	if err != nil {
+		return gateway.Skill{}, errInvalid("file: the upload broke off")
+	}
+	if len(data) > gateway.MaxSkillZip {
+		return gateway.Skill{}, errTooLarge
+	}
+	sk, err := s.d.Skills.UploadSkill(ctx, data, c.UserID)
+	if errors.Is(err, gateway.ErrExists) {
+		return sk, newError(409, codeExists, msgExists, readable(err))
+	}
+	return sk, err
+}
+
+type skillRef struct {
+	ID string `path:"id" json:"-"`
+}
+
+func (s *Server) getSkill(ctx context.Context, _ Caller, in skillRef) (gateway.Skill, error) {
+	sk, err := s.d.Skills.GetSkill(ctx, in.ID)
+	return sk, skillErr(err)
+}
+
+type skillUpdateIn struct {
+	ID string `path:"id" json:"-"`
+	gateway.SkillInput
+}
+
+func (s *Server) updateSkill(ctx context.Context, _ Caller, in skillUpdateIn) (gateway.Skill, error) {
+	sk, err := s.d.Skills.UpdateSkill(ctx, in.ID, in.SkillInput)
+	return sk, skillErr(err)
+}
+
+func (s *Server) toggleSkill(ctx context.Context, _ Caller, in skillRef) (gateway.Skill, error) {
+	sk, err := s.d.Skills.ToggleSkill(ctx, in.ID)
+	return sk, skillErr(err)
+}
+
+func (s *Server) deleteSkill(ctx context.Context, _ Caller, in skillRef) (None, error) {
+	return None{}, skillErr(s.d.Skills.DeleteSkill(ctx, in.ID))
+}
+
+type versionList struct {
+	Data []gateway.SkillVersion `json:"data"`
+}
+
+func (s *Server) skillVersions(ctx context.Context, _ Caller, in skillRef) (versionList, error) {
+	v, err := s.d.Skills.SkillVersions(ctx, in.ID)
+	return versionList{Data: v}, skillErr(err)
+}
+
+type skillFilesIn struct {
+	ID      string `path:"id" json:"-"`
+	Version int    `query:"version" json:"-"`
+}
+
+type skillFileList struct {
+	Data []gateway.SkillFile `json:"data"`
+}
+
+func (s *Server) skillFiles(ctx context.Context, _ Caller, in skillFilesIn) (skillFileList, error) {
+	f, err := s.d.Skills.SkillFiles(ctx, in.ID, in.Version)
+	if f == nil {
+		f = []gateway.SkillFile{}
+	}
+	return skillFileList{Data: f}, skillErr(err)
+}
+
+type skillFileIn struct {
+	ID      string `path:"id" json:"-"`
+	Path    string `path:"path" json:"-"`
+	Version int    `query:"version" json:"-"`
+}
+
+// skillFile serves one file of a skill version: text as text/plain,
+// anything else as an attachment; nosniff.
+func (s *Server) skillFile(ctx context.Context, _ Caller, in skillFileIn) (Body, error) {
+	b, err := s.d.Skills.ReadSkillFile(ctx, in.ID, in.Version, in.Path)
+	if err != nil {
+		return Body{}, skillErr(err)
+	}
+	h := map[string]string{"X-Content-Type-Options": "nosniff"}
+	ct := "text/plain; charset=utf-8"
+	if !utf8.Valid(b) {
+		ct, h["Content-Disposition"] = "application/octet-stream", "attachment"
+	}
+	return Body{ContentType: ct, Header: h, Data: b}, nil
+}
+
+type skillGrantIn struct {
+	ID      string `path:"id" json:"-"`
+	AgentID string `json:"agent_id"`
+	Version int    `json:"version"`
+}
+
+type grantOK struct {
+	SkillID string `json:"skill_id"`
+	AgentID string `json:"agent_id"`
+	Version int    `json:"version"`
+}
+
+func (s *Server) grantSkill(ctx context.Context, _ Caller, in skillGrantIn) (grantOK, error) {
+	if in.AgentID == "" {
+		return grantOK{}, errInvalid("agent_id: required")
+	}
+	err := s.d.Skills.GrantSkill(ctx, in.ID, in.AgentID, in.Version)
+	if err != nil && !errors.Is(err, gateway.ErrInvalid) {
+		err = skillErr(err)
+	}
+	return grantOK{SkillID: in.ID, AgentID: in.AgentID, Version: in.Version}, err
+}
+
+type skillRevokeIn struct {
+	ID      string `path:"id" json:"-"`
+	AgentID string `path:"agentID" json:"-"`
+}
+
+func (s *Server) revokeSkill(ctx context.Context, _ Caller, in skillRevokeIn) (None, error) {
+	return None{}, skillErr(s.d.Skills.RevokeSkill(ctx, in.ID, in.AgentID))
+}
+
+type agentSkillsIn struct {
+	ID string `path:"id" json:"-"`
+}
+
+type agentSkillList struct {
+	Data []gateway.AgentSkill `json:"data"`
+}
+
+func (s *Server) agentSkills(ctx context.Context, c Caller, in agentSkillsIn) (agentSkillList, error) {
+	user := c.UserID
+	if seesAll(c) {
+		user = ""
+	}
+	if _, err := s.d.Agents.GetAgent(ctx, user, in.ID); err != nil {
+		return agentSkillList{}, resource(err, errAgentNotFound, nil)
+	}
+	l, err := s.d.Skills.AgentSkills(ctx, in.ID)
+	return agentSkillList{Data: l}, resource(err, errAgentNotFound, nil)
+}
