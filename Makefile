@@ -49,6 +49,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzMsgContent -fuzztime=60s ./httpapi/gateway
 	$(GO) test -run='^$$' -fuzz=FuzzAPIRequests -fuzztime=60s ./httpapi
 	$(GO) test -run='^$$' -fuzz=FuzzGatewayRequests -fuzztime=60s ./httpapi/gateway
+	$(GO) test -run='^$$' -fuzz=FuzzParseSkillZip -fuzztime=60s ./actors/gateway
 
 ## bench: the side-by-side proxy table (upstream direct, bare fasthttp hop,
 ## nginx, gatehouse), printed and appended to bench/RESULTS.md

@@ -75,6 +75,8 @@ type fileConfig struct {
 		TraceDays int `json:"trace_days"`
 		// UsageDays is how many UTC days of run usage the gateway keeps.
 		UsageDays int `json:"usage_days"`
+		// MaxUploadBytes caps a media upload.
+		MaxUploadBytes int `json:"max_upload_bytes"`
 	} `json:"gateway"`
 	Keys struct {
 		RotationGracePeriod duration `json:"rotation_grace_period"`
@@ -133,6 +135,7 @@ func defaultConfig() fileConfig {
 	gwd := gateway.DefaultConfig()
 	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
 	c.Gateway.TraceDays = gwd.TraceDays
+	c.Gateway.MaxUploadBytes = 20 << 20
 	c.Keys.RotationGracePeriod = dur(24 * time.Hour)
 	c.Keys.MaxPerUser.Standard, c.Keys.MaxPerUser.Premium = 100, 1000
 	c.Plans.Standard, c.Plans.Premium = 1000, 10000
@@ -229,6 +232,7 @@ func (c *fileConfig) validateValues() error {
 		{c.Gateway.MaxTraces < 1, "gateway.max_traces", ">= 1"},
 		{c.Gateway.UsageDays < 1, "gateway.usage_days", ">= 1"},
 		{c.Gateway.TraceDays < 0, "gateway.trace_days", ">= 0 (0: no age limit)"},
+		{c.Gateway.MaxUploadBytes < 1 || c.Gateway.MaxUploadBytes > 1<<30, "gateway.max_upload_bytes", "in 1..1073741824"},
 		{c.Plans.Standard < 1 || c.Plans.Standard > 1e9, "plans.standard", "in 1..1000000000"},
 		{c.Keys.MaxPerUser.Standard < 1 || c.Keys.MaxPerUser.Standard > 1e6, "keys.max_per_user.standard", "in 1..1000000"},
 		{c.Keys.MaxPerUser.Premium < 1 || c.Keys.MaxPerUser.Premium > 1e6, "keys.max_per_user.premium", "in 1..1000000"},

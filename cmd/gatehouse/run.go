@@ -205,6 +205,7 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg, gwReg *prometheus
 	}
 	gcfg := gwapi.DefaultConfig()
 	gcfg.Token = cfg.Gateway.Token
+	gcfg.MaxUploadBytes = cfg.Gateway.MaxUploadBytes
 	deps := gwapi.DepsOf(n.gw)
 	deps.Health = sys.Health
 	gw, err = gwapi.New(gcfg, deps, lg, gwReg, gwReg)
