@@ -139,12 +139,12 @@ func TestReport(t *testing.T) {
 	for _, x := range []struct {
 		kind string
 		rps  float64
-	}{{KindDirect, 100000}, {KindBare, 40000}, {KindNginx, 30000}, {KindGateway, 36000}, {KindValidate, 90000}} {
+	}{{KindDirect, 100000}, {KindBare, 40000}, {KindNginx, 30000}, {KindGateway, 36000}, {KindFixed, 100000}, {KindValidate, 90000}} {
 		s.Targets = append(s.Targets, &Target{Name: x.kind, Kind: x.kind, Rounds: []*Result{round(x.rps, time.Millisecond)},
-			CPU: time.Second, Latency: round(x.rps/10, 100*time.Microsecond)})
+			CPU: time.Second, Latency: round(x.rps/10, 100*time.Microsecond), Requests: [][]byte{nil}, Wrk: []float64{x.rps * 1.1}})
 	}
 	out := s.Report(Meta{Date: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), Command: "make bench"})
-	for _, want := range []string{"## 2026-11-22 10:00 UTC", "| gatehouse | 36,000 | 36,000–36,000 |", "| 0.90 | 1.20 | 0 |", "✔ gatehouse: 0.90× the bare hop", "✔ validate: 90,000 req/s"} {
+	for _, want := range []string{"## 2026-11-22 10:00 UTC", "| gatehouse | 36,000 | 36,000–36,000 |", "| 0.90 | 1.20 | 39,600 | 0.90 | 0 |", "✔ gatehouse: 0.90× the bare hop", "✔ validate: 0.90× the bare fixed-body handler"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}

@@ -45,6 +45,8 @@ func StartGatehouse(bin, dir, upstream string) (*Proc, string, error) {
 		"server":   map[string]any{"host": "127.0.0.1", "port": 0},
 		"gateway":  map[string]any{"host": "127.0.0.1", "port": 0},
 		"services": map[string]any{ServiceName: map[string]any{"upstream": "http://" + upstream}},
+		// The spread-keys cases hold tens of thousands of keys of one user.
+		"keys": map[string]any{"max_per_user": map[string]any{"standard": 1_000_000, "premium": 1_000_000}},
 	}
 	b, _ := json.Marshal(cfg)
 	path := filepath.Join(dir, "gatehouse.json")

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,7 +21,7 @@ type Config struct {
 	Duration     time.Duration // measured time per target and round
 	Warmup       time.Duration // unmeasured time before each run
 	Rounds       int           // rounds, the targets interleaved in each
-	Keys         int           // keys of the spread-keys case
+	Keys         []int         // key counts of the spread-keys cases (the largest is provisioned)
 	BodyBytes    int           // size of the stub's answer
 	// Self is the argv prefix that runs this program's subcommands:
 	// `Self... stub` and `Self... barehop` (see cmd/benchsuite).
@@ -32,7 +34,7 @@ type Config struct {
 
 // DefaultConfig is what `make bench` runs: about three minutes.
 func DefaultConfig() Config {
-	return Config{Conns: 64, LatencyConns: 1, Duration: 5 * time.Second, Warmup: time.Second, Rounds: 3, Keys: 10_000, BodyBytes: 1024}
+	return Config{Conns: 64, LatencyConns: 1, Duration: 5 * time.Second, Warmup: time.Second, Rounds: 3, Keys: []int{5_000, 50_000}, BodyBytes: 1024}
 }
 
 // Validate reports the first invalid field, by name.
@@ -44,7 +46,7 @@ func (c Config) Validate() error {
 		return errors.New("bench: duration must be > 0 and warmup >= 0")
 	case c.Rounds < 1:
 		return errors.New("bench: rounds must be >= 1")
-	case c.Keys < 1:
+	case len(c.Keys) == 0 || slices.Min(c.Keys) < 1:
 		return errors.New("bench: keys must be >= 1")
 	case c.BodyBytes < 16:
 		return errors.New("bench: body must be >= 16 bytes")
@@ -62,8 +64,10 @@ type Target struct {
 	Status   int
 	Server   *Proc // whose CPU is charged per request
 	Kind     string
+	Keys     []string // the keys its requests use (wrk rotates them)
 
 	Rounds  []*Result
+	Wrk     []float64     // wrk's req/s, one per round (when wrk is installed)
 	CPU     time.Duration // server CPU over the measured windows
 	LoadCPU time.Duration // the load generator's CPU, likewise
 	Latency *Result       // at Config.LatencyConns
@@ -77,10 +81,12 @@ const (
 	KindNginx    = "nginx"
 	KindGateway  = "gatehouse"
 	KindValidate = "validate"
+	KindFixed    = "fixed" // a bare fasthttp handler answering a fixed body: validate's baseline
 )
 
 // Suite holds the servers of one run.
 type Suite struct {
+	wrk     string // wrk's path, "" when it is not installed
 	cfg     Config
 	procs   []*Proc
 	Targets []*Target
@@ -104,6 +110,7 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		return nil, err
 	}
 	s.Nginx = NginxVersion(nginx)
+	s.wrk, _ = exec.LookPath("wrk")
 	addrLine := func(line string) (string, bool) { return strings.CutPrefix(line, "listening ") }
 	s.logf("starting the stub upstream and the bare hop")
 	stub, stubAddr, err := StartProc(cfg.Dir, "stub", append(cfg.Self, "stub", "-body", fmt.Sprint(cfg.BodyBytes)), nil, 10*time.Second, addrLine)
@@ -116,6 +123,11 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		return nil, err
 	}
 	s.procs = append(s.procs, bare)
+	fixed, fixedAddr, err := StartProc(cfg.Dir, "fixed", append(cfg.Self, "fixed"), nil, 10*time.Second, addrLine)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, fixed)
 	s.logf("starting %s", s.Nginx)
 	ngx, ngxAddr, err := StartNginx(nginx, cfg.Dir, stubAddr)
 	if err != nil {
@@ -132,27 +144,33 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		return nil, err
 	}
 	s.procs = append(s.procs, gh)
-	s.logf("creating %d keys", cfg.Keys)
+	most := slices.Max(cfg.Keys)
+	s.logf("creating %d keys", most)
 	t0 := time.Now()
-	secrets, err := Provision(ctx, "http://"+ghAddr, cfg.Keys)
+	secrets, err := Provision(ctx, "http://"+ghAddr, most)
 	if err != nil {
 		return nil, fmt.Errorf("provision keys: %w", err)
 	}
 	s.logf("created %d keys in %v", len(secrets), time.Since(t0).Round(time.Millisecond))
 
 	hot := [][]byte{ProxyRequest(secrets[0])}
-	spread := make([][]byte, len(secrets))
-	for i, k := range secrets {
-		spread[i] = ProxyRequest(k)
-	}
 	s.Targets = []*Target{
 		{Name: "upstream direct", Kind: KindDirect, Addr: stubAddr, Requests: hot, Server: stub},
 		{Name: "bare fasthttp hop (no auth)", Kind: KindBare, Addr: bareAddr, Requests: hot, Server: bare},
 		{Name: "nginx keep-alive proxy", Kind: KindNginx, Addr: ngxAddr, Requests: hot, Server: ngx},
-		{Name: "gatehouse, 1 hot key", Kind: KindGateway, Addr: ghAddr, Requests: hot, Server: gh},
-		{Name: fmt.Sprintf("gatehouse, %d keys", len(secrets)), Kind: KindGateway, Addr: ghAddr, Requests: spread, Server: gh},
-		{Name: "gatehouse POST /api/keys/validate", Kind: KindValidate, Addr: ghAddr, Requests: [][]byte{validateRequest(secrets[0])}, Server: gh},
+		{Name: "gatehouse, 1 hot key", Kind: KindGateway, Addr: ghAddr, Requests: hot, Server: gh, Keys: secrets[:1]},
 	}
+	for _, n := range cfg.Keys {
+		spread := make([][]byte, n)
+		for i, k := range secrets[:n] {
+			spread[i] = ProxyRequest(k)
+		}
+		s.Targets = append(s.Targets, &Target{Name: fmt.Sprintf("gatehouse, %d keys", n), Kind: KindGateway, Addr: ghAddr,
+			Requests: spread, Server: gh, Keys: secrets[:n]})
+	}
+	s.Targets = append(s.Targets,
+		&Target{Name: "bare fasthttp handler, fixed body", Kind: KindFixed, Addr: fixedAddr, Requests: [][]byte{validateRequest(secrets[0])}, Server: fixed},
+		&Target{Name: "gatehouse POST /api/keys/validate", Kind: KindValidate, Addr: ghAddr, Requests: [][]byte{validateRequest(secrets[0])}, Server: gh, Keys: secrets[:1]})
 	for _, t := range s.Targets {
 		t.Status = 200
 	}
@@ -190,6 +208,15 @@ func (s *Suite) Run(ctx context.Context) error {
 			t.CPU += cpu
 			t.LoadCPU += load
 			s.logf("round %d/%d  %-36s %9.0f req/s  p99 %v  errors %d", r+1, s.cfg.Rounds, t.Name, res.Throughput(), res.Latency.Quantile(0.99), res.Errors)
+			if s.wrk != "" && t.Kind != KindDirect {
+				rps, err := s.runWrk(ctx, t)
+				if err != nil {
+					s.logf("wrk %s: %v", t.Name, err)
+				} else {
+					t.Wrk = append(t.Wrk, rps)
+					s.logf("round %d/%d  %-36s %9.0f req/s  (wrk)", r+1, s.cfg.Rounds, t.Name, rps)
+				}
+			}
 		}
 	}
 	for _, t := range s.Targets {
@@ -270,6 +297,8 @@ func ServeSubcommand(w io.Writer, name string, body int, upstream string) error 
 		return Serve(ln, Upstream(JSONBody(body)))
 	case "barehop":
 		return Serve(ln, BareHop(upstream))
+	case "fixed":
+		return Serve(ln, Upstream([]byte(`{"valid":true,"userId":"00000000-0000-0000-0000-000000000000","rateLimit":1000,"isActive":true}`)))
 	}
 	return fmt.Errorf("bench: unknown server %q", name)
 }

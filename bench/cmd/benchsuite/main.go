@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +31,7 @@ func main() {
 		}
 		return
 	}
-	if len(os.Args) > 1 && (os.Args[1] == "stub" || os.Args[1] == "barehop") {
+	if len(os.Args) > 1 && (os.Args[1] == "stub" || os.Args[1] == "barehop" || os.Args[1] == "fixed") {
 		fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 		body := fs.Int("body", 1024, "answer size in bytes (stub)")
 		upstream := fs.String("upstream", "", "upstream host:port (barehop)")
@@ -56,7 +57,17 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per target and round")
 	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up before each measurement")
 	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds, targets interleaved")
-	flag.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys of the spread-keys case")
+	flag.Func("keys", "key counts of the spread-keys cases, comma-separated (default 5000,50000)", func(v string) error {
+		cfg.Keys = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return err
+			}
+			cfg.Keys = append(cfg.Keys, n)
+		}
+		return nil
+	})
 	flag.IntVar(&cfg.BodyBytes, "body", cfg.BodyBytes, "stub answer size in bytes")
 	results := flag.String("results", "", "append the report to this Markdown file")
 	allocs := flag.Bool("allocs", true, "also run the auth+limit allocation benchmarks (go test)")
