@@ -64,7 +64,10 @@
 //	  13  key deleted      16-byte id                                        key actor, then shard
 //	  14  key updated      id, name, rate limit, expires_at (new values)     key actor
 //	  15  key used         id, (second, count) pairs, seconds delta-encoded  key actor (live:
-//	                                                                         watermark only)
+//	                                                                         watermark only;
+//	                                                                         written by flushNow)
+//	  16  keys used        count, then that many key-used payloads: one      each key's actor
+//	                       shard's usage flush                               (watermark only)
 //	64+   extensions       (actors/gateway: 64..72)                          the extension
 //
 // # Rules
@@ -77,8 +80,11 @@
 //     appended asynchronously and applied by the shard when the commit
 //     notice arrives, so a shard never waits on fsync.
 //   - An admitted request is counted at once (the next one must see it) and
-//     logged in a keyUsed record at the next flush tick (Config.FlushInterval)
-//     with wal.AppendAsync. A crash loses at most that interval.
+//     logged at the next flush tick (Config.FlushInterval): each key actor
+//     with usage hands it to its shard (usagePart), which appends the
+//     usage of all of them as one keysUsed record with wal.AppendAsync
+//     (one WAL write per shard, not per key) and passes the commit notice
+//     back to each. A crash loses at most that interval.
 //   - Replay never applies a record twice: each key carries the sequence of
 //     the last control record and of the last usage record it reflects.
 //   - Snapshot appends a barrier record, then captures every actor; see

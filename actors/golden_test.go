@@ -48,6 +48,13 @@ func goldenRecords() []struct {
 			recKeyDeleted: "key_deleted", recKeyUpdated: "key_updated", recKeyUsed: "key_used",
 		}[ev.record().Type], ev.record())
 	}
+	var batch keysUsed
+	for _, ev := range sampleEvents() {
+		if u, ok := ev.(keyUsed); ok {
+			batch = append(batch, u, keyUsed{id: uuid.MustParse("7f1c8a52-3c39-4d0e-9a51-1f2a3b4c5d6e"), pairs: []secCount{{sec: 1795000000, n: 3}}})
+		}
+	}
+	add("keys_used", batch.record())
 	return out
 }
 
@@ -72,6 +79,12 @@ func TestGoldenRecords(t *testing.T) {
 			if ev, ok, err := decodeAccountEvent(r); ok {
 				if err != nil || !bytes.Equal(ev.record().Data, want) {
 					t.Errorf("decode/encode = %v, %q", err, ev.record().Data)
+				}
+			}
+			if r.Type == recKeysUsed {
+				batch, err := decodeKeysUsed(want)
+				if err != nil || len(batch) != 2 || !bytes.Equal(batch.record().Data, want) {
+					t.Errorf("decode/encode = %v, %d keys", err, len(batch))
 				}
 			}
 			if ev, ok, err := decodeKeyEvent(r); ok {

@@ -72,6 +72,16 @@ func (im *image) apply(seq uint64, r wal.Record) error {
 		im.acc.apply(seq, ev)
 		return nil
 	}
+	if r.Type == recKeysUsed {
+		batch, err := decodeKeysUsed(r.Data)
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", seq, err)
+		}
+		for _, ev := range batch {
+			im.applyKey(seq, ev)
+		}
+		return nil
+	}
 	ev, ok, err := decodeKeyEvent(r)
 	if err != nil {
 		return fmt.Errorf("seq %d: %w", seq, err)

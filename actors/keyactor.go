@@ -134,17 +134,16 @@ func (a *keyActor) authorize(m *authorize) AuthResult {
 	return res
 }
 
-// flush hands pending deltas to the WAL without waiting for the commit.
+// flush hands pending deltas to the shard, which logs the usage of all
+// its keys in one record (keysUsed) and answers each with usageLogged.
+// It always answers, so that the shard knows when its round is complete.
 func (a *keyActor) flush(ctx actor.Context) {
 	if len(a.pending) == 0 || len(a.inflight) > 0 || a.gone {
-		return // an inflight batch re-flushes on commit
+		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self()}) // an inflight batch re-flushes on commit
+		return
 	}
 	a.inflight, a.pending = a.pending, nil
-	self, root := ctx.Self(), a.deps.root
-	ev := keyUsed{id: a.state.rec.id, pairs: a.inflight}
-	a.deps.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
-		root.Send(self, usageLogged{seq: seq, err: err})
-	})
+	ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id, pairs: a.inflight}, ok: true})
 }
 
 // logged takes the commit (or failure) of the inflight batch. Live state

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/asynkron/protoactor-go/actor"
 	"sync"
 
 	"github.com/google/uuid"
@@ -107,6 +108,22 @@ type tick struct {
 
 // flushKey asks a key actor to log its pending usage.
 type flushKey struct{}
+
+// usagePart is a key actor's answer to flushKey: its pending usage, now
+// inflight, for its shard's batch (ok false: nothing to log).
+type usagePart struct {
+	pid *actor.PID
+	ev  keyUsed
+	ok  bool
+}
+
+// batchLogged is the WAL's answer to a shard's usage batch, for the key
+// actors whose usage it held.
+type batchLogged struct {
+	seq  uint64
+	err  error
+	pids []*actor.PID
+}
 
 // flushAll asks a shard (and then each live key actor) to log pending usage
 // synchronously; wg.Done is called once per flushed actor and once by the shard.

@@ -23,6 +23,7 @@ const (
 	recKeyDeleted wal.Type = 13 // 16-byte key id
 	recKeyUpdated wal.Type = 14 // binary keyUpdated
 	recKeyUsed    wal.Type = 15 // binary keyUsed: usage and window deltas
+	recKeysUsed   wal.Type = 16 // binary keysUsed: a shard's batch of keyUsed
 )
 
 // keyEvent is an event about one key, applied by its owner.
@@ -120,6 +121,38 @@ func (e keyUsed) record() wal.Record {
 		prev = p.sec
 	}
 	return wal.Record{Type: recKeyUsed, Data: w.b}
+}
+
+// keysUsed is one shard's usage flush: the keyUsed of every key that had
+// usage to log, in one record (one WAL write per shard and flush interval
+// instead of one per key).
+type keysUsed []keyUsed
+
+func (e keysUsed) record() wal.Record {
+	n := 0
+	for _, k := range e {
+		n += 16 + 2 + len(k.pairs)*8
+	}
+	w := enc{b: make([]byte, 0, 2+n)}
+	w.uvarint(uint64(len(e)))
+	for _, k := range e {
+		w.b = append(w.b, k.record().Data...)
+	}
+	return wal.Record{Type: recKeysUsed, Data: w.b}
+}
+
+// decodeKeysUsed decodes a recKeysUsed payload.
+func decodeKeysUsed(data []byte) (keysUsed, error) {
+	d := dec{b: data}
+	n := d.count(17)
+	out := make(keysUsed, 0, n)
+	for range n {
+		out = append(out, decodeKeyUsed(&d))
+	}
+	if err := d.done("keys used"); err != nil {
+		return nil, fmt.Errorf("record type %d: %w", recKeysUsed, err)
+	}
+	return out, nil
 }
 
 // decodeKeyEvent decodes a key record; ok is false for other record types.

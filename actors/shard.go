@@ -5,6 +5,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
+
+	"gatehouse/wal"
 )
 
 // slot is a shard's handle on one key: the state itself while the key is
@@ -51,6 +53,12 @@ type shard struct {
 	now       int64
 	live      map[*slot]struct{} // slots with a key actor: what ticks visit
 	onLive    func(delta int)    // metrics hook
+
+	// The usage batch of this flush round: flushKey was sent to expect key
+	// actors, got of them answered, parts hold the usage to log.
+	expect, got int
+	parts       keysUsed
+	partPIDs    []*actor.PID
 }
 
 // shardPeers gives a shard the PIDs of all shards (sent once at start).
@@ -76,6 +84,12 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.tick(ctx, m)
 	case flushAll:
 		s.flushAll(ctx, m)
+	case usagePart:
+		s.usagePart(ctx, m)
+	case batchLogged:
+		for _, pid := range m.pids {
+			ctx.Send(pid, usageLogged{seq: m.seq, err: m.err})
+		}
 	case passivated:
 		s.passivated(ctx, m)
 	case keyGone:
@@ -226,18 +240,49 @@ func (s *shard) capture(ctx actor.Context) captureReply {
 // all every flush interval would cost more than the flushes.
 func (s *shard) tick(ctx actor.Context, m tick) {
 	s.now = m.now
+	s.logBatch(ctx) // what the last round's stragglers did not complete
+	s.expect, s.got = 0, 0
 	for sl := range s.live {
 		if sl.pid == nil || sl.passivating {
 			continue
 		}
 		if sl.dirty {
 			sl.dirty = false
+			s.expect++
 			ctx.Send(sl.pid, flushKey{})
 		} else if m.sweep && s.now-sl.lastSeen >= s.idleAfter {
 			sl.passivating, sl.held = true, &held{}
 			ctx.Send(sl.pid, passivate{})
 		}
 	}
+}
+
+// usagePart takes a key actor's answer to flushKey; the round's last
+// answer logs the batch.
+func (s *shard) usagePart(ctx actor.Context, m usagePart) {
+	s.got++
+	if m.ok {
+		s.parts = append(s.parts, m.ev)
+		s.partPIDs = append(s.partPIDs, m.pid)
+	}
+	if s.got >= s.expect {
+		s.logBatch(ctx)
+	}
+}
+
+// logBatch appends the collected usage as one keysUsed record; the WAL's
+// answer goes to each key actor of the batch (through this shard, so that
+// it reaches them before any snapshot capture the shard forwards after).
+func (s *shard) logBatch(ctx actor.Context) {
+	if len(s.parts) == 0 {
+		return
+	}
+	batch, pids := s.parts, s.partPIDs
+	s.parts, s.partPIDs = nil, nil
+	self, root := ctx.Self(), s.deps.root
+	s.deps.log.AppendAsync([]wal.Record{batch.record()}, func(seq uint64, err error) {
+		root.Send(self, batchLogged{seq: seq, err: err, pids: pids})
+	})
 }
 
 func (s *shard) flushAll(ctx actor.Context, m flushAll) {
