@@ -56,10 +56,13 @@ fuzz:
 bench: bench-deps
 	$(GO) run ./bench/cmd/benchsuite -results bench/RESULTS.md
 
-## bench-deps: nginx from Debian's packages, for the bench, when missing
+## bench-deps: nginx and wrk from Debian's packages, for the bench, when missing
 bench-deps:
 	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx; \
+	fi
+	@if ! command -v wrk >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk; \
 	fi
 
 ## bench-go: every Go benchmark, into bench/latest.txt

@@ -14,19 +14,25 @@
 //   - nginx as a plain keep-alive reverse proxy (NginxConfig; installed
 //     from Debian's packages by `make bench-deps`), a child process in the
 //     foreground, killed at the end;
+//   - a bare fasthttp handler answering a fixed body (the baseline of
+//     POST /api/keys/validate);
 //   - gatehouse, built from ./cmd/gatehouse and started with a temp data
 //     dir, WAL with fsync, usage counting and the limiter on; the bootstrap
-//     admin creates a user and 10,000 keys through the API and raises their
-//     limits (Provision), so that nothing is refused.
+//     admin creates a user and 50,000 keys through the API and raises their
+//     limits (Provision), so that nothing is refused. Cases: one hot key,
+//     and the first 5,000 and all 50,000 keys in rotation (-keys).
 //
 // It then loads each target with the same request bytes (Run: a closed
 // loop over N keep-alive connections for a fixed time, latencies in a
 // Histogram), in rounds with the targets interleaved so that a noisy
 // moment hits them all, and one more time at one connection for latency
-// without queueing. It prints a Markdown table (req/s, p50/p99/p999, the
-// server's CPU per request from /proc, the ratios to the bare hop and to
-// nginx, the issue's targets checked) and appends it, dated, with the
-// machine and the command, to bench/RESULTS.md. Flags: -conns, -duration,
+// without queueing. After each round's own measurement, wrk (Debian's,
+// `make bench-deps`) loads the same target with the same request (a Lua
+// script rotating its keys), to keep the suite's load generator honest.
+// It prints a Markdown table (req/s, p50/p99/p999, the server's CPU per
+// request from /proc, the ratios to the bare hop and to nginx, wrk's req/s
+// and ratio, issue 13's targets checked) and appends it, dated, with the
+// machine, its load average and the command, to bench/RESULTS.md. Flags: -conns, -duration,
 // -rounds, -keys, -body, -results, -keep (keep the work dir and logs).
 //
 // The load generator is built like wrk, to leave the servers as much of
