@@ -77,7 +77,7 @@ func (s *Suite) Report(m Meta) string {
 		m.Command, s.cfg.Conns, s.cfg.BodyBytes, s.cfg.Rounds, s.cfg.Duration, s.cfg.Warmup)
 	p("")
 	stats := make([]Stats, len(s.Targets))
-	var bare, nginx, fixed, bareWrk, nginxWrk, fixedWrk float64
+	var bare, nginx, fixed, bareWrk, fixedWrk float64
 	var bareP99 time.Duration
 	for i, t := range s.Targets {
 		stats[i] = t.Stats()
@@ -85,7 +85,7 @@ func (s *Suite) Report(m Meta) string {
 		case KindBare:
 			bare, bareWrk, bareP99 = stats[i].RPS, median(t.Wrk), stats[i].Latency.Quantile(0.99)
 		case KindNginx:
-			nginx, nginxWrk = stats[i].RPS, median(t.Wrk)
+			nginx = stats[i].RPS
 		case KindFixed:
 			fixed, fixedWrk = stats[i].RPS, median(t.Wrk)
 		}
@@ -115,7 +115,6 @@ func (s *Suite) Report(m Meta) string {
 			dur(st.Latency.Quantile(0.5)), dur(st.Latency.Quantile(0.99)), dur(st.Latency.Quantile(0.999)),
 			dur(st.CPUPerReq), dur(st.LoadCPUPerReq), ratio(bare), ratio(nginx), wrk, wrkRatio, st.Errors)
 	}
-	_ = nginxWrk
 	p("")
 	p("Latency without queueing (%d connection, closed loop, %v):", s.cfg.LatencyConns, s.cfg.Duration)
 	p("")
