@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"time"
 
 	"gatehouse/actors/gateway"
 )
@@ -37,28 +36,14 @@ type activityPage struct {
 }
 
 func (s *Server) listActivity(ctx context.Context, _ Caller, in activityIn) (activityPage, error) {
-	switch {
-	case in.Limit < 0 || in.Limit > maxTracePage:
-		return activityPage{}, errInvalid("limit must be in 1..200")
-	case in.Offset < 0:
-		return activityPage{}, errInvalid("offset must be >= 0")
-	}
-	if in.Limit == 0 {
-		in.Limit = defTracePage
+	var err error
+	if in.Limit, err = pageBounds(in.Limit, in.Offset); err != nil {
+		return activityPage{}, err
 	}
 	f := gateway.ActivityFilter{ActorType: in.ActorType, ActorID: in.ActorID, Action: in.Action, EntityType: in.EntityType,
 		EntityID: in.EntityID, UserID: in.UserID, Limit: in.Limit, Offset: in.Offset}
-	for _, t := range []struct {
-		raw, name string
-		dst       *time.Time
-	}{{in.From, "from", &f.From}, {in.To, "to", &f.To}} {
-		if t.raw == "" {
-			continue
-		}
-		var err error
-		if *t.dst, err = time.Parse(time.RFC3339, t.raw); err != nil {
-			return activityPage{}, errInvalid(t.name + " must be an RFC 3339 time")
-		}
+	if f.From, f.To, err = parseTimes(in.From, in.To); err != nil {
+		return activityPage{}, err
 	}
 	as, total, err := s.d.Activity.Activity(ctx, f)
 	if err != nil {

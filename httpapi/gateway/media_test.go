@@ -26,15 +26,15 @@ import (
 // onePixelPNG is a 1x1 PNG.
 var onePixelPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\x00\x05\x00\x01\xff\x89\x99=\x1d\x00\x00\x00\x00IEND\xaeB`\x82")
 
-// upload posts data as the multipart field file.
-func upload(t *testing.T, e *gwEnv, token, name string, data []byte) gwResp {
+// postFile posts data as the multipart field file to path.
+func postFile(t *testing.T, e *gwEnv, token, path, name string, data []byte) gwResp {
 	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	fw, _ := mw.CreateFormFile("file", name)
 	fw.Write(data)
 	mw.Close()
-	req, _ := http.NewRequest("POST", e.url+"/v1/media/upload", &buf)
+	req, _ := http.NewRequest("POST", e.url+path, &buf)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	resp, err := e.http.Do(req)
@@ -44,8 +44,14 @@ func upload(t *testing.T, e *gwEnv, token, name string, data []byte) gwResp {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	out := gwResp{status: resp.StatusCode, header: resp.Header, raw: string(b)}
-	_ = jsonUnmarshal(b, &out.body)
+	_ = json.Unmarshal(b, &out.body)
 	return out
+}
+
+// upload posts a media file.
+func upload(t *testing.T, e *gwEnv, token, name string, data []byte) gwResp {
+	t.Helper()
+	return postFile(t, e, token, "/v1/media/upload", name, data)
 }
 
 // TestMedia: multipart uploads over real HTTP, served back with a sniffed,
@@ -104,7 +110,7 @@ func TestMedia(t *testing.T) {
 	start := time.Now()
 	fmt.Fprintf(conn, "POST /v1/media/upload HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: image/png\r\nContent-Length: %d\r\n\r\n", alice, 25<<20)
 	go func() { _, _ = conn.Write(make([]byte, 25<<20)) }()
-	resp, err := http.ReadResponse(bufioReader(conn), nil)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil || resp.StatusCode != 413 || time.Since(start) > 5*time.Second {
 		t.Errorf("25 MB upload = %v, %v after %v; want 413 at once", resp, err, time.Since(start))
 	}
@@ -147,7 +153,3 @@ func TestMediaInChromium(t *testing.T) {
 		t.Errorf("page = %s", out)
 	}
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
-func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }

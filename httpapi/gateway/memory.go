@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -40,6 +41,8 @@ type memoryPage struct {
 	Offset int                   `json:"offset"`
 }
 
+// pageBounds checks a page's limit (1..200, 0: 50) and offset and
+// returns the limit to use.
 func pageBounds(limit, offset int) (int, error) {
 	switch {
 	case limit < 0 || limit > maxTracePage:
@@ -76,6 +79,21 @@ func (s *Server) listMemory(ctx context.Context, c Caller, in memoryIn) (memoryP
 		es = []gateway.MemoryEntry{}
 	}
 	return memoryPage{Data: es, Total: total, Limit: limit, Offset: in.Offset}, nil
+}
+
+// parseTimes reads optional from and to (RFC 3339) filters.
+func parseTimes(from, to string) (f, t time.Time, err error) {
+	if from != "" {
+		if f, err = time.Parse(time.RFC3339, from); err != nil {
+			return f, t, errInvalid("from must be an RFC 3339 time")
+		}
+	}
+	if to != "" {
+		if t, err = time.Parse(time.RFC3339, to); err != nil {
+			return f, t, errInvalid("to must be an RFC 3339 time")
+		}
+	}
+	return f, t, nil
 }
 
 // agentRefID resolves an agent id or agent_key ("": uuid.Nil).

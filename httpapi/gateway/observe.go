@@ -304,33 +304,19 @@ func spanTree(spans []gateway.Span) []*spanView {
 }
 
 func (s *Server) listTraces(ctx context.Context, c Caller, in tracesIn) (tracePage, error) {
-	switch {
-	case in.Limit < 0 || in.Limit > maxTracePage:
-		return tracePage{}, errInvalid("limit must be in 1..200")
-	case in.Offset < 0:
-		return tracePage{}, errInvalid("offset must be >= 0")
-	}
-	if in.Limit == 0 {
-		in.Limit = defTracePage
+	var err error
+	if in.Limit, err = pageBounds(in.Limit, in.Offset); err != nil {
+		return tracePage{}, err
 	}
 	f := gateway.TraceFilter{SessionKey: in.SessionKey, Status: in.Status, Limit: in.Limit, Offset: in.Offset, Spans: true}
-	var err error
 	if f.UserID, err = ownUser(c, in.UserID); err != nil {
 		return tracePage{}, err
 	}
 	if f.AgentID, err = parseAgentID(in.AgentID); err != nil {
 		return tracePage{}, err
 	}
-	for _, t := range []struct {
-		raw, name string
-		dst       *time.Time
-	}{{in.From, "from", &f.From}, {in.To, "to", &f.To}} {
-		if t.raw == "" {
-			continue
-		}
-		if *t.dst, err = time.Parse(time.RFC3339, t.raw); err != nil {
-			return tracePage{}, errInvalid(t.name + " must be an RFC 3339 time")
-		}
+	if f.From, f.To, err = parseTimes(in.From, in.To); err != nil {
+		return tracePage{}, err
 	}
 	p, err := s.d.Runs.TracePage(ctx, f)
 	if err != nil {

@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,23 +35,7 @@ func skillZip(t *testing.T, files map[string]string) []byte {
 
 func uploadSkill(t *testing.T, e *gwEnv, token string, data []byte) gwResp {
 	t.Helper()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	fw, _ := mw.CreateFormFile("file", "skill.zip")
-	fw.Write(data)
-	mw.Close()
-	req, _ := http.NewRequest("POST", e.url+"/v1/skills/upload", &buf)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := e.http.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	out := gwResp{status: resp.StatusCode, header: resp.Header, raw: string(b)}
-	_ = json.Unmarshal(b, &out.body)
-	return out
+	return postFile(t, e, token, "/v1/skills/upload", "skill.zip", data)
 }
 
 // promptStub is an OpenAI-compatible upstream that records what it is sent.
@@ -130,7 +114,7 @@ func TestSkills(t *testing.T) {
 	start := time.Now()
 	fmt.Fprintf(conn, "POST /v1/skills/upload HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/zip\r\nContent-Length: %d\r\n\r\n", gwToken, 25<<20)
 	go func() { _, _ = conn.Write(make([]byte, 25<<20)) }()
-	if resp, err := http.ReadResponse(bufioReader(conn), nil); err != nil || resp.StatusCode != 413 || time.Since(start) > 5*time.Second {
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != 413 || time.Since(start) > 5*time.Second {
 		t.Errorf("25 MB skill = %v, %v", resp, err)
 	}
 	conn.Close()

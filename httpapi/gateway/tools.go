@@ -44,14 +44,9 @@ type toolPage struct {
 }
 
 func (s *Server) listTools(ctx context.Context, _ Caller, in toolsIn) (toolPage, error) {
-	switch {
-	case in.Limit < 0 || in.Limit > maxTracePage:
-		return toolPage{}, errInvalid("limit must be in 1..200")
-	case in.Offset < 0:
-		return toolPage{}, errInvalid("offset must be >= 0")
-	}
-	if in.Limit == 0 {
-		in.Limit = defTracePage
+	var err error
+	if in.Limit, err = pageBounds(in.Limit, in.Offset); err != nil {
+		return toolPage{}, err
 	}
 	agent := uuid.Nil
 	if in.AgentID != "" {
