@@ -13,9 +13,10 @@ all: build
 build: docs-ui
 	$(GO) build -o $(BIN) ./cmd/gatehouse
 
-## run: start the server on embedded defaults (data under ./data)
+## run: start the server on embedded defaults (data under ./data);
+## CONFIG=file.json takes a config, DEMO=1 adds the demo service "echo"
 run: build
-	./$(BIN) serve --data-dir $(DATA_DIR)
+	./$(BIN) serve --data-dir $(DATA_DIR) $(if $(CONFIG),--config $(CONFIG)) $(if $(DEMO),--demo-echo)
 
 ## test: every test, with the race detector
 test: test-deps gw-test-deps
@@ -111,5 +112,5 @@ gw-test-deps: docs-ui chromium
 ## chromium: Debian's chromium for the /docs browser test, only when missing
 chromium:
 	@if ! command -v chromium >/dev/null 2>&1; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
 	fi

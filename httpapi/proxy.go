@@ -91,7 +91,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstre
 		return nil, nil, res, errInvalidPath
 	}
 	if up = s.services[string(name)]; up == nil {
-		return nil, nil, res, errUnknownService
+		return nil, nil, res, s.errUnknown
 	}
 	if proxyBodyTooLarge(rc, s.cfg.MaxProxyBodyBytes) {
 		return nil, nil, res, errTooLarge

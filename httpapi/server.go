@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,7 +86,10 @@ type Server struct {
 	l        *listener.Listener
 	lg       *slog.Logger
 	services map[string]*upstream
-	now      func() time.Time
+	// errUnknown is the 404 for an unknown service, naming the configured
+	// ones (built once: the hot path allocates nothing).
+	errUnknown *apiError
+	now        func() time.Time
 }
 
 // New builds the management API and proxy server. keys and users must not
@@ -113,6 +119,12 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 		}
 		s.services[name] = up
 	}
+	names := slices.Sorted(maps.Keys(s.services))
+	msg := "unknown service: none is configured (see \"services\" in the README)"
+	if len(names) > 0 {
+		msg = "unknown service: configured services are " + strings.Join(names, ", ")
+	}
+	s.errUnknown = &apiError{errUnknownService.status, errUnknownService.code, msg}
 	s.l.SetHandler(s.apiRoutes())
 	return s, nil
 }

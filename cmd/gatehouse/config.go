@@ -44,8 +44,11 @@ type fileConfig struct {
 	// masterKey is GATEHOUSE_MASTER_KEY (64 hex characters): it wins over
 	// any file. Environment only, never logged.
 	masterKey string
-	DataDir   string `json:"data_dir"`
-	Log       struct {
+	// demoEcho adds the demo service "echo" (--demo-echo): a built-in echo
+	// upstream on loopback, something to proxy to without a real service.
+	demoEcho bool
+	DataDir  string `json:"data_dir"`
+	Log      struct {
 		Format string `json:"format"`
 		Level  string `json:"level"`
 	} `json:"log"`

@@ -53,6 +53,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (fi
 	fs := flag.NewFlagSet("gatehouse serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "JSON config file (env GATEHOUSE_CONFIG)")
+	demo := fs.Bool("demo-echo", false, "demo: add a service \"echo\" answered by a built-in echo upstream on loopback (env GATEHOUSE_DEMO_ECHO=1)")
 	vals := make(map[string]*string, len(settings))
 	for _, s := range settings {
 		vals[s.name] = fs.String(s.name, "", s.usage+" (env "+envName(s.name)+")")
@@ -88,5 +89,6 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (fi
 		}
 	}
 	cfg.masterKey = getenv("GATEHOUSE_MASTER_KEY")
+	cfg.demoEcho = *demo || (!given["demo-echo"] && getenv("GATEHOUSE_DEMO_ECHO") == "1")
 	return cfg, cfg.validate()
 }

@@ -199,6 +199,16 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg, gwReg *prometheus
 	for name, s := range cfg.Services {
 		hcfg.Services[name] = httpapi.Service{Upstream: s.Upstream, Headers: s.Headers, Timeout: s.Timeout.d, MaxConns: s.MaxConns}
 	}
+	if cfg.demoEcho {
+		if _, taken := hcfg.Services["echo"]; !taken {
+			up, _, err := demoEcho() // lives as long as the process
+			if err != nil {
+				return nil, nil, fmt.Errorf("demo echo: %w", err)
+			}
+			hcfg.Services["echo"] = httpapi.Service{Upstream: up}
+			lg.Info("demo service echo: a built-in echo upstream", "upstream", up)
+		}
+	}
 	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -39,6 +40,9 @@ var (
 func (s *Server) caller(ctx context.Context, rc *fasthttp.RequestCtx, queryToken bool) (Caller, error) {
 	tok, sent := listener.Bearer(&rc.Request.Header)
 	switch {
+	case sent && len(tok) == 0 && s.cfg.Token == "" && emptyBearer(rc.Request.Header.Peek(fasthttp.HeaderAuthorization)):
+		// Open mode: "Bearer " with nothing after it (a script's empty
+		// $TOKEN) is no token, as if the header were absent.
 	case sent && len(tok) == 0: // another scheme, or no token after Bearer
 		return Caller{}, errTokenInvalid
 	case !sent && queryToken:
@@ -195,3 +199,7 @@ func (s *Server) countAuthFailure(err error) {
 		s.authFailures.WithLabelValues("invalid").Inc()
 	}
 }
+
+// emptyBearer reports whether an Authorization value is the Bearer scheme
+// with no token.
+func emptyBearer(v []byte) bool { return strings.EqualFold(strings.TrimSpace(string(v)), "bearer") }

@@ -269,6 +269,10 @@ func TestGatewayOpenMode(t *testing.T) {
 	if r := e.do("GET", "/v1/providers", "nope", ""); r.status != 401 {
 		t.Errorf("bad token in open mode = %d, want 401", r.status)
 	}
+	// A script's empty $T: "Authorization: Bearer " is no token in open mode.
+	if r := e.do("GET", "/v1/providers", "", "", "Authorization", "Bearer "); r.status != 200 {
+		t.Errorf("empty bearer in open mode = %d %s, want 200", r.status, r.raw)
+	}
 }
 
 func TestGatewayProviders(t *testing.T) {
