@@ -250,3 +250,13 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
+
+// UserByEmail finds a user by email; ErrUserNotFound.
+func (s *System) UserByEmail(ctx context.Context, email string) (User, error) {
+	reply := make(chan userReply, 1)
+	r, err := s.askUser(ctx, getUser{email: email, reply: reply}, reply)
+	if err != nil {
+		return User{}, err
+	}
+	return r.user.user(), nil
+}

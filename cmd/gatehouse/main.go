@@ -2,12 +2,15 @@
 // and the authenticated proxy on one listener, the agent gateway on another.
 //
 //	gatehouse serve [--config FILE] [--data-dir DIR] [--port N] ...
+//	gatehouse reset-password [--config FILE] [--data-dir DIR]
+//	gatehouse version
 //
 // See run.go for the flags and the GATEHOUSE_* environment variables.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,7 +20,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil && !errors.Is(err, errHelp) {
 		fmt.Fprintln(os.Stderr, "gatehouse:", err)
 		os.Exit(1)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -27,7 +28,19 @@ import (
 	"gatehouse/wal"
 )
 
-const usage = `usage: gatehouse serve [flags]   (gatehouse serve -h lists them)`
+const usage = `usage:
+  gatehouse serve [flags]            run the server (gatehouse serve -h lists the flags)
+  gatehouse reset-password [flags]   set a new password for the admin (GATEHOUSE_ADMIN_EMAIL,
+                                     default admin@localhost): GATEHOUSE_ADMIN_PASSWORD or a
+                                     generated one, printed once; run it with the server stopped
+  gatehouse version                  print the version, the commit and the Go version
+
+The config file keys (JSON) and the GATEHOUSE_* environment variables are in
+the README; GATEHOUSE_ADMIN_EMAIL and GATEHOUSE_ADMIN_PASSWORD name the
+bootstrap admin, GATEHOUSE_MASTER_KEY the master key.`
+
+// errHelp ends a run that printed its help: exit status 0.
+var errHelp = errors.New("help shown")
 
 // shutdownTimeout bounds draining, the usage flush and the final snapshot.
 const shutdownTimeout = 30 * time.Second
@@ -35,12 +48,31 @@ const shutdownTimeout = 30 * time.Second
 // run is main without the process: it returns when ctx is cancelled (after
 // a clean shutdown) or on a startup error.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "serve" {
+	cmd := ""
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "serve", "reset-password":
+	case "version":
+		fmt.Fprintln(stderr, versionLine())
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stderr, usage)
+		return errHelp
+	default:
 		return errors.New(usage)
 	}
 	cfg, err := parseServe(args[1:], getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "\n"+usage)
+		return errHelp
+	}
 	if err != nil {
 		return err
+	}
+	if cmd == "reset-password" {
+		return resetPassword(ctx, cfg, getenv, stderr)
 	}
 	lg := newLogger(cfg, stderr)
 	lg.Info("starting", "config", cfg.masked())
@@ -59,9 +91,20 @@ func newLogger(cfg fileConfig, w io.Writer) *slog.Logger {
 
 // node is everything serve opens, closed in reverse order.
 type node struct {
-	log *wal.Log
-	sys *actors.System
-	gw  *gateway.Gateway
+	log    *wal.Log
+	sys    *actors.System
+	gw     *gateway.Gateway
+	unlock func() // the data dir lock
+}
+
+// close stops the system (usage flushed, a final snapshot), closes the WAL
+// and releases the data dir.
+func (n *node) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	_ = n.sys.Close(ctx)
+	_ = n.log.Close()
+	n.unlock()
 }
 
 func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *slog.Logger, stderr io.Writer) error {
@@ -78,11 +121,8 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	if err != nil {
 		return err
 	}
+	defer n.unlock()
 	defer n.log.Close()
-	if err := bootstrapAdmin(ctx, n.sys, getenv, stderr, lg); err != nil {
-		_ = n.sys.Close(context.Background())
-		return err
-	}
 	api, gw, err := newServers(cfg, n, lg, reg, gwReg)
 	if err != nil {
 		_ = n.sys.Close(context.Background())
@@ -105,13 +145,31 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 			srv        server
 		}{"metrics", cfg.Server.MetricsAddr, httpapi.NewHealthServer("metrics", lg, reg, reg)})
 	}
-	errc := make(chan error, len(servers))
+	// Bind every listener first: the bootstrap admin (whose generated
+	// password is shown once) is created only once they all bound, so a
+	// port clash does not use it up.
+	lns := make([]net.Listener, 0, len(servers))
 	for _, l := range servers {
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
+			for _, open := range lns {
+				open.Close()
+			}
 			_ = n.sys.Close(context.Background())
 			return fmt.Errorf("listen %s: %w", l.name, err)
 		}
+		lns = append(lns, ln)
+	}
+	if err := bootstrapAdmin(ctx, n.sys, getenv, stderr, lg); err != nil {
+		for _, open := range lns {
+			open.Close()
+		}
+		_ = n.sys.Close(context.Background())
+		return err
+	}
+	errc := make(chan error, len(servers))
+	for i, l := range servers {
+		ln := lns[i]
 		lg.Info("listening", "listener", l.name, "addr", ln.Addr().String())
 		go func() { errc <- l.srv.Serve(ln) }()
 	}
@@ -141,7 +199,19 @@ func shutdown(ctx context.Context, n *node, lg *slog.Logger, errs []error) error
 	return err
 }
 
-func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer) (*node, error) {
+func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer) (_ *node, err error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
 	key, err := loadMasterKey(cfg, lg)
 	if err != nil {
 		return nil, err
@@ -187,7 +257,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 		l.Close()
 		return nil, fmt.Errorf("start actors: %w", err)
 	}
-	return &node{log: l, sys: sys, gw: gw}, nil
+	return &node{log: l, sys: sys, gw: gw, unlock: unlock}, nil
 }
 
 func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
