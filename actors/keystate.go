@@ -185,6 +185,9 @@ func (s *keyState) usageView(now time.Time, days int) Usage {
 	}
 	dec := s.win.Peek(now.Unix(), s.rec.rateLimit)
 	out.Limit, out.Used, out.Remaining = dec.Limit, dec.Used, dec.Remaining
+	if dec.Used > 0 {
+		out.ResetAt = time.Unix(dec.Reset, 0)
+	}
 	return out
 }
 

@@ -121,10 +121,13 @@ type DayCount struct {
 
 // Usage is the answer to KeyUsage.
 type Usage struct {
-	Daily      []DayCount // oldest first, exactly the requested number of days
-	Total      int64
-	Limit      int64
-	Used       int64
-	Remaining  int64
+	Daily     []DayCount // oldest first, exactly the requested number of days
+	Total     int64
+	Limit     int64
+	Used      int64
+	Remaining int64
+	// ResetAt is when the oldest request counted in the window leaves it
+	// (zero when the window is empty).
+	ResetAt    time.Time
 	LastUsedAt time.Time
 }

@@ -151,6 +151,8 @@ func TestKeyUsage(t *testing.T) {
 	for range 3 {
 		w.sys.Authorize(ctx, []byte(secret))
 	}
+	// the three requests of now leave the sliding window in an hour
+	resetAt := w.sys.clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	path := "/api/keys/" + id.String() + "/usage"
 	tests := []struct {
 		query  string
@@ -181,7 +183,7 @@ func TestKeyUsage(t *testing.T) {
 					t.Errorf("two days ago = %v", d)
 				}
 			}
-			want := map[string]any{"limit": 1000.0, "used": 3.0, "remaining": 997.0, "windowHours": 1.0}
+			want := map[string]any{"limit": 1000.0, "used": 3.0, "remaining": 997.0, "windowHours": 1.0, "resetAt": resetAt}
 			if diff := cmp.Diff(want, r.json["rateLimit"]); diff != "" || r.json["totalUsageCount"] != 5.0 {
 				t.Errorf("rateLimit (-want +got):\n%s total %v", diff, r.json["totalUsageCount"])
 			}

@@ -115,7 +115,7 @@ func TestListKeys(t *testing.T) {
 	want := map[string]any{
 		"id": second.String(), "name": "second", "prefix": "svc_live", "keyPreview": got["keyPreview"],
 		"rateLimit": 1000.0, "isActive": true, "lastUsedAt": nil, "usageCount": 0.0,
-		"expiresAt": nil, "createdAt": "2026-11-22T10:01:00Z",
+		"expiresAt": nil, "createdAt": "2026-11-22T10:01:00Z", "rotatedAt": nil, "gracePeriodEndsAt": nil,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("newest key (-want +got):\n%s", diff)

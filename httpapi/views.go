@@ -50,6 +50,10 @@ type keyListView struct {
 	UsageCount int64     `json:"usageCount"`
 	ExpiresAt  isoTime   `json:"expiresAt"`
 	CreatedAt  isoTime   `json:"createdAt"`
+	// Ours, for the console's status column: the last rotation and the
+	// end of the previous secret's grace period.
+	RotatedAt         isoTime `json:"rotatedAt"`
+	GracePeriodEndsAt isoTime `json:"gracePeriodEndsAt"`
 }
 
 func newKeyListView(k actors.KeyInfo) keyListView {
@@ -57,6 +61,7 @@ func newKeyListView(k actors.KeyInfo) keyListView {
 		ID: k.ID, Name: k.Name, Prefix: k.Prefix, KeyPreview: k.Preview, RateLimit: k.RateLimit,
 		IsActive: k.IsActive, LastUsedAt: isoTime(k.LastUsedAt), UsageCount: k.UsageCount,
 		ExpiresAt: isoTime(k.ExpiresAt), CreatedAt: isoTime(k.CreatedAt),
+		RotatedAt: isoTime(k.RotatedAt), GracePeriodEndsAt: isoTime(k.GraceEndsAt),
 	}
 }
 
@@ -112,6 +117,9 @@ type limitView struct {
 	Used        int64 `json:"used"`
 	Remaining   int64 `json:"remaining"`
 	WindowHours int   `json:"windowHours"`
+	// ResetAt (ours): when the oldest counted request leaves the sliding
+	// window, null when the window is empty.
+	ResetAt isoTime `json:"resetAt"`
 }
 
 type usageBody struct {
@@ -128,7 +136,7 @@ func newUsageBody(u actors.Usage) usageBody {
 	return usageBody{
 		DailyUsage:      days,
 		TotalUsageCount: u.Total,
-		RateLimit:       limitView{Limit: u.Limit, Used: u.Used, Remaining: u.Remaining, WindowHours: 1},
+		RateLimit:       limitView{Limit: u.Limit, Used: u.Used, Remaining: u.Remaining, WindowHours: 1, ResetAt: isoTime(u.ResetAt)},
 	}
 }
 
