@@ -9,18 +9,16 @@ import (
 	"mime"
 	"net/url"
 	"path"
-
-	"github.com/valyala/fasthttp"
 )
 
-// docsUI holds the OpenAPI viewer, fetched by `make docs-ui` from the npm
-// package swagger-ui-dist; a fresh clone has only the README placeholder.
+// docsUI holds the OpenAPI viewer, vendored from the pinned npm package
+// swagger-ui-dist by `make web-assets` and committed, so a plain `go
+// build` binary serves /docs (TestVendoredAssets checks the copy).
 //
-//go:embed docsui
+//go:embed docsui/*.js docsui/*.css docsui/LICENSE docsui/NOTICE docsui/*.txt
 var docsUI embed.FS
 
-// docsFiles is the viewer's directory; tests swap it to test the
-// unbundled case.
+// docsFiles is the viewer's directory.
 var docsFiles = func() fs.FS {
 	sub, err := fs.Sub(docsUI, "docsui")
 	if err != nil {
@@ -28,11 +26,6 @@ var docsFiles = func() fs.FS {
 	}
 	return sub
 }()
-
-const (
-	docsBundleJS  = "swagger-ui-bundle.js"
-	docsBundleCSS = "swagger-ui.css"
-)
 
 var docsPageTmpl = template.Must(template.New("docs").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gatehouse agent gateway API</title>
@@ -43,19 +36,6 @@ var docsPageTmpl = template.Must(template.New("docs").Parse(`<!doctype html>
 </body></html>
 `))
 
-const docsMissing = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>gatehouse docs viewer not bundled</title></head>
-<body><h1>The docs viewer is not bundled in this build</h1>
-<p>Run <code>make docs-ui</code> (it fetches the swagger-ui-dist npm package) and rebuild.
-The raw OpenAPI document is served at <a href="/docs/openapi.json">/docs/openapi.json</a>.</p></body></html>
-`
-
-func docsBundled() bool {
-	_, err1 := fs.Stat(docsFiles, docsBundleJS)
-	_, err2 := fs.Stat(docsFiles, docsBundleCSS)
-	return err1 == nil && err2 == nil
-}
-
 // docsPageIn carries the token a browser opened /docs with, to pass on.
 type docsPageIn struct {
 	Token string `query:"token" json:"-"`
@@ -65,9 +45,6 @@ type docsPageIn struct {
 // spec so a browser can open /docs?token=<token>.
 func (s *Server) docsPage(_ context.Context, _ Caller, in docsPageIn) (Body, error) {
 	const html = "text/html; charset=utf-8"
-	if !docsBundled() {
-		return Body{ContentType: html, Data: []byte(docsMissing), Status: fasthttp.StatusServiceUnavailable}, nil
-	}
 	q := ""
 	if in.Token != "" {
 		q = "?token=" + url.QueryEscape(in.Token)

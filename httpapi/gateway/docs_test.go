@@ -2,20 +2,19 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
+
+	"gatehouse/httpapi/webassets"
 )
 
 func TestDocsPage(t *testing.T) {
 	e := newGWEnv(t, gwOpts{token: gwToken})
 	if r := e.do("GET", "/docs", "", ""); r.status != 401 {
 		t.Errorf("GET /docs without a token = %d, want 401", r.status)
-	}
-	if !docsBundled() {
-		missing(t, "viewer not bundled: run `make docs-ui`")
 	}
 	r := e.must(200, "GET", "/docs?token="+gwToken, "", "")
 	if !strings.Contains(r.raw, "/docs/assets/swagger-ui-bundle.js?token="+gwToken) || !strings.Contains(r.raw, `"/docs/openapi.json?token=`+gwToken+`"`) {
@@ -26,14 +25,14 @@ func TestDocsPage(t *testing.T) {
 	e.must(200, "GET", "/docs/openapi.json?token="+gwToken, "", "")
 }
 
-func TestDocsPageWithoutBundle(t *testing.T) {
-	saved := docsFiles
-	docsFiles = fstest.MapFS{"README.txt": {Data: []byte("placeholder")}}
-	t.Cleanup(func() { docsFiles = saved })
-	e := newGWEnv(t, gwOpts{token: gwToken})
-	r := e.must(503, "GET", "/docs", gwToken, "")
-	if !strings.Contains(r.raw, "make docs-ui") || !strings.Contains(r.raw, "/docs/openapi.json") {
-		t.Errorf("missing-bundle page = %s", r.raw)
+// TestVendoredAssets: the committed viewer is the pinned swagger-ui-dist's.
+func TestVendoredAssets(t *testing.T) {
+	err := webassets.Check("testdata/docsui-src", "docsui")
+	if errors.Is(err, webassets.ErrNotInstalled) {
+		missing(t, "run `make web-test-deps` (npm ci in testdata/docsui-src)")
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -41,9 +40,6 @@ func TestDocsPageWithoutBundle(t *testing.T) {
 // viewer rendered the operations.
 func TestDocsInChromium(t *testing.T) {
 	chromium := needTool(t, "chromium", "run `make chromium` (Debian package chromium)")
-	if !docsBundled() {
-		missing(t, "viewer not bundled: run `make docs-ui`")
-	}
 	e := newGWEnv(t, gwOpts{token: gwToken})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
