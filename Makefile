@@ -10,7 +10,7 @@ OPENAI_CLIENT := cmd/gatehouse/testdata/openaiclient
 
 all: build
 
-build: docs-ui
+build:
 	$(GO) build -o $(BIN) ./cmd/gatehouse
 
 ## run: start the server on embedded defaults (data under ./data);
@@ -19,7 +19,7 @@ run: build
 	./$(BIN) serve --data-dir $(DATA_DIR) $(if $(CONFIG),--config $(CONFIG)) $(if $(DEMO),--demo-echo)
 
 ## test: every test, with the race detector
-test: test-deps gw-test-deps
+test: test-deps gw-test-deps web-test-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $(PKGS)
 
 ## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse).
@@ -82,34 +82,49 @@ fix:
 clean:
 	rm -rf bin
 
-# --- agent gateway (httpapi/gateway): docs viewer and test tools ---
+# --- browser assets and browser tests ---
 GW_CLIENT   := httpapi/gateway/testdata/gwclient
-DOCS_UI_SRC := httpapi/gateway/testdata/docsui-src
-DOCS_UI_DIR := httpapi/gateway/docsui
+CONSOLE_DRV := cmd/gatehouse/testdata/console
+# <npm project>:<embedded directory>: the vendored browser libraries (each
+# project's vendor.txt lists the files), committed so a plain `go build`
+# carries them.
+WEB_ASSETS  := httpapi/console/testdata/npm:httpapi/console/web \
+               httpapi/gateway/testdata/docsui-src:httpapi/gateway/docsui
 
-.PHONY: docs-ui gw-test-deps chromium
+.PHONY: web-assets web-test-deps gw-test-deps chromium
 
-## docs-ui: copy the pinned OpenAPI viewer (npm swagger-ui-dist) into
-## httpapi/gateway/docsui for go:embed. Without npm the binary serves a notice at /docs.
-docs-ui:
+## web-assets: re-vendor the console's chart library (uplot) and the /docs
+## viewer (swagger-ui-dist) from their pinned npm packages; commit the result
+web-assets:
+	@for pair in $(WEB_ASSETS); do \
+		src=$${pair%%:*}; dst=$${pair#*:}; \
+		npm ci --prefix $$src --no-audit --no-fund --loglevel=error || exit 1; \
+		grep -v '^#' $$src/vendor.txt | while read -r from to; do \
+			[ -n "$$from" ] || continue; \
+			mkdir -p "$$(dirname $$dst/$$to)" && cp $$src/$$from $$dst/$$to && echo "vendored $$dst/$$to"; \
+		done; \
+	done
+
+## web-test-deps: the pinned npm projects TestVendoredAssets compares the
+## committed assets with, and puppeteer-core for the console's browser test
+web-test-deps: chromium
 	@if command -v npm >/dev/null 2>&1; then \
-		npm ci --prefix $(DOCS_UI_SRC) --no-audit --no-fund --loglevel=error && \
-		cp $(DOCS_UI_SRC)/node_modules/swagger-ui-dist/swagger-ui-bundle.js \
-		   $(DOCS_UI_SRC)/node_modules/swagger-ui-dist/swagger-ui.css $(DOCS_UI_DIR)/; \
+		for pair in $(WEB_ASSETS); do npm ci --prefix $${pair%%:*} --no-audit --no-fund --loglevel=error || exit 1; done; \
+		npm ci --prefix $(CONSOLE_DRV) --no-audit --no-fund --loglevel=error; \
 	else \
-		echo "npm not found: /docs will explain that the viewer is not bundled"; \
+		echo "npm not found: the vendored-asset and console browser tests will skip (and fail when CI=true)"; \
 	fi
 
 ## gw-test-deps: the openai client and the OpenAPI validator for the
 ## gateway's tests in httpapi/gateway (they skip without them, and fail when CI=true).
-gw-test-deps: docs-ui chromium
+gw-test-deps: chromium
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix $(GW_CLIENT) --no-audit --no-fund --loglevel=error; \
 	else \
 		echo "npm not found: the gateway's node tests will skip (and fail when CI=true)"; \
 	fi
 
-## chromium: Debian's chromium for the /docs browser test, only when missing
+## chromium: Debian's chromium for the browser tests, only when missing
 chromium:
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \

@@ -8,13 +8,17 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/httpapi/console"
 	"gatehouse/httpapi/listener"
 )
 
 // Route patterns, as they appear in the "route" metrics label.
 const routeProxy = "/api/proxy/{service}/v1/{rest:*}"
 
-var proxyPrefix = []byte("/api/proxy/")
+var (
+	proxyPrefix   = []byte("/api/proxy/")
+	consolePrefix = []byte(console.Prefix)
+)
 
 // handlerFunc is a handler below the route wrapper: it gets the request's
 // context and returns an error for writeError instead of writing it.
@@ -55,6 +59,20 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	s.handle(r, post, "/api/keys/{id}/revoke", s.session(s.revokeKey))
 	s.handle(r, get, "/api/keys/{id}/usage", s.session(s.keyUsage))
 
+	// The web console: a page and its assets, over the API above. It is
+	// dispatched on its prefix (the router cannot match "/console/" and
+	// the assets below it with one pattern).
+	cons := console.New()
+	serveConsole := s.l.Wrap(console.Prefix, func(rc *fasthttp.RequestCtx) {
+		switch {
+		case !rc.IsGet() && !rc.IsHead():
+			s.writeError(rc, errMethodNotAllowed)
+		case !cons.Serve(rc):
+			s.writeError(rc, errNotFound)
+		}
+	})
+	r.Handle(get, "/", s.l.Wrap("/", func(rc *fasthttp.RequestCtx) { rc.Redirect(console.Root, fasthttp.StatusFound) }))
+
 	// The proxy takes every method and is dispatched on its prefix before
 	// the router: the router's catch-all would copy the path on every
 	// request, and the proxy parses the raw path itself anyway.
@@ -63,6 +81,10 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	return func(rc *fasthttp.RequestCtx) {
 		if bytes.HasPrefix(rc.Request.URI().PathOriginal(), proxyPrefix) {
 			proxy(rc)
+			return
+		}
+		if p := rc.Path(); bytes.HasPrefix(p, consolePrefix) && (len(p) == len(consolePrefix) || p[len(consolePrefix)] == '/') {
+			serveConsole(rc)
 			return
 		}
 		routed(rc)

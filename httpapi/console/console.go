@@ -1,0 +1,150 @@
+// Package console is the web console of the :8080 listener: a small
+// single-page app, embedded in the binary, where users log in, create,
+// watch, rotate, revoke and delete their API keys, and admins manage
+// users and look at their keys.
+//
+// The console has no endpoints of its own: its script calls the JSON API
+// the seed defines (/api/auth, /api/keys, /api/users), with the session
+// cookie and the same CSRF rules as any other client. This package only
+// serves the page and its assets, with a strict Content-Security-Policy
+// (scripts, styles and connections from this origin only; no inline
+// script or style). The charting library (uPlot) is vendored from its
+// pinned npm package into web/vendor by `make web-assets`;
+// TestVendoredAssets fails when the committed copy and the pin disagree.
+package console
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"mime"
+	"path"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Prefix is the console's path on the listener; Root is its page.
+const (
+	Prefix = "/console"
+	Root   = Prefix + "/"
+	assets = Prefix + "/assets/"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Files is the embedded web directory: index.html, the app's script and
+// style, and vendor/ (the vendored libraries and their licenses).
+func Files() fs.FS {
+	sub, err := fs.Sub(webFS, "web")
+	if err != nil {
+		panic(err) // the directory is embedded: cannot happen
+	}
+	return sub
+}
+
+// CSP is the Content-Security-Policy of every console response.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+type asset struct {
+	body  []byte
+	ctype string
+	etag  string
+}
+
+// Handler serves the console. It is safe for concurrent use: its files
+// are read once, in New.
+type Handler struct {
+	files map[string]asset // by path below web/
+}
+
+// New reads the embedded files and their ETags. It panics if they are
+// unreadable, which only a broken build can cause (like template.Must).
+func New() *Handler {
+	h, err := newHandler()
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+func newHandler() (*Handler, error) {
+	h := &Handler{files: make(map[string]asset)}
+	err := fs.WalkDir(Files(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(Files(), p)
+		if err != nil {
+			return fmt.Errorf("console: read %s: %w", p, err)
+		}
+		sum := sha256.Sum256(b)
+		ctype := mime.TypeByExtension(path.Ext(p))
+		if ctype == "" || strings.HasSuffix(p, "LICENSE") {
+			ctype = "text/plain; charset=utf-8"
+		}
+		h.files[p] = asset{body: b, ctype: ctype, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := h.files["index.html"]; !ok {
+		return nil, fmt.Errorf("console: index.html is not embedded")
+	}
+	return h, nil
+}
+
+// Serve answers GET and HEAD below Prefix: the page at Root (and, for
+// the app's own routes, nowhere else: they live in the URL fragment), the
+// assets below /console/assets/. It reports false for a path it does
+// not serve, leaving the answer to the caller.
+func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
+	p := string(rc.Path())
+	switch {
+	case p == Prefix:
+		rc.Redirect(Root, fasthttp.StatusFound)
+		return true
+	case p == Root:
+		h.write(rc, h.files["index.html"], "no-store")
+		return true
+	case strings.HasPrefix(p, assets):
+		name := strings.TrimPrefix(p, assets)
+		if name == "index.html" {
+			return false
+		}
+		a, ok := h.files[name]
+		if !ok {
+			return false
+		}
+		// Names are not content-hashed: revalidate, answered by the ETag.
+		h.write(rc, a, "no-cache")
+		return true
+	}
+	return false
+}
+
+func (h *Handler) write(rc *fasthttp.RequestCtx, a asset, cache string) {
+	hd := &rc.Response.Header
+	hd.Set("Content-Security-Policy", CSP)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	hd.Set(fasthttp.HeaderCacheControl, cache)
+	hd.Set(fasthttp.HeaderETag, a.etag)
+	if inm := rc.Request.Header.Peek(fasthttp.HeaderIfNoneMatch); len(inm) > 0 && bytes.Contains(inm, []byte(a.etag)) {
+		rc.SetStatusCode(fasthttp.StatusNotModified)
+		return
+	}
+	hd.SetContentType(a.ctype)
+	rc.SetStatusCode(fasthttp.StatusOK)
+	if !rc.IsHead() {
+		rc.SetBody(a.body)
+	}
+}
