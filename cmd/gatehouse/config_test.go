@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -50,14 +51,34 @@ func TestParseServe(t *testing.T) {
 					t.Errorf("port %d, want 9200", c.Server.Port)
 				}
 			}},
-		{name: "unknown key", file: `{"server":{"prot":1}}`, wantErr: `unknown field "prot"`},
-		{name: "wrong type names field", file: `{"server":{"port":"x"}}`, wantErr: "server.port"},
-		{name: "bad duration names field", file: `{"keys":{"rotation_grace_period":"a day"}}`, wantErr: "keys.rotation_grace_period"},
-		{name: "negative grace", file: `{"keys":{"rotation_grace_period":"-1h"}}`, wantErr: "keys.rotation_grace_period"},
-		{name: "bad port", args: []string{"--port", "70000"}, wantErr: "server.port"},
+		// FILE in wantErr stands for the config file's path.
+		{name: "unknown key", file: `{"server":{"prot":1}}`, wantErr: `config FILE:1:12: unknown key "server.prot"; valid keys here: host, port, secure_cookies, max_body_bytes, request_timeout, session_ttl, metrics_addr`},
+		{name: "unknown top-level key", file: `{"sever":{}}`, wantErr: `config FILE:1:2: unknown key "sever"; valid keys here: master_key_file, data_dir, log, server, gateway,`},
+		{name: "unknown key in a service", file: `{"services":{"openai":{"upstream":"https://h","timout":"5s"}}}`,
+			wantErr: `config FILE:1:47: unknown key "services.openai.timout"; valid keys here: upstream, headers, timeout, max_conns`},
+		{name: "unknown key three deep", file: `{"keys":{"max_per_user":{"basic":5}}}`,
+			wantErr: `config FILE:1:26: unknown key "keys.max_per_user.basic"; valid keys here: standard, premium`},
+		{name: "unknown key after a valid one", file: "{\n  \"wal\": {\"no_sync\": true, \"fsync\": false}\n}",
+			wantErr: `config FILE:2:28: unknown key "wal.fsync"; valid keys here: max_batch, no_sync`},
+		{name: "syntax error", file: "{\n  \"server\": {\n    \"port\": 9000,\n  }\n}",
+			wantErr: `config FILE:4:3: invalid character '}' looking for beginning of object key string`},
+		{name: "truncated", file: "{\"server\": {\"port\": 9000", wantErr: `config FILE:1:24: unexpected end of JSON input`},
+		{name: "data after the object", file: `{"server":{}} {}`, wantErr: `config FILE:1:15: invalid character '{' after top-level value`},
+		{name: "wrong type", file: `{"server":{"port":"x"}}`, wantErr: `config FILE:1:19: server.port: want an integer, got a string`},
+		{name: "fraction for an integer", file: `{"server":{"port":80.5}}`, wantErr: `config FILE:1:19: server.port: want an integer, got 80.5`},
+		{name: "negative for unsigned", file: `{"snapshot":{"every_records":-1}}`, wantErr: `snapshot.every_records: want an integer >= 0, got -1`},
+		{name: "object for a bool", file: `{"wal":{"no_sync":{}}}`, wantErr: `config FILE:1:19: wal.no_sync: want true or false, got an object`},
+		{name: "number for a duration", file: `{"services":{"a":{"timeout":5}}}`,
+			wantErr: `config FILE:1:29: services.a.timeout: want a duration string such as "24h", got 5`},
+		{name: "string for a header map", file: `{"services":{"a":{"headers":"x"}}}`, wantErr: `services.a.headers: want an object, got a string`},
+		{name: "array for the file", file: `[]`, wantErr: `config FILE:1:1: want an object, got an array`},
+		{name: "bad duration", file: `{"keys":{"rotation_grace_period":"a day"}}`,
+			wantErr: `config FILE: keys.rotation_grace_period must be a duration such as "24h" or "500ms", not "a day"`},
+		{name: "negative grace", file: `{"keys":{"rotation_grace_period":"-1h"}}`, wantErr: "config FILE: keys.rotation_grace_period must be >= 0"},
+		{name: "bad port", args: []string{"--port", "70000"}, wantErr: "config: server.port must be in 0..65535"},
 		{name: "port not a number", env: map[string]string{"GATEHOUSE_PORT": "eighty"}, wantErr: "--port"},
-		{name: "bad plan", file: `{"plans":{"standard":0}}`, wantErr: "plans.standard"},
-		{name: "bad upstream", file: `{"services":{"x":{"upstream":"ftp://h"}}}`, wantErr: "services.x.upstream"},
+		{name: "bad plan", file: `{"plans":{"standard":0}}`, wantErr: "config FILE: plans.standard must be in 1..1000000000"},
+		{name: "bad upstream", file: `{"services":{"x":{"upstream":"ftp://h"}}}`, wantErr: "config FILE: services.x.upstream must be an http:// or https:// URL"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: "log.format"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected argument"},
 	}
@@ -70,8 +91,12 @@ func TestParseServe(t *testing.T) {
 			getenv := func(k string) string { return tt.env[k] }
 			c, err := parseServe(args, getenv, io.Discard)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("parseServe() error = %v, want one naming %q", err, tt.wantErr)
+				want := tt.wantErr
+				if tt.file != "" {
+					want = strings.ReplaceAll(want, "FILE", args[1])
+				}
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("parseServe() error = %v, want one containing %q", err, want)
 				}
 				return
 			}
@@ -93,5 +118,75 @@ func TestMaskedConfigHidesSecrets(t *testing.T) {
 	}
 	if c.Services["p"].Headers["Authorization"] != "Bearer sk-secret" {
 		t.Error("masked() modified the config")
+	}
+}
+
+// TestValidateNamesSource: a validation error names what set the bad value:
+// the environment variable or flag (setBy), else the file, else the defaults.
+func TestValidateNamesSource(t *testing.T) {
+	tests := []struct {
+		name string
+		set  func(c *fileConfig)
+		want string
+	}{
+		{"env", func(c *fileConfig) {
+			c.Server.Port = 99999
+			c.setBy("server.port", "GATEHOUSE_PORT", "99999")
+		}, "GATEHOUSE_PORT=99999: server.port must be in 0..65535"},
+		{"flag", func(c *fileConfig) {
+			c.Log.Format = "xml"
+			c.setBy("log.format", "--log-format", "xml")
+		}, "--log-format=xml: log.format must be "},
+		{"secret masked", func(c *fileConfig) {
+			c.Gateway.Host, c.Gateway.Token = "0.0.0.0", "short-secret"
+			c.setBy("gateway.token", "GATEHOUSE_GATEWAY_TOKEN", "short-secret")
+		}, "GATEHOUSE_GATEWAY_TOKEN=***: gateway.token must be at least 32 characters"},
+		{"file", func(c *fileConfig) {
+			c.file, c.Plans.Premium = "/etc/gatehouse.json", 0
+			c.setBy("server.port", "GATEHOUSE_PORT", "9000") // another key
+		}, "config /etc/gatehouse.json: plans.premium must be in 1..1000000000"},
+		{"defaults", func(c *fileConfig) { c.Gateway.Host = "0.0.0.0" },
+			`config: gateway.token must be set unless gateway.host is a loopback address (got "0.0.0.0")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := defaultConfig()
+			tt.set(&c)
+			err := c.validate()
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("validate() = %v, want %q...", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "short-secret") {
+				t.Errorf("validate() = %v shows the token", err)
+			}
+		})
+	}
+}
+
+// TestDecodeStrict: decodeStrict on shapes the config does not have
+// (arrays, characters beyond ASCII) and on a document it accepts.
+func TestDecodeStrict(t *testing.T) {
+	type item struct {
+		Name string `json:"name"`
+		Tags []int  `json:"tags"`
+	}
+	type doc struct {
+		Title string `json:"title"`
+		Items []item `json:"items"`
+	}
+	tests := []struct {
+		in, want string
+	}{
+		{`{"items":[{"name":"a"},{"nmae":"b"}]}`, `1:25: unknown key "items[1].nmae"; valid keys here: name, tags`},
+		{`{"items":[{"name":"a","tags":[1,"2"]}]}`, `1:33: items[0].tags[1]: want an integer, got a string`},
+		{"{\"title\": \"résumé\" \"items\": []}", `1:20: invalid character '"' after object key:value pair`},
+		{`{"Title":"x","ITEMS":[{"NAME":"y"}],"items":null}`, ""}, // keys match as encoding/json matches them
+	}
+	for _, tt := range tests {
+		var d doc
+		err := decodeStrict([]byte(tt.in), &d)
+		if got := fmt.Sprint(err); tt.want == "" && err != nil || tt.want != "" && got != tt.want {
+			t.Errorf("decodeStrict(%s) = %v, want %q", tt.in, err, tt.want)
+		}
 	}
 }
