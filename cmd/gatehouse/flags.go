@@ -11,8 +11,8 @@ import (
 // setting is one flag: its setter applies a value given on the command line
 // or, failing that, in the GATEHOUSE_* environment variable of the same name.
 type setting struct {
-	name, usage string
-	set         func(c *fileConfig, v string) error
+	name, key, usage string
+	set              func(c *fileConfig, v string) error
 }
 
 func intSetter(name string, dst func(*fileConfig) *int) func(*fileConfig, string) error {
@@ -31,15 +31,15 @@ func strSetter(dst func(*fileConfig) *string) func(*fileConfig, string) error {
 }
 
 var settings = []setting{
-	{"data-dir", "directory for the WAL, snapshots and master key", strSetter(func(c *fileConfig) *string { return &c.DataDir })},
-	{"host", "key-management and proxy listen address", strSetter(func(c *fileConfig) *string { return &c.Server.Host })},
-	{"port", "key-management and proxy port (0: any free port)", intSetter("port", func(c *fileConfig) *int { return &c.Server.Port })},
-	{"gateway-host", "agent gateway listen address", strSetter(func(c *fileConfig) *string { return &c.Gateway.Host })},
-	{"gateway-port", "agent gateway port (0: any free port)", intSetter("gateway-port", func(c *fileConfig) *int { return &c.Gateway.Port })},
-	{"gateway-token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
-	{"master-key-file", "file holding the 64-hex-character master key (default <data-dir>/master.key)", strSetter(func(c *fileConfig) *string { return &c.MasterKeyFile })},
-	{"log-format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},
-	{"log-level", "debug, info, warn or error", strSetter(func(c *fileConfig) *string { return &c.Log.Level })},
+	{"data-dir", "data_dir", "directory for the WAL, snapshots and master key", strSetter(func(c *fileConfig) *string { return &c.DataDir })},
+	{"host", "server.host", "key-management and proxy listen address", strSetter(func(c *fileConfig) *string { return &c.Server.Host })},
+	{"port", "server.port", "key-management and proxy port (0: any free port)", intSetter("port", func(c *fileConfig) *int { return &c.Server.Port })},
+	{"gateway-host", "gateway.host", "agent gateway listen address", strSetter(func(c *fileConfig) *string { return &c.Gateway.Host })},
+	{"gateway-port", "gateway.port", "agent gateway port (0: any free port)", intSetter("gateway-port", func(c *fileConfig) *int { return &c.Gateway.Port })},
+	{"gateway-token", "gateway.token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
+	{"master-key-file", "master_key_file", "file holding the 64-hex-character master key (default <data-dir>/master.key)", strSetter(func(c *fileConfig) *string { return &c.MasterKeyFile })},
+	{"log-format", "log.format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},
+	{"log-level", "log.level", "debug, info, warn or error", strSetter(func(c *fileConfig) *string { return &c.Log.Level })},
 }
 
 func envName(flagName string) string {
@@ -77,15 +77,16 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (fi
 		}
 	}
 	for _, s := range settings {
-		v, ok := *vals[s.name], given[s.name]
-		if !ok {
-			v = getenv(envName(s.name))
-			ok = v != ""
+		v, by := *vals[s.name], "--"+s.name
+		if !given[s.name] {
+			by = envName(s.name)
+			v = getenv(by)
 		}
-		if ok {
+		if given[s.name] || v != "" {
 			if err := s.set(&cfg, v); err != nil {
 				return fileConfig{}, err
 			}
+			cfg.setBy(s.key, by, v)
 		}
 	}
 	cfg.masterKey = getenv("GATEHOUSE_MASTER_KEY")
