@@ -22,13 +22,19 @@ run: build
 test: test-deps gw-test-deps web-test-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $(PKGS)
 
-## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse).
-## Without npm that test skips, and fails under CI=true.
+## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse),
+## and the tools the README's walk-through uses for TestREADME (curl, jq,
+## zip, openssl), from Debian's packages when missing. Without them those
+## tests skip, and fail under CI=true.
 test-deps:
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix $(OPENAI_CLIENT) --no-audit --no-fund --loglevel=error; \
 	else \
 		echo "npm not found: TestOpenAIClient will skip (and fail when CI=true)"; \
+	fi
+	@missing=; for t in curl jq zip openssl; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
 ## test-crash: the crash tests, 20 times in a row
