@@ -200,6 +200,11 @@ func shutdown(ctx context.Context, n *node, lg *slog.Logger, errs []error) error
 }
 
 func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer) (_ *node, err error) {
+	// Absolute, so that paths handed to tools and MCP servers (which run
+	// in their workspace) do not resolve against that workspace.
+	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}

@@ -152,8 +152,13 @@ func LookPath(name string) (string, error) {
 }
 
 // Environ is a tool's whole environment: env, and PATH (DefaultPath),
-// HOME and TMPDIR (the workspace), LANG unless env sets them.
+// HOME and TMPDIR (the workspace, made absolute: the tool runs inside it,
+// where a relative path would name a directory below it), LANG unless env
+// sets them.
 func Environ(env map[string]string, workspace string) []string {
+	if abs, err := filepath.Abs(workspace); err == nil {
+		workspace = abs
+	}
 	base := map[string]string{"PATH": DefaultPath, "HOME": workspace, "TMPDIR": workspace, "LANG": "C.UTF-8"}
 	for k, v := range env {
 		base[k] = v

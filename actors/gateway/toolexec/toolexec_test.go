@@ -115,3 +115,14 @@ func TestRefused(t *testing.T) {
 		t.Skip("no sh")
 	}
 }
+
+// TestEnvironAbsolute: a relative workspace (a relative data dir) gives
+// absolute HOME and TMPDIR, since the tool runs inside the workspace.
+func TestEnvironAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, kv := range Environ(nil, "data/workspaces/a") {
+		if k, v, _ := strings.Cut(kv, "="); (k == "HOME" || k == "TMPDIR") && !filepath.IsAbs(v) {
+			t.Errorf("%s = %q, want an absolute path", k, v)
+		}
+	}
+}
