@@ -31,14 +31,7 @@ func atoi(s string) int {
 // keys, delete, log out. Every page is kept as a screenshot in
 // testdata/console/screenshots.
 func TestConsoleInChromium(t *testing.T) {
-	need := func(what string) {
-		t.Helper()
-		msg := what + ": run `make web-test-deps`"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	need := func(what string) { t.Helper(); skipOrFail(t, what+": run `make web-test-deps`") }
 	node, err := exec.LookPath("node")
 	if err != nil {
 		need("node not found")

@@ -86,44 +86,65 @@ func writeConfig(tb testing.TB, dataDir string, extra map[string]any) string {
 	return path
 }
 
-// startChild starts the binary and waits until both listeners are up.
+// skipOrFail skips the test for a missing tool or package, and fails it
+// under CI=true, where everything must be there.
+func skipOrFail(tb testing.TB, msg string) {
+	tb.Helper()
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
+
+// startChild starts the binary on configPath, with the bootstrap admin's
+// email and password, and waits until both listeners are up.
 func startChild(tb testing.TB, configPath string) *child {
+	tb.Helper()
+	env := append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword)
+	return startServe(tb, "", env, "serve", "--config", configPath)
+}
+
+// startServe starts the binary in dir ("" for this one) with args and env
+// (a JSON log) and waits until both listeners are up; a metrics
+// listener's address arrives on c.metrics.
+func startServe(tb testing.TB, dir string, env []string, args ...string) *child {
 	tb.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	c := &child{logs: &syncBuffer{}, done: make(chan struct{}), metrics: make(chan string, 1)}
-	c.cmd = exec.Command(bin, "serve", "--config", configPath)
-	c.cmd.Env = append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword)
+	c.cmd = exec.Command(bin, args...)
+	c.cmd.Dir, c.cmd.Env = dir, env
 	pr, pw := io.Pipe()
 	c.cmd.Stderr = io.MultiWriter(pw, c.logs)
 	if err := c.cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
 	go func() { _ = c.cmd.Wait(); pw.Close(); close(c.done) }()
-	addrs := make(chan [2]string, 1)
+	addrs := make(chan map[string]string, 1)
 	go func() {
-		var got [2]string
+		got := map[string]string{}
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			var line struct{ Msg, Listener, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				if line.Listener == "metrics" {
-					c.metrics <- "http://" + line.Addr
-					continue
-				}
-				got[map[string]int{"api": 0, "gateway": 1}[line.Listener]] = "http://" + line.Addr
-				if got[0] != "" && got[1] != "" {
-					addrs <- got
-				}
+			if json.Unmarshal(sc.Bytes(), &line) != nil || line.Msg != "listening" {
+				continue
+			}
+			if line.Listener == "metrics" {
+				c.metrics <- "http://" + line.Addr
+				continue
+			}
+			got[line.Listener] = "http://" + line.Addr
+			if got["api"] != "" && got["gateway"] != "" {
+				addrs <- got
 			}
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
 	select {
 	case a := <-addrs:
-		c.api, c.gateway = a[0], a[1]
+		c.api, c.gateway = a["api"], a["gateway"]
 	case <-c.done:
 		tb.Fatalf("gatehouse exited early:\n%s", c.logs.String())
 	case <-time.After(30 * time.Second):

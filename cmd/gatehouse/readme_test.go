@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -264,51 +263,6 @@ set -Eeuo pipefail
 	return startServe(t, dir, env, serve...)
 }
 
-// startServe starts the binary in dir with args and env (a JSON log) and
-// waits until both listeners are up, as startChild does for a config file.
-func startServe(tb testing.TB, dir string, env []string, args ...string) *child {
-	tb.Helper()
-	bin, err := buildBinary()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := &child{logs: &syncBuffer{}, done: make(chan struct{}), metrics: make(chan string, 1)}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Dir, c.cmd.Env = dir, env
-	pr, pw := io.Pipe()
-	c.cmd.Stderr = io.MultiWriter(pw, c.logs)
-	if err := c.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); pw.Close(); close(c.done) }()
-	addrs := make(chan map[string]string, 1)
-	go func() {
-		got := map[string]string{}
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			var line struct{ Msg, Listener, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				got[line.Listener] = "http://" + line.Addr
-				if got["api"] != "" && got["gateway"] != "" {
-					addrs <- got
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addrs:
-		c.api, c.gateway = a["api"], a["gateway"]
-	case <-c.done:
-		tb.Fatalf("gatehouse exited early:\n%s", c.logs.String())
-	case <-time.After(30 * time.Second):
-		c.kill()
-		tb.Fatalf("gatehouse did not start:\n%s", c.logs.String())
-	}
-	tb.Cleanup(c.kill)
-	return c
-}
-
 // checkAnswers finds each example answer of blocks in out, in order.
 func checkAnswers(t *testing.T, blocks []readmeBlock, out string) {
 	t.Helper()
@@ -385,14 +339,6 @@ func lookTool(tb testing.TB, name, hint string) string {
 		skipOrFail(tb, strings.TrimSuffix(name+" not found: "+hint, ": "))
 	}
 	return p
-}
-
-func skipOrFail(tb testing.TB, msg string) {
-	tb.Helper()
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
 }
 
 // environWithout is the test's environment minus the variables that
