@@ -76,6 +76,7 @@ func TestConsoleInChromium(t *testing.T) {
 			AfterRotate, AfterRevoke                         struct{ Old, New int }
 			UserPlan, ViewAsTitle, Theirs                    string
 			ListedAfterDelete, MeAfterLogout                 int
+			CreateWithoutLicense, OldSession                 int
 			Problems                                         []string
 		}
 	}
@@ -100,6 +101,7 @@ func TestConsoleInChromium(t *testing.T) {
 		{"after revocation neither does", f.AfterRevoke.Old == 401 && f.AfterRevoke.New == 401, f.AfterRevoke},
 		{"the list shows it revoked", f.ListStatusRevoked == "revoked", f.ListStatusRevoked},
 		{"the admin created a premium user", f.UserPlan == "premium", f.UserPlan},
+		{"the admin switched the user's license off", f.OldSession == 401 && f.CreateWithoutLicense == 403, []int{f.OldSession, f.CreateWithoutLicense}},
 		{"the admin sees the user's keys", strings.HasPrefix(f.ViewAsTitle, "Keys of user-"), f.ViewAsTitle},
 		{"the deleted key is gone", f.ListedAfterDelete == 0, f.ListedAfterDelete},
 		{"logged out", f.MeAfterLogout == 401, f.MeAfterLogout},

@@ -104,6 +104,22 @@ function statusBadge(k) {
     title: s.code === 'grace' ? 'rotated: the previous key also works until then' : null }, s.text);
 }
 
+// guarded runs fn and shows its error, if any, in slot (cleared first).
+async function guarded(slot, fn) {
+  slot.replaceChildren();
+  try {
+    await fn();
+  } catch (x) {
+    slot.replaceChildren(errorBox(x));
+  }
+}
+
+// onSubmit is a form's submit handler: fn, guarded by slot.
+const onSubmit = (slot, fn) => (e) => {
+  e.preventDefault();
+  return guarded(slot, fn);
+};
+
 function errorBox(err) {
   return h('p', { class: 'error', role: 'alert' },
     err instanceof APIError ? `${err.message} (${err.code})` : String(err.message || err));
@@ -174,18 +190,12 @@ function loginPage() {
   const email = h('input', { type: 'email', name: 'email', id: 'email', required: true, autocomplete: 'username' });
   const password = h('input', { type: 'password', name: 'password', id: 'password', required: true,
     autocomplete: 'current-password' });
-  const form = h('form', { class: 'card narrow', id: 'login-form', onsubmit: async (e) => {
-    e.preventDefault();
-    err.replaceChildren();
-    try {
-      const r = await api('POST', '/api/auth/login', { email: email.value, password: password.value });
-      me = r.user;
-      renderNav();
-      go('#/keys');
-    } catch (x) {
-      err.replaceChildren(errorBox(x));
-    }
-  } },
+  const form = h('form', { class: 'card narrow', id: 'login-form', onsubmit: onSubmit(err, async () => {
+    const r = await api('POST', '/api/auth/login', { email: email.value, password: password.value });
+    me = r.user;
+    renderNav();
+    go('#/keys');
+  }) },
   h('label', {}, 'Email', email), h('label', {}, 'Password', password),
   h('button', { type: 'submit' }, 'Log in'), err);
   page('Log in', form);
@@ -235,21 +245,15 @@ async function keysPage(viewAs) {
     const name = h('input', { name: 'name', id: 'key-name', required: true, maxlength: 100,
       placeholder: 'e.g. ci-deploy' });
     const expires = h('input', { type: 'date', name: 'expiresAt', id: 'key-expires' });
-    create = h('form', { class: 'card inline', id: 'create-key', onsubmit: async (e) => {
-      e.preventDefault();
-      err.replaceChildren();
+    create = h('form', { class: 'card inline', id: 'create-key', onsubmit: onSubmit(err, async () => {
       const body = { name: name.value.trim() };
       if (expires.value) body.expiresAt = new Date(expires.value + 'T23:59:59').toISOString();
-      try {
-        const r = await api('POST', '/api/keys', body);
-        revealSlot.replaceChildren(revealPanel(`Key “${r.name}” created`, r.key));
-        name.value = '';
-        expires.value = '';
-        await refresh();
-      } catch (x) {
-        err.replaceChildren(errorBox(x));
-      }
-    } },
+      const r = await api('POST', '/api/keys', body);
+      revealSlot.replaceChildren(revealPanel(`Key “${r.name}” created`, r.key));
+      name.value = '';
+      expires.value = '';
+      await refresh();
+    }) },
     h('h2', {}, 'Create a key'),
     h('label', {}, 'Name', name), h('label', {}, 'Expires (optional)', expires),
     h('button', { type: 'submit' }, 'Create key'), err);
@@ -334,10 +338,7 @@ async function keyPage(id) {
   const err = h('div');
   const actions = h('div', { class: 'actions' });
   const act = (label, cls, handler) => h('button', { type: 'button', class: cls, id: 'key-' + label.toLowerCase(),
-    onclick: async () => {
-      err.replaceChildren();
-      try { await handler(); } catch (x) { err.replaceChildren(errorBox(x)); }
-    } }, label);
+    onclick: () => guarded(err, handler) }, label);
   const renderActions = () => {
     fill(actions,
       key.isActive ? act('Rotate', '', async () => {
@@ -385,10 +386,8 @@ async function usersPage() {
     list.replaceChildren(h('table', { class: 'users' },
       h('thead', {}, h('tr', {}, ['Email', 'Role', 'Plan', 'License', 'Created', ''].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, users.map((u) => {
-        const patch = async (body) => {
-          err.replaceChildren();
-          try { await api('PATCH', '/api/users/' + u.id, body); await refresh(); } catch (x) { err.replaceChildren(errorBox(x)); await refresh(); }
-        };
+        // A refused change redraws the row as it is.
+        const patch = (body) => guarded(err, () => api('PATCH', '/api/users/' + u.id, body)).then(refresh);
         const self = u.id === me.id;
         return h('tr', { 'data-user-id': u.id, 'data-email': u.email },
           h('td', {}, u.email),
@@ -411,19 +410,13 @@ async function usersPage() {
   const plan = h('select', { id: 'new-user-plan' }, h('option', { value: 'standard' }, 'standard'), h('option', { value: 'premium' }, 'premium'));
   const license = h('input', { type: 'checkbox', id: 'new-user-license', checked: true });
   const cerr = h('div');
-  const form = h('form', { class: 'card inline', id: 'create-user', onsubmit: async (e) => {
-    e.preventDefault();
-    cerr.replaceChildren();
-    try {
-      await api('POST', '/api/users', { email: email.value.trim(), password: password.value, role: role.value,
-        plan: plan.value, licenseActive: license.checked });
-      email.value = '';
-      password.value = '';
-      await refresh();
-    } catch (x) {
-      cerr.replaceChildren(errorBox(x));
-    }
-  } },
+  const form = h('form', { class: 'card inline', id: 'create-user', onsubmit: onSubmit(cerr, async () => {
+    await api('POST', '/api/users', { email: email.value.trim(), password: password.value, role: role.value,
+      plan: plan.value, licenseActive: license.checked });
+    email.value = '';
+    password.value = '';
+    await refresh();
+  }) },
   h('h2', {}, 'Create a user'),
   h('label', {}, 'Email', email), h('label', {}, 'Password', password),
   h('label', {}, 'Role', role), h('label', {}, 'Plan', plan),

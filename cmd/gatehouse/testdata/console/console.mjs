@@ -156,6 +156,18 @@ try {
   const made = await fetch(base + '/api/keys', { method: 'POST', headers: { 'Content-Type': 'application/json', Cookie: cookie },
     body: JSON.stringify({ name: theirs }) });
   expect(made.status === 201, 'the user creates a key: ' + made.status);
+  // Switch their license off inline; the row is redrawn from the API.
+  await page.click(`tr[data-email="${userEmail}"] .user-license`);
+  await page.waitForFunction((e) => !document.querySelector(`tr[data-email="${e}"] .user-license`)?.checked &&
+    document.querySelector(`tr[data-email="${e}"] label.switch`)?.textContent.includes('off'), {}, userEmail);
+  // The change ended their sessions; logged in again, they may not create keys.
+  facts.oldSession = (await fetch(base + '/api/auth/me', { headers: { Cookie: cookie } })).status;
+  const again = await fetch(base + '/api/auth/login', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ email: userEmail, password: 'a-user-password-1' }) });
+  const noLicense = await fetch(base + '/api/keys', { method: 'POST',
+    headers: { 'Content-Type': 'application/json', Cookie: again.headers.get('set-cookie').split(';')[0] },
+    body: JSON.stringify({ name: 'refused' }) });
+  facts.createWithoutLicense = noLicense.status;
   await page.click(`tr[data-email="${userEmail}"] a.view-keys`);
   await page.waitForFunction(() => /^\/users\/[0-9a-f-]{36}\/keys$/.test(document.getElementById('main')?.dataset.ready || ''));
   await page.waitForSelector(`a.key-name ::-p-text(${theirs})`);
