@@ -29,12 +29,19 @@ var docsFiles = func() fs.FS {
 
 var docsPageTmpl = template.Must(template.New("docs").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gatehouse agent gateway API</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/docs/assets/swagger-ui.css{{.Query}}"></head>
 <body><div id="swagger-ui"></div>
 <script src="/docs/assets/swagger-ui-bundle.js{{.Query}}"></script>
-<script>window.ui = SwaggerUIBundle({url: {{.Spec}}, dom_id: "#swagger-ui", docExpansion: "list", deepLinking: true});</script>
+<script src="/docs/assets/gatehouse-init.js{{.Query}}"></script>
 </body></html>
 `))
+
+// docsCSP is the viewer's Content-Security-Policy: everything from this
+// origin, no inline script. swagger-ui sets inline styles, hence
+// 'unsafe-inline' for styles only.
+const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+	"connect-src 'self'; font-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // docsPageIn carries the token a browser opened /docs with, to pass on.
 type docsPageIn struct {
@@ -50,10 +57,11 @@ func (s *Server) docsPage(_ context.Context, _ Caller, in docsPageIn) (Body, err
 		q = "?token=" + url.QueryEscape(in.Token)
 	}
 	var b bytes.Buffer
-	if err := docsPageTmpl.Execute(&b, struct{ Query, Spec string }{q, "/docs/openapi.json" + q}); err != nil {
+	if err := docsPageTmpl.Execute(&b, struct{ Query string }{q}); err != nil {
 		return Body{}, err
 	}
-	return Body{ContentType: html, Header: map[string]string{"Cache-Control": "no-store"}, Data: b.Bytes()}, nil
+	hdr := map[string]string{"Cache-Control": "no-store", "Content-Security-Policy": docsCSP, "Referrer-Policy": "no-referrer"}
+	return Body{ContentType: html, Header: hdr, Data: b.Bytes()}, nil
 }
 
 func (s *Server) docsSpec(context.Context, Caller, None) (Body, error) {

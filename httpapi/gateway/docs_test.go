@@ -17,8 +17,11 @@ func TestDocsPage(t *testing.T) {
 		t.Errorf("GET /docs without a token = %d, want 401", r.status)
 	}
 	r := e.must(200, "GET", "/docs?token="+gwToken, "", "")
-	if !strings.Contains(r.raw, "/docs/assets/swagger-ui-bundle.js?token="+gwToken) || !strings.Contains(r.raw, `"/docs/openapi.json?token=`+gwToken+`"`) {
+	if !strings.Contains(r.raw, "/docs/assets/swagger-ui-bundle.js?token="+gwToken) || !strings.Contains(r.raw, "/docs/assets/gatehouse-init.js?token="+gwToken) {
 		t.Errorf("page does not pass the token on: %s", r.raw)
+	}
+	if strings.Contains(r.raw, "<script>") || r.header.Get("Content-Security-Policy") != docsCSP {
+		t.Errorf("inline script or CSP %q", r.header.Get("Content-Security-Policy"))
 	}
 	e.must(200, "GET", "/docs/assets/swagger-ui.css?token="+gwToken, "", "")
 	e.must(404, "GET", "/docs/assets/..%2Fgwdocs.go?token="+gwToken, "", "")
@@ -46,10 +49,15 @@ func TestDocsInChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=20000", "--dump-dom",
-		e.url+"/docs?token="+gwToken)
+		"--enable-logging=stderr", "--v=0", e.url+"/docs?token="+gwToken)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
+	}
+	if strings.Contains(stderr.String(), "Content Security Policy") {
+		t.Errorf("the viewer broke its CSP:\n%s", stderr.String())
 	}
 	dom := string(out)
 	if n := strings.Count(dom, `class="opblock opblock-`); n != len(e.srv.routes) {
