@@ -77,6 +77,7 @@ func TestConsoleInChromium(t *testing.T) {
 			UserPlan, ViewAsTitle, Theirs                    string
 			ListedAfterDelete, MeAfterLogout                 int
 			CreateWithoutLicense, OldSession                 int
+			LimitAfterEdit                                   string
 			Problems                                         []string
 		}
 	}
@@ -97,6 +98,7 @@ func TestConsoleInChromium(t *testing.T) {
 		{"three proxied requests pass with rate-limit headers", len(f.Proxy) == 3 && f.Proxy[2].Status == 200 && f.Proxy[2].Limit != "" && atoi(f.Proxy[2].Limit)-atoi(f.Proxy[2].Remaining) == 3, f.Proxy},
 		{"the live window counts them", f.WindowUsed == "3", f.WindowUsed},
 		{"the chart counts them", f.ChartTotal == "3" && f.ChartTotal30 == "3" && f.TodayCount == "3", []string{f.ChartTotal, f.ChartTotal30, f.TodayCount}},
+		{"the admin's new rate limit applies", f.LimitAfterEdit == "5000", f.LimitAfterEdit},
 		{"after rotation both keys work, the key in grace", f.AfterRotate.Old == 200 && f.AfterRotate.New == 200 && f.StatusAfterRotate == "grace", []any{f.AfterRotate, f.StatusAfterRotate}},
 		{"after revocation neither does", f.AfterRevoke.Old == 401 && f.AfterRevoke.New == 401, f.AfterRevoke},
 		{"the list shows it revoked", f.ListStatusRevoked == "revoked", f.ListStatusRevoked},

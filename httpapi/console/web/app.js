@@ -366,8 +366,23 @@ async function keyPage(id) {
   days.addEventListener('change', () => loadUsage().catch((x) => err.replaceChildren(errorBox(x))));
   renderFacts();
   renderActions();
+  // Admins may rename a key and change its rate limit (PATCH is admin-only).
+  let edit = null;
+  if (me.role === 'admin') {
+    const eerr = h('div');
+    const ename = h('input', { id: 'edit-name', value: k.name, required: true, maxlength: 100 });
+    const elimit = h('input', { id: 'edit-limit', type: 'number', min: 1, max: 1000000000, value: k.rateLimit, required: true });
+    edit = h('details', { class: 'card' }, h('summary', {}, 'Edit (admin)'),
+      h('form', { class: 'inline', id: 'edit-key', onsubmit: onSubmit(eerr, async () => {
+        await api('PATCH', '/api/keys/' + id, { name: ename.value.trim(), rateLimit: Number(elimit.value) });
+        await reload();
+        main.querySelector('h1').textContent = key.name;
+      }) },
+      h('label', {}, 'Name', ename), h('label', {}, 'Requests per hour', elimit),
+      h('button', { type: 'submit' }, 'Save'), eerr));
+  }
   page(k.name, h('p', {}, h('a', { href: lastList }, '← back to the keys')),
-    revealSlot, err, h('div', { class: 'grid' }, h('section', { class: 'card' }, facts, actions), windowBox),
+    revealSlot, err, h('div', { class: 'grid' }, h('section', { class: 'card' }, facts, actions), windowBox), edit,
     h('section', { class: 'card' }, h('div', { class: 'row' }, h('h2', {}, 'Requests per day'), days), chartBox,
       h('details', {}, h('summary', {}, 'As a table'), table)));
   await loadUsage();

@@ -117,6 +117,15 @@ try {
   await page.waitForFunction(() => document.querySelectorAll('#usage-table tbody tr').length === 30);
   facts.chartTotal30 = await page.$eval('#usage-chart', (el) => el.dataset.total);
 
+  // An admin changes the key's rate limit; the page and the proxy follow.
+  await page.click('#edit-key summary, details:has(#edit-key) > summary');
+  await page.$eval('#edit-limit', (el) => { el.value = ''; });
+  await page.type('#edit-limit', '5000');
+  await page.click('#edit-key button[type=submit]');
+  await page.waitForFunction(() => document.getElementById('window-limit')?.textContent === '5,000');
+  const limited = await fetch(`${base}/api/proxy/echo/v1/hello`, { headers: { 'X-API-Key': key } });
+  facts.limitAfterEdit = limited.headers.get('x-ratelimit-limit');
+
   // 5. Rotate: the new key shown once, the old one's grace as a countdown.
   await confirm('#key-rotate');
   await page.waitForSelector('#revealed-key');
