@@ -77,7 +77,8 @@ func TestConsoleInChromium(t *testing.T) {
 			UserPlan, ViewAsTitle, Theirs                    string
 			ListedAfterDelete, MeAfterLogout                 int
 			CreateWithoutLicense, OldSession                 int
-			LimitAfterEdit                                   string
+			LimitAfterEdit, UserCreateError, UserUsersPage   string
+			UserSeesTheirs, UserHasUsersLink                 int
 			Problems                                         []string
 		}
 	}
@@ -105,6 +106,9 @@ func TestConsoleInChromium(t *testing.T) {
 		{"the admin created a premium user", f.UserPlan == "premium", f.UserPlan},
 		{"the admin switched the user's license off", f.OldSession == 401 && f.CreateWithoutLicense == 403, []int{f.OldSession, f.CreateWithoutLicense}},
 		{"the admin sees the user's keys", strings.HasPrefix(f.ViewAsTitle, "Keys of user-"), f.ViewAsTitle},
+		{"the user sees their key and no Users link", f.UserSeesTheirs == 1 && f.UserHasUsersLink == 0, []int{f.UserSeesTheirs, f.UserHasUsersLink}},
+		{"the page shows the API's refusal", strings.Contains(f.UserCreateError, "LICENSE_REQUIRED"), f.UserCreateError},
+		{"a user has no Users page", f.UserUsersPage == "Not found", f.UserUsersPage},
 		{"the deleted key is gone", f.ListedAfterDelete == 0, f.ListedAfterDelete},
 		{"logged out", f.MeAfterLogout == 401, f.MeAfterLogout},
 		{"no console error, CSP violation or failed request", len(f.Problems) == 0, f.Problems},

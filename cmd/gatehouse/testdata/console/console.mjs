@@ -184,6 +184,30 @@ try {
   facts.theirs = theirs;
   await shoot('user-keys');
 
+  // 7b. The user, in their own browser session: their keys, no admin
+  // pages, and the API's refusal (no license now) shown on the page.
+  const ctx2 = await browser.createBrowserContext();
+  const p2 = await ctx2.newPage();
+  p2.on('pageerror', (e) => problems.push('user page error: ' + e.message));
+  const ready2 = (route) => p2.waitForFunction(
+    (r) => document.getElementById('main')?.dataset.ready === r, { timeout: 15000 }, route);
+  await p2.goto(base + '/console/', { waitUntil: 'networkidle0' });
+  await ready2('/login');
+  await p2.type('#email', userEmail);
+  await p2.type('#password', 'a-user-password-1');
+  await p2.click('#login-form button[type=submit]');
+  await ready2('/keys');
+  facts.userSeesTheirs = (await p2.$$(`a.key-name ::-p-text(${theirs})`)).length;
+  facts.userHasUsersLink = (await p2.$$('nav a[href="#/users"]')).length;
+  await p2.type('#key-name', 'not-allowed');
+  await p2.click('#create-key button[type=submit]');
+  await p2.waitForSelector('#create-key .error');
+  facts.userCreateError = await p2.$eval('#create-key .error', (el) => el.textContent);
+  await p2.evaluate(() => { location.hash = '#/users'; });
+  await ready2('/users');
+  facts.userUsersPage = await p2.$eval('h1', (el) => el.textContent);
+  await ctx2.close();
+
   // 8. Delete the revoked key, after confirming; log out.
   await page.click('nav a[href="#/keys"]');
   await ready('/keys');
