@@ -82,9 +82,11 @@ type Pool struct {
 	conns  map[uuid.UUID]*conn
 }
 
-// conn is one server's connection; its fields are guarded by mu.
+// conn is one server's connection; its fields are guarded by lock,
+// which is held while connecting (up to 30 s): a caller waits for it only
+// as long as its own context allows.
 type conn struct {
-	mu      sync.Mutex
+	lock    chan struct{} // capacity 1: held when full
 	spec    Spec
 	session *mcp.ClientSession
 	cmd     *exec.Cmd
@@ -108,17 +110,35 @@ func (p *Pool) conn(spec Spec) *conn {
 	defer p.mu.Unlock()
 	c := p.conns[spec.ID]
 	if c == nil {
-		c = &conn{spec: spec}
+		c = &conn{spec: spec, lock: make(chan struct{}, 1)}
 		p.conns[spec.ID] = c
 	}
 	return c
 }
 
+// acquire takes c's lock, or gives up when ctx ends first (another
+// caller is connecting): ErrUnavailable.
+func (c *conn) acquire(ctx context.Context, name string) error {
+	select {
+	case c.lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %s: still connecting: %w", ErrUnavailable, name, ctx.Err())
+	}
+}
+
+// mustAcquire takes c's lock, however long it takes.
+func (c *conn) mustAcquire() { c.lock <- struct{}{} }
+
+func (c *conn) release() { <-c.lock }
+
 // Tools lists spec's tools, connecting first if needed.
 func (p *Pool) Tools(ctx context.Context, spec Spec) ([]Tool, error) {
 	c := p.conn(spec)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.acquire(ctx, spec.Name); err != nil {
+		return nil, err
+	}
+	defer c.release()
 	if _, err := p.ready(ctx, c, spec); err != nil {
 		return nil, err
 	}
@@ -145,9 +165,11 @@ func (p *Pool) Status(ctx context.Context, spec Spec) Status {
 // the next use.
 func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMessage) (string, error) {
 	c := p.conn(spec)
-	c.mu.Lock()
+	if err := c.acquire(ctx, spec.Name); err != nil {
+		return "", err
+	}
 	s, err := p.ready(ctx, c, spec)
-	c.mu.Unlock()
+	c.release()
 	if err != nil {
 		return "", err
 	}
@@ -183,8 +205,8 @@ func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMe
 
 // drop closes s if it is still c's session.
 func (p *Pool) drop(c *conn, s *mcp.ClientSession) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mustAcquire()
+	defer c.release()
 	if c.session == s {
 		p.closeLocked(c)
 		c.err = errors.New("connection lost")
@@ -210,7 +232,7 @@ func textOf(res *mcp.CallToolResult) string {
 }
 
 // ready returns c's session, (re)connecting when it is down, its spec
-// changed, and the backoff allows. c.mu is held.
+// changed, and the backoff allows. c's lock is held.
 func (p *Pool) ready(ctx context.Context, c *conn, spec Spec) (*mcp.ClientSession, error) {
 	if c.session != nil && !c.spec.Version.Equal(spec.Version) {
 		p.closeLocked(c)
@@ -254,8 +276,8 @@ func (p *Pool) ready(ctx context.Context, c *conn, spec Spec) (*mcp.ClientSessio
 // watch marks c down when its session ends, so the next use reconnects.
 func (p *Pool) watch(c *conn, s *mcp.ClientSession) {
 	err := s.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mustAcquire()
+	defer c.release()
 	if c.session != s {
 		return // closed on purpose
 	}
@@ -340,9 +362,9 @@ func (p *Pool) Forget(id uuid.UUID) {
 	delete(p.conns, id)
 	p.mu.Unlock()
 	if c != nil {
-		c.mu.Lock()
+		c.mustAcquire()
 		p.closeLocked(c)
-		c.mu.Unlock()
+		c.release()
 	}
 }
 
