@@ -229,7 +229,7 @@ async function keysPage(viewAs) {
     }
     list.replaceChildren(h('table', { class: 'keys' },
       h('thead', {}, h('tr', {}, ['Name', 'Key', 'Rate limit', 'Status', 'Last used', 'Requests']
-        .map((t) => h('th', { scope: 'col' }, t)))),
+        .map((t) => h('th', { scope: 'col', class: t === 'Rate limit' || t === 'Requests' ? 'num' : null }, t)))),
       h('tbody', {}, keys.map((k) => h('tr', { 'data-key-id': k.id },
         h('td', {}, h('a', { href: '#/keys/' + k.id, class: 'key-name' }, k.name)),
         h('td', {}, h('code', {}, k.keyPreview)),
@@ -308,7 +308,7 @@ async function keyPage(id) {
         : 'The window is empty.'));
     const rows = u.dailyUsage;
     table.replaceChildren(
-      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Day (UTC)'), h('th', { scope: 'col' }, 'Requests'))),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Day (UTC)'), h('th', { scope: 'col', class: 'num' }, 'Requests'))),
       h('tbody', {}, rows.map((d) => h('tr', { 'data-date': d.date },
         h('td', {}, d.date), h('td', { class: 'num' }, d.count.toLocaleString())))));
     chartBox.dataset.total = String(rows.reduce((s, d) => s + d.count, 0));
