@@ -98,7 +98,7 @@ func TestAppendAsyncErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l.SetHookBeforeCommit(tt.hook)
+			l.SetFaultHook(tt.hook)
 			if tt.close {
 				if err := l.Close(); err != nil {
 					t.Fatalf("Close() = %v", err)

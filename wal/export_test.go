@@ -13,9 +13,6 @@ var DecodeRecord = decodeRecord
 // Commits returns the number of committed batches.
 func (l *Log) Commits() uint64 { return l.commits.Load() }
 
-// SetHookBeforeCommit is SetFaultHook.
-func (l *Log) SetHookBeforeCommit(fn func() error) { l.SetFaultHook(fn) }
-
 // Reseal recomputes env's CRC for seq in place, whatever its version and type
 // bytes say, and returns env.
 func Reseal(seq uint64, env []byte) []byte {

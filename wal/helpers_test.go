@@ -92,8 +92,8 @@ func tempPath(tb testing.TB) string {
 	return filepath.Join(tb.TempDir(), "wal.db")
 }
 
-// metricValue returns the counter value, or the histogram sample count, of
-// the metric name in reg.
+// metricValue returns the counter or gauge value, or the histogram sample
+// count, of the metric name in reg.
 func metricValue(tb testing.TB, reg prometheus.Gatherer, name string) float64 {
 	tb.Helper()
 	mfs, err := reg.Gather()
@@ -105,8 +105,11 @@ func metricValue(tb testing.TB, reg prometheus.Gatherer, name string) float64 {
 			continue
 		}
 		m := mf.GetMetric()[0]
-		if m.GetCounter() != nil {
+		switch {
+		case m.GetCounter() != nil:
 			return m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue()
 		}
 		return float64(m.GetHistogram().GetSampleCount())
 	}
@@ -121,22 +124,6 @@ func reopen(tb testing.TB, l *wal.Log, path string, opts ...waltest.Option) *wal
 		tb.Fatalf("Close() = %v", err)
 	}
 	return waltest.Open(tb, append([]waltest.Option{waltest.WithPath(path)}, opts...)...)
-}
-
-// gaugeValue returns the value of the gauge name in reg.
-func gaugeValue(tb testing.TB, reg prometheus.Gatherer, name string) float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatalf("Gather() = %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	tb.Fatalf("metric %s not registered", name)
-	return 0
 }
 
 // mountTmpfs mounts a tmpfs of size (as mount's -o size=) on a new temp

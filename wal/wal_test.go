@@ -345,7 +345,7 @@ func TestFailStop(t *testing.T) {
 	if err := l.Err(); !errors.Is(err, errDisk) {
 		t.Errorf("Err() = %v, want the first failure", err)
 	}
-	if v := gaugeValue(t, reg, "gatehouse_wal_failed"); v != 1 {
+	if v := metricValue(t, reg, "gatehouse_wal_failed"); v != 1 {
 		t.Errorf("gatehouse_wal_failed = %v, want 1", v)
 	}
 	checkEntries(t, l, entries(1, 2)) // reads still work
