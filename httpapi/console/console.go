@@ -75,11 +75,12 @@ func New() *Handler {
 
 func newHandler() (*Handler, error) {
 	h := &Handler{files: make(map[string]asset)}
-	err := fs.WalkDir(Files(), ".", func(p string, d fs.DirEntry, err error) error {
+	web := Files()
+	err := fs.WalkDir(web, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := fs.ReadFile(Files(), p)
+		b, err := fs.ReadFile(web, p)
 		if err != nil {
 			return fmt.Errorf("console: read %s: %w", p, err)
 		}

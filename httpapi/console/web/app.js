@@ -23,11 +23,7 @@ function h(tag, attrs, ...children) {
     else if (k === 'checked') el.checked = v;
     else el.setAttribute(k, v === true ? '' : String(v));
   }
-  for (const c of children.flat(Infinity)) {
-    if (c == null || c === false) continue;
-    el.append(c instanceof Node ? c : String(c));
-  }
-  return el;
+  return fill(el, ...children);
 }
 
 // fill replaces el's children, skipping null and flattening arrays.
