@@ -205,15 +205,14 @@ type delMCP struct {
 }
 
 type mcpReply struct {
-	s       MCPServer
-	rec     *mcpServerRec
-	list    []MCPServer
-	grants  []MCPGrant
-	grant   MCPGrant
-	req     MCPRequest
-	reqs    []MCPRequest
-	servers []*mcpServerRec
-	err     error
+	s      MCPServer
+	rec    *mcpServerRec
+	list   []MCPServer
+	grants []MCPGrant
+	grant  MCPGrant
+	req    MCPRequest
+	reqs   []MCPRequest
+	err    error
 }
 
 func (r *registry) putMCP(m putMCP) mcpReply {

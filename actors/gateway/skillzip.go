@@ -3,7 +3,6 @@ package gateway
 import (
 	"archive/zip"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -143,8 +142,6 @@ func parseSkillZip(data []byte) (parsedSkill, error) {
 	slices.SortFunc(ps.files, func(a, b SkillFile) int { return strings.Compare(a.Path, b.Path) })
 	return ps, nil
 }
-
-var errInflate = errors.New("inflate")
 
 // inflate reads f, at most left bytes (more: the archive is too large),
 // keeping the content when keep (SKILL.md, at most MaxSkillMD).
