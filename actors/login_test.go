@@ -22,10 +22,7 @@ func TestLoginHardening(t *testing.T) {
 	n := actorstest.New(t)
 	sys := n.Start()
 	ctx := actorstest.Ctx(t)
-	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "a@example.com", Password: "correct horse", LicenseActive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := mustUser(t, sys, "a@example.com", actors.PlanStandard, true)
 	release := actors.FillHashSlots(sys)
 	if _, _, err := sys.LoginFrom(ctx, "a@example.com", "correct horse", "10.0.0.1"); !errors.Is(err, actors.ErrBusy) {
 		t.Errorf("login with every hashing slot taken = %v, want ErrBusy", err)
@@ -82,14 +79,8 @@ func TestRevokeDestroysCiphertext(t *testing.T) {
 	n := actorstest.New(t)
 	sys := n.Start()
 	ctx := actorstest.Ctx(t)
-	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "a@example.com", Password: "correct horse", LicenseActive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := mustUser(t, sys, "a@example.com", actors.PlanStandard, true)
+	k, _ := mustKey(t, sys, u, "k")
 	var sealed []byte
 	if err := n.Log.Replay(0, func(_ uint64, r wal.Record) error {
 		if s, ok := actors.SealedOfCreated(r); ok {
@@ -145,16 +136,10 @@ func TestKeyLimit(t *testing.T) {
 	}))
 	sys := n.Start()
 	ctx := actorstest.Ctx(t)
-	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "a@example.com", Password: "correct horse", LicenseActive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := mustUser(t, sys, "a@example.com", actors.PlanStandard, true)
 	var ids []actors.KeyInfo
 	for i := range 2 {
-		k, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: fmt.Sprint("k", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		k, _ := mustKey(t, sys, u, fmt.Sprint("k", i))
 		ids = append(ids, k)
 	}
 	if _, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "third"}); !errors.Is(err, actors.ErrKeyLimit) {

@@ -1,9 +1,9 @@
 package actors
 
 import (
-	"github.com/asynkron/protoactor-go/actor"
 	"sync"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 )
 

@@ -111,7 +111,17 @@ func (e keyUpdated) record() wal.Record {
 }
 
 func (e keyUsed) record() wal.Record {
-	w := enc{b: make([]byte, 0, 16+2+len(e.pairs)*8)}
+	w := enc{b: make([]byte, 0, e.sizeEstimate())}
+	encodeKeyUsed(&w, e)
+	return wal.Record{Type: recKeyUsed, Data: w.b}
+}
+
+// sizeEstimate is about the size of e's encoding (an upper bound for
+// deltas and counts of a few bytes).
+func (e keyUsed) sizeEstimate() int { return 16 + 2 + len(e.pairs)*8 }
+
+// encodeKeyUsed appends e's payload to w; decodeKeyUsed reads it.
+func encodeKeyUsed(w *enc, e keyUsed) {
 	w.fixed(e.id[:])
 	w.uvarint(uint64(len(e.pairs)))
 	var prev int64
@@ -120,7 +130,6 @@ func (e keyUsed) record() wal.Record {
 		w.uvarint(uint64(p.n))
 		prev = p.sec
 	}
-	return wal.Record{Type: recKeyUsed, Data: w.b}
 }
 
 // keysUsed is one shard's usage flush: the keyUsed of every key that had
@@ -131,12 +140,12 @@ type keysUsed []keyUsed
 func (e keysUsed) record() wal.Record {
 	n := 0
 	for _, k := range e {
-		n += 16 + 2 + len(k.pairs)*8
+		n += k.sizeEstimate()
 	}
 	w := enc{b: make([]byte, 0, 2+n)}
 	w.uvarint(uint64(len(e)))
 	for _, k := range e {
-		w.b = append(w.b, k.record().Data...)
+		encodeKeyUsed(&w, k)
 	}
 	return wal.Record{Type: recKeysUsed, Data: w.b}
 }
