@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -207,50 +205,19 @@ func (r *registry) delAgent(m delAgent) agentReply {
 	}
 	// The agent's users' files and sessions go with it, in the same write.
 	evs := []event{entityDeleted{kind: kindAgent, id: a.ID}}
-	for id, f := range r.part.userFiles.rows {
-		if f.AgentID == a.ID {
-			evs = append(evs, entityDeleted{kind: kindUserFile, id: id})
-		}
-	}
-	for id, x := range r.part.sessions.rows {
-		if x.AgentID == a.ID {
-			evs = append(evs, entityDeleted{kind: kindSession, id: id})
-		}
-	}
-	for id, t := range r.part.tools.rows {
-		if t.AgentID == a.ID {
-			evs = append(evs, entityDeleted{kind: kindCustomTool, id: id})
-		}
-	}
-	for id, m := range r.part.memory.rows {
-		if m.AgentID == a.ID {
-			evs = append(evs, entityDeleted{kind: kindMemory, id: id})
-		}
-	}
-	for id, g := range r.part.mcpGrants.rows {
-		if g.SubjectType == GrantAgent && g.Subject == a.ID.String() {
-			evs = append(evs, entityDeleted{kind: kindMCPGrant, id: id})
-		}
-	}
-	for id, g := range r.part.skillGrants.rows {
-		if g.AgentID == a.ID {
-			evs = append(evs, entityDeleted{kind: kindSkillGrant, id: id})
-		}
-	}
-	slices.SortFunc(evs[1:], func(x, y event) int { return cmpDeleted(x.(entityDeleted), y.(entityDeleted)) })
+	// By kind (the calls in kind order), then id (deletes).
+	evs = r.part.tools.deletes(evs, func(t *customToolRec) bool { return t.AgentID == a.ID })
+	evs = r.part.mcpGrants.deletes(evs, func(g *mcpGrantRec) bool { return g.SubjectType == GrantAgent && g.Subject == a.ID.String() })
+	evs = r.part.memory.deletes(evs, func(m *memoryRec) bool { return m.AgentID == a.ID })
+	evs = r.part.sessions.deletes(evs, func(x *sessionRec) bool { return x.AgentID == a.ID })
+	evs = r.part.skillGrants.deletes(evs, func(g *skillGrantRec) bool { return g.AgentID == a.ID })
+	evs = r.part.userFiles.deletes(evs, func(f *userFileRec) bool { return f.AgentID == a.ID })
 	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
 		summary: fmt.Sprintf("deleted agent %q with %d user files, sessions, tools and memory entries", a.AgentKey, len(evs)-1)}
 	if err := r.commit(au, evs...); err != nil {
 		return agentReply{err: fmt.Errorf("log agent delete: %w", err)}
 	}
 	return agentReply{}
-}
-
-func cmpDeleted(x, y entityDeleted) int {
-	if c := strings.Compare(string(x.kind), string(y.kind)); c != 0 {
-		return c
-	}
-	return bytes.Compare(x.id[:], y.id[:])
 }
 
 // CreateAgent creates an agent owned by user. ErrExists for a taken

@@ -296,17 +296,8 @@ func (r *registry) delMCP(ref string) mcpReply {
 		return mcpReply{err: ErrNotFound}
 	}
 	evs := []event{entityDeleted{kind: kindMCPServer, id: s.ID}}
-	for id, g := range r.part.mcpGrants.rows {
-		if g.ServerID == s.ID {
-			evs = append(evs, entityDeleted{kind: kindMCPGrant, id: id})
-		}
-	}
-	for id, q := range r.part.mcpRequests.rows {
-		if q.ServerID == s.ID {
-			evs = append(evs, entityDeleted{kind: kindMCPRequest, id: id})
-		}
-	}
-	slices.SortFunc(evs[1:], func(x, y event) int { return cmpDeleted(x.(entityDeleted), y.(entityDeleted)) })
+	evs = r.part.mcpGrants.deletes(evs, func(g *mcpGrantRec) bool { return g.ServerID == s.ID })
+	evs = r.part.mcpRequests.deletes(evs, func(q *mcpRequestRec) bool { return q.ServerID == s.ID })
 	au := audit{action: "mcp_server.delete", entityType: string(kindMCPServer), entityID: s.ID.String(), summary: fmt.Sprintf("deleted MCP server %q with its grants and requests", s.Name)}
 	if err := r.commit(au, evs...); err != nil {
 		return mcpReply{err: fmt.Errorf("log mcp server delete: %w", err)}

@@ -340,11 +340,7 @@ func (r *registry) changeSkill(m skillMsg) skillReply {
 				evs = append(evs, entityDeleted{kind: kindSkillVersion, id: skillVersionID(s.ID, v)})
 			}
 		}
-		for id, g := range r.part.skillGrants.rows {
-			if g.SkillID == s.ID {
-				evs = append(evs, entityDeleted{kind: kindSkillGrant, id: id})
-			}
-		}
+		evs = r.part.skillGrants.deletes(evs, func(g *skillGrantRec) bool { return g.SkillID == s.ID })
 		au = audit{action: "skill.delete", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("deleted skill %q", s.Slug)}
 		if err := r.commit(au, evs...); err != nil {
 			return skillReply{err: fmt.Errorf("log skill delete: %w", err)}

@@ -1,6 +1,10 @@
 package gateway
 
-import "github.com/google/uuid"
+import (
+	"slices"
+
+	"github.com/google/uuid"
+)
 
 // table holds the entities of one kind by id, with an optional index of a
 // unique name (provider name, agent_key, …): the building block of a part.
@@ -71,4 +75,18 @@ func (t *table[P]) appendTo(dst []entity) []entity {
 		dst = append(dst, e)
 	}
 	return dst
+}
+
+// deletes appends to evs the deletion of every entity match holds, in id
+// order, so that a cascade's records do not depend on map order.
+func (t *table[P]) deletes(evs []event, match func(P) bool) []event {
+	n := len(evs)
+	for id, e := range t.rows {
+		if match(e) {
+			k, _ := e.ref()
+			evs = append(evs, entityDeleted{kind: k, id: id})
+		}
+	}
+	slices.SortFunc(evs[n:], func(x, y event) int { return cmpUUID(x.(entityDeleted).id, y.(entityDeleted).id) })
+	return evs
 }
