@@ -19,7 +19,6 @@ package actorstest
 
 import (
 	"context"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -182,29 +181,13 @@ func Ctx(tb testing.TB) context.Context {
 	return ctx
 }
 
-// CopyDir copies the files under from into to (created as needed), for
-// tests that restore a copy of a data dir: a fixture, or a running node's
-// dir while nothing writes to it. It fails tb on any error.
+// CopyDir copies the files under from into to (created as needed; files
+// in it must not exist yet), for tests that restore a copy of a data dir:
+// a fixture, or a running node's dir while nothing writes to it. It fails
+// tb on any error.
 func CopyDir(tb testing.TB, from, to string) {
 	tb.Helper()
-	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(from, path)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
-	})
-	if err != nil {
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
 		tb.Fatalf("copy %s to %s: %v", from, to, err)
 	}
 }
