@@ -238,7 +238,7 @@ type kindSpec struct {
 }
 
 // kinds declares every entity kind; adding one is a line here, its record
-// struct below, and its apply case in state.go.
+// struct below, and its table in state.go (registryPart.tables).
 var kinds = map[kind]kindSpec{
 	kindAPIKey:       {v: 1, decode: decodeV1[apiKeyRec], owner: ownerKeys},
 	kindProvider:     {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},

@@ -192,10 +192,13 @@ type registryPart struct {
 	skills        table[*skillRec] // by id, and by slug
 	skillVersions table[*skillVersionRec]
 	skillGrants   table[*skillGrantRec]
+	// tables are the tables above by the kind they hold, except agents
+	// (apply keeps agentsOn with them).
+	tables map[kind]anyTable
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
-	return &registryPart{
+	r := &registryPart{
 		providers:     newTable(func(p *providerRec) string { return p.Name }),
 		agents:        newTable(func(a *agentRec) string { return a.AgentKey }),
 		agentsOn:      map[uuid.UUID]int{},
@@ -214,79 +217,44 @@ func newRegistryPart(maxActivity int) *registryPart {
 		skillVersions: newTable[*skillVersionRec](nil),
 		skillGrants:   newTable[*skillGrantRec](nil),
 	}
+	r.tables = map[kind]anyTable{
+		kindProvider: &r.providers, kindUserFile: &r.userFiles, kindSession: &r.sessions,
+		kindChannel: &r.channels, kindCustomTool: &r.tools, kindMemory: &r.memory,
+		kindMCPServer: &r.mcpServers, kindMCPGrant: &r.mcpGrants, kindMCPRequest: &r.mcpRequests,
+		kindMedia: &r.media, kindSkill: &r.skills, kindSkillVersion: &r.skillVersions, kindSkillGrant: &r.skillGrants,
+	}
+	return r
 }
 
 func (r *registryPart) apply(_ uint64, ev event) {
 	switch e := ev.(type) {
 	case entitySaved:
 		switch x := e.ent.(type) {
-		case *providerRec:
-			r.providers.save(x)
 		case *agentRec:
 			r.unuse(r.agents.save(x))
 			r.agentsOn[x.ProviderID]++
-		case *userFileRec:
-			r.userFiles.save(x)
-		case *sessionRec:
-			r.sessions.save(x)
 		case *activityRec:
 			r.activity.save(x)
-		case *channelRec:
-			r.channels.save(x)
-		case *customToolRec:
-			r.tools.save(x)
-		case *memoryRec:
-			r.memory.save(x)
 		case *delegationRec:
 			r.delegations.save(x)
-		case *mcpServerRec:
-			r.mcpServers.save(x)
-		case *mcpGrantRec:
-			r.mcpGrants.save(x)
-		case *mcpRequestRec:
-			r.mcpRequests.save(x)
-		case *mediaRec:
-			r.media.save(x)
-		case *skillRec:
-			r.skills.save(x)
-		case *skillVersionRec:
-			r.skillVersions.save(x)
-		case *skillGrantRec:
-			r.skillGrants.save(x)
 		default:
-			panic(fmt.Sprintf("gateway: registry cannot save %T", x))
+			k, _ := x.ref()
+			t, ok := r.tables[k]
+			if !ok {
+				panic(fmt.Sprintf("gateway: registry cannot save %T", x))
+			}
+			t.put(x)
 		}
 	case entityDeleted:
-		switch e.kind {
-		case kindProvider:
-			r.providers.drop(e.id)
-		case kindAgent:
+		if e.kind == kindAgent {
 			r.unuse(r.agents.drop(e.id))
-		case kindUserFile:
-			r.userFiles.drop(e.id)
-		case kindSession:
-			r.sessions.drop(e.id)
-		case kindChannel:
-			r.channels.drop(e.id)
-		case kindCustomTool:
-			r.tools.drop(e.id)
-		case kindMemory:
-			r.memory.drop(e.id)
-		case kindMCPServer:
-			r.mcpServers.drop(e.id)
-		case kindMCPGrant:
-			r.mcpGrants.drop(e.id)
-		case kindMCPRequest:
-			r.mcpRequests.drop(e.id)
-		case kindSkill:
-			r.skills.drop(e.id)
-		case kindSkillVersion:
-			r.skillVersions.drop(e.id)
-		case kindSkillGrant:
-			r.skillGrants.drop(e.id)
-		default:
+			return
+		}
+		t, ok := r.tables[e.kind]
+		if !ok {
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
+		t.del(e.id)
 	case sessionTurnAppended:
 		r.appendTurn(e.turn)
 	default:
@@ -305,9 +273,11 @@ func (r *registryPart) unuse(a *agentRec, ok bool) {
 }
 
 func (r *registryPart) entities(dst []entity) []entity {
-	dst = r.skillGrants.appendTo(r.skillVersions.appendTo(r.skills.appendTo(dst)))
-	dst = r.media.appendTo(r.mcpRequests.appendTo(r.mcpGrants.appendTo(r.mcpServers.appendTo(dst))))
-	return r.delegations.appendTo(r.memory.appendTo(r.tools.appendTo(r.channels.appendTo(r.activity.appendTo(r.sessions.appendTo(r.userFiles.appendTo(r.agents.appendTo(r.providers.appendTo(dst)))))))))
+	dst = r.delegations.appendTo(r.activity.appendTo(r.agents.appendTo(dst)))
+	for _, t := range r.tables {
+		dst = t.appendTo(dst)
+	}
+	return dst
 }
 
 // runState holds the bounded traces, the hourly usage rollup and the

@@ -90,3 +90,14 @@ func (t *table[P]) deletes(evs []event, match func(P) bool) []event {
 	slices.SortFunc(evs[n:], func(x, y event) int { return cmpUUID(x.(entityDeleted).id, y.(entityDeleted).id) })
 	return evs
 }
+
+// anyTable is a table whatever its entity type, as apply reaches it by
+// kind.
+type anyTable interface {
+	put(e entity)
+	del(id uuid.UUID)
+	appendTo(dst []entity) []entity
+}
+
+func (t *table[P]) put(e entity)     { t.save(e.(P)) }
+func (t *table[P]) del(id uuid.UUID) { t.drop(id) }
