@@ -79,6 +79,14 @@ type audit struct {
 	summary    string
 }
 
+// verbOf is the audit verb of a put: create, else update.
+func verbOf(create bool) string {
+	if create {
+		return "create"
+	}
+	return "update"
+}
+
 // entry is the entry of change au made by by at now; nil when by is nil.
 func (au audit) entry(by *Actor, now time.Time) *activityRec {
 	if by == nil {

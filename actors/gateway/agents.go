@@ -84,7 +84,7 @@ func (r *registry) putAgent(m putAgent) agentReply {
 		a.Status = AgentSummoning // its provider writes the prompt: see Gateway.FinishSummon
 	}
 	a.UpdatedAt = now
-	verb := map[bool]string{true: "create", false: "update"}[m.ref == ""]
+	verb := verbOf(m.ref == "")
 	au := audit{action: "agent." + verb, entityType: string(kindAgent), entityID: a.ID.String(),
 		summary: fmt.Sprintf("%sd agent %q (model %s)", verb, a.AgentKey, a.Model)}
 	if err := r.commit(au, entitySaved{&a}); err != nil {

@@ -225,7 +225,7 @@ func (r *registry) putChannel(m putChannel) channelReply {
 		c.CredsSealed, c.CredsHint = *m.sealed, m.hint
 	}
 	c.UpdatedAt = now
-	verb := map[bool]string{true: "create", false: "update"}[m.create]
+	verb := verbOf(m.create)
 	au := audit{action: "channel_instance." + verb, entityType: string(kindChannel), entityID: c.ID.String(),
 		summary: fmt.Sprintf("%sd %s channel instance %q for agent %s", verb, c.ChannelType, c.Name, c.AgentID)}
 	if err := r.commit(au, entitySaved{&c}); err != nil {

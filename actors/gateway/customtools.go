@@ -223,7 +223,7 @@ func (r *registry) putTool(m putTool) toolReply {
 		}
 	}
 	t.UpdatedAt = now
-	verb := map[bool]string{true: "create", false: "update"}[m.create]
+	verb := verbOf(m.create)
 	au := audit{action: "custom_tool." + verb, entityType: string(kindCustomTool), entityID: t.ID.String(),
 		summary: fmt.Sprintf("%sd custom tool %q running %q", verb, t.Name, t.Command[0])}
 	if err := r.commit(au, entitySaved{&t}); err != nil {

@@ -281,7 +281,7 @@ func (r *registry) putMCP(m putMCP) mcpReply {
 		s.Sealed, s.HeaderKeys, s.EnvKeys = *m.sealed, keysOf(m.secrets.Headers), keysOf(m.secrets.Env)
 	}
 	s.UpdatedAt = now
-	verb := map[bool]string{true: "create", false: "update"}[m.create]
+	verb := verbOf(m.create)
 	au := audit{action: "mcp_server." + verb, entityType: string(kindMCPServer), entityID: s.ID.String(),
 		summary: fmt.Sprintf("%sd MCP server %q (%s)", verb, s.Name, s.Transport)}
 	if err := r.commit(au, entitySaved{&s}); err != nil {

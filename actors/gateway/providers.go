@@ -100,7 +100,7 @@ func (r *registry) putProvider(m putProvider) provReply {
 	if m.sealed != nil {
 		p.APIKeySealed, p.APIKeyHint = *m.sealed, m.hint
 	}
-	verb := map[bool]string{true: "create", false: "update"}[m.create]
+	verb := verbOf(m.create)
 	au := audit{action: "provider." + verb, entityType: string(kindProvider), entityID: p.ID.String(),
 		summary: fmt.Sprintf("%sd provider %q (%s)", verb, p.Name, p.ProviderType)}
 	if m.sealed != nil {
