@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -35,8 +36,6 @@ type ChannelStore interface {
 
 var _ ChannelStore = (*gateway.Gateway)(nil)
 
-var errChannelNotFound = newError(404, codeNotFound, msgNotFound)
-
 type channelList struct {
 	Data []gateway.ChannelInstance `json:"data"`
 }
@@ -51,8 +50,7 @@ type channelCreateIn struct {
 }
 
 func (s *Server) createChannel(ctx context.Context, _ Caller, in channelCreateIn) (gateway.ChannelInstance, error) {
-	c, err := s.d.Channels.CreateChannel(ctx, in.ChannelInput)
-	return c, resource(err, nil, nil)
+	return s.d.Channels.CreateChannel(ctx, in.ChannelInput)
 }
 
 type channelRef struct {
@@ -65,20 +63,15 @@ type channelUpdateIn struct {
 }
 
 func (s *Server) getChannel(ctx context.Context, _ Caller, in channelRef) (gateway.ChannelInstance, error) {
-	c, err := s.d.Channels.GetChannel(ctx, in.ID)
-	return c, resource(err, errChannelNotFound, nil)
+	return s.d.Channels.GetChannel(ctx, in.ID)
 }
 
 func (s *Server) updateChannel(ctx context.Context, _ Caller, in channelUpdateIn) (gateway.ChannelInstance, error) {
-	c, err := s.d.Channels.UpdateChannel(ctx, in.ID, in.ChannelInput)
-	if err != nil && in.ChannelInput.Agent == nil {
-		err = resource(err, errChannelNotFound, nil)
-	}
-	return c, err
+	return s.d.Channels.UpdateChannel(ctx, in.ID, in.ChannelInput)
 }
 
 func (s *Server) deleteChannel(ctx context.Context, _ Caller, in channelRef) (None, error) {
-	return None{}, resource(s.d.Channels.DeleteChannel(ctx, in.ID), errChannelNotFound, nil)
+	return None{}, s.d.Channels.DeleteChannel(ctx, in.ID)
 }
 
 // The webhook channel. A sender POSTs to /v1/channels/{id}/inbound
@@ -139,10 +132,10 @@ type inboundOut struct {
 func (s *Server) inbound(ctx context.Context, _ Caller, in inboundIn) (Body, error) {
 	c, creds, err := s.d.Channels.ChannelCredentials(ctx, in.ID)
 	if err != nil || !c.Enabled || c.ChannelType != gateway.ChannelWebhook {
-		if err != nil && !isNotFound(err) {
+		if err != nil && !errors.Is(err, gateway.ErrNotFound) {
 			return Body{}, err
 		}
-		return Body{}, errChannelNotFound
+		return Body{}, errNotFound
 	}
 	if err := s.verifyWebhook(c, creds["secret"], in); err != nil {
 		return Body{}, err
@@ -174,8 +167,6 @@ func (s *Server) inbound(ctx context.Context, _ Caller, in inboundIn) (Body, err
 	}
 	return jsonBody(http.StatusOK, res.out), nil
 }
-
-func isNotFound(err error) bool { return resource(err, errChannelNotFound, nil) == errChannelNotFound }
 
 func jsonBody(status int, v any) Body {
 	b, _ := json.Marshal(v) // plain structs: never fails

@@ -75,11 +75,11 @@ type docsAssetIn struct {
 func (s *Server) docsAsset(_ context.Context, _ Caller, in docsAssetIn) (Body, error) {
 	name := in.File
 	if name == "" || name != path.Base(name) || name[0] == '.' {
-		return Body{}, errFileNotFound
+		return Body{}, errNotFound
 	}
 	b, err := fs.ReadFile(docsFiles, name)
 	if err != nil {
-		return Body{}, errFileNotFound
+		return Body{}, errNotFound
 	}
 	ct := mime.TypeByExtension(path.Ext(name))
 	if ct == "" {

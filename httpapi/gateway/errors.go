@@ -74,7 +74,7 @@ var (
 	errAgentExists    = newError(fasthttp.StatusConflict, codeExists, msgAgentExists)
 	errProviderExists = newError(fasthttp.StatusConflict, codeExists, msgProviderExists)
 	errUnavailable    = newError(fasthttp.StatusServiceUnavailable, codeUnavailable, msgUnavailable)
-	errFileNotFound   = newError(fasthttp.StatusNotFound, codeNotFound, msgNotFound)
+	errNotFound       = newError(fasthttp.StatusNotFound, codeNotFound, msgNotFound) // any resource: gateway.ErrNotFound
 	errNoSuchMethod   = newError(fasthttp.StatusNotFound, codeNotFound, msgNoSuchMethod)
 )
 
@@ -131,7 +131,7 @@ func classify(err error) (e *apiError, unexpected bool) {
 	case errors.Is(err, gateway.ErrForbidden):
 		return errOwnerOnly, false
 	case errors.Is(err, gateway.ErrNotFound):
-		return newError(fasthttp.StatusNotFound, codeNotFound, msgNotFound), false
+		return errNotFound, false
 	case errors.Is(err, gateway.ErrExists):
 		return newError(fasthttp.StatusConflict, codeExists, msgExists, readable(err)), false
 	case errors.Is(err, gateway.ErrDisabled):

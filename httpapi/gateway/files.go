@@ -37,10 +37,7 @@ var _ Workspaces = (*gateway.Gateway)(nil)
 // maxListedFiles bounds GET /v1/files.
 const maxListedFiles = 10_000
 
-var (
-	errFileNotInWorkspace = newError(404, codeNotFound, msgNotFound)
-	errBadFilePath        = newError(400, codeInvalid, msgInvalid, "path: a relative path inside the agent's workspace (no .., no encoded dots or slashes, no NUL)")
-)
+var errBadFilePath = newError(400, codeInvalid, msgInvalid, "path: a relative path inside the agent's workspace (no .., no encoded dots or slashes, no NUL)")
 
 // fileRoutes are the prefixes whose paths name workspace files.
 var fileRoutes = [][]byte{[]byte("/v1/files/"), []byte("/v1/storage/")}
@@ -106,7 +103,7 @@ func (s *Server) workspaceAgent(ctx context.Context, c Caller, ref string) (gate
 	}
 	dir := s.d.Workspaces.WorkspaceOf(a.ID)
 	if dir == "" {
-		return a, nil, errFileNotInWorkspace
+		return a, nil, errNotFound
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return a, nil, err
@@ -185,7 +182,7 @@ func (s *Server) getFile(ctx context.Context, c Caller, in fileIn) (Body, error)
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return Body{}, errFileNotInWorkspace
+		return Body{}, errNotFound
 	}
 	head := make([]byte, 512)
 	n, _ := io.ReadFull(f, head)
@@ -218,11 +215,11 @@ func inline(ctype string) bool {
 func fileError(err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return errFileNotInWorkspace
+		return errNotFound
 	case strings.Contains(err.Error(), "path escapes"):
 		return errBadFilePath
 	}
-	return errFileNotInWorkspace
+	return errNotFound
 }
 
 // deleteFile deletes a workspace file (or an empty directory): the
@@ -247,7 +244,7 @@ func (s *Server) deleteFile(ctx context.Context, c Caller, in fileIn) (None, err
 	}
 	if err := root.Remove(rel); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return None{}, errFileNotInWorkspace
+			return None{}, errNotFound
 		}
 		return None{}, newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgInUse, "a directory must be empty to be deleted")
 	}

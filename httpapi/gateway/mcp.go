@@ -36,11 +36,6 @@ type MCPLive interface {
 
 var _ MCPStore = (*gateway.Gateway)(nil)
 
-var (
-	errMCPNotFound     = newError(404, codeNotFound, msgNotFound)
-	errRequestNotFound = newError(404, codeNotFound, msgNotFound)
-)
-
 type mcpList struct {
 	Data []gateway.MCPServer `json:"data"`
 }
@@ -71,7 +66,7 @@ type mcpView struct {
 func (s *Server) getMCP(ctx context.Context, _ Caller, in mcpRef) (mcpView, error) {
 	srv, err := s.d.MCP.GetMCPServer(ctx, in.ID)
 	if err != nil {
-		return mcpView{}, resource(err, errMCPNotFound, nil)
+		return mcpView{}, err
 	}
 	st, err := s.d.MCPLive.Status(ctx, srv.ID.String())
 	if err != nil {
@@ -88,7 +83,7 @@ type mcpUpdateIn struct {
 func (s *Server) updateMCP(ctx context.Context, _ Caller, in mcpUpdateIn) (gateway.MCPServer, error) {
 	srv, err := s.d.MCP.UpdateMCPServer(ctx, in.ID, in.MCPServerInput)
 	if err != nil {
-		return srv, resource(err, errMCPNotFound, nil)
+		return srv, err
 	}
 	s.d.MCPLive.Forget(srv.ID)
 	return srv, nil
@@ -97,7 +92,7 @@ func (s *Server) updateMCP(ctx context.Context, _ Caller, in mcpUpdateIn) (gatew
 func (s *Server) deleteMCP(ctx context.Context, _ Caller, in mcpRef) (None, error) {
 	id, err := s.d.MCP.DeleteMCPServer(ctx, in.ID)
 	if err != nil {
-		return None{}, resource(err, errMCPNotFound, nil)
+		return None{}, err
 	}
 	s.d.MCPLive.Forget(id)
 	return None{}, nil
@@ -135,14 +130,12 @@ type revokeUserIn struct {
 	UserID string `path:"userID" json:"-"`
 }
 
-var errGrantNotFound = newError(404, codeNotFound, msgNotFound)
-
 func (s *Server) revokeAgent(ctx context.Context, _ Caller, in revokeAgentIn) (None, error) {
-	return None{}, resource(s.d.MCP.RevokeMCP(ctx, in.ID, gateway.GrantAgent, in.AgentID), errGrantNotFound, nil)
+	return None{}, s.d.MCP.RevokeMCP(ctx, in.ID, gateway.GrantAgent, in.AgentID)
 }
 
 func (s *Server) revokeUser(ctx context.Context, _ Caller, in revokeUserIn) (None, error) {
-	return None{}, resource(s.d.MCP.RevokeMCP(ctx, in.ID, gateway.GrantUser, in.UserID), errGrantNotFound, nil)
+	return None{}, s.d.MCP.RevokeMCP(ctx, in.ID, gateway.GrantUser, in.UserID)
 }
 
 type agentGrantsIn struct {
@@ -217,7 +210,7 @@ type reviewIn struct {
 func (s *Server) reviewRequest(ctx context.Context, c Caller, in reviewIn) (gateway.MCPRequest, error) {
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
-		return gateway.MCPRequest{}, errRequestNotFound
+		return gateway.MCPRequest{}, errNotFound
 	}
 	if in.Approved == nil {
 		return gateway.MCPRequest{}, errInvalid("approved: required (true or false)")
@@ -226,6 +219,5 @@ func (s *Server) reviewRequest(ctx context.Context, c Caller, in reviewIn) (gate
 	if c.KeyID != uuid.Nil {
 		reviewer = c.KeyID.String()
 	}
-	r, err := s.d.MCP.ReviewMCP(ctx, id, *in.Approved, in.Note, reviewer)
-	return r, resource(err, errRequestNotFound, nil)
+	return s.d.MCP.ReviewMCP(ctx, id, *in.Approved, in.Note, reviewer)
 }

@@ -32,8 +32,6 @@ func (m mediaAdapter) OpenMedia(md gateway.Media) (io.ReadCloser, error) {
 	return m.Gateway.OpenMedia(md)
 }
 
-var errMediaNotFound = newError(404, codeNotFound, msgNotFound)
-
 type uploadIn struct {
 	ContentType string    `header:"Content-Type" json:"-"`
 	Body        io.Reader `body:"multipart/form-data" json:"-"`
@@ -87,14 +85,14 @@ type mediaIn struct {
 func (s *Server) getMedia(ctx context.Context, c Caller, in mediaIn) (Body, error) {
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
-		return Body{}, errMediaNotFound
+		return Body{}, errNotFound
 	}
 	m, err := s.d.Media.GetMedia(ctx, id)
 	if err != nil {
-		return Body{}, resource(err, errMediaNotFound, nil)
+		return Body{}, err
 	}
 	if !seesAll(c) && m.UserID != "" && m.UserID != c.UserID {
-		return Body{}, errMediaNotFound
+		return Body{}, errNotFound
 	}
 	h := map[string]string{
 		"ETag": `"` + m.SHA256 + `"`, "X-Content-Type-Options": "nosniff", "Accept-Ranges": "bytes",
@@ -108,7 +106,7 @@ func (s *Server) getMedia(ctx context.Context, c Caller, in mediaIn) (Body, erro
 	}
 	rd, err := s.d.Media.OpenMedia(m)
 	if err != nil {
-		return Body{}, resource(err, errMediaNotFound, nil)
+		return Body{}, err
 	}
 	return serveRange(rd, m.Size, m.MimeType, in.Range, h)
 }

@@ -21,11 +21,6 @@ type MemoryStore interface {
 
 var _ MemoryStore = (*gateway.Gateway)(nil)
 
-var (
-	errMemoryNotFound     = newError(404, codeNotFound, msgNotFound)
-	errDelegationNotFound = newError(404, codeNotFound, msgNotFound)
-)
-
 type memoryIn struct {
 	AgentID string `query:"agent_id" json:"-"`
 	UserID  string `query:"user_id" json:"-"`
@@ -138,7 +133,7 @@ type memoryRef struct {
 func (s *Server) deleteMemory(ctx context.Context, c Caller, in memoryRef) (None, error) {
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
-		return None{}, errMemoryNotFound
+		return None{}, errNotFound
 	}
 	user := ""
 	if !seesAll(c) {
@@ -146,7 +141,7 @@ func (s *Server) deleteMemory(ctx context.Context, c Caller, in memoryRef) (None
 			return None{}, err
 		}
 	}
-	return None{}, resource(s.d.Memory.DeleteMemory(ctx, id, user), errMemoryNotFound, nil)
+	return None{}, s.d.Memory.DeleteMemory(ctx, id, user)
 }
 
 type delegationsIn struct {
@@ -194,14 +189,14 @@ type delegationRef struct {
 func (s *Server) getDelegation(ctx context.Context, c Caller, in delegationRef) (gateway.Delegation, error) {
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
-		return gateway.Delegation{}, errDelegationNotFound
+		return gateway.Delegation{}, errNotFound
 	}
 	d, err := s.d.Memory.Delegation(ctx, id)
 	if err != nil {
-		return d, resource(err, errDelegationNotFound, nil)
+		return d, err
 	}
 	if !seesAll(c) && (c.UserID == "" || d.UserID != c.UserID) {
-		return gateway.Delegation{}, errDelegationNotFound
+		return gateway.Delegation{}, errNotFound
 	}
 	return d, nil
 }

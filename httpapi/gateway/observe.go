@@ -32,8 +32,6 @@ const (
 	defTracePage   = 50
 )
 
-var errTraceNotFound = newError(404, codeNotFound, msgNotFound)
-
 // seesAll reports whether c may read every user's runs: a trusted
 // backend (the gateway token, an operator.admin key). Anyone else reads
 // their own user's only.
@@ -336,10 +334,10 @@ type traceIn struct {
 func (s *Server) getTrace(ctx context.Context, c Caller, in traceIn) (traceView, error) {
 	t, err := s.d.Runs.Trace(ctx, in.ID)
 	if err != nil {
-		return traceView{}, resource(err, errTraceNotFound, nil)
+		return traceView{}, err
 	}
 	if !seesAll(c) && (c.UserID == "" || t.UserID != c.UserID) {
-		return traceView{}, errTraceNotFound // another user's: ids do not leak
+		return traceView{}, errNotFound // another user's: ids do not leak
 	}
 	v := viewTrace(t, len(t.Spans))
 	v.Spans = spanTree(t.Spans)

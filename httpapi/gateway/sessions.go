@@ -189,9 +189,6 @@ func (w *wsConn) wsSessionCall(f wsFrame, need gateway.Scope) {
 	case "sessions.reset":
 		out, err = s.d.Sessions.SessionOp(ctx, "reset", in.key(), c.UserID, sessionAdmin(c), nil)
 	}
-	if errors.Is(err, gateway.ErrNotFound) {
-		err = errFileNotFound
-	}
 	w.respond(f.ID, out, err)
 }
 

@@ -51,5 +51,5 @@ func (s *Server) shareAgent(ctx context.Context, c Caller, in shareIn) (shareLis
 }
 
 func (s *Server) unshareAgent(ctx context.Context, c Caller, in unshareIn) (None, error) {
-	return None{}, resource(s.d.Sharing.UnshareAgent(ctx, c.UserID, in.ID, in.UserID), errFileNotFound, nil)
+	return None{}, s.d.Sharing.UnshareAgent(ctx, c.UserID, in.ID, in.UserID)
 }

@@ -31,15 +31,15 @@ type SkillStore interface {
 var _ SkillStore = (*gateway.Gateway)(nil)
 
 var (
-	errSkillNotFound = newError(404, codeNotFound, msgNotFound)
-	errSystemSkill   = newError(403, codeUnauthorized, msgInvalid, "system skills ship with the gateway: they cannot be changed, toggled or deleted")
+	errSystemSkill = newError(403, codeUnauthorized, msgInvalid, "system skills ship with the gateway: they cannot be changed, toggled or deleted")
 )
 
+// skillErr names the refusal to change a system skill.
 func skillErr(err error) error {
 	if errors.Is(err, gateway.ErrForbidden) {
 		return errSystemSkill
 	}
-	return resource(err, errSkillNotFound, nil)
+	return err
 }
 
 type skillsIn struct {
@@ -205,10 +205,7 @@ func (s *Server) grantSkill(ctx context.Context, _ Caller, in skillGrantIn) (gra
 	if in.AgentID == "" {
 		return grantOK{}, errInvalid("agent_id: required")
 	}
-	err := s.d.Skills.GrantSkill(ctx, in.ID, in.AgentID, in.Version)
-	if err != nil && !errors.Is(err, gateway.ErrInvalid) {
-		err = skillErr(err)
-	}
+	err := skillErr(s.d.Skills.GrantSkill(ctx, in.ID, in.AgentID, in.Version))
 	return grantOK{SkillID: in.ID, AgentID: in.AgentID, Version: in.Version}, err
 }
 

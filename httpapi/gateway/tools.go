@@ -28,8 +28,6 @@ type ToolStore interface {
 
 var _ ToolStore = (*gateway.Gateway)(nil)
 
-var errToolNotFound = newError(404, codeNotFound, msgNotFound)
-
 type toolsIn struct {
 	AgentID string `query:"agent_id" json:"-"`
 	Limit   int    `query:"limit" json:"-"`
@@ -81,25 +79,19 @@ type toolUpdateIn struct {
 }
 
 func (s *Server) createTool(ctx context.Context, _ Caller, in toolCreateIn) (gateway.CustomTool, error) {
-	t, err := s.d.Tools.CreateCustomTool(ctx, in.CustomToolInput)
-	return t, resource(err, nil, nil)
+	return s.d.Tools.CreateCustomTool(ctx, in.CustomToolInput)
 }
 
 func (s *Server) getTool(ctx context.Context, _ Caller, in toolRef) (gateway.CustomTool, error) {
-	t, err := s.d.Tools.GetCustomTool(ctx, in.ID)
-	return t, resource(err, errToolNotFound, nil)
+	return s.d.Tools.GetCustomTool(ctx, in.ID)
 }
 
 func (s *Server) updateTool(ctx context.Context, _ Caller, in toolUpdateIn) (gateway.CustomTool, error) {
-	t, err := s.d.Tools.UpdateCustomTool(ctx, in.ID, in.CustomToolInput)
-	if in.AgentID == nil {
-		err = resource(err, errToolNotFound, nil)
-	}
-	return t, err
+	return s.d.Tools.UpdateCustomTool(ctx, in.ID, in.CustomToolInput)
 }
 
 func (s *Server) deleteTool(ctx context.Context, _ Caller, in toolRef) (None, error) {
-	return None{}, resource(s.d.Tools.DeleteCustomTool(ctx, in.ID), errToolNotFound, nil)
+	return None{}, s.d.Tools.DeleteCustomTool(ctx, in.ID)
 }
 
 // invokeIn is POST /v1/tools/invoke.
