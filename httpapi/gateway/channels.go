@@ -53,16 +53,12 @@ func (s *Server) createChannel(ctx context.Context, _ Caller, in channelCreateIn
 	return s.d.Channels.CreateChannel(ctx, in.ChannelInput)
 }
 
-type channelRef struct {
-	ID string `path:"id" json:"-"`
-}
-
 type channelUpdateIn struct {
 	ID string `path:"id" json:"-"`
 	gateway.ChannelInput
 }
 
-func (s *Server) getChannel(ctx context.Context, _ Caller, in channelRef) (gateway.ChannelInstance, error) {
+func (s *Server) getChannel(ctx context.Context, _ Caller, in idIn) (gateway.ChannelInstance, error) {
 	return s.d.Channels.GetChannel(ctx, in.ID)
 }
 
@@ -70,7 +66,7 @@ func (s *Server) updateChannel(ctx context.Context, _ Caller, in channelUpdateIn
 	return s.d.Channels.UpdateChannel(ctx, in.ID, in.ChannelInput)
 }
 
-func (s *Server) deleteChannel(ctx context.Context, _ Caller, in channelRef) (None, error) {
+func (s *Server) deleteChannel(ctx context.Context, _ Caller, in idIn) (None, error) {
 	return None{}, s.d.Channels.DeleteChannel(ctx, in.ID)
 }
 

@@ -53,17 +53,13 @@ func (s *Server) createMCP(ctx context.Context, _ Caller, in mcpCreateIn) (gatew
 	return s.d.MCP.CreateMCPServer(ctx, in.MCPServerInput)
 }
 
-type mcpRef struct {
-	ID string `path:"id" json:"-"`
-}
-
 // mcpView is a server with its live status and tools.
 type mcpView struct {
 	gateway.MCPServer
 	Status mcppool.Status `json:"status"`
 }
 
-func (s *Server) getMCP(ctx context.Context, _ Caller, in mcpRef) (mcpView, error) {
+func (s *Server) getMCP(ctx context.Context, _ Caller, in idIn) (mcpView, error) {
 	srv, err := s.d.MCP.GetMCPServer(ctx, in.ID)
 	if err != nil {
 		return mcpView{}, err
@@ -89,7 +85,7 @@ func (s *Server) updateMCP(ctx context.Context, _ Caller, in mcpUpdateIn) (gatew
 	return srv, nil
 }
 
-func (s *Server) deleteMCP(ctx context.Context, _ Caller, in mcpRef) (None, error) {
+func (s *Server) deleteMCP(ctx context.Context, _ Caller, in idIn) (None, error) {
 	id, err := s.d.MCP.DeleteMCPServer(ctx, in.ID)
 	if err != nil {
 		return None{}, err

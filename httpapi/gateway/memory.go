@@ -126,11 +126,7 @@ func (s *Server) createMemory(ctx context.Context, c Caller, in memoryCreateIn) 
 	return s.d.Memory.SaveMemory(ctx, in.MemoryInput)
 }
 
-type memoryRef struct {
-	ID string `path:"id" json:"-"`
-}
-
-func (s *Server) deleteMemory(ctx context.Context, c Caller, in memoryRef) (None, error) {
+func (s *Server) deleteMemory(ctx context.Context, c Caller, in idIn) (None, error) {
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
 		return None{}, errNotFound
@@ -182,11 +178,7 @@ func (s *Server) listDelegations(ctx context.Context, c Caller, in delegationsIn
 	return delegationPage{Data: ds, Total: total, Limit: limit, Offset: in.Offset}, nil
 }
 
-type delegationRef struct {
-	ID string `path:"id" json:"-"`
-}
-
-func (s *Server) getDelegation(ctx context.Context, c Caller, in delegationRef) (gateway.Delegation, error) {
+func (s *Server) getDelegation(ctx context.Context, c Caller, in idIn) (gateway.Delegation, error) {
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
 		return gateway.Delegation{}, errNotFound

@@ -327,11 +327,7 @@ func (s *Server) listTraces(ctx context.Context, c Caller, in tracesIn) (tracePa
 	return out, nil
 }
 
-type traceIn struct {
-	ID string `path:"id" json:"-"`
-}
-
-func (s *Server) getTrace(ctx context.Context, c Caller, in traceIn) (traceView, error) {
+func (s *Server) getTrace(ctx context.Context, c Caller, in idIn) (traceView, error) {
 	t, err := s.d.Runs.Trace(ctx, in.ID)
 	if err != nil {
 		return traceView{}, err

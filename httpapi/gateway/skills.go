@@ -114,11 +114,7 @@ func (s *Server) uploadSkill(ctx context.Context, c Caller, in uploadIn) (gatewa
 	return sk, err
 }
 
-type skillRef struct {
-	ID string `path:"id" json:"-"`
-}
-
-func (s *Server) getSkill(ctx context.Context, _ Caller, in skillRef) (gateway.Skill, error) {
+func (s *Server) getSkill(ctx context.Context, _ Caller, in idIn) (gateway.Skill, error) {
 	sk, err := s.d.Skills.GetSkill(ctx, in.ID)
 	return sk, skillErr(err)
 }
@@ -133,12 +129,12 @@ func (s *Server) updateSkill(ctx context.Context, _ Caller, in skillUpdateIn) (g
 	return sk, skillErr(err)
 }
 
-func (s *Server) toggleSkill(ctx context.Context, _ Caller, in skillRef) (gateway.Skill, error) {
+func (s *Server) toggleSkill(ctx context.Context, _ Caller, in idIn) (gateway.Skill, error) {
 	sk, err := s.d.Skills.ToggleSkill(ctx, in.ID)
 	return sk, skillErr(err)
 }
 
-func (s *Server) deleteSkill(ctx context.Context, _ Caller, in skillRef) (None, error) {
+func (s *Server) deleteSkill(ctx context.Context, _ Caller, in idIn) (None, error) {
 	return None{}, skillErr(s.d.Skills.DeleteSkill(ctx, in.ID))
 }
 
@@ -146,7 +142,7 @@ type versionList struct {
 	Data []gateway.SkillVersion `json:"data"`
 }
 
-func (s *Server) skillVersions(ctx context.Context, _ Caller, in skillRef) (versionList, error) {
+func (s *Server) skillVersions(ctx context.Context, _ Caller, in idIn) (versionList, error) {
 	v, err := s.d.Skills.SkillVersions(ctx, in.ID)
 	return versionList{Data: v}, skillErr(err)
 }
@@ -218,15 +214,11 @@ func (s *Server) revokeSkill(ctx context.Context, _ Caller, in skillRevokeIn) (N
 	return None{}, skillErr(s.d.Skills.RevokeSkill(ctx, in.ID, in.AgentID))
 }
 
-type agentSkillsIn struct {
-	ID string `path:"id" json:"-"`
-}
-
 type agentSkillList struct {
 	Data []gateway.AgentSkill `json:"data"`
 }
 
-func (s *Server) agentSkills(ctx context.Context, c Caller, in agentSkillsIn) (agentSkillList, error) {
+func (s *Server) agentSkills(ctx context.Context, c Caller, in idIn) (agentSkillList, error) {
 	user := c.UserID
 	if seesAll(c) {
 		user = ""

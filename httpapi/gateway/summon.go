@@ -18,11 +18,6 @@ const (
 		"change request. Answer with the complete new system prompt only."
 )
 
-// resummonIn is POST /v1/agents/{id}/resummon.
-type resummonIn struct {
-	ID string `path:"id" json:"-"`
-}
-
 // regenerateIn is POST /v1/agents/{id}/regenerate.
 type regenerateIn struct {
 	ID string `path:"id" json:"-"`
@@ -71,7 +66,7 @@ func (s *Server) runOnce(ctx context.Context, ref, user, endpoint, system, messa
 	return strings.TrimSpace(res.Content), err
 }
 
-func (s *Server) resummon(ctx context.Context, c Caller, in resummonIn) (gateway.Agent, error) {
+func (s *Server) resummon(ctx context.Context, c Caller, in idIn) (gateway.Agent, error) {
 	a, err := s.d.Agents.Resummon(ctx, c.UserID, in.ID)
 	if err != nil {
 		return gateway.Agent{}, resource(err, errAgentNotFound, nil)

@@ -69,10 +69,6 @@ type toolCreateIn struct {
 	gateway.CustomToolInput
 }
 
-type toolRef struct {
-	ID string `path:"id" json:"-"`
-}
-
 type toolUpdateIn struct {
 	ID string `path:"id" json:"-"`
 	gateway.CustomToolInput
@@ -82,7 +78,7 @@ func (s *Server) createTool(ctx context.Context, _ Caller, in toolCreateIn) (gat
 	return s.d.Tools.CreateCustomTool(ctx, in.CustomToolInput)
 }
 
-func (s *Server) getTool(ctx context.Context, _ Caller, in toolRef) (gateway.CustomTool, error) {
+func (s *Server) getTool(ctx context.Context, _ Caller, in idIn) (gateway.CustomTool, error) {
 	return s.d.Tools.GetCustomTool(ctx, in.ID)
 }
 
@@ -90,7 +86,7 @@ func (s *Server) updateTool(ctx context.Context, _ Caller, in toolUpdateIn) (gat
 	return s.d.Tools.UpdateCustomTool(ctx, in.ID, in.CustomToolInput)
 }
 
-func (s *Server) deleteTool(ctx context.Context, _ Caller, in toolRef) (None, error) {
+func (s *Server) deleteTool(ctx context.Context, _ Caller, in idIn) (None, error) {
 	return None{}, s.d.Tools.DeleteCustomTool(ctx, in.ID)
 }
 
