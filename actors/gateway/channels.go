@@ -272,6 +272,19 @@ func (g *Gateway) sealCreds(id uuid.UUID, creds map[string]string) (*[]byte, map
 	return &sealed, hint, nil
 }
 
+// openJSON opens sealed (bound to id) into v; v stays as it is when
+// nothing is sealed.
+func (g *Gateway) openJSON(sealed []byte, id uuid.UUID, v any) error {
+	if len(sealed) == 0 {
+		return nil
+	}
+	b, err := g.sealer.Open(sealed, id[:])
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
 // CreateChannel creates a channel instance. ErrInvalid (naming the
 // field), ErrExists, ErrNotFound (the agent).
 func (g *Gateway) CreateChannel(ctx context.Context, in ChannelInput) (ChannelInstance, error) {
@@ -343,14 +356,8 @@ func (g *Gateway) ChannelCredentials(ctx context.Context, ref string) (ChannelIn
 		return c, nil, err
 	}
 	creds := map[string]string{}
-	if len(rec.CredsSealed) > 0 {
-		b, err := g.sealer.Open(rec.CredsSealed, rec.ID[:])
-		if err != nil {
-			return c, nil, fmt.Errorf("channel %s credentials: %w", rec.ID, err)
-		}
-		if err := json.Unmarshal(b, &creds); err != nil {
-			return c, nil, fmt.Errorf("channel %s credentials: %w", rec.ID, err)
-		}
+	if err := g.openJSON(rec.CredsSealed, rec.ID, &creds); err != nil {
+		return c, nil, fmt.Errorf("channel %s credentials: %w", rec.ID, err)
 	}
 	return c, creds, nil
 }

@@ -212,14 +212,9 @@ func (r *registry) putTool(m putTool) toolReply {
 		return toolReply{err: fmt.Errorf("tool %q: %w", t.Name, ErrExists)}
 	}
 	if m.sealed != nil {
-		t.EnvSealed = *m.sealed
-		t.EnvKeys = make([]string, 0, len(in.Env))
-		for k := range in.Env {
-			t.EnvKeys = append(t.EnvKeys, k)
-		}
-		sort.Strings(t.EnvKeys)
-		if len(t.EnvKeys) == 0 {
-			t.EnvSealed, t.EnvKeys = nil, nil
+		t.EnvSealed, t.EnvKeys = *m.sealed, keysOf(in.Env)
+		if t.EnvKeys == nil {
+			t.EnvSealed = nil
 		}
 	}
 	t.UpdatedAt = now
@@ -360,14 +355,8 @@ func (g *Gateway) AgentCustomTools(ctx context.Context, agent uuid.UUID) ([]Runn
 	out := make([]RunnableTool, 0, len(r.recs))
 	for _, t := range r.recs {
 		rt := RunnableTool{CustomTool: t.view(), Env: map[string]string{}}
-		if len(t.EnvSealed) > 0 {
-			b, err := g.sealer.Open(t.EnvSealed, t.ID[:])
-			if err != nil {
-				return nil, fmt.Errorf("custom tool %s env: %w", t.ID, err)
-			}
-			if err := json.Unmarshal(b, &rt.Env); err != nil {
-				return nil, fmt.Errorf("custom tool %s env: %w", t.ID, err)
-			}
+		if err := g.openJSON(t.EnvSealed, t.ID, &rt.Env); err != nil {
+			return nil, fmt.Errorf("custom tool %s env: %w", t.ID, err)
 		}
 		out = append(out, rt)
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -415,11 +414,7 @@ func (g *Gateway) MCPServerSecrets(ctx context.Context, ref string) (MCPServer, 
 
 func (g *Gateway) openMCP(s *mcpServerRec) MCPSecrets {
 	var sec MCPSecrets
-	if len(s.Sealed) > 0 {
-		if b, err := g.sealer.Open(s.Sealed, s.ID[:]); err == nil {
-			_ = json.Unmarshal(b, &sec)
-		}
-	}
+	_ = g.openJSON(s.Sealed, s.ID, &sec)
 	return sec
 }
 
