@@ -6,8 +6,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
-
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 )
@@ -48,12 +46,9 @@ func sessionAdmin(c Caller) bool { return c.Trusted() && c.UserID == "" }
 
 func (s *Server) listSessions(ctx context.Context, c Caller, in sessionsIn) (sessionPage, error) {
 	f := gateway.SessionFilter{Channel: in.Channel, UserID: in.UserID, Limit: in.Limit, Offset: in.Offset}
-	if in.AgentID != "" {
-		id, err := uuid.Parse(in.AgentID)
-		if err != nil {
-			return sessionPage{}, errInvalid("agent_id must be an agent's id")
-		}
-		f.AgentID = id
+	var err error
+	if f.AgentID, err = parseAgentID(in.AgentID); err != nil {
+		return sessionPage{}, err
 	}
 	admin := sessionAdmin(c)
 	if !admin {

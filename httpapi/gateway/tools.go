@@ -46,13 +46,9 @@ func (s *Server) listTools(ctx context.Context, _ Caller, in toolsIn) (toolPage,
 	if in.Limit, err = pageBounds(in.Limit, in.Offset); err != nil {
 		return toolPage{}, err
 	}
-	agent := uuid.Nil
-	if in.AgentID != "" {
-		a, err := s.d.Agents.GetAgent(ctx, "", in.AgentID)
-		if err != nil {
-			return toolPage{}, resource(err, errAgentNotFound, nil)
-		}
-		agent = a.ID
+	agent, err := s.agentRefID(ctx, in.AgentID)
+	if err != nil {
+		return toolPage{}, err
 	}
 	ts, err := s.d.Tools.ListCustomTools(ctx, agent)
 	if err != nil {
