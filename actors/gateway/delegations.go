@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -71,13 +72,11 @@ func truncateText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utfStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n] + "…"
 }
-
-func utfStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // RecordDelegation stores a finished delegation (task and result
 // truncated to MaxDelegationText); its ID is drawn when zero.
