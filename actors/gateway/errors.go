@@ -19,6 +19,8 @@ var (
 	ErrInUse = errors.New("gateway: still in use")
 	// ErrDisabled: the feature is turned off in the configuration.
 	ErrDisabled = errors.New("gateway: disabled by configuration")
+	// ErrTooLarge: an upload over its limit.
+	ErrTooLarge = errors.New("gateway: too large")
 	// ErrInvalid wraps every validation failure; the text names the field.
 	ErrInvalid = errors.New("gateway: invalid argument")
 )

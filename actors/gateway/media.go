@@ -57,9 +57,6 @@ func (m *mediaRec) view() Media {
 		UserID: m.UserID, CreatedAt: m.CreatedAt, Ref: m.Ref}
 }
 
-// ErrTooLarge: an upload over its limit.
-var ErrTooLarge = errors.New("gateway: too large")
-
 // sniff returns the allow-listed type of head, or application/octet-stream.
 func sniff(head []byte) string {
 	t := http.DetectContentType(head)
