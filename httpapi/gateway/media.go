@@ -37,6 +37,25 @@ type uploadIn struct {
 	Body        io.Reader `body:"multipart/form-data" json:"-"`
 }
 
+// file returns the upload's multipart field "file" and its file name, or,
+// for another content type, the body itself.
+func (in uploadIn) file() (io.Reader, string, error) {
+	mt, params, err := mime.ParseMediaType(in.ContentType)
+	if err != nil || mt != "multipart/form-data" {
+		return in.Body, "", nil
+	}
+	mr := multipart.NewReader(in.Body, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			return nil, "", errInvalid("file: no multipart field \"file\"")
+		}
+		if p.FormName() == "file" {
+			return p, p.FileName(), nil
+		}
+	}
+}
+
 type uploadOut struct {
 	gateway.Media
 	URL string `json:"url"`
@@ -48,19 +67,9 @@ func (s *Server) uploadMedia(ctx context.Context, c Caller, in uploadIn) (upload
 	if in.Body == nil {
 		return uploadOut{}, errInvalid("file: required (multipart/form-data field \"file\")")
 	}
-	r, name := in.Body, ""
-	if mt, params, err := mime.ParseMediaType(in.ContentType); err == nil && mt == "multipart/form-data" {
-		mr := multipart.NewReader(in.Body, params["boundary"])
-		for {
-			p, err := mr.NextPart()
-			if err != nil {
-				return uploadOut{}, errInvalid("file: no multipart field \"file\"")
-			}
-			if p.FormName() == "file" {
-				r, name = p, p.FileName()
-				break
-			}
-		}
+	r, name, err := in.file()
+	if err != nil {
+		return uploadOut{}, err
 	}
 	m, err := s.d.Media.PutMedia(ctx, r, int64(s.cfg.MaxUploadBytes), name, c.UserID)
 	if errors.Is(err, gateway.ErrTooLarge) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
-	"mime/multipart"
 	"strconv"
 	"unicode/utf8"
 
@@ -86,19 +84,9 @@ func (s *Server) uploadSkill(ctx context.Context, c Caller, in uploadIn) (gatewa
 	if in.Body == nil {
 		return gateway.Skill{}, errInvalid("file: required (multipart/form-data field \"file\", a ZIP)")
 	}
-	r := in.Body
-	if mt, params, err := mime.ParseMediaType(in.ContentType); err == nil && mt == "multipart/form-data" {
-		mr := multipart.NewReader(in.Body, params["boundary"])
-		for {
-			p, err := mr.NextPart()
-			if err != nil {
-				return gateway.Skill{}, errInvalid("file: no multipart field \"file\"")
-			}
-			if p.FormName() == "file" {
-				r = p
-				break
-			}
-		}
+	r, _, err := in.file()
+	if err != nil {
+		return gateway.Skill{}, err
 	}
 	data, err := io.ReadAll(io.LimitReader(r, gateway.MaxSkillZip+1))
 	if err != nil {
