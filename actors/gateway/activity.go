@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -217,10 +216,18 @@ func (g *Gateway) Activity(ctx context.Context, f ActivityFilter) ([]Activity, i
 		all = append(all, as...)
 	}
 	slices.SortFunc(all, func(a, b Activity) int { return cmpUUID(b.ID, a.ID) })
-	total := len(all)
-	lo := min(f.Offset, total)
-	hi := min(lo+cmp.Or(f.Limit, 50), total)
-	return all[lo:hi], total, nil
+	lo, hi := page(len(all), f.Offset, f.Limit, 50)
+	return all[lo:hi], len(all), nil
+}
+
+// page bounds the page at offset of limit items (0: def) out of total:
+// items[lo:hi], never out of range.
+func page(total, offset, limit, def int) (lo, hi int) {
+	if limit == 0 {
+		limit = def
+	}
+	lo = min(max(offset, 0), total)
+	return lo, min(lo+max(limit, 1), total)
 }
 
 // withActor carries a message sent on behalf of an API caller.

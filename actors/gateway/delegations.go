@@ -108,17 +108,12 @@ func (r *registry) queryDelegations(m queryDelegations) delegationReply {
 	ds := r.part.delegations.newest(func(d *delegationRec) bool {
 		return (m.id == uuid.Nil || d.ID == m.id) && m.f.matches(d)
 	})
-	total := len(ds)
-	lo := min(m.f.Offset, total)
-	hi := min(lo+max(m.f.Limit, 1), total)
-	if m.f.Limit == 0 {
-		hi = min(lo+50, total)
-	}
+	lo, hi := page(len(ds), m.f.Offset, m.f.Limit, 50)
 	out := make([]Delegation, 0, hi-lo)
 	for _, d := range ds[lo:hi] {
 		out = append(out, d.view())
 	}
-	return delegationReply{list: out, total: total}
+	return delegationReply{list: out, total: len(ds)}
 }
 
 // Delegations lists delegations matching f, newest first, with the total.

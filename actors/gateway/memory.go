@@ -161,13 +161,8 @@ func (r *registry) queryMemory(f MemoryFilter) memoryReply {
 			out = append(out, e.view())
 		}
 	}
-	total := len(out)
-	lo := min(f.Offset, total)
-	hi := min(lo+max(f.Limit, 1), total)
-	if f.Limit == 0 {
-		hi = min(lo+50, total)
-	}
-	return memoryReply{list: slices.Clip(out[lo:hi]), total: total}
+	lo, hi := page(len(out), f.Offset, f.Limit, 50)
+	return memoryReply{list: slices.Clip(out[lo:hi]), total: len(out)}
 }
 
 type scored struct {

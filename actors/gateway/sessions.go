@@ -347,10 +347,8 @@ func (r *registry) listSessions(m listSessions) sessionsReply {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	total := len(all)
-	lo := min(m.f.Offset, total)
-	hi := min(lo+m.f.Limit, total)
-	return sessionsReply{ss: slices.Clip(all[lo:hi]), total: total}
+	lo, hi := page(len(all), m.f.Offset, m.f.Limit, 20)
+	return sessionsReply{ss: slices.Clip(all[lo:hi]), total: len(all)}
 }
 
 // validSessionKey reports whether k can name a session.
