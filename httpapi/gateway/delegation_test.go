@@ -17,20 +17,14 @@ func TestDelegationAndMemory(t *testing.T) {
 	}
 	alice := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"a","scopes":["operator.write"],"user_id":"alice"}`).body["key"].(string)
 	bob := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"b","scopes":["operator.write"],"user_id":"bob"}`).body["key"].(string)
-	chat := func(key, agent, msg string) string {
-		t.Helper()
-		body := `{"model":"gateway:` + agent + `","messages":[{"role":"user","content":` + jsonString(msg) + `}]}`
-		r := e.must(200, "POST", "/v1/chat/completions", key, body)
-		return r.body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
-	}
-	if got := chat(alice, "lead", `/tool delegate {"agent":"helper","task":"say hi"}`); got != "echo: echo: say hi" {
+	if got := e.chat(alice, "lead", `/tool delegate {"agent":"helper","task":"say hi"}`); got != "echo: echo: say hi" {
 		t.Errorf("delegated answer = %q", got)
 	}
-	if got := chat(alice, "lead", `/tool delegate {"agent":"private","task":"x"}`); !strings.Contains(got, `error: no agent "private"`) {
+	if got := e.chat(alice, "lead", `/tool delegate {"agent":"private","task":"x"}`); !strings.Contains(got, `error: no agent "private"`) {
 		t.Errorf("delegating to bob's agent = %q", got)
 	}
 	inner := `/tool delegate {\"agent\":\"lead\",\"task\":\"loop\"}`
-	if got := chat(alice, "lead", `/tool delegate {"agent":"helper","task":"`+inner+`"}`); !strings.Contains(got, "delegation cycle") {
+	if got := e.chat(alice, "lead", `/tool delegate {"agent":"helper","task":"`+inner+`"}`); !strings.Contains(got, "delegation cycle") {
 		t.Errorf("a cycle = %q", got)
 	}
 	// Recorded: the two that ran (the cycle was refused inside the second,
@@ -60,11 +54,11 @@ func TestDelegationAndMemory(t *testing.T) {
 	bobs := e.must(201, "POST", "/v1/memory", bob, `{"content":"Bob likes tea too"}`).body["id"].(string)
 	e.must(403, "POST", "/v1/memory", bob, `{"content":"x","user_id":"alice"}`)
 	e.must(400, "POST", "/v1/memory", alice, `{"content":""}`)
-	got := chat(alice, "lead", `/tool memory_search {"query":"tea"}`)
+	got := e.chat(alice, "lead", `/tool memory_search {"query":"tea"}`)
 	if !strings.Contains(got, "green") || strings.Contains(got, "Bob") {
 		t.Errorf("alice's memory_search = %q", got)
 	}
-	if got := chat(alice, "lead", `/tool memory_save {"content":"Alice's birthday is in May"}`); !strings.Contains(got, "saved") {
+	if got := e.chat(alice, "lead", `/tool memory_save {"content":"Alice's birthday is in May"}`); !strings.Contains(got, "saved") {
 		t.Errorf("memory_save = %q", got)
 	}
 	if r := e.must(200, "GET", "/v1/memory?q=birthday", alice, "").body; r["total"] != 1.0 {
@@ -75,21 +69,4 @@ func TestDelegationAndMemory(t *testing.T) {
 	}
 	e.must(404, "DELETE", "/v1/memory/"+bobs, alice, "")
 	e.must(204, "DELETE", "/v1/memory/"+bobs, bob, "")
-}
-
-func jsonString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

@@ -175,6 +175,15 @@ func (e *gwEnv) must(want int, method, path, token, body string, hdr ...string) 
 	return r
 }
 
+// chat runs agent on msg with token (200, or the test fails) and returns
+// the answer's content.
+func (e *gwEnv) chat(token, agent, msg string) string {
+	e.tb.Helper()
+	m, _ := json.Marshal(msg)
+	r := e.must(200, "POST", "/v1/chat/completions", token, `{"model":"gateway:`+agent+`","messages":[{"role":"user","content":`+string(m)+`}]}`)
+	return r.body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+}
+
 // seedAgent creates an echo provider and an agent for user alice.
 func (e *gwEnv) seedAgent(key, settings string, extra string) {
 	e.tb.Helper()

@@ -152,8 +152,7 @@ func TestMCPServers(t *testing.T) {
 	}
 
 	// The agent calls an MCP tool in a chat.
-	r := e.must(200, "POST", "/v1/chat/completions", alice, `{"model":"gateway:a1","messages":[{"role":"user","content":"/tool get-sum {\"a\":2,\"b\":40}"}]}`)
-	if content := r.body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string); !strings.Contains(content, "42") {
+	if content := e.chat(alice, "a1", `/tool get-sum {"a":2,"b":40}`); !strings.Contains(content, "42") {
 		t.Errorf("chat = %q", content)
 	}
 

@@ -140,21 +140,17 @@ func TestSkills(t *testing.T) {
 	if l := e.must(200, "GET", "/v1/agents/reader/skills", alice, "").body["data"].([]any); !strings.Contains(fmt.Sprint(l), "granted:true") {
 		t.Errorf("agent skills = %v", l)
 	}
-	chat := func(agent, msg string) string {
-		r := e.must(200, "POST", "/v1/chat/completions", alice, `{"model":"gateway:`+agent+`","messages":[{"role":"user","content":`+jsonString(msg)+`}]}`)
-		return r.body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
-	}
-	chat("reader", "hello")
+	e.chat(alice, "reader", "hello")
 	if sent := stub.sent(); !strings.Contains(sent, "pdf-tools: read and split PDF") || !strings.Contains(sent, "skill_read") {
 		t.Errorf("the provider did not see the skill: %s", sent)
 	}
 	e.must(200, "POST", "/v1/skills/pdf-tools/toggle", gwToken, "")
-	chat("reader", "hello")
+	e.chat(alice, "reader", "hello")
 	if sent := stub.sent(); strings.Contains(sent, "pdf-tools") {
 		t.Errorf("a disabled skill reached the provider: %s", sent)
 	}
 	e.must(201, "POST", "/v1/skills/gatehouse-tools/grants/agent", gwToken, `{"agent_id":"e1"}`)
-	if got := chat("e1", `/tool skill_read {"skill":"gatehouse-tools"}`); !strings.Contains(got, "Using your tools") {
+	if got := e.chat(alice, "e1", `/tool skill_read {"skill":"gatehouse-tools"}`); !strings.Contains(got, "Using your tools") {
 		t.Errorf("skill_read = %q", got)
 	}
 	e.must(204, "DELETE", "/v1/skills/pdf-tools/grants/agent/reader", gwToken, "")

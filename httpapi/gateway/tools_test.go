@@ -93,9 +93,7 @@ func TestCustomTools(t *testing.T) {
 
 	// The agent calls the tool in a chat (the echo provider's /tool
 	// convention); the trace has the call, its env masked.
-	r = e.must(200, "POST", "/v1/chat/completions", writer, `{"model":"gateway:a1","messages":[{"role":"user","content":"/tool env_dump {}"}]}`)
-	content := r.body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
-	if !strings.Contains(content, "TOOL_TOKEN=tool-secret-1") {
+	if content := e.chat(writer, "a1", "/tool env_dump {}"); !strings.Contains(content, "TOOL_TOKEN=tool-secret-1") {
 		t.Errorf("chat answer = %q", content)
 	}
 	waitTraces(t, e, 1)
