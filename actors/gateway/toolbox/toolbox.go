@@ -5,6 +5,7 @@
 package toolbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -115,7 +116,7 @@ func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]runtim
 			}
 			name := fnName(t.Name)
 			if taken[name] {
-				name = fnName(cmpOr(acc.Server.ToolPrefix, acc.Server.Name) + "_" + t.Name)
+				name = fnName(cmp.Or(acc.Server.ToolPrefix, acc.Server.Name) + "_" + t.Name)
 			}
 			if taken[name] {
 				continue
@@ -150,13 +151,6 @@ func fnName(name string) string {
 		n = n[:64]
 	}
 	return n
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func secretValues(sec gateway.MCPSecrets) []string {
