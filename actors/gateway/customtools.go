@@ -78,14 +78,11 @@ func (t *customToolRec) ref() (kind, uuid.UUID) { return kindCustomTool, t.ID }
 
 func (t *customToolRec) view() CustomTool {
 	v := CustomTool{ID: t.ID, Name: t.Name, Description: t.Description, Parameters: t.Parameters, Command: t.Command,
-		WorkingDir: t.WorkingDir, TimeoutSeconds: t.TimeoutSeconds, EnvKeys: t.EnvKeys, Enabled: t.Enabled,
+		WorkingDir: t.WorkingDir, TimeoutSeconds: t.TimeoutSeconds, EnvKeys: orEmpty(t.EnvKeys), Enabled: t.Enabled,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if t.AgentID != uuid.Nil {
 		id := t.AgentID
 		v.AgentID = &id
-	}
-	if v.EnvKeys == nil {
-		v.EnvKeys = []string{}
 	}
 	return v
 }

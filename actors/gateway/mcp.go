@@ -86,14 +86,8 @@ type mcpServerRec struct {
 func (s *mcpServerRec) ref() (kind, uuid.UUID) { return kindMCPServer, s.ID }
 
 func (s *mcpServerRec) view() MCPServer {
-	nz := func(v []string) []string {
-		if v == nil {
-			return []string{}
-		}
-		return v
-	}
 	return MCPServer{ID: s.ID, Name: s.Name, DisplayName: s.DisplayName, Transport: s.Transport, Command: s.Command,
-		Args: nz(s.Args), URL: s.URL, HeaderKeys: nz(s.HeaderKeys), EnvKeys: nz(s.EnvKeys), ToolPrefix: s.ToolPrefix,
+		Args: orEmpty(s.Args), URL: s.URL, HeaderKeys: orEmpty(s.HeaderKeys), EnvKeys: orEmpty(s.EnvKeys), ToolPrefix: s.ToolPrefix,
 		TimeoutSec: s.TimeoutSec, Enabled: s.Enabled, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
@@ -119,12 +113,7 @@ type mcpGrantRec MCPGrant
 func (g *mcpGrantRec) ref() (kind, uuid.UUID) { return kindMCPGrant, g.ID }
 func (g *mcpGrantRec) view() MCPGrant {
 	v := MCPGrant(*g)
-	if v.ToolAllow == nil {
-		v.ToolAllow = []string{}
-	}
-	if v.ToolDeny == nil {
-		v.ToolDeny = []string{}
-	}
+	v.ToolAllow, v.ToolDeny = orEmpty(v.ToolAllow), orEmpty(v.ToolDeny)
 	return v
 }
 

@@ -69,13 +69,10 @@ type memoryRec struct {
 func (m *memoryRec) ref() (kind, uuid.UUID) { return kindMemory, m.ID }
 
 func (m *memoryRec) view() MemoryEntry {
-	e := MemoryEntry{ID: m.ID, Content: m.Content, UserID: m.UserID, Tags: m.Tags, CreatedAt: m.CreatedAt}
+	e := MemoryEntry{ID: m.ID, Content: m.Content, UserID: m.UserID, Tags: orEmpty(m.Tags), CreatedAt: m.CreatedAt}
 	if m.AgentID != uuid.Nil {
 		id := m.AgentID
 		e.AgentID = &id
-	}
-	if e.Tags == nil {
-		e.Tags = []string{}
 	}
 	return e
 }

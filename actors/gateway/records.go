@@ -112,6 +112,14 @@ func encodeEntity(ent entity) entityJSON {
 	return entityJSON{Kind: k, V: kinds[k].v, Data: mustJSON(ent)}
 }
 
+// orEmpty is s, or an empty slice for nil: views list [] rather than null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 func jsonRecord(t wal.Type, v any) wal.Record { return wal.Record{Type: t, Data: mustJSON(v)} }
 
 func mustJSON(v any) []byte {
@@ -428,16 +436,12 @@ func (a *agentRec) shares() []Share {
 }
 
 func (a *agentRec) view() Agent {
-	sw := a.SharedWith
-	if sw == nil {
-		sw = []string{}
-	}
 	return Agent{
 		ID: a.ID, AgentKey: a.AgentKey, DisplayName: a.DisplayName, OwnerID: a.OwnerID, ProviderID: a.ProviderID,
 		Model: a.Model, SystemPrompt: a.SystemPrompt, Status: a.Status, SummonError: a.SummonError,
 		OtherConfig: AgentOtherConfig{Description: a.Description}, TimeoutSeconds: a.TimeoutSeconds,
 		MaxToolIterations: cmp.Or(a.MaxToolIterations, DefaultMaxToolIterations), IsDefault: a.IsDefault,
-		SharedWith: sw, Shares: a.shares(), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
+		SharedWith: orEmpty(a.SharedWith), Shares: a.shares(), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
 	}
 }
 

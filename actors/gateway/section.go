@@ -57,12 +57,7 @@ func encodeSection(ents []entity, runs runsImage) []byte {
 	for i, e := range ents {
 		s.Entities[i] = encodeEntity(e)
 	}
-	if s.Runs.Traces == nil {
-		s.Runs.Traces = []*runRec{}
-	}
-	if s.Runs.Usage == nil {
-		s.Runs.Usage = []usageRec{}
-	}
+	s.Runs.Traces, s.Runs.Usage = orEmpty(s.Runs.Traces), orEmpty(s.Runs.Usage)
 	return mustJSON(s)
 }
 

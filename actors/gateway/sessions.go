@@ -73,10 +73,7 @@ func (x *sessionRec) view(withMessages bool) Session {
 		MessageCount: len(x.Messages), PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
 		CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
 	if withMessages {
-		v.Messages = slices.Clone(x.Messages)
-		if v.Messages == nil {
-			v.Messages = []SessionMessage{}
-		}
+		v.Messages = orEmpty(slices.Clone(x.Messages))
 	}
 	return v
 }

@@ -83,11 +83,7 @@ type skillRec struct {
 
 func (s *skillRec) ref() (kind, uuid.UUID) { return kindSkill, s.ID }
 func (s *skillRec) view() Skill {
-	tags := s.Tags
-	if tags == nil {
-		tags = []string{}
-	}
-	return Skill{ID: s.ID, Slug: s.Slug, Name: s.Name, Description: s.Description, Tags: tags, Visibility: s.Visibility,
+	return Skill{ID: s.ID, Slug: s.Slug, Name: s.Name, Description: s.Description, Tags: orEmpty(s.Tags), Visibility: s.Visibility,
 		Enabled: s.Enabled, Version: s.Latest, CreatedBy: s.CreatedBy, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
@@ -165,12 +161,8 @@ func loadSystemSkills() []systemSkill {
 			return nil
 		})
 		slug := slugOf(fm.Name)
-		tags := fm.Tags
-		if tags == nil {
-			tags = []string{}
-		}
 		s.skill = Skill{ID: uuid.NewSHA1(skillNS, []byte("system\x00"+slug)), Slug: slug, Name: fm.Name, Description: fm.Description,
-			Tags: tags, Visibility: "public", Enabled: true, System: true, Version: 1}
+			Tags: orEmpty(fm.Tags), Visibility: "public", Enabled: true, System: true, Version: 1}
 		out = append(out, s)
 	}
 	return out
