@@ -147,10 +147,8 @@ func (w *wsConn) queueChatSend(f wsFrame) func() {
 
 // wsSessionCall runs a WebSocket-only session method other than
 // chat.send and answers the request.
-func (w *wsConn) wsSessionCall(f wsFrame, need gateway.Scope) {
+func (w *wsConn) wsSessionCall(ctx context.Context, f wsFrame, need gateway.Scope) {
 	s, c := w.s, w.c
-	ctx, cancel := context.WithTimeout(w.ctx, s.cfg.RequestTimeout)
-	defer cancel()
 	if err := w.sessionChecks(ctx, need); err != nil {
 		w.respond(f.ID, nil, err)
 		return

@@ -324,7 +324,7 @@ func (w *wsConn) call(f wsFrame) {
 		return
 	}
 	if need, ok := wsSessionMethods[f.Method]; ok {
-		w.wsSessionCall(f, need)
+		w.wsSessionCall(ctx, f, need)
 		return
 	}
 	out, err := w.s.Dispatch(ctx, w.c, f.Method, f.Params)
