@@ -200,16 +200,21 @@ func (s *Server) prepare(ctx context.Context, c Caller, model, user, endpoint st
 	if err != nil {
 		return nil, "", err
 	}
-	// The run acts for user, who must own the agent or have it shared with
-	// them; only a trusted backend acting for nobody may run any agent.
-	// A stranger gets 404, as on GET /v1/agents/{id}: ids do not leak.
-	if (user != "" || !c.Trusted()) && !rn.Agent.CanUse(user) {
+	if !mayRun(c, user, &rn.Agent) {
 		return nil, "", errAgentNotFound
 	}
 	if model == "" {
 		model = "gateway:" + rn.Agent.AgentKey
 	}
 	return rn, model, nil
+}
+
+// mayRun reports whether c may run agent a for user: user must own it or
+// have it shared with them; only a trusted backend acting for nobody may
+// run any agent. A stranger gets 404, as on GET /v1/agents/{id}: ids do
+// not leak.
+func mayRun(c Caller, user string, a *gateway.Agent) bool {
+	return (user == "" && c.Trusted()) || a.CanUse(user)
 }
 
 func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (Streaming[chatResp], error) {

@@ -135,7 +135,7 @@ func (s *Server) invoke(ctx context.Context, c Caller, in invokeIn) (invokeOut, 
 	if err != nil {
 		return invokeOut{}, err
 	}
-	if (c.UserID != "" || !c.Trusted()) && !a.CanUse(c.UserID) {
+	if !mayRun(c, c.UserID, &a) {
 		return invokeOut{}, errAgentNotFound
 	}
 	var tool *runtime.Tool
