@@ -212,11 +212,10 @@ func inline(ctype string) bool {
 	return base == "application/json" || base == "text/csv" || base == "text/markdown"
 }
 
+// fileError maps an os.Root error: a path that escapes the workspace is
+// a bad path; anything else (missing, unreadable) is not found.
 func fileError(err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return errNotFound
-	case strings.Contains(err.Error(), "path escapes"):
+	if strings.Contains(err.Error(), "path escapes") {
 		return errBadFilePath
 	}
 	return errNotFound
