@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -190,18 +189,12 @@ func readable(err error) string {
 	return msg
 }
 
-// keyLike matches anything shaped like an API key, so that an unexpected
-// error that quotes one is never logged verbatim.
-var keyLike = regexp.MustCompile(actors.KeyPrefix + `_[A-Za-z0-9]+`)
-
-func redact(s string) string { return keyLike.ReplaceAllString(s, actors.KeyPrefix+"_[redacted]") }
-
 // writeError writes the response for err: {error, message}, or the 429
 // body {error, retryAfter} with Retry-After for a refused request.
 func (s *Server) writeError(rc *fasthttp.RequestCtx, err error) {
 	status, code, msg, unexpected := classify(err)
 	if unexpected {
-		s.lg.Error("request failed", "method", string(rc.Method()), "path", string(rc.Path()), "err", redact(err.Error()))
+		s.lg.Error("request failed", "method", string(rc.Method()), "path", string(rc.Path()), "err", listener.Redact(err.Error())) // an error may quote a key
 	}
 	var ue *upstreamError
 	if errors.As(err, &ue) && ue.up.warnDue(time.Now()) {

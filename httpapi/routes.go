@@ -32,8 +32,9 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 
 	// The process's metrics reveal traffic and the key count: admins only
 	// here; scrapers use the separate metrics listener (NewHealthServer).
+	metrics := s.metricsHandler()
 	s.handle(r, get, "/metrics", s.admin(func(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
-		return s.metricsHandler()(ctx, rc)
+		return metrics(ctx, rc)
 	}))
 	s.handle(r, post, "/api/auth/login", s.login)
 	s.handle(r, post, "/api/auth/logout", s.logout)

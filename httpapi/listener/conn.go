@@ -3,6 +3,7 @@ package listener
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -130,7 +131,7 @@ func (s *lingerSet) wait(ctx context.Context) error {
 // differently, the root of request smuggling, so it is refused and its
 // connection closed (RFC 9112 §6.1, §5.2). fasthttp accepts both and
 // keeps the connection.
-var ErrFraming = fmtErr("ambiguous message framing or folded header", ErrMalformed)
+var ErrFraming = fmt.Errorf("%w: ambiguous message framing or folded header", ErrMalformed)
 
 // checkFraming reports whether h frames its body unambiguously. The
 // common request (no chunked body) costs two vectorised byte searches.

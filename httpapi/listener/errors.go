@@ -36,14 +36,3 @@ func ServerError(err error) error {
 	}
 	return ErrMalformed
 }
-
-// fmtErr is an error with its own text that matches parent in errors.Is.
-func fmtErr(msg string, parent error) error { return &childError{msg: msg, parent: parent} }
-
-type childError struct {
-	msg    string
-	parent error
-}
-
-func (e *childError) Error() string { return "listener: " + e.msg }
-func (e *childError) Unwrap() error { return e.parent }

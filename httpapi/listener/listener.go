@@ -191,7 +191,9 @@ func NewRouter() *router.Router {
 type fastLogger struct{ lg *slog.Logger }
 
 func (f fastLogger) Printf(format string, args ...any) {
-	f.lg.Debug(Redact(fmt.Sprintf(format, args...)))
+	if f.lg.Enabled(context.Background(), slog.LevelDebug) { // else neither format nor redact
+		f.lg.Debug(Redact(fmt.Sprintf(format, args...)))
+	}
 }
 
 var (
