@@ -111,17 +111,12 @@ type memoryCreateIn struct {
 // defaults to it); an admin for anyone, or for nobody (an agent-wide or
 // global entry).
 func (s *Server) createMemory(ctx context.Context, c Caller, in memoryCreateIn) (gateway.MemoryEntry, error) {
-	if !seesAll(c) {
-		user, err := ownUser(c, in.UserID)
-		if err != nil {
-			return gateway.MemoryEntry{}, err
-		}
-		in.UserID = user
+	var err error
+	if in.UserID, err = ownUser(c, in.UserID); err != nil {
+		return gateway.MemoryEntry{}, err
 	}
-	if in.Agent != "" {
-		if _, err := s.agentRefID(ctx, in.Agent); err != nil {
-			return gateway.MemoryEntry{}, err
-		}
+	if _, err := s.agentRefID(ctx, in.Agent); err != nil {
+		return gateway.MemoryEntry{}, err
 	}
 	return s.d.Memory.SaveMemory(ctx, in.MemoryInput)
 }
@@ -131,11 +126,9 @@ func (s *Server) deleteMemory(ctx context.Context, c Caller, in idIn) (None, err
 	if err != nil {
 		return None{}, errNotFound
 	}
-	user := ""
-	if !seesAll(c) {
-		if user, err = ownUser(c, ""); err != nil {
-			return None{}, err
-		}
+	user, err := ownUser(c, "") // "": a trusted caller deletes anyone's
+	if err != nil {
+		return None{}, err
 	}
 	return None{}, s.d.Memory.DeleteMemory(ctx, id, user)
 }
