@@ -146,7 +146,7 @@ type captureAccounts struct{ reply chan accountsImage }
 type accountsImage struct{ users, sessions []byte }
 
 func newAccounts(deps *keyDeps, im *image) *accounts {
-	return &accounts{deps: deps, accountsState: im.acc, keys: map[uuid.UUID]int{}}
+	return &accounts{deps: deps, accountsState: im.acc, failures: map[string]*failState{}, keys: map[uuid.UUID]int{}}
 }
 
 // Receive is the actor's mailbox entry point: one method per message.

@@ -83,9 +83,6 @@ func (a *accounts) loginBegin(m loginBegin) loginBeginReply {
 }
 
 func (a *accounts) loginEnd(m loginEnd) {
-	if a.failures == nil {
-		a.failures = map[string]*failState{}
-	}
 	for _, k := range []string{"email:" + m.email, "ip:" + m.ip} {
 		if m.ok {
 			delete(a.failures, k)
