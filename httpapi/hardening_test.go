@@ -141,10 +141,7 @@ func TestLargeBodyGets413(t *testing.T) {
 	w := newTCPWorld(t, 1<<20)
 	body := bytes.Repeat([]byte(" "), 8<<20)
 	for i := range 3 {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := w.dial(t)
 		start := time.Now()
 		sent := make(chan error, 1)
 		go func() {
@@ -187,11 +184,7 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := w.dial(t)
 			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\n%s\r\n4\r\n{}{}\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: %[2]s\r\n\r\n", tt.path, testHost, tt.headers)
 			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			br := bufio.NewReader(conn)
@@ -218,7 +211,6 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 // timeout, and a client that goes away mid-stream frees the upstream's
 // connection.
 func TestProxyUpstreamFaults(t *testing.T) {
-	up := newStreamUpstream(t)
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -239,28 +231,15 @@ func TestProxyUpstreamFaults(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 		}
 	}()
-	w := newWorld(t, func(c *Config) {
-		c.Services = map[string]Service{
-			"stream": {Upstream: up.URL + "/base", Timeout: 10 * time.Second},
-			"dead":   {Upstream: deadURL, Timeout: 10 * time.Second},
-			"hang":   {Upstream: "http://" + hang.Addr().String(), Timeout: 300 * time.Millisecond},
-		}
+	w := newTCPWorld(t, DefaultMaxProxyBodyBytes, func(c *Config) {
+		c.Services["dead"] = Service{Upstream: deadURL, Timeout: 10 * time.Second}
+		c.Services["hang"] = Service{Upstream: "http://" + hang.Addr().String(), Timeout: 300 * time.Millisecond}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, w.srv, ln)
-	base := "http://" + ln.Addr().String()
-	_, secret := w.createKey(t, w.bobCk, "faults")
-	hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-	defer hc.CloseIdleConnections()
 	get := func(path string) (*http.Response, time.Duration) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", base+path, nil)
-		req.Header.Set("X-API-Key", secret)
+		req := w.request(t, "GET", path, nil)
 		start := time.Now()
-		resp, err := hc.Do(req)
+		resp, err := w.hc.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
@@ -287,7 +266,7 @@ func TestProxyUpstreamFaults(t *testing.T) {
 	}
 	resp.Body.Close() // the client goes away mid-stream
 	select {
-	case <-up.gone:
+	case <-w.up.gone:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream stream is still held 5 s after its client went away")
 	}

@@ -169,13 +169,14 @@ type tcpWorld struct {
 	hc     *http.Client
 }
 
-func newTCPWorld(tb testing.TB, maxProxyBody int) *tcpWorld {
+// newTCPWorld builds a tcpWorld; configure may add services.
+func newTCPWorld(tb testing.TB, maxProxyBody int, configure ...func(*Config)) *tcpWorld {
 	tb.Helper()
 	up := newStreamUpstream(tb)
-	w := newWorld(tb, func(c *Config) {
+	w := newWorld(tb, append([]func(*Config){func(c *Config) {
 		c.MaxProxyBodyBytes = maxProxyBody
 		c.Services = map[string]Service{"stream": {Upstream: up.URL + "/base", Timeout: 10 * time.Second}}
-	})
+	}}, configure...)...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -185,6 +186,17 @@ func newTCPWorld(tb testing.TB, maxProxyBody int) *tcpWorld {
 	tr := &http.Transport{DisableCompression: true}
 	tb.Cleanup(tr.CloseIdleConnections)
 	return &tcpWorld{world: w, up: up, base: "http://" + ln.Addr().String(), secret: secret, hc: &http.Client{Transport: tr}}
+}
+
+// dial opens a raw connection to the server, closed when the test ends.
+func (w *tcpWorld) dial(tb testing.TB) net.Conn {
+	tb.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 func (w *tcpWorld) request(tb testing.TB, method, path string, body io.Reader) *http.Request {

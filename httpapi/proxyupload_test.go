@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -142,11 +141,7 @@ func TestUnreadBodyKeepsConnectionsInSync(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := w.dial(t)
 			go func() {
 				fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\n%s\r\n%s", tt.path, testHost, tt.headers, tt.body)
 				fmt.Fprintf(conn, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", testHost)
