@@ -171,3 +171,31 @@ func TestSessions(t *testing.T) {
 		t.Errorf("admin login: %+v %v", admin, err)
 	}
 }
+
+// TestUsageDuringSlowFlushIsLogged: requests made while a usage batch is
+// still being written are logged by a later tick even if no request
+// follows them, so a crash loses at most the last interval.
+func TestUsageDuringSlowFlushIsLogged(t *testing.T) {
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	k, secret := mustKey(t, s, u, "k")
+	authN(t, s, secret, 3)
+	commits := make(chan struct{})
+	n.Log.SetFaultHook(func() error { <-commits; return nil }) // hold the next commits
+	s.Tick()                                                   // the 3 go out and wait on the disk
+	time.Sleep(50 * time.Millisecond)
+	authN(t, s, secret, 2) // pending while the batch is in flight
+	s.Tick()               // meets the batch in flight
+	time.Sleep(50 * time.Millisecond)
+	close(commits) // the disk catches up
+	n.Log.SetFaultHook(nil)
+	n.Clock.Advance(time.Second)
+	s.Tick()                           // no new request: nothing else marks the key
+	time.Sleep(200 * time.Millisecond) // a fixed key logs its 2 in this time
+	n.Crash()
+	s = n.Start()
+	if us := usageOf(t, s, k); us.Total != 5 {
+		t.Errorf("usage after a crash = %d, want 5 (the 2 made during the slow flush were never logged)", us.Total)
+	}
+}

@@ -139,7 +139,7 @@ func (a *keyActor) authorize(m *authorize) AuthResult {
 // It always answers, so that the shard knows when its round is complete.
 func (a *keyActor) flush(ctx actor.Context) {
 	if len(a.pending) == 0 || len(a.inflight) > 0 || a.gone {
-		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self()}) // an inflight batch re-flushes on commit
+		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self()}) // an inflight batch re-flushes on commit (logged)
 		return
 	}
 	a.inflight, a.pending = a.pending, nil
@@ -160,8 +160,12 @@ func (a *keyActor) logged(ctx actor.Context, m usageLogged) {
 		a.state.usageSeq = max(a.state.usageSeq, m.seq)
 	}
 	a.inflight = nil
-	if m.err == nil && len(a.pending) > 0 && len(a.waiters) > 0 {
-		a.flush(ctx) // waiters are released when this batch commits
+	if m.err == nil && len(a.pending) > 0 {
+		// Requests made while the batch was in flight: the tick that met
+		// it got no part from this key and cleared its dirty mark, so no
+		// later tick would log them. The shard logs a part that arrives
+		// between rounds at once. Waiters are released on its commit.
+		a.flush(ctx)
 	}
 	a.release()
 }
