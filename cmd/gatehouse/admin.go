@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"gatehouse/actors"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gatehouse/actors"
 )
 
 // resetPassword sets a new password for the admin named by
@@ -29,10 +29,7 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 		return err
 	}
 	defer n.close()
-	email := getenv("GATEHOUSE_ADMIN_EMAIL")
-	if email == "" {
-		email = "admin@localhost"
-	}
+	email := bootstrapEmail(getenv)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	u, err := n.sys.UserByEmail(ctx, email)
@@ -61,8 +58,9 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 
 // versionLine is the build's module version, commit and Go version.
 func versionLine() string {
-	v, commit, dirty := "(devel)", "unknown", ""
+	v, commit, dirty, goVersion := "(devel)", "unknown", "", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
 		if bi.Main.Version != "" {
 			v = bi.Main.Version
 		}
@@ -76,11 +74,6 @@ func versionLine() string {
 				}
 			}
 		}
-	}
-	bi, _ := debug.ReadBuildInfo()
-	goVersion := "unknown"
-	if bi != nil {
-		goVersion = bi.GoVersion
 	}
 	return fmt.Sprintf("gatehouse %s, commit %s%s, %s", v, commit, dirty, goVersion)
 }

@@ -12,12 +12,12 @@ import (
 // demoEcho serves the demo service "echo" (--demo-echo): it answers every
 // request with what reached it (method, path, query, the headers minus
 // credentials, the body's size), so that a newcomer can try the proxy
-// without a real service. It listens on loopback only and returns its
-// base URL and a stop function.
-func demoEcho() (upstream string, stop func() error, err error) {
+// without a real service. It listens on loopback only, for as long as
+// the process lives, and returns its base URL.
+func demoEcho() (upstream string, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
 	srv := &fasthttp.Server{NoDefaultServerHeader: true, Handler: func(rc *fasthttp.RequestCtx) {
 		headers := map[string]string{}
@@ -42,5 +42,5 @@ func demoEcho() (upstream string, stop func() error, err error) {
 		rc.SetBody(b)
 	}}
 	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), srv.Shutdown, nil
+	return "http://" + ln.Addr().String(), nil
 }

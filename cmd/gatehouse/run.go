@@ -108,9 +108,6 @@ func (n *node) close() {
 }
 
 func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *slog.Logger, stderr io.Writer) error {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
 	// Each listener serves its own registry: the API listener's (admin
 	// only, and on server.metrics_addr) has the process, the WAL, the
 	// snapshots, the key actors and its routes; the gateway's has its
@@ -121,11 +118,9 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	if err != nil {
 		return err
 	}
-	defer n.unlock()
-	defer n.log.Close()
+	defer n.close() // an early return stops the system too; after shutdown only the WAL and the lock are left
 	api, gw, err := newServers(cfg, n, lg, reg, gwReg)
 	if err != nil {
-		_ = n.sys.Close(context.Background())
 		return err
 	}
 	type server interface {
@@ -149,22 +144,21 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	// password is shown once) is created only once they all bound, so a
 	// port clash does not use it up.
 	lns := make([]net.Listener, 0, len(servers))
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
 	for _, l := range servers {
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
-			for _, open := range lns {
-				open.Close()
-			}
-			_ = n.sys.Close(context.Background())
+			closeAll()
 			return fmt.Errorf("listen %s: %w", l.name, err)
 		}
 		lns = append(lns, ln)
 	}
 	if err := bootstrapAdmin(ctx, n.sys, getenv, stderr, lg); err != nil {
-		for _, open := range lns {
-			open.Close()
-		}
-		_ = n.sys.Close(context.Background())
+		closeAll()
 		return err
 	}
 	errc := make(chan error, len(servers))
@@ -276,7 +270,7 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg, gwReg *prometheus
 	}
 	if cfg.demoEcho {
 		if _, taken := hcfg.Services["echo"]; !taken {
-			up, _, err := demoEcho() // lives as long as the process
+			up, err := demoEcho()
 			if err != nil {
 				return nil, nil, fmt.Errorf("demo echo: %w", err)
 			}
@@ -369,10 +363,7 @@ func writeFileSync(path string, b []byte, mode os.FileMode) error {
 // admin@localhost) if no such user exists, with GATEHOUSE_ADMIN_PASSWORD or
 // a generated password printed once on stderr (never logged).
 func bootstrapAdmin(ctx context.Context, sys *actors.System, getenv func(string) string, stderr io.Writer, lg *slog.Logger) error {
-	email := getenv("GATEHOUSE_ADMIN_EMAIL")
-	if email == "" {
-		email = "admin@localhost"
-	}
+	email := bootstrapEmail(getenv)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	created, generated, err := sys.EnsureAdmin(ctx, email, getenv("GATEHOUSE_ADMIN_PASSWORD"))
@@ -386,4 +377,12 @@ func bootstrapAdmin(ctx context.Context, sys *actors.System, getenv func(string)
 		fmt.Fprintf(stderr, "\n  bootstrap admin %s, password (shown once): %s\n\n", email, generated)
 	}
 	return nil
+}
+
+// bootstrapEmail is GATEHOUSE_ADMIN_EMAIL, by default admin@localhost.
+func bootstrapEmail(getenv func(string) string) string {
+	if email := getenv("GATEHOUSE_ADMIN_EMAIL"); email != "" {
+		return email
+	}
+	return "admin@localhost"
 }
