@@ -31,17 +31,10 @@ func atoi(s string) int {
 // keys, delete, log out. Every page is kept as a screenshot in
 // testdata/console/screenshots.
 func TestConsoleInChromium(t *testing.T) {
-	need := func(what string) { t.Helper(); skipOrFail(t, what+": run `make web-test-deps`") }
-	node, err := exec.LookPath("node")
-	if err != nil {
-		need("node not found")
-	}
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		need("chromium not found")
-	}
+	const hint = "run `make web-test-deps`"
+	node, chromium := lookTool(t, "node", hint), lookTool(t, "chromium", hint)
 	if _, err := os.Stat(filepath.Join(consoleDriverDir, "node_modules", "puppeteer-core", "package.json")); err != nil {
-		need("puppeteer-core not installed")
+		skipOrFail(t, "puppeteer-core not installed: "+hint)
 	}
 	t.Setenv("GATEHOUSE_DEMO_ECHO", "1")
 	c := startChild(t, writeConfig(t, t.TempDir(), nil))

@@ -96,6 +96,17 @@ func skipOrFail(tb testing.TB, msg string) {
 	tb.Skip(msg)
 }
 
+// lookTool returns the path of a tool the test needs; a missing one skips
+// the test, or fails it under CI=true (skipOrFail).
+func lookTool(tb testing.TB, name, hint string) string {
+	tb.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		skipOrFail(tb, strings.TrimSuffix(name+" not found: "+hint, ": "))
+	}
+	return p
+}
+
 // startChild starts the binary on configPath, with the bootstrap admin's
 // email and password, and waits until both listeners are up.
 func startChild(tb testing.TB, configPath string) *child {

@@ -20,16 +20,10 @@ const openaiClientDir = "testdata/openaiclient"
 // where it fails.
 func requireNode(tb testing.TB) string {
 	tb.Helper()
-	missing := func(what string) {
-		tb.Helper()
-		skipOrFail(tb, what+": run `npm ci --prefix cmd/gatehouse/"+openaiClientDir+"` (make test does)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("node not found")
-	}
+	hint := "run `npm ci --prefix cmd/gatehouse/" + openaiClientDir + "` (make test does)"
+	node := lookTool(tb, "node", hint)
 	if _, err := os.Stat(filepath.Join(openaiClientDir, "node_modules", "openai", "package.json")); err != nil {
-		missing("openai package not installed")
+		skipOrFail(tb, "openai package not installed: "+hint)
 	}
 	return node
 }

@@ -330,17 +330,6 @@ func readmeEverything(tb testing.TB) (version, script string) {
 	return p.Dependencies[pkg], script
 }
 
-// lookTool returns the path of a tool the test needs; a missing one skips
-// the test, or fails it under CI=true.
-func lookTool(tb testing.TB, name, hint string) string {
-	tb.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		skipOrFail(tb, strings.TrimSuffix(name+" not found: "+hint, ": "))
-	}
-	return p
-}
-
 // environWithout is the test's environment minus the variables that
 // start with prefix.
 func environWithout(prefix string) []string {
