@@ -73,6 +73,8 @@ type Target struct {
 	LoadCPU time.Duration // the load generator's CPU, likewise
 	Latency *Result       // at Config.LatencyConns
 	Failed  error         // the first run that failed outright, if any
+
+	wrkScript string // the path of its wrk Lua script, once written (runWrk)
 }
 
 // Target kinds, for the ratios of the report.

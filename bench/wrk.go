@@ -19,14 +19,18 @@ import (
 
 var wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 
-// runWrk loads t with wrk once and returns its req/s.
+// runWrk loads t with wrk once and returns its req/s. t's script is
+// written on its first run.
 func (s *Suite) runWrk(ctx context.Context, t *Target) (float64, error) {
-	script, err := s.wrkScript(t)
-	if err != nil {
-		return 0, err
+	if t.wrkScript == "" {
+		script, err := s.wrkScript(t)
+		if err != nil {
+			return 0, err
+		}
+		t.wrkScript = script
 	}
 	secs := int(s.cfg.Duration.Seconds())
-	args := []string{"-t2", fmt.Sprintf("-c%d", s.cfg.Conns), fmt.Sprintf("-d%ds", max(secs, 1)), "-s", script, "http://" + t.Addr}
+	args := []string{"-t2", fmt.Sprintf("-c%d", s.cfg.Conns), fmt.Sprintf("-d%ds", max(secs, 1)), "-s", t.wrkScript, "http://" + t.Addr}
 	out, err := exec.CommandContext(ctx, s.wrk, args...).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("%v: %s", err, out)
