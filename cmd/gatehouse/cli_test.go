@@ -95,10 +95,7 @@ func TestBootstrapAfterBind(t *testing.T) {
 	defer c.stop(t)
 	// The admin is created after every listener bound, so its log line
 	// may follow the first "listening".
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(c.logs.String(), "created bootstrap admin"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the admin was created by the failed start:\n%s", c.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually(10*time.Second, func() bool { return strings.Contains(c.logs.String(), "created bootstrap admin") }) {
+		t.Fatalf("the admin was created by the failed start:\n%s", c.logs.String())
 	}
 }

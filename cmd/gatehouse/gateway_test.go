@@ -90,14 +90,12 @@ func TestGatewayCrashRestart(t *testing.T) {
 		}
 		return b.String()
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	if !eventually(5*time.Second, func() bool {
 		var tr struct{ Total int }
-		if _, err := gc.do("GET", "/v1/traces", nil, admin, &tr); err == nil && tr.Total >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the runs were not recorded")
-		}
+		_, err := gc.do("GET", "/v1/traces", nil, admin, &tr)
+		return err == nil && tr.Total >= 2
+	}) {
+		t.Fatal("the runs were not recorded")
 	}
 	before := observed()
 	if !strings.Contains(before, "agent.share") || !strings.Contains(before, "chat.send") {

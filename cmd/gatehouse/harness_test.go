@@ -96,6 +96,17 @@ func skipOrFail(tb testing.TB, msg string) {
 	tb.Skip(msg)
 }
 
+// eventually polls cond every 10 ms until it holds (true) or timeout
+// passes (false).
+func eventually(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // lookTool returns the path of a tool the test needs; a missing one skips
 // the test, or fails it under CI=true (skipOrFail).
 func lookTool(tb testing.TB, name, hint string) string {

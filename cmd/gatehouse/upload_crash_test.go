@@ -27,13 +27,8 @@ func TestUploadCrash(t *testing.T) {
 	}
 	// The server is now writing the first half into a temp file.
 	tmp := filepath.Join(dir, "blobs", "tmp")
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the upload never reached the blob store's temp dir")
-		}
+	if !eventually(5*time.Second, func() bool { ents, _ := os.ReadDir(tmp); return len(ents) > 0 }) {
+		t.Fatal("the upload never reached the blob store's temp dir")
 	}
 	c.kill()
 	conn.Close()
