@@ -123,22 +123,19 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	if err != nil {
 		return err
 	}
-	type server interface {
-		Serve(net.Listener) error
-		Shutdown(context.Context) error
-	}
-	servers := []struct {
+	type server struct {
 		name, addr string
-		srv        server
-	}{
+		srv        interface {
+			Serve(net.Listener) error
+			Shutdown(context.Context) error
+		}
+	}
+	servers := []server{
 		{"api", net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port)), api},
 		{"gateway", net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port)), gw},
 	}
 	if cfg.Server.MetricsAddr != "" {
-		servers = append(servers, struct {
-			name, addr string
-			srv        server
-		}{"metrics", cfg.Server.MetricsAddr, httpapi.NewHealthServer("metrics", lg, reg, reg)})
+		servers = append(servers, server{"metrics", cfg.Server.MetricsAddr, httpapi.NewHealthServer("metrics", lg, reg, reg)})
 	}
 	// Bind every listener first: the bootstrap admin (whose generated
 	// password is shown once) is created only once they all bound, so a
