@@ -141,6 +141,8 @@ func (s *shard) reject(msg any) {
 		m.reply <- AuthResult{Err: ErrKeyInvalid}
 	case *keyCmd:
 		m.reply <- keyReply{err: ErrKeyNotFound}
+	case flushNow:
+		m.wg.Done()
 	}
 }
 
@@ -287,10 +289,14 @@ func (s *shard) logBatch(ctx actor.Context) {
 
 func (s *shard) flushAll(ctx actor.Context, m flushAll) {
 	for sl := range s.live {
-		if !sl.passivating {
-			m.wg.Add(1)
-			ctx.Send(sl.pid, flushNow{wg: m.wg})
+		m.wg.Add(1)
+		if sl.passivating {
+			// A key with unlogged usage refuses to passivate: it must
+			// flush too. passivated settles the request either way.
+			sl.held.msgs = append(sl.held.msgs, flushNow{wg: m.wg})
+			continue
 		}
+		ctx.Send(sl.pid, flushNow{wg: m.wg})
 	}
 	m.wg.Done()
 }
@@ -318,6 +324,14 @@ func (s *shard) passivated(ctx actor.Context, m passivated) {
 		}
 	}
 	for _, msg := range h.msgs {
+		if f, ok := msg.(flushNow); ok {
+			if m.state != nil {
+				f.wg.Done() // passivated: nothing was unlogged
+			} else {
+				ctx.Send(sl.pid, f)
+			}
+			continue
+		}
 		var consume bool
 		if a, ok := msg.(*authorize); ok {
 			consume = a.consume
