@@ -15,16 +15,13 @@ package console
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
-	"fmt"
 	"io/fs"
-	"mime"
-	"path"
 	"strings"
 
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/httpapi/webassets"
 )
 
 // Prefix is the console's path on the listener; Root is its page.
@@ -51,54 +48,23 @@ func Files() fs.FS {
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-type asset struct {
-	body  []byte
-	ctype string
-	etag  string
-}
-
 // Handler serves the console. It is safe for concurrent use: its files
 // are read once, in New.
 type Handler struct {
-	files map[string]asset // by path below web/
+	files *webassets.Table // the web directory
 }
 
 // New reads the embedded files and their ETags. It panics if they are
 // unreadable, which only a broken build can cause (like template.Must).
 func New() *Handler {
-	h, err := newHandler()
+	files, err := webassets.Load(Files(), "text/plain; charset=utf-8")
 	if err != nil {
 		panic(err)
 	}
-	return h
-}
-
-func newHandler() (*Handler, error) {
-	h := &Handler{files: make(map[string]asset)}
-	web := Files()
-	err := fs.WalkDir(web, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(web, p)
-		if err != nil {
-			return fmt.Errorf("console: read %s: %w", p, err)
-		}
-		sum := sha256.Sum256(b)
-		ctype := mime.TypeByExtension(path.Ext(p))
-		if ctype == "" || strings.HasSuffix(p, "LICENSE") {
-			ctype = "text/plain; charset=utf-8"
-		}
-		h.files[p] = asset{body: b, ctype: ctype, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	if _, ok := files.Get("index.html"); !ok {
+		panic("console: index.html is not embedded")
 	}
-	if _, ok := h.files["index.html"]; !ok {
-		return nil, fmt.Errorf("console: index.html is not embedded")
-	}
-	return h, nil
+	return &Handler{files: files}
 }
 
 // Serve answers GET and HEAD below Prefix: the page at Root (and, for
@@ -112,14 +78,15 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 		rc.Redirect(Root, fasthttp.StatusFound)
 		return true
 	case p == Root:
-		h.write(rc, h.files["index.html"], "no-store")
+		page, _ := h.files.Get("index.html")
+		h.write(rc, page, "no-store")
 		return true
 	case strings.HasPrefix(p, assets):
 		name := strings.TrimPrefix(p, assets)
 		if name == "index.html" {
 			return false
 		}
-		a, ok := h.files[name]
+		a, ok := h.files.Get(name)
 		if !ok {
 			return false
 		}
@@ -130,7 +97,7 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 	return false
 }
 
-func (h *Handler) write(rc *fasthttp.RequestCtx, a asset, cache string) {
+func (h *Handler) write(rc *fasthttp.RequestCtx, a webassets.Asset, cache string) {
 	hd := &rc.Response.Header
 	hd.Set("Content-Security-Policy", CSP)
 	hd.Set("X-Content-Type-Options", "nosniff")
@@ -138,14 +105,14 @@ func (h *Handler) write(rc *fasthttp.RequestCtx, a asset, cache string) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set(fasthttp.HeaderCacheControl, cache)
-	hd.Set(fasthttp.HeaderETag, a.etag)
-	if inm := rc.Request.Header.Peek(fasthttp.HeaderIfNoneMatch); len(inm) > 0 && bytes.Contains(inm, []byte(a.etag)) {
+	hd.Set(fasthttp.HeaderETag, a.ETag)
+	if inm := rc.Request.Header.Peek(fasthttp.HeaderIfNoneMatch); len(inm) > 0 && bytes.Contains(inm, []byte(a.ETag)) {
 		rc.SetStatusCode(fasthttp.StatusNotModified)
 		return
 	}
-	hd.SetContentType(a.ctype)
+	hd.SetContentType(a.ContentType)
 	rc.SetStatusCode(fasthttp.StatusOK)
 	if !rc.IsHead() {
-		rc.SetBody(a.body)
+		rc.SetBody(a.Body)
 	}
 }

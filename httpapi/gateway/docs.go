@@ -6,9 +6,11 @@ import (
 	"embed"
 	"html/template"
 	"io/fs"
-	"mime"
 	"net/url"
 	"path"
+	"sync"
+
+	"gatehouse/httpapi/webassets"
 )
 
 // docsUI holds the OpenAPI viewer, vendored from the pinned npm package
@@ -77,13 +79,19 @@ func (s *Server) docsAsset(_ context.Context, _ Caller, in docsAssetIn) (Body, e
 	if name == "" || name != path.Base(name) || name[0] == '.' {
 		return Body{}, errNotFound
 	}
-	b, err := fs.ReadFile(docsFiles, name)
+	files, err := docsAssets()
 	if err != nil {
+		return Body{}, err
+	}
+	a, ok := files.Get(name)
+	if !ok {
 		return Body{}, errNotFound
 	}
-	ct := mime.TypeByExtension(path.Ext(name))
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	return Body{ContentType: ct, Header: map[string]string{"Cache-Control": "public, max-age=3600"}, Data: b}, nil
+	return Body{ContentType: a.ContentType, Header: map[string]string{"Cache-Control": "public, max-age=3600"}, Data: a.Body}, nil
 }
+
+// docsAssets is the viewer's files, read on first use (not at start-up:
+// the bundle is 1.7 MB) and then served without a copy.
+var docsAssets = sync.OnceValues(func() (*webassets.Table, error) {
+	return webassets.Load(docsFiles, "application/octet-stream")
+})

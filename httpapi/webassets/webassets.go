@@ -1,7 +1,9 @@
-// Package webassets checks the browser assets vendored into the tree for
-// go:embed (the console's chart library, the /docs viewer) against the
-// npm packages they are pinned to, so a plain `go build` binary carries
-// them and a test fails when the committed copy and the pin disagree.
+// Package webassets holds the browser assets embedded in the binary (the
+// console, the /docs viewer): Table serves an embedded directory read
+// once, and Check compares the libraries vendored into the tree for
+// go:embed against the npm packages they are pinned to, so a plain `go
+// build` binary carries them and a test fails when the committed copy and
+// the pin disagree.
 //
 // Each vendoring npm project (a directory with package.json and
 // package-lock.json) holds a vendor.txt: one "<source> <destination>"

@@ -64,3 +64,22 @@ func TestListRefusesEscapes(t *testing.T) {
 		t.Fatal("List accepted a destination outside the embedded directory")
 	}
 }
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "app.js"), "x")
+	write(t, filepath.Join(dir, "vendor/LICENSE"), "MIT")
+	tbl, err := Load(os.DirFS(dir), "text/plain; charset=utf-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"app.js": "text/javascript; charset=utf-8", "vendor/LICENSE": "text/plain; charset=utf-8"} {
+		a, ok := tbl.Get(name)
+		if !ok || a.ContentType != want || len(a.ETag) != 26 {
+			t.Errorf("%s = %+v %v, want type %s and a quoted 24-hex ETag", name, a, ok, want)
+		}
+	}
+	if _, ok := tbl.Get("missing.js"); ok {
+		t.Error("Get found a missing file")
+	}
+}
