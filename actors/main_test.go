@@ -1,9 +1,11 @@
-package actors
+package actors_test
 
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"gatehouse/actors/actorstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks every test of the package (internal ones too) for
+// leaked goroutines.
+func TestMain(m *testing.M) { actorstest.VerifyTestMain(m) }

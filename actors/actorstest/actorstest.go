@@ -19,11 +19,14 @@ package actorstest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"gatehouse/actors"
 	"gatehouse/actors/clock"
@@ -190,4 +193,23 @@ func CopyDir(tb testing.TB, from, to string) {
 	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
 		tb.Fatalf("copy %s to %s: %v", from, to, err)
 	}
+}
+
+// VerifyTestMain runs m and then fails the package if goroutines are
+// left, as goleak.VerifyTestMain does, but gives them up to 3 s to end
+// first: protoactor's dead-letter throttle leaves a goroutine that ends by
+// itself one period (1 s) after a dead letter, longer than goleak waits.
+func VerifyTestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		err := goleak.Find()
+		for deadline := time.Now().Add(3 * time.Second); err != nil && time.Now().Before(deadline); err = goleak.Find() {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

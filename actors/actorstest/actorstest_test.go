@@ -3,13 +3,11 @@ package actorstest_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { actorstest.VerifyTestMain(m) }
 
 // TestRestartKeepsAcknowledgedState: what the node acknowledged survives a
 // crash, and what a clean stop flushed survives it too.

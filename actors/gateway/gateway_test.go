@@ -12,13 +12,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"go.uber.org/goleak"
 
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { actorstest.VerifyTestMain(m) }
 
 // newNode returns a node whose every Start builds a Gateway from cfg;
 // setup (nil: none) may then replace its sources of ids and keys.
