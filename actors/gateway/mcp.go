@@ -398,13 +398,19 @@ func (g *Gateway) MCPServerSecrets(ctx context.Context, ref string) (MCPServer, 
 	if err = cmpErr(r.err, err); err != nil {
 		return MCPServer{}, MCPSecrets{}, err
 	}
-	return r.s, g.openMCP(r.rec), nil
+	sec, err := g.openMCP(r.rec)
+	return r.s, sec, err
 }
 
-func (g *Gateway) openMCP(s *mcpServerRec) MCPSecrets {
+// openMCP opens a server's sealed headers and env. A server whose secrets
+// cannot be opened (another master key) is an error, never a connection
+// made without its credentials.
+func (g *Gateway) openMCP(s *mcpServerRec) (MCPSecrets, error) {
 	var sec MCPSecrets
-	_ = g.openJSON(s.Sealed, s.ID, &sec)
-	return sec
+	if err := g.openJSON(s.Sealed, s.ID, &sec); err != nil {
+		return MCPSecrets{}, fmt.Errorf("mcp server %s: open its headers and env: %w", s.Name, err)
+	}
+	return sec, nil
 }
 
 // MCPAccess is a granted server, its secrets opened, and the grants that
@@ -465,7 +471,11 @@ func (g *Gateway) MCPAccessFor(ctx context.Context, agent uuid.UUID, user string
 		if row.rec.Transport == MCPStdio && !g.cfg.ToolsExecEnabled {
 			continue
 		}
-		out = append(out, MCPAccess{Server: row.rec.view(), Secrets: g.openMCP(row.rec), Grants: row.grants})
+		sec, err := g.openMCP(row.rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, MCPAccess{Server: row.rec.view(), Secrets: sec, Grants: row.grants})
 	}
 	return out, nil
 }
