@@ -35,6 +35,24 @@ func BuildGatehouse(dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildGatehouseAt builds ./cmd/gatehouse as it was at the git revision
+// rev of the repository the suite runs in, from a detached worktree under
+// dir (removed again once built).
+func BuildGatehouseAt(rev, dir string) (string, error) {
+	src := filepath.Join(dir, "src")
+	if out, err := exec.Command("git", "worktree", "add", "--detach", src, rev).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git worktree add %s: %v\n%s", rev, err, out)
+	}
+	defer exec.Command("git", "worktree", "remove", "--force", src).Run()
+	bin := filepath.Join(dir, "gatehouse")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gatehouse")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build gatehouse@%s: %v\n%s", rev, err, out)
+	}
+	return bin, nil
+}
+
 // StartGatehouse starts the real binary with a fresh data dir under dir
 // and the WAL, limiter and usage on as in production (fsync included),
 // its one service pointing at upstream. It returns the API address.

@@ -168,6 +168,7 @@ func (s *Suite) verdicts(stats []Stats, bare, fixed float64, bareP99 time.Durati
 	for i, t := range s.Targets {
 		st := stats[i]
 		switch {
+		case t.Baseline:
 		case t.Kind == KindGateway && len(t.Requests) == 1:
 			vb := st.RPS / bare
 			out = append(out, fmt.Sprintf("%s %s: %.2f× the bare hop (target ≥ %.2f)", mark(vb >= minHotVsBare), t.Name, vb, minHotVsBare))

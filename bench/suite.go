@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -30,6 +31,10 @@ type Config struct {
 	Dir string
 	// Log receives progress lines.
 	Log io.Writer
+	// Vs, when set, is a git revision of this repository: gatehouse built
+	// from it is measured beside the working tree's, on the same targets,
+	// so a change is judged by ratios taken in one run (-vs in benchsuite).
+	Vs string
 }
 
 // DefaultConfig is what `make bench` runs: about eight minutes (50,000 keys
@@ -66,6 +71,7 @@ type Target struct {
 	Server   *Proc // whose CPU is charged per request
 	Kind     string
 	Keys     []string // the keys its requests use (wrk rotates them)
+	Baseline bool     // built from Config.Vs: reported, not judged
 
 	Rounds  []*Result
 	Wrk     []float64     // wrk's req/s, one per round (when wrk is installed)
@@ -147,37 +153,81 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		return nil, err
 	}
 	s.procs = append(s.procs, gh)
-	most := slices.Max(cfg.Keys)
-	s.logf("creating %d keys", most)
-	t0 := time.Now()
-	secrets, err := Provision(ctx, "http://"+ghAddr, most)
+	mine, err := s.gatehouseTargets(ctx, "gatehouse", gh, ghAddr)
 	if err != nil {
-		return nil, fmt.Errorf("provision keys: %w", err)
+		return nil, err
 	}
-	s.logf("created %d keys in %v", len(secrets), time.Since(t0).Round(time.Millisecond))
+	var theirs []*Target
+	if cfg.Vs != "" {
+		s.logf("building and starting gatehouse@%s", cfg.Vs)
+		vsDir := filepath.Join(cfg.Dir, "vs")
+		if err := os.MkdirAll(vsDir, 0o755); err != nil {
+			return nil, err
+		}
+		vbin, err := BuildGatehouseAt(cfg.Vs, vsDir)
+		if err != nil {
+			return nil, err
+		}
+		vgh, vaddr, err := StartGatehouse(vbin, vsDir, stubAddr)
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, vgh)
+		if theirs, err = s.gatehouseTargets(ctx, "gatehouse@"+cfg.Vs, vgh, vaddr); err != nil {
+			return nil, err
+		}
+		for _, t := range theirs {
+			t.Baseline = true
+		}
+	}
 
-	hot := [][]byte{ProxyRequest(secrets[0])}
+	hot := mine[0].Requests
 	s.Targets = []*Target{
 		{Name: "upstream direct", Kind: KindDirect, Addr: stubAddr, Requests: hot, Server: stub},
 		{Name: "bare fasthttp hop (no auth)", Kind: KindBare, Addr: bareAddr, Requests: hot, Server: bare},
 		{Name: "nginx keep-alive proxy", Kind: KindNginx, Addr: ngxAddr, Requests: hot, Server: ngx},
-		{Name: "gatehouse, 1 hot key", Kind: KindGateway, Addr: ghAddr, Requests: hot, Server: gh, Keys: secrets[:1]},
 	}
-	for _, n := range cfg.Keys {
-		spread := make([][]byte, n)
-		for i, k := range secrets[:n] {
-			spread[i] = ProxyRequest(k)
+	// Each gatehouse case beside its baseline's, so both meet the same moment.
+	for i, t := range mine[:len(mine)-1] {
+		s.Targets = append(s.Targets, t)
+		if theirs != nil {
+			s.Targets = append(s.Targets, theirs[i])
 		}
-		s.Targets = append(s.Targets, &Target{Name: fmt.Sprintf("gatehouse, %d keys", n), Kind: KindGateway, Addr: ghAddr,
-			Requests: spread, Server: gh, Keys: secrets[:n]})
 	}
 	s.Targets = append(s.Targets,
-		&Target{Name: "bare fasthttp handler, fixed body", Kind: KindFixed, Addr: fixedAddr, Requests: [][]byte{validateRequest(secrets[0])}, Server: fixed},
-		&Target{Name: "gatehouse POST /api/keys/validate", Kind: KindValidate, Addr: ghAddr, Requests: [][]byte{validateRequest(secrets[0])}, Server: gh, Keys: secrets[:1]})
+		&Target{Name: "bare fasthttp handler, fixed body", Kind: KindFixed, Addr: fixedAddr, Requests: [][]byte{mine[len(mine)-1].Requests[0]}, Server: fixed},
+		mine[len(mine)-1])
+	if theirs != nil {
+		s.Targets = append(s.Targets, theirs[len(theirs)-1])
+	}
 	for _, t := range s.Targets {
 		t.Status = 200
 	}
 	return s, nil
+}
+
+// gatehouseTargets provisions the keys of a started gatehouse and returns
+// its cases: one hot key, each spread-keys count, then validate.
+func (s *Suite) gatehouseTargets(ctx context.Context, name string, gh *Proc, addr string) ([]*Target, error) {
+	most := slices.Max(s.cfg.Keys)
+	s.logf("creating %d keys in %s", most, name)
+	t0 := time.Now()
+	secrets, err := Provision(ctx, "http://"+addr, most)
+	if err != nil {
+		return nil, fmt.Errorf("provision keys in %s: %w", name, err)
+	}
+	s.logf("created %d keys in %v", len(secrets), time.Since(t0).Round(time.Millisecond))
+	ts := []*Target{{Name: name + ", 1 hot key", Kind: KindGateway, Addr: addr, Requests: [][]byte{ProxyRequest(secrets[0])}, Server: gh, Keys: secrets[:1]}}
+	for _, n := range s.cfg.Keys {
+		spread := make([][]byte, n)
+		for i, k := range secrets[:n] {
+			spread[i] = ProxyRequest(k)
+		}
+		ts = append(ts, &Target{Name: fmt.Sprintf("%s, %d keys", name, n), Kind: KindGateway, Addr: addr,
+			Requests: spread, Server: gh, Keys: secrets[:n]})
+	}
+	return append(ts, &Target{Name: name + " POST /api/keys/validate", Kind: KindValidate, Addr: addr,
+		Requests: [][]byte{validateRequest(secrets[0])}, Server: gh, Keys: secrets[:1]}), nil
 }
 
 // ProxyRequest is the request every proxy target gets, byte for byte: the

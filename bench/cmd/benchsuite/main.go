@@ -69,6 +69,7 @@ func run(ctx context.Context) error {
 		return nil
 	})
 	flag.IntVar(&cfg.BodyBytes, "body", cfg.BodyBytes, "stub answer size in bytes")
+	flag.StringVar(&cfg.Vs, "vs", "", "also measure gatehouse built from this git revision, beside the working tree's")
 	results := flag.String("results", "", "append the report to this Markdown file")
 	allocs := flag.Bool("allocs", true, "also run the auth+limit allocation benchmarks (go test)")
 	keep := flag.Bool("keep", false, "keep the work dir (configs, logs, data)")
