@@ -14,7 +14,9 @@
 // their state returns to the shard until the next message. Users and
 // sessions belong to one accounts actor. A key id is drawn so that it maps to
 // the same shard as its first secret, so authorizing a never-rotated key is
-// handler → shard → key actor → handler.
+// handler → shard → key actor → handler. Shards and key actors run inline
+// on the goroutine that sends to them (inlineDispatcher) and so must never
+// block; WAL commit callbacks reach them through the courier.
 //
 //	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: st, Sealer: sealer})
 //	if err != nil {
@@ -75,10 +77,11 @@
 //   - Replies travel on buffered channels inside messages; callers bound
 //     their wait with ctx, and an actor never blocks on a caller.
 //   - Control-plane changes (users, sessions, key create/rotate/revoke/
-//     update/delete) are validated by the owning actor, appended with
-//     wal.Append (durable on return), applied, then answered. Key creation is
-//     appended asynchronously and applied by the shard when the commit
-//     notice arrives, so a shard never waits on fsync.
+//     update/delete) are validated by the owning actor, made durable, applied,
+//     then answered. Users and sessions are appended with wal.Append (durable
+//     on return) by the accounts actor; key events are appended with
+//     AppendAsync and applied by the shard (creation) or the key actor when
+//     the commit notice arrives, so neither ever waits on fsync.
 //   - An admitted request is counted at once (the next one must see it) and
 //     logged at the next flush tick (Config.FlushInterval): each key actor
 //     with usage hands it to its shard (usagePart), which appends the

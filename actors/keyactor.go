@@ -52,6 +52,8 @@ type keyDeps struct {
 	lg    *slog.Logger
 	grace int64 // seconds
 	disp  actor.Dispatcher
+	// courier carries WAL commit notices to shards and key actors.
+	courier *courier
 }
 
 // props builds actor props that run on the shared dispatcher.
@@ -59,10 +61,27 @@ func (d *keyDeps) props(p actor.Producer) *actor.Props {
 	return actor.PropsFromProducer(p, actor.WithDispatcher(d.disp))
 }
 
+// inlineThroughput is how many messages an inline run of a shard or key
+// actor processes before it yields the processor.
+const inlineThroughput = 300
+
+// inlineProps builds the props of shards and key actors: run inline by
+// their senders (inlineDispatcher). Such actors must never block.
+func (d *keyDeps) inlineProps(p actor.Producer) *actor.Props {
+	return actor.PropsFromProducer(p, actor.WithDispatcher(inlineDispatcher(inlineThroughput)))
+}
+
 // keyActor owns one live key: its record, limiter window and usage. Admitted
 // requests are counted at once and logged in batches: pending holds the
 // deltas not yet handed to the WAL, inflight those handed over and not yet
 // committed. state minus pending minus inflight is the durable image.
+//
+// It runs inline on its shard's goroutine (inlineDispatcher), so it never
+// waits for the disk: a command's event is appended asynchronously and
+// applied, then answered, when its commit notice (cmdLogged) arrives.
+// Meanwhile requests are still authorized against the state before the
+// command (which nobody has been told about yet), reads are answered, and
+// further commands wait in stash, in order.
 type keyActor struct {
 	deps     *keyDeps
 	state    *keyState
@@ -70,6 +89,15 @@ type keyActor struct {
 	inflight []secCount
 	waiters  []*sync.WaitGroup // flushNow callers waiting for inflight to commit
 	gone     bool
+	cmd      *keyCmd   // the command whose event is being logged
+	cmdEv    keyEvent  // its event
+	stash    []*keyCmd // commands that arrived meanwhile
+}
+
+// cmdLogged is the commit (or failure) of the event of keyActor.cmd.
+type cmdLogged struct {
+	seq uint64
+	err error
 }
 
 // Receive is the actor's mailbox entry point: one method per message.
@@ -86,11 +114,17 @@ func (a *keyActor) Receive(ctx actor.Context) {
 	case *authorize:
 		m.reply <- a.authorize(m)
 	case *keyCmd:
-		m.reply <- a.command(ctx, m)
+		if a.cmd != nil && m.op.mutates() {
+			a.stash = append(a.stash, m)
+			return
+		}
+		a.run(ctx, m)
+	case cmdLogged:
+		a.committed(ctx, m)
 	case flushKey:
 		a.flush(ctx)
 	case flushNow:
-		a.flushNow(m)
+		a.flushNow(ctx, m)
 	case usageLogged:
 		a.logged(ctx, m)
 	case captureKey:
@@ -170,21 +204,22 @@ func (a *keyActor) logged(ctx actor.Context, m usageLogged) {
 	a.release()
 }
 
-// flushNow logs pending usage and reports when it is durable.
-func (a *keyActor) flushNow(m flushNow) {
+// flushNow logs pending usage and reports when it is durable: the waiter
+// is released when the batch commits (logged), or at once if nothing is
+// pending.
+func (a *keyActor) flushNow(ctx actor.Context, m flushNow) {
 	a.waiters = append(a.waiters, m.wg)
 	if len(a.inflight) > 0 {
 		return // released when the inflight batch commits
 	}
 	if len(a.pending) > 0 && !a.gone {
-		ev := keyUsed{id: a.state.rec.id, pairs: a.pending}
-		seq, err := a.deps.log.Append(ev.record())
-		if err != nil {
-			a.deps.lg.Error("usage flush failed", "key_id", a.state.rec.id, "err", err)
-		} else {
-			a.state.usageSeq = max(a.state.usageSeq, seq)
-			a.pending = nil
-		}
+		a.inflight, a.pending = a.pending, nil
+		ev := keyUsed{id: a.state.rec.id, pairs: a.inflight}
+		self, c := ctx.Self(), a.deps.courier
+		a.deps.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+			c.post(self, usageLogged{seq: seq, err: err})
+		})
+		return
 	}
 	a.release()
 }
@@ -199,9 +234,10 @@ func (a *keyActor) release() {
 	a.waiters = nil
 }
 
-// passivate hands the state back to the shard unless deltas are unlogged.
+// passivate hands the state back to the shard unless deltas are unlogged
+// or a command is being logged.
 func (a *keyActor) passivate(ctx actor.Context) {
-	if len(a.pending) > 0 || len(a.inflight) > 0 || a.gone {
+	if len(a.pending) > 0 || len(a.inflight) > 0 || a.gone || a.cmd != nil {
 		ctx.Send(ctx.Parent(), passivated{id: a.state.rec.id})
 		return
 	}
@@ -210,42 +246,54 @@ func (a *keyActor) passivate(ctx actor.Context) {
 	ctx.Send(ctx.Parent(), passivated{id: st.rec.id, state: st})
 }
 
-// command runs a control-plane command: validate, log (durable), apply, answer.
-func (a *keyActor) command(ctx actor.Context, m *keyCmd) keyReply {
+// run answers m now, or starts logging its event (answered in committed).
+func (a *keyActor) run(ctx actor.Context, m *keyCmd) {
+	ev, r := a.command(m)
+	if ev == nil {
+		m.reply <- r
+		return
+	}
+	a.cmd, a.cmdEv = m, ev
+	self, c := ctx.Self(), a.deps.courier
+	a.deps.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+		c.post(self, cmdLogged{seq: seq, err: err})
+	})
+}
+
+// command validates a control-plane command against the current state:
+// it returns the event to log, or (nil and) the answer.
+func (a *keyActor) command(m *keyCmd) (keyEvent, keyReply) {
 	if a.gone {
-		return keyReply{err: ErrKeyNotFound}
+		return nil, keyReply{err: ErrKeyNotFound}
 	}
 	now := a.deps.clock.Now()
 	s := a.state
 	switch m.op {
 	case opGet:
-		return keyReply{info: s.info()}
+		return nil, keyReply{info: s.info()}
 	case opUsage:
-		return keyReply{info: s.info(), usage: s.usageView(now, m.days)}
+		return nil, keyReply{info: s.info(), usage: s.usageView(now, m.days)}
 	case opRotate:
-		return a.rotate(m.rot, now.Unix())
+		if s.rec.revoked {
+			return nil, keyReply{err: ErrKeyInactive}
+		}
+		ev := m.rot
+		ev.id, ev.at, ev.graceEnds = s.rec.id, now.Unix(), now.Unix()+a.deps.grace
+		return ev, keyReply{}
 	case opRevoke:
 		if s.rec.revoked {
-			return keyReply{info: s.info()}
+			return nil, keyReply{info: s.info()}
 		}
-		return a.logAndApply(keyRevoked{id: s.rec.id, at: now.Unix()})
+		return keyRevoked{id: s.rec.id, at: now.Unix()}, keyReply{}
 	case opUpdate:
-		return a.update(m.patch)
+		return a.update(m.patch), keyReply{}
 	case opDelete:
-		return a.delete(ctx)
+		return keyDeleted{id: s.rec.id}, keyReply{}
 	}
-	return keyReply{err: fmt.Errorf("key command %d: %w", m.op, ErrInvalidArgument)}
+	return nil, keyReply{err: fmt.Errorf("key command %d: %w", m.op, ErrInvalidArgument)}
 }
 
-func (a *keyActor) rotate(ev keyRotated, now int64) keyReply {
-	if a.state.rec.revoked {
-		return keyReply{err: ErrKeyInactive}
-	}
-	ev.id, ev.at, ev.graceEnds = a.state.rec.id, now, now+a.deps.grace
-	return a.logAndApply(ev)
-}
-
-func (a *keyActor) update(p KeyPatch) keyReply {
+func (a *keyActor) update(p KeyPatch) keyEvent {
 	r := a.state.rec
 	ev := keyUpdated{id: r.id, name: r.name, rateLimit: r.rateLimit, expiresAt: r.expiresAt}
 	if p.Name != nil {
@@ -260,37 +308,49 @@ func (a *keyActor) update(p KeyPatch) keyReply {
 			ev.expiresAt = p.ExpiresAt.Unix()
 		}
 	}
-	return a.logAndApply(ev)
+	return ev
 }
 
-func (a *keyActor) delete(ctx actor.Context) keyReply {
-	info := a.state.info()
-	r := a.logAndApply(keyDeleted{id: a.state.rec.id})
-	if r.err != nil {
-		return r
+// committed applies the logged event of a.cmd through applyKey and answers
+// it (the reply carries the directory effects for System to deliver), then
+// runs the stashed commands until one has to be logged in turn.
+func (a *keyActor) committed(ctx actor.Context, m cmdLogged) {
+	cmd, ev := a.cmd, a.cmdEv
+	a.cmd, a.cmdEv = nil, nil
+	if cmd == nil {
+		return
 	}
-	// Usage not yet logged dies with the key: nothing can read it any more.
+	cmd.reply <- a.apply(ctx, m, ev)
+	for a.cmd == nil && len(a.stash) > 0 {
+		next := a.stash[0]
+		a.stash[0] = nil
+		a.stash = a.stash[1:]
+		a.run(ctx, next)
+	}
+	if len(a.stash) == 0 {
+		a.stash = nil
+	}
+}
+
+func (a *keyActor) apply(ctx actor.Context, m cmdLogged, ev keyEvent) keyReply {
+	if m.err != nil {
+		return keyReply{err: fmt.Errorf("log key event: %w", m.err)}
+	}
+	info := a.state.info()
+	st, fx, err := applyKey(a.state, m.seq, ev)
+	if err != nil {
+		// Cannot happen: the command was validated against this state, and
+		// only commands change the record (they wait in stash meanwhile).
+		return keyReply{err: errors.Join(errors.New("actors: logged event did not apply"), err)}
+	}
+	if st != nil {
+		return keyReply{info: st.info(), fx: fx}
+	}
+	// Deleted. Usage not yet logged dies with the key: nothing can read it
+	// any more. The gone actor keeps the last state for its answers.
 	a.gone = true
 	a.pending, a.inflight = nil, nil
 	a.release()
-	ctx.Send(ctx.Parent(), keyGone{id: r.fx.id})
-	return keyReply{info: info, fx: r.fx}
-}
-
-// logAndApply makes ev durable, then applies it through applyKey; the
-// reply carries the directory effects for System to deliver.
-func (a *keyActor) logAndApply(ev keyEvent) keyReply {
-	seq, err := a.deps.log.Append(ev.record())
-	if err != nil {
-		return keyReply{err: fmt.Errorf("log key event: %w", err)}
-	}
-	st, fx, err := applyKey(a.state, seq, ev)
-	if err != nil {
-		// Cannot happen: the command was validated in this same actor turn.
-		return keyReply{err: errors.Join(errors.New("actors: logged event did not apply"), err)}
-	}
-	if st == nil { // deleted: keep the last state for the gone actor's answers
-		return keyReply{fx: fx}
-	}
-	return keyReply{info: st.info(), fx: fx}
+	ctx.Send(ctx.Parent(), keyGone{id: fx.id})
+	return keyReply{info: info, fx: fx}
 }

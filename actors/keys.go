@@ -118,7 +118,7 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 			reply <- keyReply{err: fmt.Errorf("log key: %w", err)}
 			return
 		}
-		s.root.Send(owner, createKey{ev: ev, seq: seq, reply: reply})
+		s.courier.post(owner, createKey{ev: ev, seq: seq, reply: reply})
 	})
 	r, err := await(ctx, reply)
 	if err == nil {

@@ -34,6 +34,9 @@ const (
 	opUpdate
 )
 
+// mutates reports whether op changes the key (and so is logged).
+func (op keyOp) mutates() bool { return op != opGet && op != opUsage }
+
 // keyCmd is a command for one key, routed by id.
 type keyCmd struct {
 	id    uuid.UUID

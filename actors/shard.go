@@ -149,7 +149,7 @@ func (s *shard) reject(msg any) {
 func (s *shard) activate(ctx actor.Context, sl *slot) {
 	st := sl.state
 	sl.state = nil
-	sl.pid = ctx.Spawn(s.deps.props(func() actor.Actor {
+	sl.pid = ctx.Spawn(s.deps.inlineProps(func() actor.Actor {
 		return &keyActor{deps: s.deps, state: st}
 	}))
 	s.live[sl] = struct{}{}
@@ -281,9 +281,9 @@ func (s *shard) logBatch(ctx actor.Context) {
 	}
 	batch, pids := s.parts, s.partPIDs
 	s.parts, s.partPIDs = nil, nil
-	self, root := ctx.Self(), s.deps.root
+	self, c := ctx.Self(), s.deps.courier
 	s.deps.log.AppendAsync([]wal.Record{batch.record()}, func(seq uint64, err error) {
-		root.Send(self, batchLogged{seq: seq, err: err, pids: pids})
+		c.post(self, batchLogged{seq: seq, err: err, pids: pids})
 	})
 }
 

@@ -18,9 +18,10 @@ const captureTimeout = 30 * time.Second
 //
 // Consistency: a barrier record is appended first; its index is the
 // snapshot's. Every record at or below it is already applied by its owner,
-// or (for asynchronous usage records) its commit notice is queued ahead of
-// the capture request in the owner's mailbox, so the captured state reflects
-// every record up to the index. Records after it may be reflected too; the
+// or (for asynchronous appends: key events and usage) its commit notice was
+// posted to the courier before the barrier's Append returned, hence ahead
+// of the shards' capture requests, which go through the courier too; so the
+// captured state reflects every record up to the index. Records after it may be reflected too; the
 // per-key watermarks make their replay a no-op.
 func (s *System) Snapshot() (uint64, error) {
 	s.snapMu.Lock()
@@ -94,7 +95,9 @@ func (s *System) capture(ctx context.Context) (accountsImage, []keyBlock, int, e
 	s.root.Send(s.accounts, captureAccounts{reply: accCh})
 	replies := make(chan captureReply, len(s.shards))
 	for _, pid := range s.shards {
-		s.root.Send(pid, capture{reply: replies})
+		// Through the courier: behind every commit notice posted before
+		// the barrier's Append returned (see Snapshot).
+		s.courier.post(pid, capture{reply: replies})
 	}
 	acc, err := await(ctx, accCh)
 	if err != nil {

@@ -43,6 +43,7 @@ type System struct {
 	m        *metrics
 	exts     []Extension
 	disp     *poolDispatcher
+	courier  *courier
 	as       *actor.ActorSystem
 	root     *actor.RootContext
 	shards   []*actor.PID
@@ -107,6 +108,7 @@ func New(cfg Config, d Deps) (*System, error) {
 	s.lastSnapTime.Store(d.Clock.Now().Unix())
 	if err := s.spawn(im); err != nil {
 		s.as.Shutdown()
+		s.courier.close()
 		s.disp.close()
 		return nil, err
 	}
@@ -186,7 +188,9 @@ func (s *System) spawn(im *image) error {
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
 	s.root = s.as.Root
 	s.disp = newPoolDispatcher(dispatchWorkers, 300)
-	deps := &keyDeps{log: eventLog{s.log}, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second), disp: s.disp}
+	s.courier = newCourier(s.root)
+	deps := &keyDeps{log: eventLog{s.log}, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second),
+		disp: s.disp, courier: s.courier}
 	now := s.clock.Now().Unix()
 	s.shards = make([]*actor.PID, s.cfg.Shards)
 	for i := range s.shards {
@@ -196,7 +200,7 @@ func (s *System) spawn(im *image) error {
 			onLive: func(d int) { s.m.liveKeys.Add(float64(d)) },
 		}
 		im.keys[i], im.dirs[i] = nil, nil
-		s.shards[i] = s.root.Spawn(deps.props(func() actor.Actor { return sh }))
+		s.shards[i] = s.root.Spawn(deps.inlineProps(func() actor.Actor { return sh }))
 	}
 	for _, pid := range s.shards {
 		s.root.Send(pid, shardPeers{peers: s.shards})
@@ -322,6 +326,7 @@ func (s *System) Close(ctx context.Context) error {
 		x.Stop()
 	}
 	s.as.Shutdown()
+	s.courier.close()
 	s.disp.close()
 	return err
 }
@@ -340,6 +345,7 @@ func (s *System) Abort() {
 		x.Stop()
 	}
 	s.as.Shutdown()
+	s.courier.close()
 	s.disp.close()
 }
 
