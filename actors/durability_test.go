@@ -181,6 +181,7 @@ func TestUsageDuringSlowFlushIsLogged(t *testing.T) {
 	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	authN(t, s, secret, 3)
+	before, _ := n.Log.LastIndex()
 	commits := make(chan struct{})
 	n.Log.SetFaultHook(func() error { <-commits; return nil }) // hold the next commits
 	s.Tick()                                                   // the 3 go out and wait on the disk
@@ -190,12 +191,49 @@ func TestUsageDuringSlowFlushIsLogged(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	close(commits) // the disk catches up
 	n.Log.SetFaultHook(nil)
+	time.Sleep(50 * time.Millisecond) // the commit notice reaches the key
 	n.Clock.Advance(time.Second)
-	s.Tick()                           // no new request: nothing else marks the key
+	s.Tick()                           // no new request: only the busy answer kept the key dirty
 	time.Sleep(200 * time.Millisecond) // a fixed key logs its 2 in this time
 	n.Crash()
 	s = n.Start()
 	if us := usageOf(t, s, k); us.Total != 5 {
 		t.Errorf("usage after a crash = %d, want 5 (the 2 made during the slow flush were never logged)", us.Total)
+	}
+	// One record per tick that found usage, not one per commit: a key does
+	// not re-flush when its batch commits (a hot key did, about a hundred
+	// times a second, each an fsync).
+	if last, _ := n.Log.LastIndex(); last-before != 2 {
+		t.Errorf("%d usage records for 2 ticks with usage, want 2", last-before)
+	}
+}
+
+// TestHotKeyLogsOncePerTick: a key used all the time writes one usage
+// record per flush tick, not one per WAL commit (it did: each commit of
+// its batch started the next, an fsync each).
+func TestHotKeyLogsOncePerTick(t *testing.T) {
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	k, secret := mustKey(t, s, u, "k")
+	setLimit(t, s, k, 1_000_000)
+	authN(t, s, secret, 1)
+	before, _ := n.Log.LastIndex()
+	s.Tick()
+	used := 1 + authN(t, s, secret, 1) // as the tick's batch commits
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		used += authN(t, s, secret, 10)
+	}
+	if last, _ := n.Log.LastIndex(); last-before != 1 {
+		t.Errorf("%d records written by one tick under constant traffic, want 1", last-before)
+	}
+	if err := s.FlushUsage(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	n.Crash()
+	s = n.Start()
+	if us := usageOf(t, s, k); us.Total != int64(used) {
+		t.Errorf("usage after flush and crash = %d, want %d", us.Total, used)
 	}
 }

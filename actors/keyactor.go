@@ -171,37 +171,53 @@ func (a *keyActor) authorize(m *authorize) AuthResult {
 // flush hands pending deltas to the shard, which logs the usage of all
 // its keys in one record (keysUsed) and answers each with usageLogged.
 // It always answers, so that the shard knows when its round is complete.
+// A key whose previous batch is still in flight keeps its deltas for the
+// next tick and asks the shard to keep it dirty (the tick cleared it).
 func (a *keyActor) flush(ctx actor.Context) {
-	if len(a.pending) == 0 || len(a.inflight) > 0 || a.gone {
-		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self()}) // an inflight batch re-flushes on commit (logged)
-		return
+	switch {
+	case len(a.pending) == 0 || a.gone:
+		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self()})
+	case len(a.inflight) > 0:
+		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), id: a.state.rec.id, again: true})
+	default:
+		a.inflight, a.pending = a.pending, nil
+		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id, pairs: a.inflight}, ok: true})
 	}
-	a.inflight, a.pending = a.pending, nil
-	ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id, pairs: a.inflight}, ok: true})
 }
 
 // logged takes the commit (or failure) of the inflight batch. Live state
-// already counts these requests: only the watermark moves.
+// already counts these requests: only the watermark moves. Deltas counted
+// meanwhile wait for the next tick (their requests marked the key dirty,
+// or flush asked for it), unless flushNow callers wait for them.
 func (a *keyActor) logged(ctx actor.Context, m usageLogged) {
 	if m.err != nil {
-		// Keep the deltas: they go out again with the next flush. A failed
+		// Keep the deltas: they go out again with the next tick. A failed
 		// log said so once already; this would repeat it every second.
 		if !errors.Is(m.err, wal.ErrFailed) {
 			a.deps.lg.Warn("usage flush failed", "key_id", a.state.rec.id, "err", m.err)
 		}
 		a.pending = append(a.inflight, a.pending...)
+		ctx.Send(ctx.Parent(), keyDirty{id: a.state.rec.id})
 	} else {
 		a.state.usageSeq = max(a.state.usageSeq, m.seq)
 	}
 	a.inflight = nil
-	if m.err == nil && len(a.pending) > 0 {
-		// Requests made while the batch was in flight: the tick that met
-		// it got no part from this key and cleared its dirty mark, so no
-		// later tick would log them. The shard logs a part that arrives
-		// between rounds at once. Waiters are released on its commit.
-		a.flush(ctx)
+	if m.err == nil && len(a.pending) > 0 && len(a.waiters) > 0 && !a.gone {
+		a.appendPending(ctx) // the waiters are released on its commit
+		return
 	}
 	a.release()
+}
+
+// appendPending logs the pending deltas as this key's own record, outside
+// the shard's batches; the commit comes back as usageLogged.
+func (a *keyActor) appendPending(ctx actor.Context) {
+	a.inflight, a.pending = a.pending, nil
+	ev := keyUsed{id: a.state.rec.id, pairs: a.inflight}
+	self, c := ctx.Self(), a.deps.courier
+	a.deps.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+		c.post(self, usageLogged{seq: seq, err: err})
+	})
 }
 
 // flushNow logs pending usage and reports when it is durable: the waiter
@@ -213,12 +229,7 @@ func (a *keyActor) flushNow(ctx actor.Context, m flushNow) {
 		return // released when the inflight batch commits
 	}
 	if len(a.pending) > 0 && !a.gone {
-		a.inflight, a.pending = a.pending, nil
-		ev := keyUsed{id: a.state.rec.id, pairs: a.inflight}
-		self, c := ctx.Self(), a.deps.courier
-		a.deps.log.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
-			c.post(self, usageLogged{seq: seq, err: err})
-		})
+		a.appendPending(ctx)
 		return
 	}
 	a.release()

@@ -113,12 +113,19 @@ type tick struct {
 type flushKey struct{}
 
 // usagePart is a key actor's answer to flushKey: its pending usage, now
-// inflight, for its shard's batch (ok false: nothing to log).
+// inflight, for its shard's batch (ok false: nothing to log; again: the
+// key's previous batch is still in flight, keep key id dirty).
 type usagePart struct {
-	pid *actor.PID
-	ev  keyUsed
-	ok  bool
+	pid   *actor.PID
+	ev    keyUsed
+	ok    bool
+	id    uuid.UUID
+	again bool
 }
+
+// keyDirty asks a shard to flush the key at the next tick: a key actor
+// whose usage batch failed to log holds its deltas again.
+type keyDirty struct{ id uuid.UUID }
 
 // batchLogged is the WAL's answer to a shard's usage batch, for the key
 // actors whose usage it held.

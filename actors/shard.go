@@ -86,6 +86,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.flushAll(ctx, m)
 	case usagePart:
 		s.usagePart(ctx, m)
+	case keyDirty:
+		s.markDirty(m.id)
 	case batchLogged:
 		for _, pid := range m.pids {
 			ctx.Send(pid, usageLogged{seq: m.seq, err: m.err})
@@ -263,12 +265,21 @@ func (s *shard) tick(ctx actor.Context, m tick) {
 // answer logs the batch.
 func (s *shard) usagePart(ctx actor.Context, m usagePart) {
 	s.got++
+	if m.again {
+		s.markDirty(m.id)
+	}
 	if m.ok {
 		s.parts = append(s.parts, m.ev)
 		s.partPIDs = append(s.partPIDs, m.pid)
 	}
 	if s.got >= s.expect {
 		s.logBatch(ctx)
+	}
+}
+
+func (s *shard) markDirty(id uuid.UUID) {
+	if sl := s.keys[id]; sl != nil {
+		sl.dirty = true
 	}
 }
 
