@@ -40,7 +40,10 @@ func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer})
+	cfg := actors.DefaultConfig()
+	// One user holds every key, as in the suite (StartGatehouse).
+	cfg.MaxKeys = map[actors.Plan]int{actors.PlanStandard: 1_000_000, actors.PlanPremium: 1_000_000}
+	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer})
 	if err != nil {
 		tb.Fatal(err)
 	}

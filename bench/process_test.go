@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +24,17 @@ import (
 //	go test ./bench -run '^$' -bench ProxyProcess -benchtime 1x -cpuprofile cpu.prof
 //	go tool pprof -top bench.test cpu.prof
 func BenchmarkProxyProcess(b *testing.B) {
-	b.Run("bare-hop", func(b *testing.B) { benchProcess(b, 0) })
-	b.Run("hot-key", func(b *testing.B) { benchProcess(b, 1) })
-	b.Run("10k-keys", func(b *testing.B) { benchProcess(b, 10_000) })
+	b.Run("bare-hop", func(b *testing.B) { benchProcess(b, 0, false) })
+	b.Run("hot-key", func(b *testing.B) { benchProcess(b, 1, false) })
+	b.Run("10k-keys", func(b *testing.B) { benchProcess(b, 10_000, false) })
+	b.Run("fixed", func(b *testing.B) { benchProcess(b, 0, true) })
+	b.Run("validate", func(b *testing.B) { benchProcess(b, 1, true) })
 }
 
-// benchProcess loads gatehouse with keys keys, or the bare hop if keys is 0.
-func benchProcess(b *testing.B, keys int) {
+// benchProcess loads gatehouse with keys keys, or the bare hop if keys is
+// 0; validate loads POST /api/keys/validate instead, or with 0 keys the
+// suite's fixed-body handler.
+func benchProcess(b *testing.B, keys int, validate bool) {
 	dir := b.TempDir()
 	suite := filepath.Join(dir, "benchsuite")
 	if out, err := exec.Command("go", "build", "-o", suite, "gatehouse/bench/cmd/benchsuite").CombinedOutput(); err != nil {
@@ -43,9 +48,12 @@ func benchProcess(b *testing.B, keys int) {
 	b.Cleanup(stub.Stop)
 	secrets := [][]byte{[]byte("none")}
 	var addr string
-	if keys == 0 {
+	switch {
+	case keys == 0 && validate:
+		addr = serveLoopback(b, Upstream(fixedBody))
+	case keys == 0:
 		addr = serveLoopback(b, BareHop(stubAddr))
-	} else {
+	default:
 		var sys *actors.System
 		sys, secrets = NewSystem(b, keys)
 		cfg := httpapi.DefaultConfig()
@@ -71,7 +79,7 @@ func benchProcess(b *testing.B, keys int) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	out, err := exec.Command(suite, "load", "-addr", addr, "-keys", keyFile).CombinedOutput()
+	out, err := exec.Command(suite, "load", "-addr", addr, "-keys", keyFile, "-validate="+strconv.FormatBool(validate)).CombinedOutput()
 	if err != nil {
 		b.Fatalf("load: %v\n%s", err, out)
 	}

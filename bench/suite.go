@@ -227,7 +227,7 @@ func (s *Suite) gatehouseTargets(ctx context.Context, name string, gh *Proc, add
 			Requests: spread, Server: gh, Keys: secrets[:n]})
 	}
 	return append(ts, &Target{Name: name + " POST /api/keys/validate", Kind: KindValidate, Addr: addr,
-		Requests: [][]byte{validateRequest(secrets[0])}, Server: gh, Keys: secrets[:1]}), nil
+		Requests: [][]byte{ValidateRequest(secrets[0])}, Server: gh, Keys: secrets[:1]}), nil
 }
 
 // ProxyRequest is the request every proxy target gets, byte for byte: the
@@ -237,7 +237,8 @@ func ProxyRequest(key string) []byte {
 		"User-Agent: gatehouse-bench\r\nAccept: application/json\r\nX-API-Key: " + key + "\r\n\r\n")
 }
 
-func validateRequest(key string) []byte {
+// ValidateRequest is the request every validate target gets.
+func ValidateRequest(key string) []byte {
 	return []byte("POST /api/keys/validate HTTP/1.1\r\nHost: bench.local\r\nUser-Agent: gatehouse-bench\r\n" +
 		"X-API-Key: " + key + "\r\nContent-Length: 0\r\n\r\n")
 }
@@ -334,6 +335,9 @@ func (s *Suite) logf(format string, args ...any) {
 
 func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 
+// fixedBody is what the fixed-body handler answers: a validate answer.
+var fixedBody = []byte(`{"valid":true,"userId":"00000000-0000-0000-0000-000000000000","rateLimit":1000,"isActive":true}`)
+
 // ServeSubcommand runs the stub or bare hop in this process on a loopback
 // port, printing "listening ADDR" once it accepts connections.
 func ServeSubcommand(w io.Writer, name string, body int, upstream string) error {
@@ -351,7 +355,7 @@ func ServeSubcommand(w io.Writer, name string, body int, upstream string) error 
 	case "barehop":
 		return Serve(ln, BareHop(upstream))
 	case "fixed":
-		return Serve(ln, Upstream([]byte(`{"valid":true,"userId":"00000000-0000-0000-0000-000000000000","rateLimit":1000,"isActive":true}`)))
+		return Serve(ln, Upstream(fixedBody))
 	}
 	return fmt.Errorf("bench: unknown server %q", name)
 }

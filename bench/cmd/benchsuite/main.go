@@ -122,6 +122,7 @@ func load(args []string) error {
 	keys := fs.String("keys", "", "file of API keys, one a line")
 	conns := fs.Int("conns", 64, "connections")
 	d := fs.Duration("duration", 5*time.Second, "measured time")
+	validate := fs.Bool("validate", false, "send POST /api/keys/validate instead of proxied requests")
 	_ = fs.Parse(args)
 	b, err := os.ReadFile(*keys)
 	if err != nil {
@@ -129,7 +130,11 @@ func load(args []string) error {
 	}
 	var reqs [][]byte
 	for _, k := range strings.Fields(string(b)) {
-		reqs = append(reqs, bench.ProxyRequest(k))
+		if *validate {
+			reqs = append(reqs, bench.ValidateRequest(k))
+		} else {
+			reqs = append(reqs, bench.ProxyRequest(k))
+		}
 	}
 	res, err := bench.Run(context.Background(), bench.Load{Addr: *addr, Requests: reqs, Conns: *conns, Warmup: time.Second, Duration: *d, Status: 200})
 	if err != nil {
