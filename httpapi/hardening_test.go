@@ -328,3 +328,38 @@ func TestDiskFailure(t *testing.T) {
 		t.Errorf("Health() after restart = %v", err)
 	}
 }
+
+// TestProxyIdentityHeadersNotSpoofable: whatever identity or forwarding
+// headers a client sends, once or repeated, the upstream sees exactly
+// gatehouse's own.
+func TestProxyIdentityHeadersNotSpoofable(t *testing.T) {
+	p := newProxyWorld(t)
+	evil := "00000000-0000-4000-8000-00000000e411"
+	r := p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: []string{
+		"X-API-Key", p.secret,
+		"X-Gatehouse-User-Id", evil, "X-Gatehouse-User-Id", evil,
+		"X-Gatehouse-Key-Id", evil, "X-Gatehouse-Key-Id", evil,
+		"X-Forwarded-Host", "evil.example", "X-Forwarded-Host", "evil.example",
+		"X-Forwarded-Proto", "https", "X-Forwarded-Proto", "https",
+		"X-Upstream-Token", "forged", "X-Upstream-Token", "forged",
+	}})
+	if r.status != 202 {
+		t.Fatalf("proxied answer = %d %s", r.status, r.body)
+	}
+	got := p.up.lastRequest().Headers
+	want := map[string]string{
+		"X-Gatehouse-User-Id": p.alice.ID.String(),
+		"X-Gatehouse-Key-Id":  p.keyID,
+		"X-Forwarded-Host":    testHost,
+		"X-Forwarded-Proto":   "http",
+		"X-Upstream-Token":    "s3cret",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("upstream %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if n := p.up.lastRequest().Count; n["X-Gatehouse-User-Id"] != 1 || n["X-Gatehouse-Key-Id"] != 1 || n["X-Forwarded-Host"] != 1 || n["X-Upstream-Token"] != 1 {
+		t.Errorf("upstream header counts %v, want each once", n)
+	}
+}

@@ -171,7 +171,7 @@ func (e *testEnv) do(tb testing.TB, r request) response {
 		req.Header.SetCookie(CookieName, r.cookie)
 	}
 	for i := 0; i+1 < len(r.headers); i += 2 {
-		req.Header.Set(r.headers[i], r.headers[i+1])
+		req.Header.Add(r.headers[i], r.headers[i+1])
 	}
 	if err := e.client.DoTimeout(req, resp, 10*time.Second); err != nil {
 		tb.Fatalf("%s %s: %v", r.method, r.path, err)

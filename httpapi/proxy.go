@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/textproto"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,7 @@ type upstream struct {
 	name     string
 	host     string
 	basePath []byte
-	headers  [][2][]byte // injected headers, name then value
+	headers  [][2][]byte // injected headers, canonical name then value
 	timeout  time.Duration
 	client   *fasthttp.HostClient
 	lastWarn atomic.Int64 // Unix second of the last upstream failure logged
@@ -44,7 +45,7 @@ func newUpstream(name string, svc Service) (*upstream, error) {
 	}
 	up := &upstream{name: name, host: u.host, basePath: []byte(u.basePath), timeout: timeout}
 	for k, v := range svc.Headers {
-		up.headers = append(up.headers, [2][]byte{[]byte(k), []byte(v)})
+		up.headers = append(up.headers, [2][]byte{[]byte(textproto.CanonicalMIMEHeaderKey(k)), []byte(v)})
 	}
 	up.client = &fasthttp.HostClient{
 		Addr:                     u.addr,
@@ -62,6 +63,17 @@ func newUpstream(name string, svc Service) (*upstream, error) {
 		DialTimeout: dialUpstream,
 	}
 	return up, nil
+}
+
+// injects reports whether the service sets a header named k (canonical):
+// the client's copies are dropped, so only the service's value arrives.
+func (up *upstream) injects(k []byte) bool {
+	for _, kv := range up.headers {
+		if string(kv[0]) == string(k) {
+			return true
+		}
+	}
+	return false
 }
 
 func dialUpstream(addr string, timeout time.Duration) (net.Conn, error) {

@@ -105,12 +105,32 @@ func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
 	resp.Header.CopyTo(h)
 	h.SetProtocol(http11)
 	h.ResetConnectionClose()
-	for _, name := range hopByHopResp {
-		h.Del(name)
+	// One pass finds the hop-by-hop headers present: the usual answer has
+	// none, and six unconditional deletions each scanned every header.
+	var buf4 [4][]byte
+	drop := buf4[:0]
+	for k := range resp.Header.All() {
+		if hopByHopResponse(k) {
+			drop = append(drop, k)
+		}
+	}
+	for _, k := range drop {
+		h.DelBytes(k)
 	}
 	// An upstream's cookies would be set on gatehouse's own origin, next
 	// to its session cookie: never passed through.
 	h.DelAllCookies()
+}
+
+// hopByHopResponse reports whether an upstream's header named k
+// (canonical form) is about its own hop, not forwarded (RFC 9110 §7.6.1).
+// Connection is handled by ResetConnectionClose.
+func hopByHopResponse(k []byte) bool {
+	switch string(k) {
+	case "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection", "Te", "Trailer", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // relayBody hands the upstream's body (a stream, see newUpstream) to rc

@@ -11,29 +11,32 @@ import (
 )
 
 var (
-	hdrXFF       = []byte("X-Forwarded-For")
-	hdrXFHost    = []byte("X-Forwarded-Host")
-	hdrXFProto   = []byte("X-Forwarded-Proto")
-	hdrUserID    = []byte("X-Gatehouse-User-Id")
-	hdrKeyID     = []byte("X-Gatehouse-Key-Id")
-	hdrAPIKey    = []byte("X-Api-Key")
-	hdrAuthz     = []byte("Authorization")
-	commaSpace   = []byte(", ")
-	protoHTTP    = []byte("http")
-	protoHTTPS   = []byte("https")
-	http11       = []byte("HTTP/1.1")
-	cookieNameB  = []byte(CookieName)
-	hopByHopResp = []string{"Keep-Alive", "Proxy-Authenticate", "Proxy-Connection", "Te", "Trailer", "Upgrade"}
+	hdrXFF      = []byte("X-Forwarded-For")
+	hdrXFHost   = []byte("X-Forwarded-Host")
+	hdrXFProto  = []byte("X-Forwarded-Proto")
+	hdrUserID   = []byte("X-Gatehouse-User-Id")
+	hdrKeyID    = []byte("X-Gatehouse-Key-Id")
+	hdrAPIKey   = []byte("X-Api-Key")
+	hdrAuthz    = []byte("Authorization")
+	commaSpace  = []byte(", ")
+	protoHTTP   = []byte("http")
+	protoHTTPS  = []byte("https")
+	http11      = []byte("HTTP/1.1")
+	cookieNameB = []byte(CookieName)
 )
 
 // dropped reports whether the client's header named k (canonical form) is
-// not forwarded: hop-by-hop (RFC 9110 §7.6.1), the key, or a name with
-// "_" (some servers read it as "-": a way to smuggle X-Gatehouse-User-Id).
-// Connection, Expect and Transfer-Encoding are removed unconditionally.
+// not forwarded: hop-by-hop (RFC 9110 §7.6.1), Expect, the key, a header
+// gatehouse sets itself (X-Forwarded-Host/-Proto, the identity headers:
+// removed so that no copy a client sends survives, however often it is
+// repeated), or a name with "_" (some servers read it as "-": a way to
+// smuggle X-Gatehouse-User-Id). Connection and Transfer-Encoding are
+// removed unconditionally, the service's own headers by up.injects.
 func dropped(k []byte) bool {
 	switch string(k) {
 	case "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade",
-		"X-Api-Key", "Authorization":
+		"X-Api-Key", "Authorization", "Expect",
+		"X-Forwarded-Host", "X-Forwarded-Proto", "X-Gatehouse-User-Id", "X-Gatehouse-Key-Id":
 		return true
 	}
 	return bytes.IndexByte(k, '_') >= 0
@@ -44,29 +47,34 @@ var uriPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }
 // buildUpstreamRequest fills req's header from the client's request in rc;
 // attachBody adds the body.
 func buildUpstreamRequest(req *fasthttp.Request, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) {
-	rc.Request.Header.CopyTo(&req.Header)
-	stripConnectionTokens(&req.Header, rc.Request.Header.Peek(fasthttp.HeaderConnection))
+	h := &req.Header
+	rc.Request.Header.CopyTo(h)
+	if conn := rc.Request.Header.Peek(fasthttp.HeaderConnection); len(conn) > 0 {
+		stripConnectionTokens(h, conn) // its tokens are as the client cased them
+	}
+	// Every name from here on is canonical already (the server normalized
+	// the client's, ours are constants): no need to normalize each again.
+	h.DisableNormalizing()
 	// The client's Connection header is about its own hop: forwarded, it
 	// would make an HTTP/1.1 intermediary before the upstream drop the
 	// headers it names (the identity headers set below).
-	req.Header.Del(fasthttp.HeaderConnection)
-	req.Header.ResetConnectionClose()
-	req.Header.Del(fasthttp.HeaderExpect)
-	req.Header.Del(fasthttp.HeaderTransferEncoding)
+	h.Del(fasthttp.HeaderConnection)
+	h.ResetConnectionClose()
+	h.Del(fasthttp.HeaderTransferEncoding)
 	// One pass finds what to drop, so that the usual request, which has
 	// nothing to drop but its key, pays for one deletion instead of ten.
 	var buf8 [8][]byte
 	drop := buf8[:0] // grows (allocates) only past 8 headers to drop
 	for k := range rc.Request.Header.All() {
-		if dropped(k) {
+		if dropped(k) || up.injects(k) {
 			drop = append(drop, k)
 		}
 	}
 	for _, k := range drop {
-		req.Header.DelBytes(k)
+		h.DelBytes(k) // every copy
 	}
 	if len(rc.Request.Header.Peek(fasthttp.HeaderCookie)) > 0 {
-		req.Header.DelCookieBytes(cookieNameB)
+		h.DelCookieBytes(cookieNameB)
 	}
 
 	bp := uriPool.Get().(*[]byte)
@@ -95,8 +103,8 @@ func buildUpstreamRequest(req *fasthttp.Request, rc *fasthttp.RequestCtx, up *up
 	}
 	req.Header.SetCanonical(hdrUserID, appendUUID(buf[:0], res.UserID))
 	req.Header.SetCanonical(hdrKeyID, appendUUID(buf[:0], res.KeyID))
-	for _, h := range up.headers {
-		req.Header.SetBytesKV(h[0], h[1])
+	for _, kv := range up.headers {
+		req.Header.SetCanonical(kv[0], kv[1])
 	}
 }
 
