@@ -103,7 +103,9 @@ func (s *Server) newRouter() *router.Router {
 		if h, ok := s.keys.(healthReporter); ok {
 			if err := h.Health(); err != nil {
 				// Not live: only a restart recovers a failed WAL.
-				s.lg.Warn("health check failing", "err", err)
+				if !s.unhealthy.Swap(true) {
+					s.lg.Warn("health check failing until restart", "err", err)
+				}
 				writeJSON(rc, fasthttp.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "write-ahead log failed: restart to recover"})
 				return nil
 			}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,6 +91,9 @@ type Server struct {
 	// ones (built once: the hot path allocates nothing).
 	errUnknown *apiError
 	now        func() time.Time
+	// unhealthy is set once /health has reported a failed WAL: probes come
+	// every few seconds, and the failure was logged when it happened.
+	unhealthy atomic.Bool
 }
 
 // New builds the management API and proxy server. keys and users must not
