@@ -59,6 +59,10 @@ func (c Config) Validate() error {
 		return errors.New("gateway: MaxBodyBytes must be > 0")
 	case c.RequestTimeout <= 0:
 		return errors.New("gateway: RequestTimeout must be > 0")
+	case c.MaxUploadBytes < 1:
+		return errors.New("gateway: MaxUploadBytes must be > 0")
+	case c.CallbackRetry <= 0 || c.CallbackAttempts < 1:
+		return errors.New("gateway: CallbackRetry must be > 0 and CallbackAttempts >= 1")
 	}
 	return nil
 }
