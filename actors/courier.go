@@ -9,7 +9,7 @@ import (
 // courier delivers messages on behalf of goroutines that must not run
 // actors: the WAL writer's commit callbacks. Shards and key actors run
 // inline on the goroutine that sends to them while they are idle (see
-// inlineDispatcher); a commit callback that sent to one directly would
+// inlineProps); a commit callback that sent to one directly would
 // run shard code on the WAL writer, delaying every commit behind it, and
 // deadlock if that code appended while the writer's queue was full.
 //

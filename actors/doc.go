@@ -15,7 +15,7 @@
 // sessions belong to one accounts actor. A key id is drawn so that it maps to
 // the same shard as its first secret, so authorizing a never-rotated key is
 // handler → shard → key actor → handler. Shards and key actors run inline
-// on the goroutine that sends to them (inlineDispatcher) and so must never
+// on the goroutine that sends to them (inlineProps) and so must never
 // block; WAL commit callbacks reach them through the courier.
 //
 //	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: st, Sealer: sealer})

@@ -62,13 +62,23 @@ func (d *keyDeps) props(p actor.Producer) *actor.Props {
 }
 
 // inlineThroughput is how many messages an inline run of a shard or key
-// actor processes before it yields the processor.
+// actor processes before it yields the processor (runtime.Gosched).
 const inlineThroughput = 300
 
-// inlineProps builds the props of shards and key actors: run inline by
-// their senders (inlineDispatcher). Such actors must never block.
+// inlineProps builds the props of shards and key actors. They run on
+// protoactor's synchronized dispatcher: the goroutine that sends a message
+// to an idle one processes its mailbox itself, then goes on; a message to
+// one that another goroutine is running is only queued for that goroutine.
+// So an authorization costs no goroutine hand-off when uncontended: the
+// HTTP handler runs the shard, the shard runs the key actor, and the
+// answer is in the reply channel when Send returns. Each actor still
+// processes one message at a time from its own mailbox.
+//
+// The rule that makes it safe: such actors never block (the WAL is only
+// appended to asynchronously from them), and goroutines that must not run
+// actor code (the WAL writer) post through the courier.
 func (d *keyDeps) inlineProps(p actor.Producer) *actor.Props {
-	return actor.PropsFromProducer(p, actor.WithDispatcher(inlineDispatcher(inlineThroughput)))
+	return actor.PropsFromProducer(p, actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)))
 }
 
 // keyActor owns one live key: its record, limiter window and usage. Admitted
@@ -76,7 +86,7 @@ func (d *keyDeps) inlineProps(p actor.Producer) *actor.Props {
 // deltas not yet handed to the WAL, inflight those handed over and not yet
 // committed. state minus pending minus inflight is the durable image.
 //
-// It runs inline on its shard's goroutine (inlineDispatcher), so it never
+// It runs inline on its shard's goroutine (inlineProps), so it never
 // waits for the disk: a command's event is appended asynchronously and
 // applied, then answered, when its commit notice (cmdLogged) arrives.
 // Meanwhile requests are still authorized against the state before the
@@ -178,10 +188,10 @@ func (a *keyActor) flush(ctx actor.Context) {
 	case len(a.pending) == 0 || a.gone:
 		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self()})
 	case len(a.inflight) > 0:
-		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), id: a.state.rec.id, again: true})
+		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id}, again: true})
 	default:
 		a.inflight, a.pending = a.pending, nil
-		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id, pairs: a.inflight}, ok: true})
+		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id, pairs: a.inflight}})
 	}
 }
 

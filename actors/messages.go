@@ -113,13 +113,11 @@ type tick struct {
 type flushKey struct{}
 
 // usagePart is a key actor's answer to flushKey: its pending usage, now
-// inflight, for its shard's batch (ok false: nothing to log; again: the
-// key's previous batch is still in flight, keep key id dirty).
+// inflight, for its shard's batch (no pairs: nothing to log). again: the
+// key's previous batch is still in flight, keep key ev.id dirty.
 type usagePart struct {
 	pid   *actor.PID
 	ev    keyUsed
-	ok    bool
-	id    uuid.UUID
 	again bool
 }
 

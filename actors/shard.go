@@ -266,9 +266,9 @@ func (s *shard) tick(ctx actor.Context, m tick) {
 func (s *shard) usagePart(ctx actor.Context, m usagePart) {
 	s.got++
 	if m.again {
-		s.markDirty(m.id)
+		s.markDirty(m.ev.id)
 	}
-	if m.ok {
+	if len(m.ev.pairs) > 0 {
 		s.parts = append(s.parts, m.ev)
 		s.partPIDs = append(s.partPIDs, m.pid)
 	}
