@@ -110,7 +110,7 @@ func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
 	var buf4 [4][]byte
 	drop := buf4[:0]
 	for k := range resp.Header.All() {
-		if hopByHopResponse(k) {
+		if hopByHop(k) {
 			drop = append(drop, k)
 		}
 	}
@@ -120,17 +120,6 @@ func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
 	// An upstream's cookies would be set on gatehouse's own origin, next
 	// to its session cookie: never passed through.
 	h.DelAllCookies()
-}
-
-// hopByHopResponse reports whether an upstream's header named k
-// (canonical form) is about its own hop, not forwarded (RFC 9110 §7.6.1).
-// Connection is handled by ResetConnectionClose.
-func hopByHopResponse(k []byte) bool {
-	switch string(k) {
-	case "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection", "Te", "Trailer", "Upgrade":
-		return true
-	}
-	return false
 }
 
 // relayBody hands the upstream's body (a stream, see newUpstream) to rc

@@ -34,12 +34,22 @@ var (
 // removed unconditionally, the service's own headers by up.injects.
 func dropped(k []byte) bool {
 	switch string(k) {
-	case "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade",
-		"X-Api-Key", "Authorization", "Expect",
+	case "Proxy-Authorization", "X-Api-Key", "Authorization", "Expect",
 		"X-Forwarded-Host", "X-Forwarded-Proto", "X-Gatehouse-User-Id", "X-Gatehouse-Key-Id":
 		return true
 	}
-	return bytes.IndexByte(k, '_') >= 0
+	return hopByHop(k) || bytes.IndexByte(k, '_') >= 0
+}
+
+// hopByHop reports whether a header named k (canonical form) is about one
+// hop only, in either direction (RFC 9110 §7.6.1). Connection and
+// Transfer-Encoding are handled apart, as fasthttp keeps them apart.
+func hopByHop(k []byte) bool {
+	switch string(k) {
+	case "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection", "Te", "Trailer", "Upgrade":
+		return true
+	}
+	return false
 }
 
 var uriPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
