@@ -45,8 +45,10 @@ func (s *Suite) runWrk(ctx context.Context, t *Target) (float64, error) {
 	return strconv.ParseFloat(string(m[1]), 64)
 }
 
-// wrkScript writes the Lua script that sends t's request (and rotates its
-// keys) and returns its path.
+// wrkScript writes the Lua script that sends t's request, headers and all
+// (a target with keys rotates them in X-API-Key), and returns its path.
+// Its files are named after t, so that targets with as many keys (the
+// -vs baseline's) do not share a key file.
 func (s *Suite) wrkScript(t *Target) (string, error) {
 	req := t.Requests[0]
 	line, rest, _ := bytes.Cut(req, []byte("\r\n"))
@@ -59,13 +61,14 @@ func (s *Suite) wrkScript(t *Target) (string, error) {
 	sc := bufio.NewScanner(bytes.NewReader(rest))
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), ": ")
-		if !ok || strings.EqualFold(name, "X-API-Key") || strings.EqualFold(name, "Content-Length") {
+		if !ok || strings.EqualFold(name, "Content-Length") {
 			continue
 		}
 		fmt.Fprintf(&b, "wrk.headers[%q] = %q\n", name, value)
 	}
+	base := filepath.Join(s.cfg.Dir, "wrk-"+strings.NewReplacer(" ", "-", ",", "", "/", "-").Replace(t.Name))
 	if len(t.Keys) > 0 {
-		keys := filepath.Join(s.cfg.Dir, "wrk-keys-"+strconv.Itoa(len(t.Keys)))
+		keys := base + ".keys"
 		if err := os.WriteFile(keys, []byte(strings.Join(t.Keys, "\n")+"\n"), 0o600); err != nil {
 			return "", err
 		}
@@ -79,6 +82,6 @@ request = function()
 end
 `, keys)
 	}
-	path := filepath.Join(s.cfg.Dir, "wrk-"+strings.NewReplacer(" ", "-", ",", "", "/", "-").Replace(t.Name)+".lua")
+	path := base + ".lua"
 	return path, os.WriteFile(path, []byte(b.String()), 0o600)
 }
