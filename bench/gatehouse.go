@@ -27,12 +27,7 @@ const (
 
 // BuildGatehouse builds ./cmd/gatehouse of the module the suite runs in.
 func BuildGatehouse(dir string) (string, error) {
-	bin := filepath.Join(dir, "gatehouse")
-	out, err := exec.Command("go", "build", "-o", bin, "gatehouse/cmd/gatehouse").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build gatehouse: %v\n%s", err, out)
-	}
-	return bin, nil
+	return buildGatehouse("", dir, "gatehouse")
 }
 
 // BuildGatehouseAt builds ./cmd/gatehouse as it was at the git revision
@@ -44,11 +39,17 @@ func BuildGatehouseAt(rev, dir string) (string, error) {
 		return "", fmt.Errorf("git worktree add %s: %v\n%s", rev, err, out)
 	}
 	defer exec.Command("git", "worktree", "remove", "--force", src).Run()
+	return buildGatehouse(src, dir, "gatehouse@"+rev)
+}
+
+// buildGatehouse builds gatehouse/cmd/gatehouse of the module in src (""
+// for the current directory's) into dir; what names it in errors.
+func buildGatehouse(src, dir, what string) (string, error) {
 	bin := filepath.Join(dir, "gatehouse")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gatehouse")
+	cmd := exec.Command("go", "build", "-o", bin, "gatehouse/cmd/gatehouse")
 	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build gatehouse@%s: %v\n%s", rev, err, out)
+		return "", fmt.Errorf("go build %s: %v\n%s", what, err, out)
 	}
 	return bin, nil
 }

@@ -148,12 +148,7 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 	if err != nil {
 		return nil, err
 	}
-	gh, ghAddr, err := StartGatehouse(bin, cfg.Dir, stubAddr)
-	if err != nil {
-		return nil, err
-	}
-	s.procs = append(s.procs, gh)
-	mine, err := s.gatehouseTargets(ctx, "gatehouse", gh, ghAddr)
+	mine, err := s.startGatehouse(ctx, "gatehouse", bin, cfg.Dir, stubAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -168,12 +163,7 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		if err != nil {
 			return nil, err
 		}
-		vgh, vaddr, err := StartGatehouse(vbin, vsDir, stubAddr)
-		if err != nil {
-			return nil, err
-		}
-		s.procs = append(s.procs, vgh)
-		if theirs, err = s.gatehouseTargets(ctx, "gatehouse@"+cfg.Vs, vgh, vaddr); err != nil {
+		if theirs, err = s.startGatehouse(ctx, "gatehouse@"+cfg.Vs, vbin, vsDir, stubAddr); err != nil {
 			return nil, err
 		}
 		for _, t := range theirs {
@@ -187,18 +177,17 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		{Name: "bare fasthttp hop (no auth)", Kind: KindBare, Addr: bareAddr, Requests: hot, Server: bare},
 		{Name: "nginx keep-alive proxy", Kind: KindNginx, Addr: ngxAddr, Requests: hot, Server: ngx},
 	}
-	// Each gatehouse case beside its baseline's, so both meet the same moment.
-	for i, t := range mine[:len(mine)-1] {
+	// Each gatehouse case beside its baseline's, so both meet the same
+	// moment; validate (the last) after its own baseline, the fixed body.
+	last := len(mine) - 1
+	for i, t := range mine {
+		if i == last {
+			s.Targets = append(s.Targets, &Target{Name: "bare fasthttp handler, fixed body", Kind: KindFixed, Addr: fixedAddr, Requests: t.Requests, Server: fixed})
+		}
 		s.Targets = append(s.Targets, t)
 		if theirs != nil {
 			s.Targets = append(s.Targets, theirs[i])
 		}
-	}
-	s.Targets = append(s.Targets,
-		&Target{Name: "bare fasthttp handler, fixed body", Kind: KindFixed, Addr: fixedAddr, Requests: [][]byte{mine[len(mine)-1].Requests[0]}, Server: fixed},
-		mine[len(mine)-1])
-	if theirs != nil {
-		s.Targets = append(s.Targets, theirs[len(theirs)-1])
 	}
 	for _, t := range s.Targets {
 		t.Status = 200
@@ -206,9 +195,15 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 	return s, nil
 }
 
-// gatehouseTargets provisions the keys of a started gatehouse and returns
-// its cases: one hot key, each spread-keys count, then validate.
-func (s *Suite) gatehouseTargets(ctx context.Context, name string, gh *Proc, addr string) ([]*Target, error) {
+// startGatehouse starts the gatehouse binary bin with its data under dir
+// (StartGatehouse), provisions its keys and returns its cases: one hot
+// key, each spread-keys count, then validate.
+func (s *Suite) startGatehouse(ctx context.Context, name, bin, dir, upstream string) ([]*Target, error) {
+	gh, addr, err := StartGatehouse(bin, dir, upstream)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, gh)
 	most := slices.Max(s.cfg.Keys)
 	s.logf("creating %d keys in %s", most, name)
 	t0 := time.Now()
