@@ -234,6 +234,14 @@ func (r *registry) putChannel(m putChannel) channelReply {
 	return channelReply{c: c.view()}
 }
 
+func (r *registry) getChannel(ref string) channelReply {
+	c, ok := r.part.channels.get(ref)
+	if !ok {
+		return channelReply{err: ErrNotFound}
+	}
+	return channelReply{c: c.view(), rec: c}
+}
+
 func (r *registry) delChannel(ref string) channelReply {
 	c, ok := r.part.channels.get(ref)
 	if !ok {

@@ -224,6 +224,14 @@ func (r *registry) putTool(m putTool) toolReply {
 	return toolReply{t: t.view()}
 }
 
+func (r *registry) getTool(ref string) toolReply {
+	t, ok := r.part.tools.get(ref)
+	if !ok {
+		return toolReply{err: ErrNotFound}
+	}
+	return toolReply{t: t.view()}
+}
+
 func (r *registry) delTool(ref string) toolReply {
 	t, ok := r.part.tools.get(ref)
 	if !ok {

@@ -278,6 +278,24 @@ func (r *registry) putMCP(m putMCP) mcpReply {
 	return mcpReply{s: s.view(), rec: &s}
 }
 
+func (r *registry) getMCP(ref string) mcpReply {
+	s, ok := r.part.mcpServers.get(ref)
+	if !ok {
+		return mcpReply{err: ErrNotFound}
+	}
+	return mcpReply{s: s.view(), rec: s}
+}
+
+// listMCP lists the servers by name.
+func (r *registry) listMCP() []MCPServer {
+	list := make([]MCPServer, 0, len(r.part.mcpServers.rows))
+	for _, s := range r.part.mcpServers.rows {
+		list = append(list, s.view())
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	return list
+}
+
 func (r *registry) delMCP(ref string) mcpReply {
 	s, ok := r.part.mcpServers.get(ref)
 	if !ok {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -63,19 +62,9 @@ func (r *registry) handle(msg any) {
 	case putMCP:
 		m.reply <- r.putMCP(m)
 	case getMCP:
-		s, ok := r.part.mcpServers.get(m.ref)
-		if !ok {
-			m.reply <- mcpReply{err: ErrNotFound}
-		} else {
-			m.reply <- mcpReply{s: s.view(), rec: s}
-		}
+		m.reply <- r.getMCP(m.ref)
 	case listMCP:
-		list := make([]MCPServer, 0, len(r.part.mcpServers.rows))
-		for _, s := range r.part.mcpServers.rows {
-			list = append(list, s.view())
-		}
-		sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-		m.reply <- mcpReply{list: list}
+		m.reply <- mcpReply{list: r.listMCP()}
 	case delMCP:
 		m.reply <- r.delMCP(m.ref)
 	case accessMCP:
@@ -105,12 +94,7 @@ func (r *registry) handle(msg any) {
 	case putTool:
 		m.reply <- r.putTool(m)
 	case getTool:
-		t, ok := r.part.tools.get(m.ref)
-		if !ok {
-			m.reply <- toolReply{err: ErrNotFound}
-		} else {
-			m.reply <- toolReply{t: t.view()}
-		}
+		m.reply <- r.getTool(m.ref)
 	case listTools:
 		m.reply <- toolReply{recs: r.listTools(m)}
 	case delTool:
@@ -118,12 +102,7 @@ func (r *registry) handle(msg any) {
 	case putChannel:
 		m.reply <- r.putChannel(m)
 	case getChannel:
-		c, ok := r.part.channels.get(m.ref)
-		if !ok {
-			m.reply <- channelReply{err: ErrNotFound}
-		} else {
-			m.reply <- channelReply{c: c.view(), rec: c}
-		}
+		m.reply <- r.getChannel(m.ref)
 	case listChannels:
 		m.reply <- channelReply{list: r.listChannels()}
 	case delChannel:
