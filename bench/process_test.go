@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,11 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"gatehouse/actors"
-	"gatehouse/httpapi"
 )
 
 // BenchmarkProxyProcess serves gatehouse's handler (real actor system, WAL
@@ -54,28 +50,10 @@ func benchProcess(b *testing.B, keys int, validate bool) {
 	case keys == 0:
 		addr = serveLoopback(b, BareHop(stubAddr))
 	default:
-		var sys *actors.System
-		sys, secrets = NewSystem(b, keys)
-		cfg := httpapi.DefaultConfig()
-		cfg.Services = map[string]httpapi.Service{ServiceName: {Upstream: "http://" + stubAddr}}
-		srv, err := httpapi.New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ln, err := listenLoopback()
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() { _ = srv.Serve(ln) }()
-		b.Cleanup(func() { _ = srv.Shutdown(b.Context()) })
-		addr = ln.Addr().String()
+		addr, secrets = serveGatehouse(b, keys, stubAddr)
 	}
 	keyFile := filepath.Join(dir, "keys")
-	var lines []string
-	for _, s := range secrets {
-		lines = append(lines, string(s))
-	}
-	if err := os.WriteFile(keyFile, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, bytes.Join(secrets, []byte("\n")), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()

@@ -25,21 +25,8 @@ import (
 // BenchmarkProxyGatehouse: GET through gatehouse's handler (real actor
 // system, one hot key) to the stub, 64 client goroutines.
 func BenchmarkProxyGatehouse(b *testing.B) {
-	sys, secrets := NewSystem(b, 1)
-	up := serveLoopback(b, Upstream(JSONBody(1024)))
-	cfg := httpapi.DefaultConfig()
-	cfg.Services = map[string]httpapi.Service{ServiceName: {Upstream: "http://" + up}}
-	srv, err := httpapi.New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := listenLoopback()
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	b.Cleanup(func() { _ = srv.Shutdown(b.Context()) })
-	benchClient(b, ln.Addr().String(), ProxyRequest(string(secrets[0])))
+	addr, secrets := serveGatehouse(b, 1, serveLoopback(b, Upstream(JSONBody(1024))))
+	benchClient(b, addr, ProxyRequest(string(secrets[0])))
 }
 
 // BenchmarkProxyBareHop is the same through the bare fasthttp hop.
@@ -47,6 +34,27 @@ func BenchmarkProxyBareHop(b *testing.B) {
 	up := serveLoopback(b, Upstream(JSONBody(1024)))
 	hop := serveLoopback(b, BareHop(up))
 	benchClient(b, hop, ProxyRequest("none"))
+}
+
+// serveGatehouse serves gatehouse's handler (real actor system with keys
+// keys, NewSystem) on loopback, its service ServiceName proxying to the
+// upstream at host:port; it returns its address and the keys' secrets.
+func serveGatehouse(tb testing.TB, keys int, upstream string) (string, [][]byte) {
+	tb.Helper()
+	sys, secrets := NewSystem(tb, keys)
+	cfg := httpapi.DefaultConfig()
+	cfg.Services = map[string]httpapi.Service{ServiceName: {Upstream: "http://" + upstream}}
+	srv, err := httpapi.New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := listenLoopback()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { _ = srv.Shutdown(tb.Context()) })
+	return ln.Addr().String(), secrets
 }
 
 func serveLoopback(tb testing.TB, h fasthttp.RequestHandler) string {
