@@ -36,20 +36,6 @@ type memoryPage struct {
 	Offset int                   `json:"offset"`
 }
 
-// pageBounds checks a page's limit (1..200, 0: 50) and offset and
-// returns the limit to use.
-func pageBounds(limit, offset int) (int, error) {
-	switch {
-	case limit < 0 || limit > maxTracePage:
-		return 0, errInvalid("limit must be in 1..200")
-	case offset < 0:
-		return 0, errInvalid("offset must be >= 0")
-	case limit == 0:
-		return defTracePage, nil
-	}
-	return limit, nil
-}
-
 // listMemory: entries filtered by agent and user, ranked by q (BM25)
 // when given, else newest first. Non-admin callers see their user's
 // entries only.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,13 +25,28 @@ type RunStore interface {
 
 var _ RunStore = (*gateway.Gateway)(nil)
 
-// Bounds of the usage and trace queries.
+// Bounds of the usage queries, and of a page of any paged list (traces,
+// activity, memory, delegations, custom tools).
 const (
 	maxHourlyRange = 31 * 24 * time.Hour
 	maxDailyRange  = 400 * 24 * time.Hour
-	maxTracePage   = 200
-	defTracePage   = 50
+	maxPage        = 200
+	defPage        = 50
 )
+
+// pageBounds checks a page's limit (1..maxPage, 0: defPage) and offset
+// and returns the limit to use.
+func pageBounds(limit, offset int) (int, error) {
+	switch {
+	case limit < 0 || limit > maxPage:
+		return 0, errInvalid("limit must be in 1.." + strconv.Itoa(maxPage))
+	case offset < 0:
+		return 0, errInvalid("offset must be >= 0")
+	case limit == 0:
+		return defPage, nil
+	}
+	return limit, nil
+}
 
 // seesAll reports whether c may read every user's runs: a trusted
 // backend (the gateway token, an operator.admin key). Anyone else reads
