@@ -34,11 +34,12 @@ type Stats struct {
 	CPUPerReq           time.Duration
 	LoadCPUPerReq       time.Duration
 	Errors              int64
+	Wrk                 float64 // the median of wrk's req/s, 0 without wrk
 }
 
 // Stats sums t's rounds.
 func (t *Target) Stats() Stats {
-	var st Stats
+	st := Stats{Wrk: median(t.Wrk)}
 	var reqs int64
 	var secs float64
 	for i, r := range t.Rounds {
@@ -83,11 +84,11 @@ func (s *Suite) Report(m Meta) string {
 		stats[i] = t.Stats()
 		switch t.Kind {
 		case KindBare:
-			bare, bareWrk, bareP99 = stats[i].RPS, median(t.Wrk), stats[i].Latency.Quantile(0.99)
+			bare, bareWrk, bareP99 = stats[i].RPS, stats[i].Wrk, stats[i].Latency.Quantile(0.99)
 		case KindNginx:
 			nginx = stats[i].RPS
 		case KindFixed:
-			fixed, fixedWrk = stats[i].RPS, median(t.Wrk)
+			fixed, fixedWrk = stats[i].RPS, stats[i].Wrk
 		}
 	}
 	p("| target | req/s | min–max | p50 | p99 | p999 | server CPU/req | load gen CPU/req | × bare hop | × nginx | wrk req/s | wrk × its baseline | errors |")
@@ -101,7 +102,7 @@ func (s *Suite) Report(m Meta) string {
 			return fmt.Sprintf("%.2f", st.RPS/base)
 		}
 		wrk, wrkRatio := "—", "—"
-		if w := median(t.Wrk); w > 0 {
+		if w := st.Wrk; w > 0 {
 			wrk = thousands(w)
 			base := bareWrk
 			if t.Kind == KindValidate {
