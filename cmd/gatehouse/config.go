@@ -274,13 +274,17 @@ func (c *fileConfig) validateValues() error {
 	return nil
 }
 
-// secretKeys are the keys whose values errors and logs never show.
-var secretKeys = map[string]bool{"gateway.token": true}
+// secrets are the settings whose values errors and logs never show, by
+// key: setBy hides what set them, masked their values. (Service headers,
+// a map, are masked apart.)
+func (c *fileConfig) secrets() map[string]*string {
+	return map[string]*string{"gateway.token": &c.Gateway.Token}
+}
 
 // setBy records that the environment variable or flag name set key to
 // value, for validation errors: "GATEHOUSE_PORT=99999: server.port ...".
 func (c *fileConfig) setBy(key, name, value string) {
-	if secretKeys[key] {
+	if _, secret := c.secrets()[key]; secret {
 		value = "***"
 	}
 	if c.sources == nil {
@@ -320,8 +324,10 @@ func oneOf(s string, opts ...string) bool {
 
 // masked renders the effective config for the startup log, secrets hidden.
 func (c fileConfig) masked() string {
-	if c.Gateway.Token != "" {
-		c.Gateway.Token = "***"
+	for _, v := range c.secrets() {
+		if *v != "" {
+			*v = "***"
+		}
 	}
 	svcs := make(map[string]serviceConfig, len(c.Services))
 	for name, s := range c.Services {
