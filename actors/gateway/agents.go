@@ -237,26 +237,23 @@ func (g *Gateway) agentCmd(ctx context.Context, m putAgent) (Agent, error) {
 		return Agent{}, fmt.Errorf("user id is required: %w", ErrInvalid)
 	}
 	m.reply = make(chan agentReply, 1)
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	return r.a, cmpErr(r.err, err)
+	r, err := ask(ctx, g, m, m.reply)
+	return r.a, err
 }
 
 // GetAgent finds an agent the user can use, by id or agent_key.
 func (g *Gateway) GetAgent(ctx context.Context, user, ref string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.send(ctx, g.registry, getAgent{ref: ref, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return r.a, cmpErr(r.err, err)
+	r, err := ask(ctx, g, getAgent{ref: ref, user: user, reply: reply}, reply)
+	return r.a, err
 }
 
 // ResolveAgent finds an agent by id or agent_key with its provider, for a
 // run; no ownership check (the caller's token was authorized).
 func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider, error) {
 	reply := make(chan agentReply, 1)
-	g.send(ctx, g.registry, getAgent{ref: ref, resolve: true, reply: reply})
-	r, err := await(ctx, reply)
-	return r.a, r.p, cmpErr(r.err, err)
+	r, err := ask(ctx, g, getAgent{ref: ref, resolve: true, reply: reply}, reply)
+	return r.a, r.p, err
 }
 
 // ListAgents returns the agents user owns or that are shared with them,
@@ -264,17 +261,15 @@ func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider
 // for nobody: callers must not pass "" for anyone else).
 func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.send(ctx, g.registry, listAgents{user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return r.as, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listAgents{user: user, reply: reply}, reply)
+	return r.as, err
 }
 
 // DeleteAgent removes the agent; ErrNotFound, ErrForbidden as UpdateAgent.
 func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
 	reply := make(chan agentReply, 1)
-	g.send(ctx, g.registry, delAgent{ref: ref, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return cmpErr(r.err, err)
+	_, err := ask(ctx, g, delAgent{ref: ref, user: user, reply: reply}, reply)
+	return err
 }
 
 type defaultAgent struct {
@@ -306,7 +301,6 @@ func (r *registry) defaultAgent(user string) agentReply {
 // registry.defaultAgent); ErrNotFound when there is none.
 func (g *Gateway) DefaultAgent(ctx context.Context, user string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.send(ctx, g.registry, defaultAgent{user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return r.a, cmpErr(r.err, err)
+	r, err := ask(ctx, g, defaultAgent{user: user, reply: reply}, reply)
+	return r.a, err
 }

@@ -166,6 +166,8 @@ type channelReply struct {
 	err  error
 }
 
+func (r channelReply) failure() error { return r.err }
+
 func (r *registry) putChannel(m putChannel) channelReply {
 	now := r.clock.Now().UTC()
 	var c channelRec
@@ -316,9 +318,8 @@ func (g *Gateway) channelCmd(ctx context.Context, m putChannel, id uuid.UUID) (C
 	if m.sealed, m.hint, err = g.sealCreds(id, m.in.Credentials); err != nil {
 		return ChannelInstance{}, err
 	}
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, m, m.reply)
+	if err != nil {
 		return ChannelInstance{}, err
 	}
 	return r.c, nil
@@ -332,9 +333,8 @@ func (g *Gateway) GetChannel(ctx context.Context, ref string) (ChannelInstance, 
 
 func (g *Gateway) channel(ctx context.Context, ref string) (ChannelInstance, *channelRec, error) {
 	reply := make(chan channelReply, 1)
-	g.send(ctx, g.registry, getChannel{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, getChannel{ref: ref, reply: reply}, reply)
+	if err != nil {
 		return ChannelInstance{}, nil, err
 	}
 	return r.c, r.rec, nil
@@ -343,17 +343,15 @@ func (g *Gateway) channel(ctx context.Context, ref string) (ChannelInstance, *ch
 // ListChannels returns every instance, by name.
 func (g *Gateway) ListChannels(ctx context.Context) ([]ChannelInstance, error) {
 	reply := make(chan channelReply, 1)
-	g.send(ctx, g.registry, listChannels{reply: reply})
-	r, err := await(ctx, reply)
-	return r.list, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listChannels{reply: reply}, reply)
+	return r.list, err
 }
 
 // DeleteChannel removes an instance; ErrNotFound.
 func (g *Gateway) DeleteChannel(ctx context.Context, ref string) error {
 	reply := make(chan channelReply, 1)
-	g.send(ctx, g.registry, delChannel{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	return cmpErr(r.err, err)
+	_, err := ask(ctx, g, delChannel{ref: ref, reply: reply}, reply)
+	return err
 }
 
 // ChannelCredentials opens the instance's credentials, to verify or sign

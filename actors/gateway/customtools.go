@@ -140,6 +140,8 @@ type toolReply struct {
 	err  error
 }
 
+func (r toolReply) failure() error { return r.err }
+
 func (r *registry) putTool(m putTool) toolReply {
 	now := r.clock.Now().UTC()
 	var t customToolRec
@@ -302,26 +304,23 @@ func (g *Gateway) toolCmd(ctx context.Context, m putTool) (CustomTool, error) {
 		return CustomTool{}, err
 	}
 	m.reply = make(chan toolReply, 1)
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	return r.t, cmpErr(r.err, err)
+	r, err := ask(ctx, g, m, m.reply)
+	return r.t, err
 }
 
 // GetCustomTool finds a tool by id or name; ErrNotFound.
 func (g *Gateway) GetCustomTool(ctx context.Context, ref string) (CustomTool, error) {
 	reply := make(chan toolReply, 1)
-	g.send(ctx, g.registry, getTool{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	return r.t, cmpErr(r.err, err)
+	r, err := ask(ctx, g, getTool{ref: ref, reply: reply}, reply)
+	return r.t, err
 }
 
 // ListCustomTools lists the tools, by name; agent (uuid.Nil: all) keeps
 // that agent's own tools only.
 func (g *Gateway) ListCustomTools(ctx context.Context, agent uuid.UUID) ([]CustomTool, error) {
 	reply := make(chan toolReply, 1)
-	g.send(ctx, g.registry, listTools{agent: agent, reply: reply})
-	r, err := await(ctx, reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, listTools{agent: agent, reply: reply}, reply)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]CustomTool, len(r.recs))
@@ -334,9 +333,8 @@ func (g *Gateway) ListCustomTools(ctx context.Context, agent uuid.UUID) ([]Custo
 // DeleteCustomTool removes a tool; ErrNotFound.
 func (g *Gateway) DeleteCustomTool(ctx context.Context, ref string) error {
 	reply := make(chan toolReply, 1)
-	g.send(ctx, g.registry, delTool{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	return cmpErr(r.err, err)
+	_, err := ask(ctx, g, delTool{ref: ref, reply: reply}, reply)
+	return err
 }
 
 // RunnableTool is a custom tool with its env opened, to run it.
@@ -352,9 +350,8 @@ func (g *Gateway) AgentCustomTools(ctx context.Context, agent uuid.UUID) ([]Runn
 		return nil, nil
 	}
 	reply := make(chan toolReply, 1)
-	g.root.Send(g.registry, listTools{agent: agent, forAgent: true, reply: reply})
-	r, err := await(ctx, reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, listTools{agent: agent, forAgent: true, reply: reply}, reply)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]RunnableTool, 0, len(r.recs))

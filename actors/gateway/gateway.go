@@ -342,5 +342,17 @@ func await[T any](ctx context.Context, ch <-chan T) (T, error) {
 	return v, err
 }
 
+// answer is a reply that carries its own error.
+type answer interface{ failure() error }
+
+// ask sends m, which answers on reply, to the registry on behalf of ctx's
+// caller (see send) and waits for the answer; the error is the wait's, or
+// else the answer's own.
+func ask[R answer](ctx context.Context, g *Gateway, m any, reply chan R) (R, error) {
+	g.send(ctx, g.registry, m)
+	r, err := await(ctx, reply)
+	return r, cmpErr(r.failure(), err)
+}
+
 // Logger is the gateway's logger (after Start).
 func (g *Gateway) Logger() *slog.Logger { return g.lg }

@@ -68,6 +68,8 @@ type accessReply struct {
 	err     error
 }
 
+func (r accessReply) failure() error { return r.err }
+
 type userContext struct {
 	agent uuid.UUID
 	user  string
@@ -78,6 +80,8 @@ type filesReply struct {
 	files []ContextFile
 	err   error
 }
+
+func (r filesReply) failure() error { return r.err }
 
 type queryInstances struct {
 	agent uuid.UUID
@@ -147,18 +151,16 @@ func (g *Gateway) PutUserFile(ctx context.Context, caller, ref, user, name, cont
 		return nil, fmt.Errorf("%s must be UTF-8 text: %w", name, ErrInvalid)
 	}
 	reply := make(chan filesReply, 1)
-	g.send(ctx, g.registry, putUserFile{ref: ref, caller: caller, user: user, name: name, content: content, reply: reply})
-	r, err := await(ctx, reply)
-	return r.files, cmpErr(r.err, err)
+	r, err := ask(ctx, g, putUserFile{ref: ref, caller: caller, user: user, name: name, content: content, reply: reply}, reply)
+	return r.files, err
 }
 
 // UserFiles lists user's context files for the agent: for that user, and
 // for the agent's owner and operators.
 func (g *Gateway) UserFiles(ctx context.Context, caller, ref, user string) ([]ContextFile, error) {
 	reply := make(chan filesReply, 1)
-	g.send(ctx, g.registry, listUserFiles{ref: ref, caller: caller, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return r.files, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listUserFiles{ref: ref, caller: caller, user: user, reply: reply}, reply)
+	return r.files, err
 }
 
 // UserContext returns user's USER.md for agent ("" when none): what a run
@@ -173,9 +175,8 @@ func (g *Gateway) UserContext(ctx context.Context, agent uuid.UUID, user string)
 // operators, the caller's own for a user it is shared with.
 func (g *Gateway) Instances(ctx context.Context, caller, ref string) ([]Instance, error) {
 	ar := make(chan accessReply, 1)
-	g.send(ctx, g.registry, agentAccess{ref: ref, caller: caller, reply: ar})
-	acc, err := await(ctx, ar)
-	if err = cmpErr(acc.err, err); err != nil {
+	acc, err := ask(ctx, g, agentAccess{ref: ref, caller: caller, reply: ar}, ar)
+	if err != nil {
 		return nil, err
 	}
 	reply := make(chan []Instance, 1)

@@ -203,6 +203,8 @@ type mcpReply struct {
 	err    error
 }
 
+func (r mcpReply) failure() error { return r.err }
+
 func (r *registry) putMCP(m putMCP) mcpReply {
 	now := r.clock.Now().UTC()
 	var s mcpServerRec
@@ -371,9 +373,8 @@ func (g *Gateway) mcpCmd(ctx context.Context, id uuid.UUID, in MCPServerInput, c
 		return MCPServer{}, err
 	}
 	m := putMCP{id: id, create: create, in: in, sealed: sealed, secrets: sec, reply: make(chan mcpReply, 1)}
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, m, m.reply)
+	if err != nil {
 		return MCPServer{}, err
 	}
 	return r.s, nil // a stdio server with exec off never runs (MCPAccessFor)
@@ -382,26 +383,23 @@ func (g *Gateway) mcpCmd(ctx context.Context, id uuid.UUID, in MCPServerInput, c
 // GetMCPServer finds a server by id or name; ErrNotFound.
 func (g *Gateway) GetMCPServer(ctx context.Context, ref string) (MCPServer, error) {
 	reply := make(chan mcpReply, 1)
-	g.send(ctx, g.registry, getMCP{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	return r.s, cmpErr(r.err, err)
+	r, err := ask(ctx, g, getMCP{ref: ref, reply: reply}, reply)
+	return r.s, err
 }
 
 // ListMCPServers lists the servers by name.
 func (g *Gateway) ListMCPServers(ctx context.Context) ([]MCPServer, error) {
 	reply := make(chan mcpReply, 1)
-	g.send(ctx, g.registry, listMCP{reply: reply})
-	r, err := await(ctx, reply)
-	return r.list, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listMCP{reply: reply}, reply)
+	return r.list, err
 }
 
 // DeleteMCPServer removes a server with its grants and requests and
 // returns its id; ErrNotFound.
 func (g *Gateway) DeleteMCPServer(ctx context.Context, ref string) (uuid.UUID, error) {
 	reply := make(chan mcpReply, 1)
-	g.send(ctx, g.registry, delMCP{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, delMCP{ref: ref, reply: reply}, reply)
+	if err != nil {
 		return uuid.Nil, err
 	}
 	return r.rec.ID, nil
@@ -411,9 +409,8 @@ func (g *Gateway) DeleteMCPServer(ctx context.Context, ref string) (uuid.UUID, e
 // to it only.
 func (g *Gateway) MCPServerSecrets(ctx context.Context, ref string) (MCPServer, MCPSecrets, error) {
 	reply := make(chan mcpReply, 1)
-	g.root.Send(g.registry, getMCP{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, getMCP{ref: ref, reply: reply}, reply)
+	if err != nil {
 		return MCPServer{}, MCPSecrets{}, err
 	}
 	sec, err := g.openMCP(r.rec)
@@ -599,25 +596,22 @@ func (g *Gateway) GrantMCP(ctx context.Context, server, subjectType, subject str
 		return MCPGrant{}, fmt.Errorf("subject: agent or user: %w", ErrInvalid)
 	}
 	m := putGrant{server: server, grant: gr, agentRf: subject, reply: make(chan mcpReply, 1)}
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	return r.grant, cmpErr(r.err, err)
+	r, err := ask(ctx, g, m, m.reply)
+	return r.grant, err
 }
 
 // RevokeMCP removes a grant; ErrNotFound.
 func (g *Gateway) RevokeMCP(ctx context.Context, server, subjectType, subject string) error {
 	reply := make(chan mcpReply, 1)
-	g.send(ctx, g.registry, delGrant{server: server, typ: subjectType, subject: subject, reply: reply})
-	r, err := await(ctx, reply)
-	return cmpErr(r.err, err)
+	_, err := ask(ctx, g, delGrant{server: server, typ: subjectType, subject: subject, reply: reply}, reply)
+	return err
 }
 
 // AgentMCPGrants lists the grants to agent ref; ErrNotFound.
 func (g *Gateway) AgentMCPGrants(ctx context.Context, agentRef string) ([]MCPGrant, error) {
 	reply := make(chan mcpReply, 1)
-	g.send(ctx, g.registry, listGrants{agent: agentRef, reply: reply})
-	r, err := await(ctx, reply)
-	return r.grants, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listGrants{agent: agentRef, reply: reply}, reply)
+	return r.grants, err
 }
 
 type putRequest struct {
@@ -718,25 +712,22 @@ func (g *Gateway) RequestMCP(ctx context.Context, user, server, agentRef, reason
 		return MCPRequest{}, err
 	}
 	m := putRequest{req: mcpRequestRec{ID: id, UserID: user, Reason: truncateText(reason, 1000)}, server: server, agentRef: agentRef, reply: make(chan mcpReply, 1)}
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	return r.req, cmpErr(r.err, err)
+	r, err := ask(ctx, g, m, m.reply)
+	return r.req, err
 }
 
 // MCPRequests lists requests by status ("" any) and user ("" any),
 // newest first.
 func (g *Gateway) MCPRequests(ctx context.Context, status, user string) ([]MCPRequest, error) {
 	reply := make(chan mcpReply, 1)
-	g.root.Send(g.registry, listRequests{status: status, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return r.reqs, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listRequests{status: status, user: user, reply: reply}, reply)
+	return r.reqs, err
 }
 
 // ReviewMCP approves or denies a pending request; ErrNotFound, ErrInUse
 // (reviewed already).
 func (g *Gateway) ReviewMCP(ctx context.Context, id uuid.UUID, approved bool, note, reviewer string) (MCPRequest, error) {
 	reply := make(chan mcpReply, 1)
-	g.send(ctx, g.registry, reviewRequest{id: id, approved: approved, note: truncateText(note, 1000), reviewer: reviewer, reply: reply})
-	r, err := await(ctx, reply)
-	return r.req, cmpErr(r.err, err)
+	r, err := ask(ctx, g, reviewRequest{id: id, approved: approved, note: truncateText(note, 1000), reviewer: reviewer, reply: reply}, reply)
+	return r.req, err
 }

@@ -108,6 +108,8 @@ type memoryReply struct {
 	err   error
 }
 
+func (r memoryReply) failure() error { return r.err }
+
 func (r *registry) putMemory(m putMemory) memoryReply {
 	e := m.rec
 	if m.agent != "" {
@@ -247,17 +249,15 @@ func (g *Gateway) SaveMemory(ctx context.Context, in MemoryInput) (MemoryEntry, 
 		return MemoryEntry{}, err
 	}
 	m := putMemory{rec: memoryRec{ID: id, Content: in.Content, UserID: in.UserID, Tags: slices.Clone(in.Tags)}, agent: in.Agent, reply: make(chan memoryReply, 1)}
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	return r.e, cmpErr(r.err, err)
+	r, err := ask(ctx, g, m, m.reply)
+	return r.e, err
 }
 
 // Memory lists entries matching f and how many match in all.
 func (g *Gateway) Memory(ctx context.Context, f MemoryFilter) ([]MemoryEntry, int, error) {
 	reply := make(chan memoryReply, 1)
-	g.root.Send(g.registry, queryMemory{f: f, reply: reply})
-	r, err := await(ctx, reply)
-	return r.list, r.total, cmpErr(r.err, err)
+	r, err := ask(ctx, g, queryMemory{f: f, reply: reply}, reply)
+	return r.list, r.total, err
 }
 
 // SearchMemory ranks the entries a run of agent for user sees for query
@@ -270,7 +270,6 @@ func (g *Gateway) SearchMemory(ctx context.Context, agent uuid.UUID, user, query
 // DeleteMemory removes an entry; user "" may remove anyone's. ErrNotFound.
 func (g *Gateway) DeleteMemory(ctx context.Context, id uuid.UUID, user string) error {
 	reply := make(chan memoryReply, 1)
-	g.send(ctx, g.registry, delMemory{id: id, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return cmpErr(r.err, err)
+	_, err := ask(ctx, g, delMemory{id: id, user: user, reply: reply}, reply)
+	return err
 }

@@ -179,9 +179,8 @@ func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInpu
 		}
 		m.sealed, m.hint = &sealed, hintOf(*in.APIKey)
 	}
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	if err = cmpErr(r.err, err); err != nil {
+	r, err := ask(ctx, g, m, m.reply)
+	if err != nil {
 		return Provider{}, err
 	}
 	return r.p, nil
@@ -190,26 +189,23 @@ func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInpu
 // GetProvider finds a provider by id or name; ErrNotFound.
 func (g *Gateway) GetProvider(ctx context.Context, ref string) (Provider, error) {
 	reply := make(chan provReply, 1)
-	g.send(ctx, g.registry, getProvider{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	return r.p, cmpErr(r.err, err)
+	r, err := ask(ctx, g, getProvider{ref: ref, reply: reply}, reply)
+	return r.p, err
 }
 
 // ListProviders returns every provider by name.
 func (g *Gateway) ListProviders(ctx context.Context) ([]Provider, error) {
 	reply := make(chan provReply, 1)
-	g.send(ctx, g.registry, listProviders{reply: reply})
-	r, err := await(ctx, reply)
-	return r.ps, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listProviders{reply: reply}, reply)
+	return r.ps, err
 }
 
 // DeleteProvider removes a provider; ErrNotFound, ErrInUse while an agent
 // uses it.
 func (g *Gateway) DeleteProvider(ctx context.Context, ref string) error {
 	reply := make(chan provReply, 1)
-	g.send(ctx, g.registry, delProvider{ref: ref, reply: reply})
-	r, err := await(ctx, reply)
-	return cmpErr(r.err, err)
+	_, err := ask(ctx, g, delProvider{ref: ref, reply: reply}, reply)
+	return err
 }
 
 // ProviderKey opens p's sealed credential ("" when it has none). Call it

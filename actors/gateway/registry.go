@@ -29,12 +29,16 @@ type provReply struct {
 	err error
 }
 
+func (r provReply) failure() error { return r.err }
+
 type agentReply struct {
 	a   Agent
 	p   Provider // the agent's provider (resolve only)
 	as  []Agent
 	err error
 }
+
+func (r agentReply) failure() error { return r.err }
 
 // Receive is the registry's mailbox entry point.
 func (r *registry) Receive(ctx actor.Context) { r.handle(ctx.Message()) }

@@ -149,11 +149,15 @@ type sessionReply struct {
 	err error
 }
 
+func (r sessionReply) failure() error { return r.err }
+
 type sessionsReply struct {
 	ss    []Session
 	total int
 	err   error
 }
+
+func (r sessionsReply) failure() error { return r.err }
 
 // turnState is a session's in-memory turn bookkeeping (not durable: a
 // restart ends every turn).
@@ -407,18 +411,16 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 // begins the next waiting one.
 func (g *Gateway) EndTurn(ctx context.Context, key string, res TurnResult) (Session, error) {
 	reply := make(chan sessionReply, 1)
-	g.send(ctx, g.registry, endTurn{key: key, res: res, reply: reply})
-	r, err := await(ctx, reply)
-	return r.s, cmpErr(r.err, err)
+	r, err := ask(ctx, g, endTurn{key: key, res: res, reply: reply}, reply)
+	return r.s, err
 }
 
 // AbortTurn cancels the running turn of user's session key; ErrInUse when
 // none runs, ErrNotFound.
 func (g *Gateway) AbortTurn(ctx context.Context, key, user string) error {
 	reply := make(chan sessionReply, 1)
-	g.send(ctx, g.registry, abortTurn{key: key, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return cmpErr(r.err, err)
+	_, err := ask(ctx, g, abortTurn{key: key, user: user, reply: reply}, reply)
+	return err
 }
 
 // SessionOp runs op (get: with messages; patch: the label; reset: clear
@@ -428,9 +430,8 @@ func (g *Gateway) SessionOp(ctx context.Context, op, key, user string, admin boo
 		return Session{}, fmt.Errorf("label must be at most 200 printable characters: %w", ErrInvalid)
 	}
 	reply := make(chan sessionReply, 1)
-	g.send(ctx, g.registry, sessionCmd{op: op, key: key, user: user, admin: admin, label: label, reply: reply})
-	r, err := await(ctx, reply)
-	return r.s, cmpErr(r.err, err)
+	r, err := ask(ctx, g, sessionCmd{op: op, key: key, user: user, admin: admin, label: label, reply: reply}, reply)
+	return r.s, err
 }
 
 // ListSessions lists sessions newest first: f.UserID's only unless admin.
@@ -445,7 +446,6 @@ func (g *Gateway) ListSessions(ctx context.Context, f SessionFilter, admin bool)
 		return nil, 0, fmt.Errorf("offset must be >= 0: %w", ErrInvalid)
 	}
 	reply := make(chan sessionsReply, 1)
-	g.send(ctx, g.registry, listSessions{f: f, admin: admin, reply: reply})
-	r, err := await(ctx, reply)
-	return r.ss, r.total, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listSessions{f: f, admin: admin, reply: reply}, reply)
+	return r.ss, r.total, err
 }

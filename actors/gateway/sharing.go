@@ -29,6 +29,8 @@ type shareReply struct {
 	err    error
 }
 
+func (r shareReply) failure() error { return r.err }
+
 func (r *registry) share(m shareAgent) shareReply {
 	a, err := r.owned(m.ref, m.user)
 	if err != nil {
@@ -119,9 +121,8 @@ func (g *Gateway) UnshareAgent(ctx context.Context, user, ref, target string) er
 
 func (g *Gateway) shareCmd(ctx context.Context, m shareAgent) ([]Share, error) {
 	m.reply = make(chan shareReply, 1)
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	return r.shares, cmpErr(r.err, err)
+	r, err := ask(ctx, g, m, m.reply)
+	return r.shares, err
 }
 
 // AgentShares lists the agent's shares, for its owner and its operators
@@ -129,7 +130,6 @@ func (g *Gateway) shareCmd(ctx context.Context, m shareAgent) ([]Share, error) {
 // stranger).
 func (g *Gateway) AgentShares(ctx context.Context, user, ref string) ([]Share, error) {
 	reply := make(chan shareReply, 1)
-	g.send(ctx, g.registry, listShares{ref: ref, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return r.shares, cmpErr(r.err, err)
+	r, err := ask(ctx, g, listShares{ref: ref, user: user, reply: reply}, reply)
+	return r.shares, err
 }

@@ -213,6 +213,8 @@ type skillReply struct {
 	err      error
 }
 
+func (r skillReply) failure() error { return r.err }
+
 // RunSkill is a skill a run has, with the version it reads.
 type RunSkill struct {
 	Slug, Name, Description string
@@ -452,11 +454,8 @@ func (r *registry) runSkills(agent uuid.UUID) []RunSkill {
 
 func (g *Gateway) skillCmd(ctx context.Context, m skillMsg) skillReply {
 	m.reply = make(chan skillReply, 1)
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, m.reply)
-	if err != nil {
-		return skillReply{err: err}
-	}
+	r, err := ask(ctx, g, m, m.reply)
+	r.err = err
 	return r
 }
 
@@ -589,7 +588,6 @@ func (g *Gateway) AgentSkills(ctx context.Context, agent string) ([]AgentSkill, 
 // RunSkills are the granted, enabled skills a run of agent gets.
 func (g *Gateway) RunSkills(ctx context.Context, agent uuid.UUID) ([]RunSkill, error) {
 	reply := make(chan skillReply, 1)
-	g.root.Send(g.registry, skillMsg{op: "run", aid: agent, reply: reply})
-	r, err := await(ctx, reply)
-	return r.run, cmpErr(r.err, err)
+	r, err := ask(ctx, g, skillMsg{op: "run", aid: agent, reply: reply}, reply)
+	return r.run, err
 }

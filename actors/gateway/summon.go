@@ -92,9 +92,8 @@ func (r *registry) failInterrupted() {
 // error. ErrInUse when it is no longer summoning.
 func (g *Gateway) FinishSummon(ctx context.Context, id uuid.UUID, prompt, failure string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.send(ctx, g.registry, finishSummon{id: id, prompt: prompt, failure: failure, reply: reply})
-	r, err := await(ctx, reply)
-	return r.a, cmpErr(r.err, err)
+	r, err := ask(ctx, g, finishSummon{id: id, prompt: prompt, failure: failure, reply: reply}, reply)
+	return r.a, err
 }
 
 // Resummon puts the agent (owned by user) back into summoning, for the
@@ -102,7 +101,6 @@ func (g *Gateway) FinishSummon(ctx context.Context, id uuid.UUID, prompt, failur
 // ErrInvalid without a description, ErrNotFound, ErrForbidden.
 func (g *Gateway) Resummon(ctx context.Context, user, ref string) (Agent, error) {
 	reply := make(chan agentReply, 1)
-	g.send(ctx, g.registry, resummon{ref: ref, user: user, reply: reply})
-	r, err := await(ctx, reply)
-	return r.a, cmpErr(r.err, err)
+	r, err := ask(ctx, g, resummon{ref: ref, user: user, reply: reply}, reply)
+	return r.a, err
 }
