@@ -2,8 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -29,14 +30,9 @@ func demoEcho() (upstream string, err error) {
 			}
 			headers[name] = string(v)
 		})
-		names := make([]string, 0, len(headers))
-		for k := range headers {
-			names = append(names, k)
-		}
-		sort.Strings(names)
 		b, _ := json.Marshal(map[string]any{
 			"echo": true, "method": string(rc.Method()), "path": string(rc.Path()), "query": string(rc.QueryArgs().QueryString()),
-			"headers": headers, "header_names": names, "body_bytes": len(rc.Request.Body()),
+			"headers": headers, "header_names": slices.Sorted(maps.Keys(headers)), "body_bytes": len(rc.Request.Body()),
 		})
 		rc.SetContentType("application/json")
 		rc.SetBody(b)
