@@ -142,7 +142,7 @@ func classify(err error) (e *apiError, unexpected bool) {
 		return newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgInUse, readable(err)), false
 	case errors.Is(err, gateway.ErrInvalid):
 		return newError(fasthttp.StatusBadRequest, codeInvalid, msgInvalid, readable(err)), false
-	case errors.Is(err, listener.ErrTooLarge), errors.Is(err, fasthttp.ErrBodyTooLarge):
+	case errors.Is(err, listener.ErrTooLarge), errors.Is(err, fasthttp.ErrBodyTooLarge), errors.Is(err, gateway.ErrTooLarge):
 		return errTooLarge, false
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return errUnavailable, false

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -72,9 +71,6 @@ func (s *Server) uploadMedia(ctx context.Context, c Caller, in uploadIn) (upload
 		return uploadOut{}, err
 	}
 	m, err := s.d.Media.PutMedia(ctx, r, int64(s.cfg.MaxUploadBytes), name, c.UserID)
-	if errors.Is(err, gateway.ErrTooLarge) {
-		return uploadOut{}, errTooLarge
-	}
 	if err != nil {
 		return uploadOut{}, err
 	}

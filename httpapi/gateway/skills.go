@@ -95,11 +95,7 @@ func (s *Server) uploadSkill(ctx context.Context, c Caller, in uploadIn) (gatewa
 	if len(data) > gateway.MaxSkillZip {
 		return gateway.Skill{}, errTooLarge
 	}
-	sk, err := s.d.Skills.UploadSkill(ctx, data, c.UserID)
-	if errors.Is(err, gateway.ErrExists) {
-		return sk, newError(409, codeExists, msgExists, readable(err))
-	}
-	return sk, err
+	return s.d.Skills.UploadSkill(ctx, data, c.UserID)
 }
 
 func (s *Server) getSkill(ctx context.Context, _ Caller, in idIn) (gateway.Skill, error) {
