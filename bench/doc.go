@@ -33,7 +33,8 @@
 // request from /proc, the ratios to the bare hop and to nginx, wrk's req/s
 // and ratio, issue 13's targets checked) and appends it, dated, with the
 // machine, its load average and the command, to bench/RESULTS.md. Flags: -conns, -duration,
-// -rounds, -keys, -body, -results, -keep (keep the work dir and logs).
+// -rounds, -keys, -body, -vs (also gatehouse at a git revision), -results,
+// -keep (keep the work dir and logs).
 //
 // The load generator is built like wrk, to leave the servers as much of
 // the shared CPU as it can: a few OS threads, each with its own epoll set

@@ -25,7 +25,7 @@ type Config struct {
 	Keys         []int         // key counts of the spread-keys cases (the largest is provisioned)
 	BodyBytes    int           // size of the stub's answer
 	// Self is the argv prefix that runs this program's subcommands:
-	// `Self... stub` and `Self... barehop` (see cmd/benchsuite).
+	// `Self... stub`, `Self... barehop` and `Self... fixed` (see cmd/benchsuite).
 	Self []string
 	// Dir receives configs, data and the servers' logs.
 	Dir string

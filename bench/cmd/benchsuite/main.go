@@ -128,13 +128,13 @@ func load(args []string) error {
 	if err != nil {
 		return err
 	}
+	request := bench.ProxyRequest
+	if *validate {
+		request = bench.ValidateRequest
+	}
 	var reqs [][]byte
 	for _, k := range strings.Fields(string(b)) {
-		if *validate {
-			reqs = append(reqs, bench.ValidateRequest(k))
-		} else {
-			reqs = append(reqs, bench.ProxyRequest(k))
-		}
+		reqs = append(reqs, request(k))
 	}
 	res, err := bench.Run(context.Background(), bench.Load{Addr: *addr, Requests: reqs, Conns: *conns, Warmup: time.Second, Duration: *d, Status: 200})
 	if err != nil {
