@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -23,8 +24,7 @@ import (
 // server must be stopped (the data dir lock says so otherwise); the
 // admin's sessions end.
 func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) string, stderr io.Writer) error {
-	lg := newLogger(cfg, io.Discard)
-	n, err := openNode(cfg, lg, nil, nil)
+	n, err := openNode(cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		return err
 	}
