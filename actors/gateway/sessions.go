@@ -172,19 +172,14 @@ func (r *registry) beginTurn(m beginTurn) {
 		r.turns = map[string]*turnState{}
 	}
 	ts := r.turns[m.key]
-	if ts != nil && ts.busy {
-		ts.waiting = append(ts.waiting, m) // answered when the running turn ends
-		return
+	if ts == nil {
+		ts = &turnState{}
+		r.turns[m.key] = ts
 	}
-	turn, err := r.openTurn(m)
-	if err == nil {
-		if ts == nil {
-			ts = &turnState{}
-			r.turns[m.key] = ts
-		}
-		ts.busy, ts.cancel = true, m.cancel
+	ts.waiting = append(ts.waiting, m) // answered at once, or when the running turn ends
+	if !ts.busy {
+		r.startWaiting(m.key, ts)
 	}
-	m.reply <- turnReply{turn: turn, err: err}
 }
 
 // openTurn finds or creates the session for a turn.
@@ -257,6 +252,13 @@ func (r *registry) nextTurn(key string, ts *turnState) {
 		return
 	}
 	ts.busy, ts.cancel = false, nil
+	r.startWaiting(key, ts)
+}
+
+// startWaiting begins the waiting turns of a free session in order until
+// one runs (a turn that cannot open is answered with its error), and
+// forgets the session when none runs or waits.
+func (r *registry) startWaiting(key string, ts *turnState) {
 	for len(ts.waiting) > 0 && !ts.busy {
 		m := ts.waiting[0]
 		ts.waiting = ts.waiting[1:]
