@@ -84,6 +84,17 @@ type workspaceList struct {
 	Truncated bool       `json:"truncated,omitempty"`
 }
 
+// visibleAgent returns agent ref if c may see it: any agent for a trusted
+// caller, else one c's user may use (a stranger's: errAgentNotFound).
+func (s *Server) visibleAgent(ctx context.Context, c Caller, ref string) (gateway.Agent, error) {
+	user := c.UserID
+	if seesAll(c) {
+		user = ""
+	}
+	a, err := s.d.Agents.GetAgent(ctx, user, ref)
+	return a, resource(err, errAgentNotFound, nil)
+}
+
 // workspaceAgent resolves the agent whose workspace the caller reads: one
 // they may use (trusted callers: any).
 func (s *Server) workspaceAgent(ctx context.Context, c Caller, ref string) (gateway.Agent, *os.Root, error) {
@@ -93,13 +104,9 @@ func (s *Server) workspaceAgent(ctx context.Context, c Caller, ref string) (gate
 	if ref == "" {
 		return gateway.Agent{}, nil, errInvalid("agent_id: required (or X-Gateway-Agent-Id)")
 	}
-	user := c.UserID
-	if seesAll(c) {
-		user = ""
-	}
-	a, err := s.d.Agents.GetAgent(ctx, user, ref)
+	a, err := s.visibleAgent(ctx, c, ref)
 	if err != nil {
-		return gateway.Agent{}, nil, resource(err, errAgentNotFound, nil)
+		return gateway.Agent{}, nil, err
 	}
 	dir := s.d.Workspaces.WorkspaceOf(a.ID)
 	if dir == "" {
@@ -162,15 +169,22 @@ func splitFilePath(p string) (agent, rel string, err error) {
 	return agent, rel, nil
 }
 
+// workspaceFile resolves a file path "<agent>/<rel>" to its agent, the
+// agent's workspace and rel.
+func (s *Server) workspaceFile(ctx context.Context, c Caller, p string) (gateway.Agent, *os.Root, string, error) {
+	agent, rel, err := splitFilePath(p)
+	if err != nil {
+		return gateway.Agent{}, nil, "", err
+	}
+	a, root, err := s.workspaceAgent(ctx, c, agent)
+	return a, root, rel, err
+}
+
 // getFile serves a workspace file: a content type from its name (or its
 // bytes), inline only when allow-listed (else an attachment), nosniff,
 // Content-Length, one byte range.
 func (s *Server) getFile(ctx context.Context, c Caller, in fileIn) (Body, error) {
-	agent, rel, err := splitFilePath(in.Path)
-	if err != nil {
-		return Body{}, err
-	}
-	_, root, err := s.workspaceAgent(ctx, c, agent)
+	_, root, rel, err := s.workspaceFile(ctx, c, in.Path)
 	if err != nil {
 		return Body{}, err
 	}
@@ -224,11 +238,7 @@ func fileError(err error) error {
 // deleteFile deletes a workspace file (or an empty directory): the
 // agent's owner, or a trusted caller.
 func (s *Server) deleteFile(ctx context.Context, c Caller, in fileIn) (None, error) {
-	agent, rel, err := splitFilePath(in.Path)
-	if err != nil {
-		return None{}, err
-	}
-	a, root, err := s.workspaceAgent(ctx, c, agent)
+	a, root, rel, err := s.workspaceFile(ctx, c, in.Path)
 	if err != nil {
 		return None{}, err
 	}

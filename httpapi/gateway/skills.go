@@ -203,12 +203,8 @@ type agentSkillList struct {
 }
 
 func (s *Server) agentSkills(ctx context.Context, c Caller, in idIn) (agentSkillList, error) {
-	user := c.UserID
-	if seesAll(c) {
-		user = ""
-	}
-	if _, err := s.d.Agents.GetAgent(ctx, user, in.ID); err != nil {
-		return agentSkillList{}, resource(err, errAgentNotFound, nil)
+	if _, err := s.visibleAgent(ctx, c, in.ID); err != nil {
+		return agentSkillList{}, err
 	}
 	l, err := s.d.Skills.AgentSkills(ctx, in.ID)
 	return agentSkillList{Data: l}, resource(err, errAgentNotFound, nil)
