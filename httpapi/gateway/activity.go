@@ -49,8 +49,5 @@ func (s *Server) listActivity(ctx context.Context, _ Caller, in activityIn) (act
 	if err != nil {
 		return activityPage{}, err
 	}
-	if as == nil {
-		as = []gateway.Activity{}
-	}
-	return activityPage{Data: as, Total: total, Limit: in.Limit, Offset: in.Offset}, nil
+	return activityPage{Data: nonNil(as), Total: total, Limit: in.Limit, Offset: in.Offset}, nil
 }

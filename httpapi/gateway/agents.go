@@ -51,10 +51,7 @@ func (s *Server) listAgents(ctx context.Context, c Caller, _ None) (agentList, e
 	if err != nil {
 		return agentList{}, err
 	}
-	if as == nil {
-		as = []gateway.Agent{}
-	}
-	return agentList{Data: as}, nil
+	return agentList{Data: nonNil(as)}, nil
 }
 
 func (s *Server) createAgent(ctx context.Context, c Caller, req gateway.AgentInput) (gateway.Agent, error) {

@@ -144,10 +144,7 @@ type grantList struct {
 
 func (s *Server) agentGrants(ctx context.Context, _ Caller, in agentGrantsIn) (grantList, error) {
 	gs, err := s.d.MCP.AgentMCPGrants(ctx, in.AgentID)
-	if gs == nil {
-		gs = []gateway.MCPGrant{}
-	}
-	return grantList{Data: gs}, resource(err, errAgentNotFound, nil)
+	return grantList{Data: nonNil(gs)}, resource(err, errAgentNotFound, nil)
 }
 
 type requestIn struct {
@@ -191,10 +188,7 @@ func (s *Server) listRequests(ctx context.Context, c Caller, in requestsIn) (req
 		return requestList{}, err
 	}
 	rs, err := s.d.MCP.MCPRequests(ctx, in.Status, user)
-	if rs == nil {
-		rs = []gateway.MCPRequest{}
-	}
-	return requestList{Data: rs}, err
+	return requestList{Data: nonNil(rs)}, err
 }
 
 type reviewIn struct {

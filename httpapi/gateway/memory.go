@@ -56,10 +56,7 @@ func (s *Server) listMemory(ctx context.Context, c Caller, in memoryIn) (memoryP
 	if err != nil {
 		return memoryPage{}, err
 	}
-	if es == nil {
-		es = []gateway.MemoryEntry{}
-	}
-	return memoryPage{Data: es, Total: total, Limit: limit, Offset: in.Offset}, nil
+	return memoryPage{Data: nonNil(es), Total: total, Limit: limit, Offset: in.Offset}, nil
 }
 
 // parseTimes reads optional from and to (RFC 3339) filters.

@@ -154,10 +154,7 @@ func (s *Server) usage(ctx context.Context, c Caller, in usageIn) (usageOut, err
 	if err != nil {
 		return usageOut{}, err
 	}
-	if pts == nil {
-		pts = []gateway.UsagePoint{}
-	}
-	return usageOut{Granularity: in.Granularity, From: from, To: to, GroupBy: in.GroupBy, Data: pts}, nil
+	return usageOut{Granularity: in.Granularity, From: from, To: to, GroupBy: in.GroupBy, Data: nonNil(pts)}, nil
 }
 
 // summaryIn is GET /v1/usage/summary.

@@ -73,10 +73,7 @@ func (s *Server) listProviders(ctx context.Context, _ Caller, _ None) (providerL
 	if err != nil {
 		return providerList{}, err
 	}
-	if ps == nil {
-		ps = []gateway.Provider{}
-	}
-	return providerList{Data: ps}, nil
+	return providerList{Data: nonNil(ps)}, nil
 }
 
 func (s *Server) createProvider(ctx context.Context, _ Caller, req providerReq) (gateway.Provider, error) {

@@ -364,3 +364,11 @@ func jsonKind(k reflect.Kind) string {
 	}
 	return "a number"
 }
+
+// nonNil is s, or an empty slice for nil: lists answer [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -64,14 +64,11 @@ func (s *Server) listSessions(ctx context.Context, c Caller, in sessionsIn) (ses
 	if err != nil {
 		return sessionPage{}, err
 	}
-	if ss == nil {
-		ss = []gateway.Session{}
-	}
 	limit := f.Limit
 	if limit == 0 {
 		limit = 20
 	}
-	return sessionPage{Data: ss, Total: total, Limit: limit, Offset: f.Offset}, nil
+	return sessionPage{Data: nonNil(ss), Total: total, Limit: limit, Offset: f.Offset}, nil
 }
 
 // The WebSocket-only session methods (the seed: "other session operations

@@ -72,10 +72,7 @@ func (s *Server) listSkills(ctx context.Context, _ Caller, in skillsIn) (skillLi
 		return skillList{}, err
 	}
 	l, err := s.d.Skills.ListSkills(ctx, f)
-	if l == nil {
-		l = []gateway.Skill{}
-	}
-	return skillList{Data: l}, err
+	return skillList{Data: nonNil(l)}, err
 }
 
 // uploadSkill reads the multipart field file, at most 20 MB (413 beyond,
@@ -142,10 +139,7 @@ type skillFileList struct {
 
 func (s *Server) skillFiles(ctx context.Context, _ Caller, in skillFilesIn) (skillFileList, error) {
 	f, err := s.d.Skills.SkillFiles(ctx, in.ID, in.Version)
-	if f == nil {
-		f = []gateway.SkillFile{}
-	}
-	return skillFileList{Data: f}, skillErr(err)
+	return skillFileList{Data: nonNil(f)}, skillErr(err)
 }
 
 type skillFileIn struct {
