@@ -57,8 +57,30 @@ func (r *registry) handle(msg any) {
 		r.by = nil
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
-	case skillMsg:
-		m.reply <- r.skill(m)
+	case putSkill:
+		m.reply <- r.putSkill(m)
+	case getSkill:
+		m.reply <- r.getSkill(m.ref)
+	case listSkills:
+		m.reply <- skillReply{list: r.listSkills(m.f)}
+	case updateSkill:
+		m.reply <- r.updateSkill(m)
+	case toggleSkill:
+		m.reply <- r.toggleSkill(m.ref)
+	case deleteSkill:
+		m.reply <- r.deleteSkill(m.ref)
+	case listSkillVersions:
+		m.reply <- r.skillVersions(m.ref)
+	case getSkillVersion:
+		m.reply <- r.skillVersion(m.ref, m.v)
+	case grantSkill:
+		m.reply <- r.grantSkill(m)
+	case revokeSkill:
+		m.reply <- r.revokeSkill(m)
+	case listAgentSkills:
+		m.reply <- r.agentSkills(m.agent)
+	case listRunSkills:
+		m.reply <- skillReply{run: r.runSkills(m.agent)}
 	case putMedia:
 		m.reply <- r.putMedia(m)
 	case getMedia:

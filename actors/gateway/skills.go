@@ -190,18 +190,61 @@ func (f SkillFilter) matches(s Skill) bool {
 		(q == "" || strings.Contains(strings.ToLower(s.Name+" "+s.Slug+" "+s.Description), q))
 }
 
-type skillMsg struct {
-	op    string // put, get, list, meta, toggle, delete, versions, version, grant, ungrant, agent, run
-	ref   string
-	rec   *skillRec
-	ver   *skillVersionRec
-	in    SkillInput
-	agent string
-	aid   uuid.UUID
-	v     int
-	f     SkillFilter
-	reply chan skillReply
-}
+// The registry's skill messages; each is answered with a skillReply.
+type (
+	putSkill struct {
+		rec   *skillRec
+		ver   *skillVersionRec
+		reply chan skillReply
+	}
+	getSkill struct {
+		ref   string
+		reply chan skillReply
+	}
+	listSkills struct {
+		f     SkillFilter
+		reply chan skillReply
+	}
+	updateSkill struct {
+		ref   string
+		in    SkillInput
+		reply chan skillReply
+	}
+	toggleSkill struct {
+		ref   string
+		reply chan skillReply
+	}
+	deleteSkill struct {
+		ref   string
+		reply chan skillReply
+	}
+	listSkillVersions struct {
+		ref   string
+		reply chan skillReply
+	}
+	getSkillVersion struct {
+		ref   string
+		v     int // 0: the latest
+		reply chan skillReply
+	}
+	grantSkill struct {
+		ref, agent string
+		v          int // 0: the latest
+		reply      chan skillReply
+	}
+	revokeSkill struct {
+		ref, agent string
+		reply      chan skillReply
+	}
+	listAgentSkills struct {
+		agent string
+		reply chan skillReply
+	}
+	listRunSkills struct {
+		agent uuid.UUID
+		reply chan skillReply
+	}
+)
 
 type skillReply struct {
 	s        Skill
@@ -222,75 +265,67 @@ type RunSkill struct {
 	Version                 int
 }
 
-func (r *registry) skill(m skillMsg) skillReply {
-	switch m.op {
-	case "put":
-		return r.putSkill(m)
-	case "get":
-		if s, ok := systemSkillByRef(m.ref); ok {
-			return skillReply{s: s.skill}
-		}
-		s, ok := r.part.skills.get(m.ref)
-		if !ok {
-			return skillReply{err: ErrNotFound}
-		}
-		return skillReply{s: s.view()}
-	case "list":
-		var out []Skill
-		for _, s := range systemSkillsOnce() {
-			if m.f.matches(s.skill) {
-				out = append(out, s.skill)
-			}
-		}
-		for _, s := range r.part.skills.rows {
-			if v := s.view(); m.f.matches(v) {
-				out = append(out, v)
-			}
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
-		return skillReply{list: out}
-	case "meta", "toggle", "delete":
-		return r.changeSkill(m)
-	case "versions":
-		s, ok := r.part.skills.get(m.ref)
-		if !ok {
-			if sys, ok := systemSkillByRef(m.ref); ok {
-				return skillReply{versions: []SkillVersion{{Version: 1, Files: len(sys.files)}}}
-			}
-			return skillReply{err: ErrNotFound}
-		}
-		var out []SkillVersion
-		for v := s.Latest; v >= 1; v-- {
-			if ver, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]; ok {
-				out = append(out, ver.view())
-			}
-		}
-		return skillReply{versions: out}
-	case "version":
-		s, ok := r.part.skills.get(m.ref)
-		if !ok {
-			return skillReply{err: ErrNotFound}
-		}
-		v := m.v
-		if v == 0 {
-			v = s.Latest
-		}
-		ver, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]
-		if !ok {
-			return skillReply{err: ErrNotFound}
-		}
-		return skillReply{s: s.view(), ver: ver}
-	case "grant", "ungrant":
-		return r.grantSkill(m)
-	case "agent":
-		return r.agentSkills(m.agent)
-	case "run":
-		return skillReply{run: r.runSkills(m.aid)}
+func (r *registry) getSkill(ref string) skillReply {
+	if s, ok := systemSkillByRef(ref); ok {
+		return skillReply{s: s.skill}
 	}
-	return skillReply{err: fmt.Errorf("skill op %q: %w", m.op, ErrInvalid)}
+	s, ok := r.part.skills.get(ref)
+	if !ok {
+		return skillReply{err: ErrNotFound}
+	}
+	return skillReply{s: s.view()}
 }
 
-func (r *registry) putSkill(m skillMsg) skillReply {
+// listSkills lists the skills matching f, system skills included, by slug.
+func (r *registry) listSkills(f SkillFilter) []Skill {
+	var out []Skill
+	for _, s := range systemSkillsOnce() {
+		if f.matches(s.skill) {
+			out = append(out, s.skill)
+		}
+	}
+	for _, s := range r.part.skills.rows {
+		if v := s.view(); f.matches(v) {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
+	return out
+}
+
+func (r *registry) skillVersions(ref string) skillReply {
+	s, ok := r.part.skills.get(ref)
+	if !ok {
+		if sys, ok := systemSkillByRef(ref); ok {
+			return skillReply{versions: []SkillVersion{{Version: 1, Files: len(sys.files)}}}
+		}
+		return skillReply{err: ErrNotFound}
+	}
+	var out []SkillVersion
+	for v := s.Latest; v >= 1; v-- {
+		if ver, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]; ok {
+			out = append(out, ver.view())
+		}
+	}
+	return skillReply{versions: out}
+}
+
+func (r *registry) skillVersion(ref string, v int) skillReply {
+	s, ok := r.part.skills.get(ref)
+	if !ok {
+		return skillReply{err: ErrNotFound}
+	}
+	if v == 0 {
+		v = s.Latest
+	}
+	ver, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]
+	if !ok {
+		return skillReply{err: ErrNotFound}
+	}
+	return skillReply{s: s.view(), ver: ver}
+}
+
+func (r *registry) putSkill(m putSkill) skillReply {
 	slug := m.rec.Slug
 	if _, ok := systemSkillByRef(slug); ok {
 		return skillReply{err: fmt.Errorf("skill %q is a system skill: %w", slug, ErrExists)}
@@ -315,91 +350,122 @@ func (r *registry) putSkill(m skillMsg) skillReply {
 	return skillReply{s: s.view()}
 }
 
-func (r *registry) changeSkill(m skillMsg) skillReply {
-	if _, ok := systemSkillByRef(m.ref); ok {
-		return skillReply{err: fmt.Errorf("system skills cannot be changed: %w", ErrForbidden)}
+// ownSkill is a copy of uploaded skill ref to change, its UpdatedAt now;
+// ErrForbidden for a system skill.
+func (r *registry) ownSkill(ref string) (skillRec, error) {
+	if _, ok := systemSkillByRef(ref); ok {
+		return skillRec{}, fmt.Errorf("system skills cannot be changed: %w", ErrForbidden)
 	}
-	cur, ok := r.part.skills.get(m.ref)
+	cur, ok := r.part.skills.get(ref)
 	if !ok {
-		return skillReply{err: ErrNotFound}
+		return skillRec{}, ErrNotFound
 	}
 	s := *cur
 	s.UpdatedAt = r.clock.Now().UTC()
-	var au audit
-	switch m.op {
-	case "delete":
-		evs := []event{entityDeleted{kind: kindSkill, id: s.ID}}
-		for v := 1; v <= s.Latest; v++ {
-			if _, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]; ok {
-				evs = append(evs, entityDeleted{kind: kindSkillVersion, id: skillVersionID(s.ID, v)})
-			}
-		}
-		evs = r.part.skillGrants.deletes(evs, func(g *skillGrantRec) bool { return g.SkillID == s.ID })
-		au = audit{action: "skill.delete", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("deleted skill %q", s.Slug)}
-		if err := r.commit(au, evs...); err != nil {
-			return skillReply{err: fmt.Errorf("log skill delete: %w", err)}
-		}
-		return skillReply{s: s.view()}
-	case "toggle":
-		s.Enabled = !s.Enabled
-		au = audit{action: "skill.toggle", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("skill %q enabled: %v", s.Slug, s.Enabled)}
-	default:
-		if m.in.Description != nil {
-			s.Description = *m.in.Description
-		}
-		if m.in.Tags != nil {
-			s.Tags = slices.Clone(m.in.Tags)
-		}
-		if m.in.Visibility != nil {
-			if v := *m.in.Visibility; v != "public" && v != "private" {
-				return skillReply{err: fmt.Errorf("visibility: public or private: %w", ErrInvalid)}
-			}
-			s.Visibility = *m.in.Visibility
-		}
-		au = audit{action: "skill.update", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("updated skill %q", s.Slug)}
-	}
+	return s, nil
+}
+
+// saveSkill commits a changed skill.
+func (r *registry) saveSkill(au audit, s skillRec) skillReply {
 	if err := r.commit(au, entitySaved{&s}); err != nil {
 		return skillReply{err: fmt.Errorf("log skill: %w", err)}
 	}
 	return skillReply{s: s.view()}
 }
 
-func (r *registry) skillID(ref string) (uuid.UUID, int, bool) {
-	if s, ok := systemSkillByRef(ref); ok {
-		return s.skill.ID, 1, true
+func (r *registry) updateSkill(m updateSkill) skillReply {
+	s, err := r.ownSkill(m.ref)
+	if err != nil {
+		return skillReply{err: err}
 	}
-	if s, ok := r.part.skills.get(ref); ok {
-		return s.ID, s.Latest, true
+	if m.in.Description != nil {
+		s.Description = *m.in.Description
 	}
-	return uuid.Nil, 0, false
+	if m.in.Tags != nil {
+		s.Tags = slices.Clone(m.in.Tags)
+	}
+	if m.in.Visibility != nil {
+		if v := *m.in.Visibility; v != "public" && v != "private" {
+			return skillReply{err: fmt.Errorf("visibility: public or private: %w", ErrInvalid)}
+		}
+		s.Visibility = *m.in.Visibility
+	}
+	return r.saveSkill(audit{action: "skill.update", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("updated skill %q", s.Slug)}, s)
 }
 
-func (r *registry) grantSkill(m skillMsg) skillReply {
-	sid, latest, ok := r.skillID(m.ref)
-	if !ok {
-		return skillReply{err: ErrNotFound}
+func (r *registry) toggleSkill(ref string) skillReply {
+	s, err := r.ownSkill(ref)
+	if err != nil {
+		return skillReply{err: err}
 	}
-	a, ok := r.part.agents.get(m.agent)
-	if !ok {
-		return skillReply{err: fmt.Errorf("agent_id: agent %q: %w", m.agent, ErrNotFound)}
+	s.Enabled = !s.Enabled
+	return r.saveSkill(audit{action: "skill.toggle", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("skill %q enabled: %v", s.Slug, s.Enabled)}, s)
+}
+
+// deleteSkill deletes a skill with its versions and grants.
+func (r *registry) deleteSkill(ref string) skillReply {
+	s, err := r.ownSkill(ref)
+	if err != nil {
+		return skillReply{err: err}
 	}
-	id := skillGrantID(sid, a.ID)
-	if m.op == "ungrant" {
-		if _, ok := r.part.skillGrants.rows[id]; !ok {
-			return skillReply{err: ErrNotFound}
+	evs := []event{entityDeleted{kind: kindSkill, id: s.ID}}
+	for v := 1; v <= s.Latest; v++ {
+		if _, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]; ok {
+			evs = append(evs, entityDeleted{kind: kindSkillVersion, id: skillVersionID(s.ID, v)})
 		}
-		au := audit{action: "skill.revoke", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("revoked a skill from agent %q", a.AgentKey)}
-		if err := r.commit(au, entityDeleted{kind: kindSkillGrant, id: id}); err != nil {
-			return skillReply{err: fmt.Errorf("log skill grant: %w", err)}
-		}
-		return skillReply{}
+	}
+	evs = r.part.skillGrants.deletes(evs, func(g *skillGrantRec) bool { return g.SkillID == s.ID })
+	au := audit{action: "skill.delete", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("deleted skill %q", s.Slug)}
+	if err := r.commit(au, evs...); err != nil {
+		return skillReply{err: fmt.Errorf("log skill delete: %w", err)}
+	}
+	return skillReply{s: s.view()}
+}
+
+// skillGrantOf resolves a grant's skill (its id and latest version) and
+// agent; ErrNotFound for either.
+func (r *registry) skillGrantOf(ref, agent string) (sid uuid.UUID, latest int, a *agentRec, err error) {
+	if s, ok := systemSkillByRef(ref); ok {
+		sid, latest = s.skill.ID, 1
+	} else if s, ok := r.part.skills.get(ref); ok {
+		sid, latest = s.ID, s.Latest
+	} else {
+		return uuid.Nil, 0, nil, ErrNotFound
+	}
+	a, ok := r.part.agents.get(agent)
+	if !ok {
+		return uuid.Nil, 0, nil, fmt.Errorf("agent_id: agent %q: %w", agent, ErrNotFound)
+	}
+	return sid, latest, a, nil
+}
+
+func (r *registry) grantSkill(m grantSkill) skillReply {
+	sid, latest, a, err := r.skillGrantOf(m.ref, m.agent)
+	if err != nil {
+		return skillReply{err: err}
 	}
 	if m.v < 0 || m.v > latest {
 		return skillReply{err: fmt.Errorf("version: 1..%d, or none for the latest: %w", latest, ErrInvalid)}
 	}
-	g := skillGrantRec{ID: id, SkillID: sid, AgentID: a.ID, Version: m.v, CreatedAt: r.clock.Now().UTC()}
+	g := skillGrantRec{ID: skillGrantID(sid, a.ID), SkillID: sid, AgentID: a.ID, Version: m.v, CreatedAt: r.clock.Now().UTC()}
 	au := audit{action: "skill.grant", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("granted a skill to agent %q (version %d, 0: latest)", a.AgentKey, m.v)}
 	if err := r.commit(au, entitySaved{&g}); err != nil {
+		return skillReply{err: fmt.Errorf("log skill grant: %w", err)}
+	}
+	return skillReply{}
+}
+
+func (r *registry) revokeSkill(m revokeSkill) skillReply {
+	sid, _, a, err := r.skillGrantOf(m.ref, m.agent)
+	if err != nil {
+		return skillReply{err: err}
+	}
+	id := skillGrantID(sid, a.ID)
+	if _, ok := r.part.skillGrants.rows[id]; !ok {
+		return skillReply{err: ErrNotFound}
+	}
+	au := audit{action: "skill.revoke", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("revoked a skill from agent %q", a.AgentKey)}
+	if err := r.commit(au, entityDeleted{kind: kindSkillGrant, id: id}); err != nil {
 		return skillReply{err: fmt.Errorf("log skill grant: %w", err)}
 	}
 	return skillReply{}
@@ -452,13 +518,6 @@ func (r *registry) runSkills(agent uuid.UUID) []RunSkill {
 	return out
 }
 
-func (g *Gateway) skillCmd(ctx context.Context, m skillMsg) skillReply {
-	m.reply = make(chan skillReply, 1)
-	r, err := ask(ctx, g, m, m.reply)
-	r.err = err
-	return r
-}
-
 // UploadSkill validates a skill archive (at most MaxSkillZip bytes) and
 // stores it: a new skill, or a new version of the skill with its slug.
 // ErrInvalid names the problem; ErrExists: a system skill's slug.
@@ -484,44 +543,59 @@ func (g *Gateway) UploadSkill(ctx context.Context, zipData []byte, user string) 
 	defer g.blobs.Release(ref)
 	rec := &skillRec{ID: g.newID(kindSkill), Slug: slug, Name: ps.name, Description: ps.description, Tags: ps.tags, CreatedBy: user}
 	ver := &skillVersionRec{Ref: ref, Size: size, Root: ps.root, Files: ps.files, SkillMD: ps.skillMD, UploadedBy: user}
-	r := g.skillCmd(ctx, skillMsg{op: "put", ref: slug, rec: rec, ver: ver})
-	return r.s, r.err
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, putSkill{rec: rec, ver: ver, reply: reply}, reply)
+	return r.s, err
 }
 
 // GetSkill finds a skill by id or slug; ErrNotFound.
 func (g *Gateway) GetSkill(ctx context.Context, ref string) (Skill, error) {
-	r := g.skillCmd(ctx, skillMsg{op: "get", ref: ref})
-	return r.s, r.err
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, getSkill{ref: ref, reply: reply}, reply)
+	return r.s, err
 }
 
 // ListSkills lists the skills matching f, system skills included, by slug.
 func (g *Gateway) ListSkills(ctx context.Context, f SkillFilter) ([]Skill, error) {
-	r := g.skillCmd(ctx, skillMsg{op: "list", f: f})
-	return r.list, r.err
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, listSkills{f: f, reply: reply}, reply)
+	return r.list, err
 }
 
 // UpdateSkill changes a skill's metadata; ErrForbidden for a system skill.
 func (g *Gateway) UpdateSkill(ctx context.Context, ref string, in SkillInput) (Skill, error) {
-	r := g.skillCmd(ctx, skillMsg{op: "meta", ref: ref, in: in})
-	return r.s, r.err
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, updateSkill{ref: ref, in: in, reply: reply}, reply)
+	return r.s, err
 }
 
 // ToggleSkill enables or disables a skill; ErrForbidden for a system skill.
 func (g *Gateway) ToggleSkill(ctx context.Context, ref string) (Skill, error) {
-	r := g.skillCmd(ctx, skillMsg{op: "toggle", ref: ref})
-	return r.s, r.err
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, toggleSkill{ref: ref, reply: reply}, reply)
+	return r.s, err
 }
 
 // DeleteSkill deletes a skill with its versions and grants; ErrForbidden
 // for a system skill.
 func (g *Gateway) DeleteSkill(ctx context.Context, ref string) error {
-	return g.skillCmd(ctx, skillMsg{op: "delete", ref: ref}).err
+	reply := make(chan skillReply, 1)
+	_, err := ask(ctx, g, deleteSkill{ref: ref, reply: reply}, reply)
+	return err
 }
 
 // SkillVersions lists a skill's versions, newest first.
 func (g *Gateway) SkillVersions(ctx context.Context, ref string) ([]SkillVersion, error) {
-	r := g.skillCmd(ctx, skillMsg{op: "versions", ref: ref})
-	return r.versions, r.err
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, listSkillVersions{ref: ref, reply: reply}, reply)
+	return r.versions, err
+}
+
+// skillVersion is an uploaded skill's version (0: the latest); ErrNotFound.
+func (g *Gateway) skillVersion(ctx context.Context, ref string, version int) (*skillVersionRec, error) {
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, getSkillVersion{ref: ref, v: version, reply: reply}, reply)
+	return r.ver, err
 }
 
 // SkillFiles lists the files of a skill's version (0: the latest).
@@ -529,11 +603,11 @@ func (g *Gateway) SkillFiles(ctx context.Context, ref string, version int) ([]Sk
 	if s, ok := systemSkillByRef(ref); ok {
 		return s.files, nil
 	}
-	r := g.skillCmd(ctx, skillMsg{op: "version", ref: ref, v: version})
-	if r.err != nil {
-		return nil, r.err
+	ver, err := g.skillVersion(ctx, ref, version)
+	if err != nil {
+		return nil, err
 	}
-	return r.ver.Files, nil
+	return ver.Files, nil
 }
 
 // ReadSkillFile returns one file of a skill's version (0: the latest);
@@ -550,14 +624,14 @@ func (g *Gateway) ReadSkillFile(ctx context.Context, ref string, version int, fi
 		}
 		return b, nil
 	}
-	r := g.skillCmd(ctx, skillMsg{op: "version", ref: ref, v: version})
-	if r.err != nil {
-		return nil, r.err
+	ver, err := g.skillVersion(ctx, ref, version)
+	if err != nil {
+		return nil, err
 	}
 	if file == "" || file == "." || file == "SKILL.md" {
-		return []byte(r.ver.SkillMD), nil
+		return []byte(ver.SkillMD), nil
 	}
-	rd, err := g.blobs.Open(r.ver.Ref)
+	rd, err := g.blobs.Open(ver.Ref)
 	if err != nil {
 		return nil, err
 	}
@@ -566,28 +640,33 @@ func (g *Gateway) ReadSkillFile(ctx context.Context, ref string, version int, fi
 	if err != nil {
 		return nil, err
 	}
-	return skillFileFrom(data, r.ver.Root, file)
+	return skillFileFrom(data, ver.Root, file)
 }
 
 // GrantSkill grants a skill to an agent, pinned to version (0: latest).
 func (g *Gateway) GrantSkill(ctx context.Context, ref, agent string, version int) error {
-	return g.skillCmd(ctx, skillMsg{op: "grant", ref: ref, agent: agent, v: version}).err
+	reply := make(chan skillReply, 1)
+	_, err := ask(ctx, g, grantSkill{ref: ref, agent: agent, v: version, reply: reply}, reply)
+	return err
 }
 
 // RevokeSkill removes an agent's grant; ErrNotFound.
 func (g *Gateway) RevokeSkill(ctx context.Context, ref, agent string) error {
-	return g.skillCmd(ctx, skillMsg{op: "ungrant", ref: ref, agent: agent}).err
+	reply := make(chan skillReply, 1)
+	_, err := ask(ctx, g, revokeSkill{ref: ref, agent: agent, reply: reply}, reply)
+	return err
 }
 
 // AgentSkills lists every skill with agent ref's grant status.
 func (g *Gateway) AgentSkills(ctx context.Context, agent string) ([]AgentSkill, error) {
-	r := g.skillCmd(ctx, skillMsg{op: "agent", agent: agent})
-	return r.agent, r.err
+	reply := make(chan skillReply, 1)
+	r, err := ask(ctx, g, listAgentSkills{agent: agent, reply: reply}, reply)
+	return r.agent, err
 }
 
 // RunSkills are the granted, enabled skills a run of agent gets.
 func (g *Gateway) RunSkills(ctx context.Context, agent uuid.UUID) ([]RunSkill, error) {
 	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, skillMsg{op: "run", aid: agent, reply: reply}, reply)
+	r, err := ask(ctx, g, listRunSkills{agent: agent, reply: reply}, reply)
 	return r.run, err
 }
