@@ -6,9 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"mime/multipart"
 	"net"
 	"net/http"
@@ -34,18 +32,7 @@ func postFile(t *testing.T, e *gwEnv, token, path, name string, data []byte) gwR
 	fw, _ := mw.CreateFormFile("file", name)
 	fw.Write(data)
 	mw.Close()
-	req, _ := http.NewRequest("POST", e.url+path, &buf)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := e.http.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	out := gwResp{status: resp.StatusCode, header: resp.Header, raw: string(b)}
-	_ = json.Unmarshal(b, &out.body)
-	return out
+	return e.do("POST", path, token, buf.String(), "Content-Type", mw.FormDataContentType())
 }
 
 // upload posts a media file.
