@@ -185,7 +185,7 @@ func (f ActivityFilter) matches(a *activityRec) bool {
 	return true
 }
 
-// queryActivity answers a part's matching entries, newest first.
+// queryActivityLog answers a part's matching entries, newest first.
 func queryActivityLog(l *activityLog, f ActivityFilter) []Activity {
 	var out []Activity
 	for _, a := range l.newest(f.matches) {

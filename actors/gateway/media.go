@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,11 +60,8 @@ func (m *mediaRec) view() Media {
 
 // sniff returns the allow-listed type of head, or application/octet-stream.
 func sniff(head []byte) string {
-	t := http.DetectContentType(head)
-	for _, ok := range MediaTypes {
-		if t == ok {
-			return t
-		}
+	if t := http.DetectContentType(head); slices.Contains(MediaTypes, t) {
+		return t
 	}
 	return "application/octet-stream"
 }
