@@ -163,7 +163,7 @@ func (s *Server) getDelegation(ctx context.Context, c Caller, in idIn) (gateway.
 	if err != nil {
 		return d, err
 	}
-	if !seesAll(c) && (c.UserID == "" || d.UserID != c.UserID) {
+	if !mayRead(c, d.UserID) {
 		return gateway.Delegation{}, errNotFound
 	}
 	return d, nil
