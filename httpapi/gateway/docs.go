@@ -20,15 +20,6 @@ import (
 //go:embed docsui/*.js docsui/*.css docsui/LICENSE docsui/NOTICE docsui/*.txt
 var docsUI embed.FS
 
-// docsFiles is the viewer's directory.
-var docsFiles = func() fs.FS {
-	sub, err := fs.Sub(docsUI, "docsui")
-	if err != nil {
-		panic(err) // a constant, valid path
-	}
-	return sub
-}()
-
 var docsPageTmpl = template.Must(template.New("docs").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gatehouse agent gateway API</title>
 <link rel="icon" href="data:,">
@@ -93,5 +84,9 @@ func (s *Server) docsAsset(_ context.Context, _ Caller, in docsAssetIn) (Body, e
 // docsAssets is the viewer's files, read on first use (not at start-up:
 // the bundle is 1.7 MB) and then served without a copy.
 var docsAssets = sync.OnceValues(func() (*webassets.Table, error) {
-	return webassets.Load(docsFiles, "application/octet-stream")
+	sub, err := fs.Sub(docsUI, "docsui")
+	if err != nil {
+		return nil, err
+	}
+	return webassets.Load(sub, "application/octet-stream")
 })
