@@ -442,6 +442,9 @@ func (w *wsConn) finish() {
 // (which also ends the reader).
 func (w *wsConn) close(code int, reason string) {
 	w.once.Do(func() {
+		// The credential's slot is free before the client can read the
+		// close frame: a client that reconnects at once is not refused.
+		w.s.ws.remove(w)
 		w.closeCode, w.closeReason = code, reason
 		close(w.done)
 		w.cancel()
