@@ -219,6 +219,16 @@ func (s *System) Logout(ctx context.Context, token string) error {
 	return firstErr(werr, err)
 }
 
+// NewPassword returns a random password to show once: 18 bytes from
+// crypto/rand, base64url (24 characters).
+func NewPassword() (string, error) {
+	var raw [18]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(raw[:]), nil
+}
+
 // EnsureAdmin creates an admin with email unless a user with that email
 // exists. An empty password is replaced by a generated one, returned so
 // the caller can show it once.
@@ -228,11 +238,9 @@ func (s *System) EnsureAdmin(ctx context.Context, email, password string) (creat
 		return false, "", nil
 	}
 	if password == "" {
-		var raw [18]byte
-		if _, err := rand.Read(raw[:]); err != nil {
+		if password, err = NewPassword(); err != nil {
 			return false, "", fmt.Errorf("admin password: %w", err)
 		}
-		password = base64.RawURLEncoding.EncodeToString(raw[:])
 		generated = password
 	}
 	_, err = s.CreateUser(ctx, NewUser{Email: email, Password: password, Role: RoleAdmin, Plan: PlanPremium, LicenseActive: true})

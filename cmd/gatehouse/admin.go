@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,11 +37,9 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 	password := getenv("GATEHOUSE_ADMIN_PASSWORD")
 	generated := password == ""
 	if generated {
-		var raw [18]byte
-		if _, err := rand.Read(raw[:]); err != nil {
-			return err
+		if password, err = actors.NewPassword(); err != nil {
+			return fmt.Errorf("reset password of %s: %w", email, err)
 		}
-		password = base64.RawURLEncoding.EncodeToString(raw[:])
 	}
 	if _, err := n.sys.UpdateUser(ctx, u.ID, actors.UserPatch{Password: &password}); err != nil {
 		return fmt.Errorf("reset password of %s: %w", email, err)
