@@ -354,5 +354,32 @@ func ask[R answer](ctx context.Context, g *Gateway, m any, reply chan R) (R, err
 	return r, cmpErr(r.failure(), err)
 }
 
+// command is the registry's one generic message: run applies an
+// operation to the registry (its one writer) and answers on a channel the
+// caller waits on. It replaces a message type, a reply type and a switch
+// case per operation.
+type command struct{ run func(r *registry) }
+
+// call runs fn on the registry actor on behalf of ctx's caller (audited
+// as theirs, see send) and waits for its result: the wait's error, or
+// else fn's own.
+func call[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error)) (R, error) {
+	type result struct {
+		v   R
+		err error
+	}
+	reply := make(chan result, 1)
+	g.send(ctx, g.registry, command{run: func(r *registry) {
+		v, err := fn(r)
+		reply <- result{v, err}
+	}})
+	res, err := await(ctx, reply)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return res.v, res.err
+}
+
 // Logger is the gateway's logger (after Start).
 func (g *Gateway) Logger() *slog.Logger { return g.lg }

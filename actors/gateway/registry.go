@@ -55,6 +55,8 @@ func (r *registry) handle(msg any) {
 		r.by = m.by
 		r.handle(m.m)
 		r.by = nil
+	case command:
+		m.run(r)
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
 	case putSkill:
