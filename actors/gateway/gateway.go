@@ -381,5 +381,13 @@ func call[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error
 	return res.v, res.err
 }
 
+// read runs fn, which only reads the registry's part (no commit, no
+// in-memory turn bookkeeping), and returns its result. It is the path of
+// every get, list and search, so that reads can be answered from an
+// immutable view of the part instead of waiting in the registry's mailbox.
+func read[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error)) (R, error) {
+	return call(ctx, g, fn)
+}
+
 // Logger is the gateway's logger (after Start).
 func (g *Gateway) Logger() *slog.Logger { return g.lg }
