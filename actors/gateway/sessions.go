@@ -64,6 +64,11 @@ type sessionRec struct {
 	CompletionTokens int64            `json:"completion_tokens"`
 	CreatedAt        time.Time        `json:"created_at"`
 	UpdatedAt        time.Time        `json:"updated_at"`
+	// Seq is the WAL index of the last record applied to the session (its
+	// save or its latest turn): replay skips records at or below it, so a
+	// turn that a snapshot already holds is never appended twice. Absent
+	// (0) in sessions written before it.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 func (x *sessionRec) ref() (kind, uuid.UUID) { return kindSession, x.ID }
@@ -233,17 +238,34 @@ func (r *registry) endTurn(m endTurn) sessionReply {
 // appendTurn applies a session turn: a new session value with the turn's
 // messages appended (the history bounded) and its tokens counted. A turn
 // of a session deleted meanwhile changes nothing.
-func (r *registryPart) appendTurn(t *turnJSON) {
+func (r *registryPart) appendTurn(seq uint64, t *turnJSON) {
 	x, ok := r.sessions.rows[t.SessionID]
-	if !ok {
+	if !ok || reflects(x.Seq, seq) {
 		return
 	}
 	next := *x
+	next.Seq = max(seq, x.Seq)
 	next.Messages = boundHistory(append(slices.Clone(x.Messages), t.Messages...))
 	next.PromptTokens += t.PromptTokens
 	next.CompletionTokens += t.CompletionTokens
 	next.UpdatedAt = t.At
 	r.sessions.save(&next)
+}
+
+// reflects reports whether an entity whose watermark is mark already
+// holds the record at seq (0: a snapshot's entity, never skipped).
+func reflects(mark, seq uint64) bool { return seq != 0 && seq <= mark }
+
+// saveSession applies a session's full state unless the session already
+// reflects the record (its watermark is at or past seq).
+func (r *registryPart) saveSession(seq uint64, x *sessionRec) {
+	if old, ok := r.sessions.rows[x.ID]; ok && reflects(old.Seq, seq) {
+		return
+	}
+	if seq != 0 {
+		x.Seq = seq
+	}
+	r.sessions.save(x)
 }
 
 // nextTurn frees the session and begins the next waiting turn, if any.

@@ -226,7 +226,7 @@ func newRegistryPart(maxActivity int) *registryPart {
 	return r
 }
 
-func (r *registryPart) apply(_ uint64, ev event) {
+func (r *registryPart) apply(seq uint64, ev event) {
 	switch e := ev.(type) {
 	case entitySaved:
 		switch x := e.ent.(type) {
@@ -237,6 +237,8 @@ func (r *registryPart) apply(_ uint64, ev event) {
 			r.activity.save(x)
 		case *delegationRec:
 			r.delegations.save(x)
+		case *sessionRec:
+			r.saveSession(seq, x)
 		default:
 			k, _ := x.ref()
 			t, ok := r.tables[k]
@@ -256,7 +258,7 @@ func (r *registryPart) apply(_ uint64, ev event) {
 		}
 		t.del(e.id)
 	case sessionTurnAppended:
-		r.appendTurn(e.turn)
+		r.appendTurn(seq, e.turn)
 	default:
 		panic(fmt.Sprintf("gateway: registry cannot apply %T", ev))
 	}
