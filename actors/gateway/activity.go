@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -110,7 +111,11 @@ type recentLog[P interface {
 	max  int
 	ids  []uuid.UUID // ascending
 	rows map[uuid.UUID]P
+	// shared: a published view holds ids and rows (see table.shared).
+	shared bool
 }
+
+func (l *recentLog[P]) share() { l.shared = true }
 
 // activityLog keeps audit entries.
 type activityLog = recentLog[*activityRec]
@@ -127,6 +132,9 @@ func newRecentLog[P interface {
 // save adds e and drops the oldest beyond max. The result depends only
 // on the set of entities, so live, replayed and restored parts agree.
 func (l *recentLog[P]) save(e P) {
+	if l.shared {
+		l.ids, l.rows, l.shared = slices.Clone(l.ids), maps.Clone(l.rows), false
+	}
 	_, id := e.ref()
 	if _, ok := l.rows[id]; !ok {
 		i, _ := slices.BinarySearchFunc(l.ids, id, cmpUUID)

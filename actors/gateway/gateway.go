@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -120,6 +121,10 @@ type Gateway struct {
 
 	shards   []*actor.PID
 	registry *actor.PID
+	// view is the registry part as of its last commit, immutable: reads
+	// (read) are answered from it in the caller's goroutine, so they
+	// never wait behind a write's fsync or another caller's operation.
+	view     atomic.Pointer[registryPart]
 	runs     *actor.PID
 	authPool *actors.Pool[authMsg]
 }
@@ -202,7 +207,8 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}
 		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return ks }))
 	}
-	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg}
+	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg, pub: &g.view}
+	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
 	g.root.Send(g.registry, failInterruptedSummons{})
 	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs}
@@ -371,6 +377,7 @@ func call[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error
 	reply := make(chan result, 1)
 	g.send(ctx, g.registry, command{run: func(r *registry) {
 		v, err := fn(r)
+		r.publish() // before the answer: the caller reads its own write
 		reply <- result{v, err}
 	}})
 	res, err := await(ctx, reply)
@@ -382,11 +389,20 @@ func call[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error
 }
 
 // read runs fn, which only reads the registry's part (no commit, no
-// in-memory turn bookkeeping), and returns its result. It is the path of
-// every get, list and search, so that reads can be answered from an
-// immutable view of the part instead of waiting in the registry's mailbox.
+// in-memory turn bookkeeping), on the latest published view, in the
+// caller's goroutine: the path of every get, list and search. It sees
+// every change whose call has returned.
 func read[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error)) (R, error) {
-	return call(ctx, g, fn)
+	if err := ctx.Err(); err != nil {
+		var zero R
+		return zero, err
+	}
+	return fn(g.reader())
+}
+
+// reader is a registry over the current view, for read-only methods.
+func (g *Gateway) reader() *registry {
+	return &registry{clock: g.clock, lg: g.lg, part: g.view.Load()}
 }
 
 // Logger is the gateway's logger (after Start).

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -21,6 +22,19 @@ type registry struct {
 	part  *registryPart
 	turns map[string]*turnState // sessions with a running turn (not durable)
 	by    *Actor                // who sent the message being handled (nil: internal)
+	// pub receives a frozen copy of part after each change (publish);
+	// pubVersion is the part's version it holds. nil on a reader.
+	pub        *atomic.Pointer[registryPart]
+	pubVersion uint64
+}
+
+// publish makes the part's current state the readers' view, if it
+// changed since the last one.
+func (r *registry) publish() {
+	if r.pub != nil && (r.pub.Load() == nil || r.part.version != r.pubVersion) {
+		r.pub.Store(r.part.freeze())
+		r.pubVersion = r.part.version
+	}
 }
 
 type provReply struct {
@@ -41,7 +55,10 @@ type agentReply struct {
 func (r agentReply) failure() error { return r.err }
 
 // Receive is the registry's mailbox entry point.
-func (r *registry) Receive(ctx actor.Context) { r.handle(ctx.Message()) }
+func (r *registry) Receive(ctx actor.Context) {
+	r.handle(ctx.Message())
+	r.publish()
+}
 
 // commit appends evs, and the audit entry of the change when an API
 // caller made it, then applies them (commitAs).

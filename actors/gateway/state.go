@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -195,6 +196,10 @@ type registryPart struct {
 	// tables are the tables above by the kind they hold, except agents
 	// (apply keeps agentsOn with them).
 	tables map[kind]anyTable
+	// version counts applied events; the registry publishes a new view
+	// when it moved. agentsOnShared: a view holds agentsOn.
+	version        uint64
+	agentsOnShared bool
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
@@ -217,22 +222,55 @@ func newRegistryPart(maxActivity int) *registryPart {
 		skillVersions: newTable[*skillVersionRec](nil),
 		skillGrants:   newTable[*skillGrantRec](nil),
 	}
+	r.bindTables()
+	return r
+}
+
+// bindTables points tables at r's own tables.
+func (r *registryPart) bindTables() {
 	r.tables = map[kind]anyTable{
 		kindProvider: &r.providers, kindUserFile: &r.userFiles, kindSession: &r.sessions,
 		kindChannel: &r.channels, kindCustomTool: &r.tools, kindMemory: &r.memory,
 		kindMCPServer: &r.mcpServers, kindMCPGrant: &r.mcpGrants, kindMCPRequest: &r.mcpRequests,
 		kindMedia: &r.media, kindSkill: &r.skills, kindSkillVersion: &r.skillVersions, kindSkillGrant: &r.skillGrants,
 	}
-	return r
+}
+
+// freeze returns an immutable copy of the part, the view readers use: it
+// shares every table with r, and marks them shared so that r's next write
+// to one copies it first. A view costs O(kinds); a write after a publish
+// costs a copy of the table it changes.
+func (r *registryPart) freeze() *registryPart {
+	for _, t := range r.tables {
+		t.share()
+	}
+	r.agents.share()
+	r.activity.share()
+	r.delegations.share()
+	r.agentsOnShared = true
+	v := *r
+	v.bindTables()
+	return &v
+}
+
+// useProvider adds d to the count of agents using provider id.
+func (r *registryPart) useProvider(id uuid.UUID, d int) {
+	if r.agentsOnShared {
+		r.agentsOn, r.agentsOnShared = maps.Clone(r.agentsOn), false
+	}
+	if r.agentsOn[id] += d; r.agentsOn[id] <= 0 {
+		delete(r.agentsOn, id)
+	}
 }
 
 func (r *registryPart) apply(seq uint64, ev event) {
+	r.version++
 	switch e := ev.(type) {
 	case entitySaved:
 		switch x := e.ent.(type) {
 		case *agentRec:
 			r.unuse(r.agents.save(x))
-			r.agentsOn[x.ProviderID]++
+			r.useProvider(x.ProviderID, 1)
 		case *activityRec:
 			r.activity.save(x)
 		case *delegationRec:
@@ -266,11 +304,8 @@ func (r *registryPart) apply(seq uint64, ev event) {
 
 // unuse drops a replaced or deleted agent's use of its provider.
 func (r *registryPart) unuse(a *agentRec, ok bool) {
-	if !ok {
-		return
-	}
-	if r.agentsOn[a.ProviderID]--; r.agentsOn[a.ProviderID] <= 0 {
-		delete(r.agentsOn, a.ProviderID)
+	if ok {
+		r.useProvider(a.ProviderID, -1)
 	}
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/google/uuid"
@@ -16,7 +17,19 @@ type table[P interface {
 	rows  map[uuid.UUID]P
 	names map[string]uuid.UUID
 	name  func(P) string // nil: no name index
+	// shared: a published view holds rows and names, so the next write
+	// copies them first (copy on write; see registryPart.freeze).
+	shared bool
 }
+
+// own makes rows and names the table's own before a write.
+func (t *table[P]) own() {
+	if t.shared {
+		t.rows, t.names, t.shared = maps.Clone(t.rows), maps.Clone(t.names), false
+	}
+}
+
+func (t *table[P]) share() { t.shared = true }
 
 func newTable[P interface {
 	comparable
@@ -27,6 +40,7 @@ func newTable[P interface {
 
 // save stores e under its id and returns the entity it replaced, if any.
 func (t *table[P]) save(e P) (old P, ok bool) {
+	t.own()
 	_, id := e.ref()
 	old, ok = t.drop(id)
 	t.rows[id] = e
@@ -38,6 +52,7 @@ func (t *table[P]) save(e P) (old P, ok bool) {
 
 // drop removes id and returns what it held, if anything.
 func (t *table[P]) drop(id uuid.UUID) (old P, ok bool) {
+	t.own()
 	old, ok = t.rows[id]
 	if !ok {
 		return old, false
@@ -97,6 +112,7 @@ type anyTable interface {
 	put(e entity)
 	del(id uuid.UUID)
 	appendTo(dst []entity) []entity
+	share()
 }
 
 func (t *table[P]) put(e entity)     { t.save(e.(P)) }
