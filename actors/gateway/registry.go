@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
@@ -49,6 +50,12 @@ func (r *registry) commit(au audit, evs ...event) error {
 	return commitAs(r.log, r.part, r.by, r.clock.Now(), au, evs...)
 }
 
+// do is call for an operation that returns only an error.
+func do(ctx context.Context, g *Gateway, fn func(r *registry) error) error {
+	_, err := call(ctx, g, func(r *registry) (struct{}, error) { return struct{}{}, fn(r) })
+	return err
+}
+
 func (r *registry) handle(msg any) {
 	switch m := msg.(type) {
 	case withActor:
@@ -59,30 +66,6 @@ func (r *registry) handle(msg any) {
 		m.run(r)
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
-	case putSkill:
-		m.reply <- r.putSkill(m)
-	case getSkill:
-		m.reply <- r.getSkill(m.ref)
-	case listSkills:
-		m.reply <- skillReply{list: r.listSkills(m.f)}
-	case updateSkill:
-		m.reply <- r.updateSkill(m)
-	case toggleSkill:
-		m.reply <- r.toggleSkill(m.ref)
-	case deleteSkill:
-		m.reply <- r.deleteSkill(m.ref)
-	case listSkillVersions:
-		m.reply <- r.skillVersions(m.ref)
-	case getSkillVersion:
-		m.reply <- r.skillVersion(m.ref, m.v)
-	case grantSkill:
-		m.reply <- r.grantSkill(m)
-	case revokeSkill:
-		m.reply <- r.revokeSkill(m)
-	case listAgentSkills:
-		m.reply <- r.agentSkills(m.agent)
-	case listRunSkills:
-		m.reply <- skillReply{run: r.runSkills(m.agent)}
 	case putMedia:
 		m.reply <- r.putMedia(m)
 	case getMedia:
