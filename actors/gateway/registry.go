@@ -70,28 +70,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.putMedia(m)
 	case getMedia:
 		m.reply <- r.part.media.rows[m.id]
-	case putMCP:
-		m.reply <- r.putMCP(m)
-	case getMCP:
-		m.reply <- r.getMCP(m.ref)
-	case listMCP:
-		m.reply <- mcpReply{list: r.listMCP()}
-	case delMCP:
-		m.reply <- r.delMCP(m.ref)
-	case accessMCP:
-		m.reply <- r.accessMCP(m)
-	case putGrant:
-		m.reply <- r.putGrant(m)
-	case delGrant:
-		m.reply <- r.delGrant(m)
-	case listGrants:
-		m.reply <- r.listGrants(m.agent)
-	case putRequest:
-		m.reply <- r.putRequest(m)
-	case listRequests:
-		m.reply <- mcpReply{reqs: r.listRequests(m)}
-	case reviewRequest:
-		m.reply <- r.reviewRequest(m)
 	case putMemory:
 		m.reply <- r.putMemory(m)
 	case queryMemory:
