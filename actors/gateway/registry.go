@@ -80,14 +80,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.putDelegation(m)
 	case queryDelegations:
 		m.reply <- r.queryDelegations(m)
-	case putTool:
-		m.reply <- r.putTool(m)
-	case getTool:
-		m.reply <- r.getTool(m.ref)
-	case listTools:
-		m.reply <- toolReply{recs: r.listTools(m)}
-	case delTool:
-		m.reply <- r.delTool(m.ref)
 	case putChannel:
 		m.reply <- r.putChannel(m)
 	case getChannel:
