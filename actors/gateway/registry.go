@@ -66,10 +66,6 @@ func (r *registry) handle(msg any) {
 		m.run(r)
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
-	case putMedia:
-		m.reply <- r.putMedia(m)
-	case getMedia:
-		m.reply <- r.part.media.rows[m.id]
 	case putMemory:
 		m.reply <- r.putMemory(m)
 	case queryMemory:
@@ -80,14 +76,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.putDelegation(m)
 	case queryDelegations:
 		m.reply <- r.queryDelegations(m)
-	case putChannel:
-		m.reply <- r.putChannel(m)
-	case getChannel:
-		m.reply <- r.getChannel(m.ref)
-	case listChannels:
-		m.reply <- channelReply{list: r.listChannels()}
-	case delChannel:
-		m.reply <- r.delChannel(m.ref)
 	case putProvider:
 		m.reply <- r.putProvider(m)
 	case getProvider:
