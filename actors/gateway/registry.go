@@ -24,14 +24,6 @@ type registry struct {
 	by    *Actor                // who sent the message being handled (nil: internal)
 }
 
-type provReply struct {
-	p   Provider
-	ps  []Provider
-	err error
-}
-
-func (r provReply) failure() error { return r.err }
-
 type agentReply struct {
 	a   Agent
 	p   Provider // the agent's provider (resolve only)
@@ -76,14 +68,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.putDelegation(m)
 	case queryDelegations:
 		m.reply <- r.queryDelegations(m)
-	case putProvider:
-		m.reply <- r.putProvider(m)
-	case getProvider:
-		m.reply <- r.getProvider(m.ref)
-	case listProviders:
-		m.reply <- provReply{ps: r.listProviders()}
-	case delProvider:
-		m.reply <- r.delProvider(m.ref)
 	case putAgent:
 		m.reply <- r.putAgent(m)
 	case getAgent:
@@ -137,12 +121,12 @@ func (r *registry) handle(msg any) {
 	}
 }
 
-func (r *registry) getProvider(ref string) provReply {
+func (r *registry) getProvider(ref string) (Provider, error) {
 	p, ok := r.part.providers.get(ref)
 	if !ok {
-		return provReply{err: ErrNotFound}
+		return Provider{}, ErrNotFound
 	}
-	return provReply{p: p.view()}
+	return p.view(), nil
 }
 
 func (r *registry) listProviders() []Provider {
