@@ -24,15 +24,6 @@ type registry struct {
 	by    *Actor                // who sent the message being handled (nil: internal)
 }
 
-type agentReply struct {
-	a   Agent
-	p   Provider // the agent's provider (resolve only)
-	as  []Agent
-	err error
-}
-
-func (r agentReply) failure() error { return r.err }
-
 // Receive is the registry's mailbox entry point.
 func (r *registry) Receive(ctx actor.Context) { r.handle(ctx.Message()) }
 
@@ -68,22 +59,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.putDelegation(m)
 	case queryDelegations:
 		m.reply <- r.queryDelegations(m)
-	case putAgent:
-		m.reply <- r.putAgent(m)
-	case getAgent:
-		m.reply <- r.getAgent(m)
-	case listAgents:
-		m.reply <- r.listAgents(m.user)
-	case delAgent:
-		m.reply <- r.delAgent(m)
-	case shareAgent:
-		m.reply <- r.share(m)
-	case listShares:
-		m.reply <- r.listShares(m)
-	case finishSummon:
-		m.reply <- r.finishSummon(m)
-	case resummon:
-		m.reply <- r.resummon(m)
 	case beginTurn:
 		r.beginTurn(m)
 	case endTurn:
@@ -94,8 +69,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.sessionCmd(m)
 	case listSessions:
 		m.reply <- r.listSessions(m)
-	case defaultAgent:
-		m.reply <- r.defaultAgent(m.user)
 	case failInterruptedSummons:
 		r.failInterrupted()
 	case putUserFile:
@@ -138,23 +111,29 @@ func (r *registry) listProviders() []Provider {
 	return out
 }
 
-func (r *registry) getAgent(m getAgent) agentReply {
-	a, ok := r.part.agents.get(m.ref)
-	if !ok || m.user != "" && !a.canUse(m.user) {
-		return agentReply{err: ErrNotFound}
+// getAgent finds the agent ref that user may use (user "": any agent).
+func (r *registry) getAgent(ref, user string) (*agentRec, error) {
+	a, ok := r.part.agents.get(ref)
+	if !ok || user != "" && !a.canUse(user) {
+		return nil, ErrNotFound
 	}
-	out := agentReply{a: a.view()}
-	if m.resolve {
-		p, ok := r.part.providers.rows[a.ProviderID]
-		if !ok {
-			return agentReply{err: errNoProvider(a)}
-		}
-		out.p = p.view()
-	}
-	return out
+	return a, nil
 }
 
-func (r *registry) listAgents(user string) agentReply {
+// resolveAgent finds the agent ref with its provider, for a run.
+func (r *registry) resolveAgent(ref string) (Agent, Provider, error) {
+	a, err := r.getAgent(ref, "")
+	if err != nil {
+		return Agent{}, Provider{}, err
+	}
+	p, ok := r.part.providers.rows[a.ProviderID]
+	if !ok {
+		return Agent{}, Provider{}, errNoProvider(a)
+	}
+	return a.view(), p.view(), nil
+}
+
+func (r *registry) listAgents(user string) []Agent {
 	var out []Agent
 	for _, a := range r.part.agents.rows {
 		if user == "" || a.canUse(user) {
@@ -162,5 +141,5 @@ func (r *registry) listAgents(user string) agentReply {
 		}
 	}
 	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.AgentKey, b.AgentKey) })
-	return agentReply{as: out}
+	return out
 }
