@@ -39,6 +39,10 @@ func do(ctx context.Context, g *Gateway, fn func(r *registry) error) error {
 	return err
 }
 
+// handle runs one message. Every operation arrives as a command (see call
+// and read); the other cases are the session, memory and activity messages
+// still to move onto it, the snapshot's capture and the start-up summon
+// check.
 func (r *registry) handle(msg any) {
 	switch m := msg.(type) {
 	case withActor:
@@ -55,10 +59,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.queryMemory(m.f)
 	case delMemory:
 		m.reply <- r.delMemory(m)
-	case putDelegation:
-		m.reply <- r.putDelegation(m)
-	case queryDelegations:
-		m.reply <- r.queryDelegations(m)
 	case beginTurn:
 		r.beginTurn(m)
 	case endTurn:
@@ -71,24 +71,6 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.listSessions(m)
 	case failInterruptedSummons:
 		r.failInterrupted()
-	case putUserFile:
-		m.reply <- r.putUserFile(m)
-	case listUserFiles:
-		m.reply <- r.listUserFiles(m)
-	case userContext:
-		f := r.part.userFiles.rows[userFileID(m.agent, m.user, UserFileName)]
-		if f == nil {
-			m.reply <- ""
-		} else {
-			m.reply <- f.Content
-		}
-	case agentAccess:
-		a, manager, err := r.access(m.ref, m.caller)
-		if err != nil {
-			m.reply <- accessReply{err: err}
-		} else {
-			m.reply <- accessReply{id: a.ID, manager: manager}
-		}
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
 	}
