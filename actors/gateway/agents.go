@@ -11,32 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-type putAgent struct {
-	id    uuid.UUID // create: the new agent's id
-	ref   string    // update: the agent's id or agent_key; empty: create
-	user  string
-	in    AgentInput
-	reply chan agentReply
-}
-
-type getAgent struct {
-	ref     string
-	user    string // "" skips the access check (chat resolution)
-	resolve bool   // also return the provider
-	reply   chan agentReply
-}
-
-type listAgents struct {
-	user  string
-	reply chan agentReply
-}
-
-type delAgent struct {
-	ref   string
-	user  string
-	reply chan agentReply
-}
-
 func errNoProvider(a *agentRec) error {
 	return fmt.Errorf("agent %s has no provider: %w", a.AgentKey, ErrNotFound)
 }
@@ -65,32 +39,34 @@ func (r *registry) editable(ref, user string, in AgentInput) (*agentRec, error) 
 	return a, err
 }
 
-func (r *registry) putAgent(m putAgent) agentReply {
+// putAgent creates agent id for user (ref "") or changes the agent ref
+// (its id or agent_key).
+func (r *registry) putAgent(id uuid.UUID, ref, user string, in AgentInput) (Agent, error) {
 	now := r.clock.Now().UTC()
 	var a agentRec
-	if m.ref == "" {
-		a = agentRec{ID: m.id, OwnerID: m.user, Status: AgentActive, TimeoutSeconds: 60, CreatedAt: now}
+	if ref == "" {
+		a = agentRec{ID: id, OwnerID: user, Status: AgentActive, TimeoutSeconds: 60, CreatedAt: now}
 	} else {
-		cur, err := r.editable(m.ref, m.user, m.in)
+		cur, err := r.editable(ref, user, in)
 		if err != nil {
-			return agentReply{err: err}
+			return Agent{}, err
 		}
 		a = *cur
 	}
-	if err := r.fillAgent(&a, m.in, m.ref == ""); err != nil {
-		return agentReply{err: err}
+	if err := r.fillAgent(&a, in, ref == ""); err != nil {
+		return Agent{}, err
 	}
-	if m.ref == "" && a.Description != "" && a.SystemPrompt == "" {
+	if ref == "" && a.Description != "" && a.SystemPrompt == "" {
 		a.Status = AgentSummoning // its provider writes the prompt: see Gateway.FinishSummon
 	}
 	a.UpdatedAt = now
-	verb := verbOf(m.ref == "")
+	verb := verbOf(ref == "")
 	au := audit{action: "agent." + verb, entityType: string(kindAgent), entityID: a.ID.String(),
 		summary: fmt.Sprintf("%sd agent %q (model %s)", verb, a.AgentKey, a.Model)}
 	if err := r.commit(au, entitySaved{&a}); err != nil {
-		return agentReply{err: fmt.Errorf("log agent: %w", err)}
+		return Agent{}, fmt.Errorf("log agent: %w", err)
 	}
-	return agentReply{a: a.view()}
+	return a.view(), nil
 }
 
 var agentKeyRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -193,14 +169,14 @@ func fillAgentSettings(a *agentRec, in AgentInput) error {
 	return nil
 }
 
-func (r *registry) delAgent(m delAgent) agentReply {
-	a, err := r.owned(m.ref, m.user)
+func (r *registry) delAgent(ref, user string) error {
+	a, err := r.owned(ref, user)
 	if err != nil {
-		return agentReply{err: err}
+		return err
 	}
 	for _, c := range r.part.channels.rows {
 		if c.AgentID == a.ID {
-			return agentReply{err: fmt.Errorf("agent %s is used by channel instance %s: %w", a.AgentKey, c.Name, ErrInUse)}
+			return fmt.Errorf("agent %s is used by channel instance %s: %w", a.AgentKey, c.Name, ErrInUse)
 		}
 	}
 	// The agent's users' files and sessions go with it, in the same write.
@@ -215,75 +191,74 @@ func (r *registry) delAgent(m delAgent) agentReply {
 	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
 		summary: fmt.Sprintf("deleted agent %q with %d user files, sessions, tools and memory entries", a.AgentKey, len(evs)-1)}
 	if err := r.commit(au, evs...); err != nil {
-		return agentReply{err: fmt.Errorf("log agent delete: %w", err)}
+		return fmt.Errorf("log agent delete: %w", err)
 	}
-	return agentReply{}
+	return nil
 }
 
 // CreateAgent creates an agent owned by user. ErrExists for a taken
 // agent_key, ErrInvalid.
 func (g *Gateway) CreateAgent(ctx context.Context, user string, in AgentInput) (Agent, error) {
-	return g.agentCmd(ctx, putAgent{id: g.newID(kindAgent), user: user, in: in})
+	return g.agentCmd(ctx, g.newID(kindAgent), "", user, in)
 }
 
 // UpdateAgent changes the agent (id or agent_key). ErrNotFound when the
 // user cannot see it, ErrForbidden when the user is not its owner.
 func (g *Gateway) UpdateAgent(ctx context.Context, user, ref string, in AgentInput) (Agent, error) {
-	return g.agentCmd(ctx, putAgent{ref: ref, user: user, in: in})
+	return g.agentCmd(ctx, uuid.Nil, ref, user, in)
 }
 
-func (g *Gateway) agentCmd(ctx context.Context, m putAgent) (Agent, error) {
-	if m.user == "" {
+func (g *Gateway) agentCmd(ctx context.Context, id uuid.UUID, ref, user string, in AgentInput) (Agent, error) {
+	if user == "" {
 		return Agent{}, fmt.Errorf("user id is required: %w", ErrInvalid)
 	}
-	m.reply = make(chan agentReply, 1)
-	r, err := ask(ctx, g, m, m.reply)
-	return r.a, err
+	return call(ctx, g, func(r *registry) (Agent, error) { return r.putAgent(id, ref, user, in) })
 }
 
 // GetAgent finds an agent the user can use, by id or agent_key.
 func (g *Gateway) GetAgent(ctx context.Context, user, ref string) (Agent, error) {
-	reply := make(chan agentReply, 1)
-	r, err := ask(ctx, g, getAgent{ref: ref, user: user, reply: reply}, reply)
-	return r.a, err
+	return read(ctx, g, func(r *registry) (Agent, error) {
+		a, err := r.getAgent(ref, user)
+		if err != nil {
+			return Agent{}, err
+		}
+		return a.view(), nil
+	})
 }
 
 // ResolveAgent finds an agent by id or agent_key with its provider, for a
 // run; no ownership check (the caller's token was authorized).
 func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider, error) {
-	reply := make(chan agentReply, 1)
-	r, err := ask(ctx, g, getAgent{ref: ref, resolve: true, reply: reply}, reply)
-	return r.a, r.p, err
+	type resolved struct {
+		a Agent
+		p Provider
+	}
+	res, err := read(ctx, g, func(r *registry) (resolved, error) {
+		a, p, err := r.resolveAgent(ref)
+		return resolved{a, p}, err
+	})
+	return res.a, res.p, err
 }
 
 // ListAgents returns the agents user owns or that are shared with them,
 // by agent_key; user "" lists every agent (for a trusted backend acting
 // for nobody: callers must not pass "" for anyone else).
 func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) {
-	reply := make(chan agentReply, 1)
-	r, err := ask(ctx, g, listAgents{user: user, reply: reply}, reply)
-	return r.as, err
+	return read(ctx, g, func(r *registry) ([]Agent, error) { return r.listAgents(user), nil })
 }
 
 // DeleteAgent removes the agent; ErrNotFound, ErrForbidden as UpdateAgent.
 func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
-	reply := make(chan agentReply, 1)
-	_, err := ask(ctx, g, delAgent{ref: ref, user: user, reply: reply}, reply)
-	return err
-}
-
-type defaultAgent struct {
-	user  string
-	reply chan agentReply
+	return do(ctx, g, func(r *registry) error { return r.delAgent(ref, user) })
 }
 
 // defaultAgent is the seed's third resolution step, "the agent named
 // default": the agent whose agent_key is default if user may use it, else
 // the first (by agent_key) agent marked is_default that user may use (any
 // user's for user "", a trusted backend acting for nobody).
-func (r *registry) defaultAgent(user string) agentReply {
+func (r *registry) defaultAgent(user string) (Agent, error) {
 	if a, ok := r.part.agents.named("default"); ok && (user == "" || a.canUse(user)) {
-		return agentReply{a: a.view()}
+		return a.view(), nil
 	}
 	var best *agentRec
 	for _, a := range r.part.agents.rows {
@@ -292,15 +267,13 @@ func (r *registry) defaultAgent(user string) agentReply {
 		}
 	}
 	if best == nil {
-		return agentReply{err: ErrNotFound}
+		return Agent{}, ErrNotFound
 	}
-	return agentReply{a: best.view()}
+	return best.view(), nil
 }
 
 // DefaultAgent resolves a run that names no agent for user (see
 // registry.defaultAgent); ErrNotFound when there is none.
 func (g *Gateway) DefaultAgent(ctx context.Context, user string) (Agent, error) {
-	reply := make(chan agentReply, 1)
-	r, err := ask(ctx, g, defaultAgent{user: user, reply: reply}, reply)
-	return r.a, err
+	return read(ctx, g, func(r *registry) (Agent, error) { return r.defaultAgent(user) })
 }

@@ -137,50 +137,20 @@ func WebhookConfigOf(c ChannelInstance) WebhookConfig {
 	return wc
 }
 
-type putChannel struct {
-	rec    channelRec // create: the new id
-	ref    string     // update: the instance's id
-	create bool
-	sealed *[]byte
-	hint   map[string]string
-	in     ChannelInput
-	reply  chan channelReply
-}
-
-type getChannel struct {
-	ref   string
-	reply chan channelReply
-}
-
-type listChannels struct{ reply chan channelReply }
-
-type delChannel struct {
-	ref   string
-	reply chan channelReply
-}
-
-type channelReply struct {
-	c    ChannelInstance
-	rec  *channelRec
-	list []ChannelInstance
-	err  error
-}
-
-func (r channelReply) failure() error { return r.err }
-
-func (r *registry) putChannel(m putChannel) channelReply {
+// putChannel creates channel id (create) or replaces it; sealed nil keeps
+// the credentials.
+func (r *registry) putChannel(id uuid.UUID, create bool, in ChannelInput, sealed *[]byte, hint map[string]string) (ChannelInstance, error) {
 	now := r.clock.Now().UTC()
 	var c channelRec
-	if m.create {
-		c = channelRec{ID: m.rec.ID, Enabled: true, CreatedAt: now}
+	if create {
+		c = channelRec{ID: id, Enabled: true, CreatedAt: now}
 	} else {
-		cur, ok := r.part.channels.get(m.ref)
+		cur, ok := r.part.channels.get(id.String())
 		if !ok {
-			return channelReply{err: ErrNotFound}
+			return ChannelInstance{}, ErrNotFound
 		}
 		c = *cur
 	}
-	in := m.in
 	if in.Name != nil {
 		c.Name = *in.Name
 	}
@@ -195,19 +165,19 @@ func (r *registry) putChannel(m putChannel) channelReply {
 	}
 	switch {
 	case !channelNameRE.MatchString(c.Name):
-		return channelReply{err: fmt.Errorf("name: lowercase letters, digits, - and _, at most 64: %w", ErrInvalid)}
+		return ChannelInstance{}, fmt.Errorf("name: lowercase letters, digits, - and _, at most 64: %w", ErrInvalid)
 	case c.ChannelType == "":
-		return channelReply{err: fmt.Errorf("channel_type: required: %w", ErrInvalid)}
-	case m.create && in.Agent == nil:
-		return channelReply{err: fmt.Errorf("agent_id: required: %w", ErrInvalid)}
+		return ChannelInstance{}, fmt.Errorf("channel_type: required: %w", ErrInvalid)
+	case create && in.Agent == nil:
+		return ChannelInstance{}, fmt.Errorf("agent_id: required: %w", ErrInvalid)
 	}
 	if o, ok := r.part.channels.named(c.Name); ok && o.ID != c.ID {
-		return channelReply{err: fmt.Errorf("channel instance %q: %w", c.Name, ErrExists)}
+		return ChannelInstance{}, fmt.Errorf("channel instance %q: %w", c.Name, ErrExists)
 	}
 	if in.Agent != nil {
 		a, ok := r.part.agents.get(*in.Agent)
 		if !ok {
-			return channelReply{err: fmt.Errorf("agent_id: agent %q: %w", *in.Agent, ErrNotFound)}
+			return ChannelInstance{}, fmt.Errorf("agent_id: agent %q: %w", *in.Agent, ErrNotFound)
 		}
 		c.AgentID = a.ID
 	}
@@ -215,45 +185,45 @@ func (r *registry) putChannel(m putChannel) channelReply {
 	if in.Config != nil {
 		config = in.Config
 	}
-	canon, err := validChannel(c.ChannelType, config, in.Credentials, m.create)
+	canon, err := validChannel(c.ChannelType, config, in.Credentials, create)
 	if err != nil {
-		return channelReply{err: err}
+		return ChannelInstance{}, err
 	}
 	c.Config = canon
 	if c.DisplayName == "" {
 		c.DisplayName = c.Name
 	}
-	if m.sealed != nil {
-		c.CredsSealed, c.CredsHint = *m.sealed, m.hint
+	if sealed != nil {
+		c.CredsSealed, c.CredsHint = *sealed, hint
 	}
 	c.UpdatedAt = now
-	verb := verbOf(m.create)
+	verb := verbOf(create)
 	au := audit{action: "channel_instance." + verb, entityType: string(kindChannel), entityID: c.ID.String(),
 		summary: fmt.Sprintf("%sd %s channel instance %q for agent %s", verb, c.ChannelType, c.Name, c.AgentID)}
 	if err := r.commit(au, entitySaved{&c}); err != nil {
-		return channelReply{err: fmt.Errorf("log channel instance: %w", err)}
+		return ChannelInstance{}, fmt.Errorf("log channel instance: %w", err)
 	}
-	return channelReply{c: c.view()}
+	return c.view(), nil
 }
 
-func (r *registry) getChannel(ref string) channelReply {
+func (r *registry) getChannel(ref string) (*channelRec, error) {
 	c, ok := r.part.channels.get(ref)
 	if !ok {
-		return channelReply{err: ErrNotFound}
+		return nil, ErrNotFound
 	}
-	return channelReply{c: c.view(), rec: c}
+	return c, nil
 }
 
-func (r *registry) delChannel(ref string) channelReply {
+func (r *registry) delChannel(ref string) error {
 	c, ok := r.part.channels.get(ref)
 	if !ok {
-		return channelReply{err: ErrNotFound}
+		return ErrNotFound
 	}
 	au := audit{action: "channel_instance.delete", entityType: string(kindChannel), entityID: c.ID.String(), summary: fmt.Sprintf("deleted channel instance %q", c.Name)}
 	if err := r.commit(au, entityDeleted{kind: kindChannel, id: c.ID}); err != nil {
-		return channelReply{err: fmt.Errorf("log channel instance delete: %w", err)}
+		return fmt.Errorf("log channel instance delete: %w", err)
 	}
-	return channelReply{}
+	return nil
 }
 
 func (r *registry) listChannels() []ChannelInstance {
@@ -298,9 +268,7 @@ func (g *Gateway) openJSON(sealed []byte, id uuid.UUID, v any) error {
 // CreateChannel creates a channel instance. ErrInvalid (naming the
 // field), ErrExists, ErrNotFound (the agent).
 func (g *Gateway) CreateChannel(ctx context.Context, in ChannelInput) (ChannelInstance, error) {
-	id := g.newID(kindChannel)
-	m := putChannel{rec: channelRec{ID: id}, create: true, in: in, reply: make(chan channelReply, 1)}
-	return g.channelCmd(ctx, m, id)
+	return g.channelCmd(ctx, g.newID(kindChannel), in, true)
 }
 
 // UpdateChannel changes the instance ref (id or name).
@@ -309,20 +277,15 @@ func (g *Gateway) UpdateChannel(ctx context.Context, ref string, in ChannelInput
 	if err != nil {
 		return ChannelInstance{}, err
 	}
-	m := putChannel{ref: cur.ID.String(), in: in, reply: make(chan channelReply, 1)}
-	return g.channelCmd(ctx, m, cur.ID)
+	return g.channelCmd(ctx, cur.ID, in, false)
 }
 
-func (g *Gateway) channelCmd(ctx context.Context, m putChannel, id uuid.UUID) (ChannelInstance, error) {
-	var err error
-	if m.sealed, m.hint, err = g.sealCreds(id, m.in.Credentials); err != nil {
-		return ChannelInstance{}, err
-	}
-	r, err := ask(ctx, g, m, m.reply)
+func (g *Gateway) channelCmd(ctx context.Context, id uuid.UUID, in ChannelInput, create bool) (ChannelInstance, error) {
+	sealed, hint, err := g.sealCreds(id, in.Credentials)
 	if err != nil {
 		return ChannelInstance{}, err
 	}
-	return r.c, nil
+	return call(ctx, g, func(r *registry) (ChannelInstance, error) { return r.putChannel(id, create, in, sealed, hint) })
 }
 
 // GetChannel finds an instance by id or name; ErrNotFound.
@@ -332,26 +295,21 @@ func (g *Gateway) GetChannel(ctx context.Context, ref string) (ChannelInstance, 
 }
 
 func (g *Gateway) channel(ctx context.Context, ref string) (ChannelInstance, *channelRec, error) {
-	reply := make(chan channelReply, 1)
-	r, err := ask(ctx, g, getChannel{ref: ref, reply: reply}, reply)
+	c, err := read(ctx, g, func(r *registry) (*channelRec, error) { return r.getChannel(ref) })
 	if err != nil {
 		return ChannelInstance{}, nil, err
 	}
-	return r.c, r.rec, nil
+	return c.view(), c, nil
 }
 
 // ListChannels returns every instance, by name.
 func (g *Gateway) ListChannels(ctx context.Context) ([]ChannelInstance, error) {
-	reply := make(chan channelReply, 1)
-	r, err := ask(ctx, g, listChannels{reply: reply}, reply)
-	return r.list, err
+	return read(ctx, g, func(r *registry) ([]ChannelInstance, error) { return r.listChannels(), nil })
 }
 
 // DeleteChannel removes an instance; ErrNotFound.
 func (g *Gateway) DeleteChannel(ctx context.Context, ref string) error {
-	reply := make(chan channelReply, 1)
-	_, err := ask(ctx, g, delChannel{ref: ref, reply: reply}, reply)
-	return err
+	return do(ctx, g, func(r *registry) error { return r.delChannel(ref) })
 }
 
 // ChannelCredentials opens the instance's credentials, to verify or sign

@@ -110,51 +110,18 @@ func validSchema(p json.RawMessage) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-type putTool struct {
-	id     uuid.UUID
-	create bool
-	in     CustomToolInput
-	sealed *[]byte
-	reply  chan toolReply
-}
-
-type getTool struct {
-	ref   string
-	reply chan toolReply
-}
-
-type listTools struct {
-	agent    uuid.UUID // uuid.Nil: all
-	forAgent bool      // the tools an agent runs with: its own and the global ones, enabled
-	reply    chan toolReply
-}
-
-type delTool struct {
-	ref   string
-	reply chan toolReply
-}
-
-type toolReply struct {
-	t    CustomTool
-	recs []*customToolRec
-	err  error
-}
-
-func (r toolReply) failure() error { return r.err }
-
-func (r *registry) putTool(m putTool) toolReply {
+func (r *registry) putTool(id uuid.UUID, create bool, in CustomToolInput, sealed *[]byte) (CustomTool, error) {
 	now := r.clock.Now().UTC()
 	var t customToolRec
-	if m.create {
-		t = customToolRec{ID: m.id, TimeoutSeconds: DefaultToolTimeout, Enabled: true, CreatedAt: now}
+	if create {
+		t = customToolRec{ID: id, TimeoutSeconds: DefaultToolTimeout, Enabled: true, CreatedAt: now}
 	} else {
-		cur, ok := r.part.tools.rows[m.id]
+		cur, ok := r.part.tools.rows[id]
 		if !ok {
-			return toolReply{err: ErrNotFound}
+			return CustomTool{}, ErrNotFound
 		}
 		t = *cur
 	}
-	in := m.in
 	if in.Name != nil {
 		t.Name = *in.Name
 	}
@@ -178,80 +145,82 @@ func (r *registry) putTool(m putTool) toolReply {
 		if *in.AgentID != "" {
 			a, ok := r.part.agents.get(*in.AgentID)
 			if !ok {
-				return toolReply{err: fmt.Errorf("agent_id: agent %q: %w", *in.AgentID, ErrNotFound)}
+				return CustomTool{}, fmt.Errorf("agent_id: agent %q: %w", *in.AgentID, ErrNotFound)
 			}
 			t.AgentID = a.ID
 		}
 	}
-	if in.Parameters != nil || m.create {
+	if in.Parameters != nil || create {
 		p, err := validSchema(in.Parameters)
 		if err != nil {
-			return toolReply{err: err}
+			return CustomTool{}, err
 		}
 		t.Parameters = p
 	}
 	switch {
 	case !toolNameRE.MatchString(t.Name):
-		return toolReply{err: fmt.Errorf("name: a lowercase slug (letters, digits, - and _, at most 64, starting with a letter): %w", ErrInvalid)}
+		return CustomTool{}, fmt.Errorf("name: a lowercase slug (letters, digits, - and _, at most 64, starting with a letter): %w", ErrInvalid)
 	case slices.Contains(BuiltinTools, t.Name):
-		return toolReply{err: fmt.Errorf("name: %q is a built-in tool: %w", t.Name, ErrInvalid)}
+		return CustomTool{}, fmt.Errorf("name: %q is a built-in tool: %w", t.Name, ErrInvalid)
 	case len(t.Command) == 0 || t.Command[0] == "":
-		return toolReply{err: fmt.Errorf("command: required, an argv array such as [\"python3\", \"tool.py\"]: %w", ErrInvalid)}
+		return CustomTool{}, fmt.Errorf("command: required, an argv array such as [\"python3\", \"tool.py\"]: %w", ErrInvalid)
 	case t.TimeoutSeconds < 1 || t.TimeoutSeconds > MaxToolTimeout:
-		return toolReply{err: fmt.Errorf("timeout_seconds: in 1..%d: %w", MaxToolTimeout, ErrInvalid)}
+		return CustomTool{}, fmt.Errorf("timeout_seconds: in 1..%d: %w", MaxToolTimeout, ErrInvalid)
 	case t.WorkingDir != "" && (strings.HasPrefix(t.WorkingDir, "/") || slices.Contains(strings.Split(t.WorkingDir, "/"), "..")):
-		return toolReply{err: fmt.Errorf("working_dir: a relative path inside the agent's workspace: %w", ErrInvalid)}
+		return CustomTool{}, fmt.Errorf("working_dir: a relative path inside the agent's workspace: %w", ErrInvalid)
 	}
 	for _, a := range t.Command {
 		if strings.ContainsRune(a, 0) {
-			return toolReply{err: fmt.Errorf("command: NUL in an argument: %w", ErrInvalid)}
+			return CustomTool{}, fmt.Errorf("command: NUL in an argument: %w", ErrInvalid)
 		}
 	}
 	if o, ok := r.part.tools.named(t.Name); ok && o.ID != t.ID {
-		return toolReply{err: fmt.Errorf("tool %q: %w", t.Name, ErrExists)}
+		return CustomTool{}, fmt.Errorf("tool %q: %w", t.Name, ErrExists)
 	}
-	if m.sealed != nil {
-		t.EnvSealed, t.EnvKeys = *m.sealed, keysOf(in.Env)
+	if sealed != nil {
+		t.EnvSealed, t.EnvKeys = *sealed, keysOf(in.Env)
 		if t.EnvKeys == nil {
 			t.EnvSealed = nil
 		}
 	}
 	t.UpdatedAt = now
-	verb := verbOf(m.create)
+	verb := verbOf(create)
 	au := audit{action: "custom_tool." + verb, entityType: string(kindCustomTool), entityID: t.ID.String(),
 		summary: fmt.Sprintf("%sd custom tool %q running %q", verb, t.Name, t.Command[0])}
 	if err := r.commit(au, entitySaved{&t}); err != nil {
-		return toolReply{err: fmt.Errorf("log custom tool: %w", err)}
+		return CustomTool{}, fmt.Errorf("log custom tool: %w", err)
 	}
-	return toolReply{t: t.view()}
+	return t.view(), nil
 }
 
-func (r *registry) getTool(ref string) toolReply {
+func (r *registry) getTool(ref string) (CustomTool, error) {
 	t, ok := r.part.tools.get(ref)
 	if !ok {
-		return toolReply{err: ErrNotFound}
+		return CustomTool{}, ErrNotFound
 	}
-	return toolReply{t: t.view()}
+	return t.view(), nil
 }
 
-func (r *registry) delTool(ref string) toolReply {
+func (r *registry) delTool(ref string) error {
 	t, ok := r.part.tools.get(ref)
 	if !ok {
-		return toolReply{err: ErrNotFound}
+		return ErrNotFound
 	}
 	au := audit{action: "custom_tool.delete", entityType: string(kindCustomTool), entityID: t.ID.String(), summary: fmt.Sprintf("deleted custom tool %q", t.Name)}
 	if err := r.commit(au, entityDeleted{kind: kindCustomTool, id: t.ID}); err != nil {
-		return toolReply{err: fmt.Errorf("log custom tool delete: %w", err)}
+		return fmt.Errorf("log custom tool delete: %w", err)
 	}
-	return toolReply{}
+	return nil
 }
 
-func (r *registry) listTools(m listTools) []*customToolRec {
+// listTools lists the tools by name: agent's own (uuid.Nil: all), or with
+// forAgent the ones agent runs with (its own and the global ones, enabled).
+func (r *registry) listTools(agent uuid.UUID, forAgent bool) []*customToolRec {
 	var out []*customToolRec
 	for _, t := range r.part.tools.rows {
 		switch {
-		case m.forAgent && (!t.Enabled || (t.AgentID != uuid.Nil && t.AgentID != m.agent)):
-		case !m.forAgent && m.agent != uuid.Nil && t.AgentID != m.agent:
+		case forAgent && (!t.Enabled || (t.AgentID != uuid.Nil && t.AgentID != agent)):
+		case !forAgent && agent != uuid.Nil && t.AgentID != agent:
 		default:
 			out = append(out, t)
 		}
@@ -283,7 +252,7 @@ func (g *Gateway) sealEnv(id uuid.UUID, env map[string]string) (*[]byte, error) 
 // CreateCustomTool stores a new tool. ErrInvalid (naming the field),
 // ErrExists, ErrNotFound (the agent).
 func (g *Gateway) CreateCustomTool(ctx context.Context, in CustomToolInput) (CustomTool, error) {
-	return g.toolCmd(ctx, putTool{id: g.newID(kindCustomTool), create: true, in: in})
+	return g.toolCmd(ctx, g.newID(kindCustomTool), in, true)
 }
 
 // UpdateCustomTool changes the tool ref (id or name).
@@ -292,39 +261,34 @@ func (g *Gateway) UpdateCustomTool(ctx context.Context, ref string, in CustomToo
 	if err != nil {
 		return CustomTool{}, err
 	}
-	return g.toolCmd(ctx, putTool{id: cur.ID, in: in})
+	return g.toolCmd(ctx, cur.ID, in, false)
 }
 
-func (g *Gateway) toolCmd(ctx context.Context, m putTool) (CustomTool, error) {
+func (g *Gateway) toolCmd(ctx context.Context, id uuid.UUID, in CustomToolInput, create bool) (CustomTool, error) {
 	if !g.cfg.ToolsExecEnabled {
 		return CustomTool{}, fmt.Errorf("custom tools run commands on the host: set tools.exec_enabled to allow them: %w", ErrDisabled)
 	}
-	var err error
-	if m.sealed, err = g.sealEnv(m.id, m.in.Env); err != nil {
+	sealed, err := g.sealEnv(id, in.Env)
+	if err != nil {
 		return CustomTool{}, err
 	}
-	m.reply = make(chan toolReply, 1)
-	r, err := ask(ctx, g, m, m.reply)
-	return r.t, err
+	return call(ctx, g, func(r *registry) (CustomTool, error) { return r.putTool(id, create, in, sealed) })
 }
 
 // GetCustomTool finds a tool by id or name; ErrNotFound.
 func (g *Gateway) GetCustomTool(ctx context.Context, ref string) (CustomTool, error) {
-	reply := make(chan toolReply, 1)
-	r, err := ask(ctx, g, getTool{ref: ref, reply: reply}, reply)
-	return r.t, err
+	return read(ctx, g, func(r *registry) (CustomTool, error) { return r.getTool(ref) })
 }
 
 // ListCustomTools lists the tools, by name; agent (uuid.Nil: all) keeps
 // that agent's own tools only.
 func (g *Gateway) ListCustomTools(ctx context.Context, agent uuid.UUID) ([]CustomTool, error) {
-	reply := make(chan toolReply, 1)
-	r, err := ask(ctx, g, listTools{agent: agent, reply: reply}, reply)
+	recs, err := g.tools(ctx, agent, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]CustomTool, len(r.recs))
-	for i, t := range r.recs {
+	out := make([]CustomTool, len(recs))
+	for i, t := range recs {
 		out[i] = t.view()
 	}
 	return out, nil
@@ -332,9 +296,12 @@ func (g *Gateway) ListCustomTools(ctx context.Context, agent uuid.UUID) ([]Custo
 
 // DeleteCustomTool removes a tool; ErrNotFound.
 func (g *Gateway) DeleteCustomTool(ctx context.Context, ref string) error {
-	reply := make(chan toolReply, 1)
-	_, err := ask(ctx, g, delTool{ref: ref, reply: reply}, reply)
-	return err
+	return do(ctx, g, func(r *registry) error { return r.delTool(ref) })
+}
+
+// tools reads the tools by name (see registry.listTools).
+func (g *Gateway) tools(ctx context.Context, agent uuid.UUID, forAgent bool) ([]*customToolRec, error) {
+	return read(ctx, g, func(r *registry) ([]*customToolRec, error) { return r.listTools(agent, forAgent), nil })
 }
 
 // RunnableTool is a custom tool with its env opened, to run it.
@@ -349,13 +316,12 @@ func (g *Gateway) AgentCustomTools(ctx context.Context, agent uuid.UUID) ([]Runn
 	if !g.cfg.ToolsExecEnabled || g.cfg.WorkspaceDir == "" {
 		return nil, nil
 	}
-	reply := make(chan toolReply, 1)
-	r, err := ask(ctx, g, listTools{agent: agent, forAgent: true, reply: reply}, reply)
+	recs, err := g.tools(ctx, agent, true)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]RunnableTool, 0, len(r.recs))
-	for _, t := range r.recs {
+	out := make([]RunnableTool, 0, len(recs))
+	for _, t := range recs {
 		rt := RunnableTool{CustomTool: t.view(), Env: map[string]string{}}
 		if err := g.openJSON(t.EnvSealed, t.ID, &rt.Env); err != nil {
 			return nil, fmt.Errorf("custom tool %s env: %w", t.ID, err)

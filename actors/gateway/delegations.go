@@ -52,22 +52,6 @@ func (f DelegationFilter) matches(d *delegationRec) bool {
 		(f.UserID == "" || d.UserID == f.UserID) && (f.Status == "" || d.Status == f.Status)
 }
 
-type putDelegation struct {
-	rec   delegationRec
-	reply chan error
-}
-
-type queryDelegations struct {
-	f     DelegationFilter
-	id    uuid.UUID
-	reply chan delegationReply
-}
-
-type delegationReply struct {
-	list  []Delegation
-	total int
-}
-
 func truncateText(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -90,50 +74,53 @@ func (g *Gateway) RecordDelegation(ctx context.Context, d Delegation) (Delegatio
 	}
 	d.Task, d.Result = truncateText(d.Task, MaxDelegationText), truncateText(d.Result, MaxDelegationText)
 	d.CreatedAt, d.CompletedAt = d.CreatedAt.UTC(), d.CompletedAt.UTC()
-	m := putDelegation{rec: delegationRec(d), reply: make(chan error, 1)}
-	g.root.Send(g.registry, m)
-	err, werr := await(ctx, m.reply)
-	return d, cmpErr(err, werr)
+	rec := delegationRec(d)
+	return d, do(ctx, g, func(r *registry) error { return r.putDelegation(rec) })
 }
 
-func (r *registry) putDelegation(m putDelegation) error {
-	d := m.rec
+func (r *registry) putDelegation(d delegationRec) error {
 	if err := commit(r.log, r.part, entitySaved{&d}); err != nil {
 		return fmt.Errorf("log delegation: %w", err)
 	}
 	return nil
 }
 
-func (r *registry) queryDelegations(m queryDelegations) delegationReply {
-	ds := r.part.delegations.newest(func(d *delegationRec) bool {
-		return (m.id == uuid.Nil || d.ID == m.id) && m.f.matches(d)
+// queryDelegations returns the delegations matching f (and id, unless
+// uuid.Nil), newest first.
+func (r *registry) queryDelegations(f DelegationFilter, id uuid.UUID) []*delegationRec {
+	return r.part.delegations.newest(func(d *delegationRec) bool {
+		return (id == uuid.Nil || d.ID == id) && f.matches(d)
 	})
-	lo, hi := page(len(ds), m.f.Offset, m.f.Limit, 50)
-	out := make([]Delegation, 0, hi-lo)
-	for _, d := range ds[lo:hi] {
-		out = append(out, d.view())
-	}
-	return delegationReply{list: out, total: len(ds)}
 }
 
 // Delegations lists delegations matching f, newest first, with the total.
 func (g *Gateway) Delegations(ctx context.Context, f DelegationFilter) ([]Delegation, int, error) {
-	reply := make(chan delegationReply, 1)
-	g.root.Send(g.registry, queryDelegations{f: f, reply: reply})
-	r, err := await(ctx, reply)
-	return r.list, r.total, err
+	ds, err := g.delegations(ctx, f, uuid.Nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	lo, hi := page(len(ds), f.Offset, f.Limit, 50)
+	out := make([]Delegation, 0, hi-lo)
+	for _, d := range ds[lo:hi] {
+		out = append(out, d.view())
+	}
+	return out, len(ds), nil
+}
+
+// delegations reads the delegations matching f and id (uuid.Nil: any),
+// newest first.
+func (g *Gateway) delegations(ctx context.Context, f DelegationFilter, id uuid.UUID) ([]*delegationRec, error) {
+	return read(ctx, g, func(r *registry) ([]*delegationRec, error) { return r.queryDelegations(f, id), nil })
 }
 
 // Delegation returns one delegation; ErrNotFound.
 func (g *Gateway) Delegation(ctx context.Context, id uuid.UUID) (Delegation, error) {
-	reply := make(chan delegationReply, 1)
-	g.root.Send(g.registry, queryDelegations{id: id, f: DelegationFilter{Limit: 1}, reply: reply})
-	r, err := await(ctx, reply)
+	ds, err := g.delegations(ctx, DelegationFilter{}, id)
 	if err != nil {
 		return Delegation{}, err
 	}
-	if len(r.list) == 0 {
+	if len(ds) == 0 {
 		return Delegation{}, ErrNotFound
 	}
-	return r.list[0], nil
+	return ds[0].view(), nil
 }

@@ -45,44 +45,6 @@ type ContextFile struct {
 	Content   string    `json:"content"`
 }
 
-type putUserFile struct {
-	ref, caller, user, name, content string
-	reply                            chan filesReply
-}
-
-type listUserFiles struct {
-	ref, caller, user string
-	reply             chan filesReply
-}
-
-// agentAccess resolves ref for caller: the agent and whether caller may
-// see every user's instance (its owner and operators).
-type agentAccess struct {
-	ref, caller string
-	reply       chan accessReply
-}
-
-type accessReply struct {
-	id      uuid.UUID
-	manager bool
-	err     error
-}
-
-func (r accessReply) failure() error { return r.err }
-
-type userContext struct {
-	agent uuid.UUID
-	user  string
-	reply chan string
-}
-
-type filesReply struct {
-	files []ContextFile
-	err   error
-}
-
-func (r filesReply) failure() error { return r.err }
-
 type queryInstances struct {
 	agent uuid.UUID
 	reply chan []Instance
@@ -97,35 +59,43 @@ func (r *registry) access(ref, caller string) (*agentRec, bool, error) {
 	return a, a.OwnerID == caller || a.roleOf(caller) == ShareOperator, nil
 }
 
-func (r *registry) putUserFile(m putUserFile) filesReply {
-	a, _, err := r.access(m.ref, m.caller)
+func (r *registry) putUserFile(ref, caller, user, name, content string) ([]ContextFile, error) {
+	a, _, err := r.access(ref, caller)
 	switch {
 	case err != nil:
-		return filesReply{err: err}
-	case m.caller != m.user:
-		return filesReply{err: fmt.Errorf("only %s may write their own %s: %w", m.user, UserFileName, ErrForbidden)}
-	case m.name != UserFileName:
-		return filesReply{err: fmt.Errorf("only %s can be updated, not %q: %w", UserFileName, m.name, ErrForbidden)}
+		return nil, err
+	case caller != user:
+		return nil, fmt.Errorf("only %s may write their own %s: %w", user, UserFileName, ErrForbidden)
+	case name != UserFileName:
+		return nil, fmt.Errorf("only %s can be updated, not %q: %w", UserFileName, name, ErrForbidden)
 	}
-	f := &userFileRec{ID: userFileID(a.ID, m.user, m.name), AgentID: a.ID, UserID: m.user, Name: m.name,
-		Content: m.content, UpdatedAt: r.clock.Now().UTC()}
+	f := &userFileRec{ID: userFileID(a.ID, user, name), AgentID: a.ID, UserID: user, Name: name,
+		Content: content, UpdatedAt: r.clock.Now().UTC()}
 	au := audit{action: "user_file.update", entityType: string(kindAgent), entityID: a.ID.String(),
-		summary: fmt.Sprintf("updated %s of user %q on agent %q (%d bytes)", m.name, m.user, a.AgentKey, len(m.content))}
+		summary: fmt.Sprintf("updated %s of user %q on agent %q (%d bytes)", name, user, a.AgentKey, len(content))}
 	if err := r.commit(au, entitySaved{f}); err != nil {
-		return filesReply{err: fmt.Errorf("log user file: %w", err)}
+		return nil, fmt.Errorf("log user file: %w", err)
 	}
-	return filesReply{files: r.files(a, m.user)}
+	return r.files(a, user), nil
 }
 
-func (r *registry) listUserFiles(m listUserFiles) filesReply {
-	a, manager, err := r.access(m.ref, m.caller)
+func (r *registry) listUserFiles(ref, caller, user string) ([]ContextFile, error) {
+	a, manager, err := r.access(ref, caller)
 	switch {
 	case err != nil:
-		return filesReply{err: err}
-	case m.caller != m.user && !manager:
-		return filesReply{err: fmt.Errorf("another user's files: %w", ErrForbidden)}
+		return nil, err
+	case caller != user && !manager:
+		return nil, fmt.Errorf("another user's files: %w", ErrForbidden)
 	}
-	return filesReply{files: r.files(a, m.user)}
+	return r.files(a, user), nil
+}
+
+// userContext is user's USER.md for agent ("" when none).
+func (r *registry) userContext(agent uuid.UUID, user string) string {
+	if f := r.part.userFiles.rows[userFileID(agent, user, UserFileName)]; f != nil {
+		return f.Content
+	}
+	return ""
 }
 
 // files lists user's context files for agent a.
@@ -150,32 +120,35 @@ func (g *Gateway) PutUserFile(ctx context.Context, caller, ref, user, name, cont
 	if !utf8.ValidString(content) {
 		return nil, fmt.Errorf("%s must be UTF-8 text: %w", name, ErrInvalid)
 	}
-	reply := make(chan filesReply, 1)
-	r, err := ask(ctx, g, putUserFile{ref: ref, caller: caller, user: user, name: name, content: content, reply: reply}, reply)
-	return r.files, err
+	return call(ctx, g, func(r *registry) ([]ContextFile, error) { return r.putUserFile(ref, caller, user, name, content) })
 }
 
 // UserFiles lists user's context files for the agent: for that user, and
 // for the agent's owner and operators.
 func (g *Gateway) UserFiles(ctx context.Context, caller, ref, user string) ([]ContextFile, error) {
-	reply := make(chan filesReply, 1)
-	r, err := ask(ctx, g, listUserFiles{ref: ref, caller: caller, user: user, reply: reply}, reply)
-	return r.files, err
+	return read(ctx, g, func(r *registry) ([]ContextFile, error) { return r.listUserFiles(ref, caller, user) })
 }
 
 // UserContext returns user's USER.md for agent ("" when none): what a run
 // of that user sends the provider.
 func (g *Gateway) UserContext(ctx context.Context, agent uuid.UUID, user string) (string, error) {
-	reply := make(chan string, 1)
-	g.send(ctx, g.registry, userContext{agent: agent, user: user, reply: reply})
-	return await(ctx, reply)
+	return read(ctx, g, func(r *registry) (string, error) { return r.userContext(agent, user), nil })
 }
 
 // Instances lists the agent's instances: every user's for its owner and
 // operators, the caller's own for a user it is shared with.
 func (g *Gateway) Instances(ctx context.Context, caller, ref string) ([]Instance, error) {
-	ar := make(chan accessReply, 1)
-	acc, err := ask(ctx, g, agentAccess{ref: ref, caller: caller, reply: ar}, ar)
+	type access struct {
+		id      uuid.UUID
+		manager bool
+	}
+	acc, err := read(ctx, g, func(r *registry) (access, error) {
+		a, manager, err := r.access(ref, caller)
+		if err != nil {
+			return access{}, err
+		}
+		return access{a.ID, manager}, nil
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -171,53 +171,18 @@ func keysOf(m map[string]string) []string {
 	return out
 }
 
-type putMCP struct {
-	id      uuid.UUID
-	create  bool
-	in      MCPServerInput
-	sealed  *[]byte
-	secrets *MCPSecrets // the keys of what sealed holds
-	reply   chan mcpReply
-}
-
-type getMCP struct {
-	ref   string
-	reply chan mcpReply
-}
-
-type listMCP struct{ reply chan mcpReply }
-
-type delMCP struct {
-	ref   string
-	reply chan mcpReply
-}
-
-type mcpReply struct {
-	s      MCPServer
-	rec    *mcpServerRec
-	list   []MCPServer
-	grants []MCPGrant
-	grant  MCPGrant
-	req    MCPRequest
-	reqs   []MCPRequest
-	err    error
-}
-
-func (r mcpReply) failure() error { return r.err }
-
-func (r *registry) putMCP(m putMCP) mcpReply {
+func (r *registry) putMCP(id uuid.UUID, create bool, in MCPServerInput, sealed *[]byte, sec *MCPSecrets) (MCPServer, error) {
 	now := r.clock.Now().UTC()
 	var s mcpServerRec
-	if m.create {
-		s = mcpServerRec{ID: m.id, TimeoutSec: 60, Enabled: true, CreatedAt: now}
+	if create {
+		s = mcpServerRec{ID: id, TimeoutSec: 60, Enabled: true, CreatedAt: now}
 	} else {
-		cur, ok := r.part.mcpServers.rows[m.id]
+		cur, ok := r.part.mcpServers.rows[id]
 		if !ok {
-			return mcpReply{err: ErrNotFound}
+			return MCPServer{}, ErrNotFound
 		}
 		s = *cur
 	}
-	in := m.in
 	set := func(dst *string, v *string) {
 		if v != nil {
 			*dst = *v
@@ -243,49 +208,49 @@ func (r *registry) putMCP(m putMCP) mcpReply {
 	}
 	switch {
 	case !channelNameRE.MatchString(s.Name):
-		return mcpReply{err: fmt.Errorf("name: lowercase letters, digits, - and _, at most 64: %w", ErrInvalid)}
+		return MCPServer{}, fmt.Errorf("name: lowercase letters, digits, - and _, at most 64: %w", ErrInvalid)
 	case s.ToolPrefix != "" && !toolNameRE.MatchString(s.ToolPrefix):
-		return mcpReply{err: fmt.Errorf("tool_prefix: a lowercase slug: %w", ErrInvalid)}
+		return MCPServer{}, fmt.Errorf("tool_prefix: a lowercase slug: %w", ErrInvalid)
 	case s.TimeoutSec < 1 || s.TimeoutSec > MaxToolTimeout:
-		return mcpReply{err: fmt.Errorf("timeout_sec: in 1..%d: %w", MaxToolTimeout, ErrInvalid)}
+		return MCPServer{}, fmt.Errorf("timeout_sec: in 1..%d: %w", MaxToolTimeout, ErrInvalid)
 	}
 	switch s.Transport {
 	case MCPStdio:
 		if s.Command == "" {
-			return mcpReply{err: fmt.Errorf("command: required for the stdio transport: %w", ErrInvalid)}
+			return MCPServer{}, fmt.Errorf("command: required for the stdio transport: %w", ErrInvalid)
 		}
 		s.URL = ""
 	case MCPStreamable, MCPSSE:
 		u, err := url.Parse(s.URL)
 		if s.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return mcpReply{err: fmt.Errorf("url: an http(s) URL without credentials (put them in headers): %w", ErrInvalid)}
+			return MCPServer{}, fmt.Errorf("url: an http(s) URL without credentials (put them in headers): %w", ErrInvalid)
 		}
 		s.Command, s.Args = "", nil
 	default:
-		return mcpReply{err: fmt.Errorf("transport: stdio, streamable-http or sse: %w", ErrInvalid)}
+		return MCPServer{}, fmt.Errorf("transport: stdio, streamable-http or sse: %w", ErrInvalid)
 	}
 	if o, ok := r.part.mcpServers.named(s.Name); ok && o.ID != s.ID {
-		return mcpReply{err: fmt.Errorf("mcp server %q: %w", s.Name, ErrExists)}
+		return MCPServer{}, fmt.Errorf("mcp server %q: %w", s.Name, ErrExists)
 	}
-	if m.sealed != nil {
-		s.Sealed, s.HeaderKeys, s.EnvKeys = *m.sealed, keysOf(m.secrets.Headers), keysOf(m.secrets.Env)
+	if sealed != nil {
+		s.Sealed, s.HeaderKeys, s.EnvKeys = *sealed, keysOf(sec.Headers), keysOf(sec.Env)
 	}
 	s.UpdatedAt = now
-	verb := verbOf(m.create)
+	verb := verbOf(create)
 	au := audit{action: "mcp_server." + verb, entityType: string(kindMCPServer), entityID: s.ID.String(),
 		summary: fmt.Sprintf("%sd MCP server %q (%s)", verb, s.Name, s.Transport)}
 	if err := r.commit(au, entitySaved{&s}); err != nil {
-		return mcpReply{err: fmt.Errorf("log mcp server: %w", err)}
+		return MCPServer{}, fmt.Errorf("log mcp server: %w", err)
 	}
-	return mcpReply{s: s.view(), rec: &s}
+	return s.view(), nil
 }
 
-func (r *registry) getMCP(ref string) mcpReply {
+func (r *registry) getMCP(ref string) (*mcpServerRec, error) {
 	s, ok := r.part.mcpServers.get(ref)
 	if !ok {
-		return mcpReply{err: ErrNotFound}
+		return nil, ErrNotFound
 	}
-	return mcpReply{s: s.view(), rec: s}
+	return s, nil
 }
 
 // listMCP lists the servers by name.
@@ -298,19 +263,19 @@ func (r *registry) listMCP() []MCPServer {
 	return list
 }
 
-func (r *registry) delMCP(ref string) mcpReply {
+func (r *registry) delMCP(ref string) (uuid.UUID, error) {
 	s, ok := r.part.mcpServers.get(ref)
 	if !ok {
-		return mcpReply{err: ErrNotFound}
+		return uuid.Nil, ErrNotFound
 	}
 	evs := []event{entityDeleted{kind: kindMCPServer, id: s.ID}}
 	evs = r.part.mcpGrants.deletes(evs, func(g *mcpGrantRec) bool { return g.ServerID == s.ID })
 	evs = r.part.mcpRequests.deletes(evs, func(q *mcpRequestRec) bool { return q.ServerID == s.ID })
 	au := audit{action: "mcp_server.delete", entityType: string(kindMCPServer), entityID: s.ID.String(), summary: fmt.Sprintf("deleted MCP server %q with its grants and requests", s.Name)}
 	if err := r.commit(au, evs...); err != nil {
-		return mcpReply{err: fmt.Errorf("log mcp server delete: %w", err)}
+		return uuid.Nil, fmt.Errorf("log mcp server delete: %w", err)
 	}
-	return mcpReply{rec: s}
+	return s.ID, nil
 }
 
 // sealMCP seals a server's secrets (both maps; a nil map keeps the
@@ -372,49 +337,44 @@ func (g *Gateway) mcpCmd(ctx context.Context, id uuid.UUID, in MCPServerInput, c
 	if err != nil {
 		return MCPServer{}, err
 	}
-	m := putMCP{id: id, create: create, in: in, sealed: sealed, secrets: sec, reply: make(chan mcpReply, 1)}
-	r, err := ask(ctx, g, m, m.reply)
-	if err != nil {
-		return MCPServer{}, err
-	}
-	return r.s, nil // a stdio server with exec off never runs (MCPAccessFor)
+	// A stdio server with exec off never runs (MCPAccessFor).
+	return call(ctx, g, func(r *registry) (MCPServer, error) { return r.putMCP(id, create, in, sealed, sec) })
 }
 
 // GetMCPServer finds a server by id or name; ErrNotFound.
 func (g *Gateway) GetMCPServer(ctx context.Context, ref string) (MCPServer, error) {
-	reply := make(chan mcpReply, 1)
-	r, err := ask(ctx, g, getMCP{ref: ref, reply: reply}, reply)
-	return r.s, err
+	s, err := g.mcpServer(ctx, ref)
+	if err != nil {
+		return MCPServer{}, err
+	}
+	return s.view(), nil
+}
+
+// mcpServer finds a server's record by id or name; ErrNotFound.
+func (g *Gateway) mcpServer(ctx context.Context, ref string) (*mcpServerRec, error) {
+	return read(ctx, g, func(r *registry) (*mcpServerRec, error) { return r.getMCP(ref) })
 }
 
 // ListMCPServers lists the servers by name.
 func (g *Gateway) ListMCPServers(ctx context.Context) ([]MCPServer, error) {
-	reply := make(chan mcpReply, 1)
-	r, err := ask(ctx, g, listMCP{reply: reply}, reply)
-	return r.list, err
+	return read(ctx, g, func(r *registry) ([]MCPServer, error) { return r.listMCP(), nil })
 }
 
 // DeleteMCPServer removes a server with its grants and requests and
 // returns its id; ErrNotFound.
 func (g *Gateway) DeleteMCPServer(ctx context.Context, ref string) (uuid.UUID, error) {
-	reply := make(chan mcpReply, 1)
-	r, err := ask(ctx, g, delMCP{ref: ref, reply: reply}, reply)
-	if err != nil {
-		return uuid.Nil, err
-	}
-	return r.rec.ID, nil
+	return call(ctx, g, func(r *registry) (uuid.UUID, error) { return r.delMCP(ref) })
 }
 
 // MCPServerSecrets returns a server with its secrets opened, to connect
 // to it only.
 func (g *Gateway) MCPServerSecrets(ctx context.Context, ref string) (MCPServer, MCPSecrets, error) {
-	reply := make(chan mcpReply, 1)
-	r, err := ask(ctx, g, getMCP{ref: ref, reply: reply}, reply)
+	s, err := g.mcpServer(ctx, ref)
 	if err != nil {
 		return MCPServer{}, MCPSecrets{}, err
 	}
-	sec, err := g.openMCP(r.rec)
-	return r.s, sec, err
+	sec, err := g.openMCP(s)
+	return s.view(), sec, err
 }
 
 // openMCP opens a server's sealed headers and env. A server whose secrets
@@ -436,21 +396,15 @@ type MCPAccess struct {
 	Grants  []MCPGrant
 }
 
-type accessMCP struct {
-	agent uuid.UUID
-	user  string
-	reply chan []accessRow
-}
-
 type accessRow struct {
 	rec    *mcpServerRec
 	grants []MCPGrant
 }
 
-func (r *registry) accessMCP(m accessMCP) []accessRow {
+func (r *registry) accessMCP(agent uuid.UUID, user string) []accessRow {
 	by := map[uuid.UUID]*accessRow{}
 	for _, g := range r.part.mcpGrants.rows {
-		if (g.SubjectType == GrantAgent && g.Subject == m.agent.String()) || (g.SubjectType == GrantUser && m.user != "" && g.Subject == m.user) {
+		if (g.SubjectType == GrantAgent && g.Subject == agent.String()) || (g.SubjectType == GrantUser && user != "" && g.Subject == user) {
 			s, ok := r.part.mcpServers.rows[g.ServerID]
 			if !ok || !s.Enabled {
 				continue
@@ -475,9 +429,7 @@ func (r *registry) accessMCP(m accessMCP) []accessRow {
 // (a grant to the agent or to the user), secrets opened. Stdio servers
 // are left out unless tools.exec_enabled.
 func (g *Gateway) MCPAccessFor(ctx context.Context, agent uuid.UUID, user string) ([]MCPAccess, error) {
-	reply := make(chan []accessRow, 1)
-	g.root.Send(g.registry, accessMCP{agent: agent, user: user, reply: reply})
-	rows, err := await(ctx, reply)
+	rows, err := read(ctx, g, func(r *registry) ([]accessRow, error) { return r.accessMCP(agent, user), nil })
 	if err != nil {
 		return nil, err
 	}
@@ -505,33 +457,15 @@ func (g *Gateway) MCPWorkspace(server uuid.UUID) string {
 
 // Grants and requests.
 
-type putGrant struct {
-	server  string
-	grant   MCPGrant // subject type and subject (resolved), allow, deny
-	agentRf string   // the agent ref, for GrantAgent
-	reply   chan mcpReply
-}
-
-type delGrant struct {
-	server, typ, subject string
-	reply                chan mcpReply
-}
-
-type listGrants struct {
-	agent string
-	reply chan mcpReply
-}
-
-func (r *registry) putGrant(m putGrant) mcpReply {
-	s, ok := r.part.mcpServers.get(m.server)
+func (r *registry) putGrant(server string, g MCPGrant, agentRef string) (MCPGrant, error) {
+	s, ok := r.part.mcpServers.get(server)
 	if !ok {
-		return mcpReply{err: fmt.Errorf("mcp server %q: %w", m.server, ErrNotFound)}
+		return MCPGrant{}, fmt.Errorf("mcp server %q: %w", server, ErrNotFound)
 	}
-	g := m.grant
 	if g.SubjectType == GrantAgent {
-		a, ok := r.part.agents.get(m.agentRf)
+		a, ok := r.part.agents.get(agentRef)
 		if !ok {
-			return mcpReply{err: fmt.Errorf("agent_id: agent %q: %w", m.agentRf, ErrNotFound)}
+			return MCPGrant{}, fmt.Errorf("agent_id: agent %q: %w", agentRef, ErrNotFound)
 		}
 		g.Subject = a.ID.String()
 	}
@@ -540,38 +474,37 @@ func (r *registry) putGrant(m putGrant) mcpReply {
 	au := audit{action: "mcp_grant.create", entityType: string(kindMCPServer), entityID: s.ID.String(),
 		summary: fmt.Sprintf("granted MCP server %q to %s %s", s.Name, g.SubjectType, g.Subject)}
 	if err := r.commit(au, entitySaved{&rec}); err != nil {
-		return mcpReply{err: fmt.Errorf("log grant: %w", err)}
+		return MCPGrant{}, fmt.Errorf("log grant: %w", err)
 	}
-	return mcpReply{grant: rec.view()}
+	return rec.view(), nil
 }
 
-func (r *registry) delGrant(m delGrant) mcpReply {
-	s, ok := r.part.mcpServers.get(m.server)
+func (r *registry) delGrant(server, typ, subject string) error {
+	s, ok := r.part.mcpServers.get(server)
 	if !ok {
-		return mcpReply{err: ErrNotFound}
+		return ErrNotFound
 	}
-	subject := m.subject
-	if m.typ == GrantAgent {
+	if typ == GrantAgent {
 		if a, ok := r.part.agents.get(subject); ok {
 			subject = a.ID.String()
 		}
 	}
-	id := grantID(s.ID, m.typ, subject)
+	id := grantID(s.ID, typ, subject)
 	if _, ok := r.part.mcpGrants.rows[id]; !ok {
-		return mcpReply{err: ErrNotFound}
+		return ErrNotFound
 	}
 	au := audit{action: "mcp_grant.delete", entityType: string(kindMCPServer), entityID: s.ID.String(),
-		summary: fmt.Sprintf("revoked MCP server %q from %s %s", s.Name, m.typ, subject)}
+		summary: fmt.Sprintf("revoked MCP server %q from %s %s", s.Name, typ, subject)}
 	if err := r.commit(au, entityDeleted{kind: kindMCPGrant, id: id}); err != nil {
-		return mcpReply{err: fmt.Errorf("log grant delete: %w", err)}
+		return fmt.Errorf("log grant delete: %w", err)
 	}
-	return mcpReply{}
+	return nil
 }
 
-func (r *registry) listGrants(agentRef string) mcpReply {
+func (r *registry) listGrants(agentRef string) ([]MCPGrant, error) {
 	a, ok := r.part.agents.get(agentRef)
 	if !ok {
-		return mcpReply{err: ErrNotFound}
+		return nil, ErrNotFound
 	}
 	var out []MCPGrant
 	for _, g := range r.part.mcpGrants.rows {
@@ -580,7 +513,7 @@ func (r *registry) listGrants(agentRef string) mcpReply {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ServerID.String() < out[j].ServerID.String() })
-	return mcpReply{grants: out}
+	return out, nil
 }
 
 // GrantMCP grants server ref to an agent (agentRef) or a user. Granting
@@ -595,56 +528,29 @@ func (g *Gateway) GrantMCP(ctx context.Context, server, subjectType, subject str
 	case subjectType != GrantUser && subjectType != GrantAgent:
 		return MCPGrant{}, fmt.Errorf("subject: agent or user: %w", ErrInvalid)
 	}
-	m := putGrant{server: server, grant: gr, agentRf: subject, reply: make(chan mcpReply, 1)}
-	r, err := ask(ctx, g, m, m.reply)
-	return r.grant, err
+	return call(ctx, g, func(r *registry) (MCPGrant, error) { return r.putGrant(server, gr, subject) })
 }
 
 // RevokeMCP removes a grant; ErrNotFound.
 func (g *Gateway) RevokeMCP(ctx context.Context, server, subjectType, subject string) error {
-	reply := make(chan mcpReply, 1)
-	_, err := ask(ctx, g, delGrant{server: server, typ: subjectType, subject: subject, reply: reply}, reply)
-	return err
+	return do(ctx, g, func(r *registry) error { return r.delGrant(server, subjectType, subject) })
 }
 
 // AgentMCPGrants lists the grants to agent ref; ErrNotFound.
 func (g *Gateway) AgentMCPGrants(ctx context.Context, agentRef string) ([]MCPGrant, error) {
-	reply := make(chan mcpReply, 1)
-	r, err := ask(ctx, g, listGrants{agent: agentRef, reply: reply}, reply)
-	return r.grants, err
+	return read(ctx, g, func(r *registry) ([]MCPGrant, error) { return r.listGrants(agentRef) })
 }
 
-type putRequest struct {
-	req      mcpRequestRec
-	server   string
-	agentRef string
-	reply    chan mcpReply
-}
-
-type listRequests struct {
-	status, user string
-	reply        chan mcpReply
-}
-
-type reviewRequest struct {
-	id       uuid.UUID
-	approved bool
-	note     string
-	reviewer string
-	reply    chan mcpReply
-}
-
-func (r *registry) putRequest(m putRequest) mcpReply {
-	s, ok := r.part.mcpServers.get(m.server)
+func (r *registry) putRequest(q mcpRequestRec, server, agentRef string) (MCPRequest, error) {
+	s, ok := r.part.mcpServers.get(server)
 	if !ok {
-		return mcpReply{err: fmt.Errorf("server_id: mcp server %q: %w", m.server, ErrNotFound)}
+		return MCPRequest{}, fmt.Errorf("server_id: mcp server %q: %w", server, ErrNotFound)
 	}
-	q := m.req
 	q.ServerID, q.Status, q.CreatedAt = s.ID, RequestPending, r.clock.Now().UTC()
-	if m.agentRef != "" {
-		a, ok := r.part.agents.get(m.agentRef)
+	if agentRef != "" {
+		a, ok := r.part.agents.get(agentRef)
 		if !ok || !a.canUse(q.UserID) {
-			return mcpReply{err: fmt.Errorf("agent_id: agent %q: %w", m.agentRef, ErrNotFound)}
+			return MCPRequest{}, fmt.Errorf("agent_id: agent %q: %w", agentRef, ErrNotFound)
 		}
 		id := a.ID
 		q.AgentID = &id
@@ -652,15 +558,15 @@ func (r *registry) putRequest(m putRequest) mcpReply {
 	au := audit{action: "mcp_request.create", entityType: string(kindMCPRequest), entityID: q.ID.String(),
 		summary: fmt.Sprintf("%s asked for MCP server %q", q.UserID, s.Name)}
 	if err := r.commit(au, entitySaved{&q}); err != nil {
-		return mcpReply{err: fmt.Errorf("log request: %w", err)}
+		return MCPRequest{}, fmt.Errorf("log request: %w", err)
 	}
-	return mcpReply{req: q.view()}
+	return q.view(), nil
 }
 
-func (r *registry) listRequests(m listRequests) []MCPRequest {
+func (r *registry) listRequests(status, user string) []MCPRequest {
 	var out []MCPRequest
 	for _, q := range r.part.mcpRequests.rows {
-		if (m.status == "" || q.Status == m.status) && (m.user == "" || q.UserID == m.user) {
+		if (status == "" || q.Status == status) && (user == "" || q.UserID == user) {
 			out = append(out, q.view())
 		}
 	}
@@ -670,19 +576,19 @@ func (r *registry) listRequests(m listRequests) []MCPRequest {
 
 // reviewRequest approves (creating the grant in the same write) or denies
 // a pending request; a request already reviewed is ErrInUse.
-func (r *registry) reviewRequest(m reviewRequest) mcpReply {
-	q, ok := r.part.mcpRequests.rows[m.id]
+func (r *registry) reviewRequest(id uuid.UUID, approved bool, note, reviewer string) (MCPRequest, error) {
+	q, ok := r.part.mcpRequests.rows[id]
 	switch {
 	case !ok:
-		return mcpReply{err: ErrNotFound}
+		return MCPRequest{}, ErrNotFound
 	case q.Status != RequestPending:
-		return mcpReply{err: fmt.Errorf("request %s was %s already: %w", q.ID, q.Status, ErrInUse)}
+		return MCPRequest{}, fmt.Errorf("request %s was %s already: %w", q.ID, q.Status, ErrInUse)
 	}
 	next := *q
 	now := r.clock.Now().UTC()
-	next.Status, next.Reviewer, next.Note, next.ReviewedAt = RequestDenied, m.reviewer, m.note, &now
+	next.Status, next.Reviewer, next.Note, next.ReviewedAt = RequestDenied, reviewer, note, &now
 	evs := []event{}
-	if m.approved {
+	if approved {
 		next.Status = RequestApproved
 		typ, subject := GrantUser, q.UserID
 		if q.AgentID != nil {
@@ -696,9 +602,9 @@ func (r *registry) reviewRequest(m reviewRequest) mcpReply {
 	au := audit{action: "mcp_request.review", entityType: string(kindMCPRequest), entityID: q.ID.String(),
 		summary: fmt.Sprintf("%s the request of %s", next.Status, q.UserID)}
 	if err := r.commit(au, evs...); err != nil {
-		return mcpReply{err: fmt.Errorf("log review: %w", err)}
+		return MCPRequest{}, fmt.Errorf("log review: %w", err)
 	}
-	return mcpReply{req: next.view()}
+	return next.view(), nil
 }
 
 // RequestMCP files user's request for server ref, for agentRef (one they
@@ -711,23 +617,19 @@ func (g *Gateway) RequestMCP(ctx context.Context, user, server, agentRef, reason
 	if err != nil {
 		return MCPRequest{}, err
 	}
-	m := putRequest{req: mcpRequestRec{ID: id, UserID: user, Reason: truncateText(reason, 1000)}, server: server, agentRef: agentRef, reply: make(chan mcpReply, 1)}
-	r, err := ask(ctx, g, m, m.reply)
-	return r.req, err
+	q := mcpRequestRec{ID: id, UserID: user, Reason: truncateText(reason, 1000)}
+	return call(ctx, g, func(r *registry) (MCPRequest, error) { return r.putRequest(q, server, agentRef) })
 }
 
 // MCPRequests lists requests by status ("" any) and user ("" any),
 // newest first.
 func (g *Gateway) MCPRequests(ctx context.Context, status, user string) ([]MCPRequest, error) {
-	reply := make(chan mcpReply, 1)
-	r, err := ask(ctx, g, listRequests{status: status, user: user, reply: reply}, reply)
-	return r.reqs, err
+	return read(ctx, g, func(r *registry) ([]MCPRequest, error) { return r.listRequests(status, user), nil })
 }
 
 // ReviewMCP approves or denies a pending request; ErrNotFound, ErrInUse
 // (reviewed already).
 func (g *Gateway) ReviewMCP(ctx context.Context, id uuid.UUID, approved bool, note, reviewer string) (MCPRequest, error) {
-	reply := make(chan mcpReply, 1)
-	r, err := ask(ctx, g, reviewRequest{id: id, approved: approved, note: truncateText(note, 1000), reviewer: reviewer, reply: reply}, reply)
-	return r.req, err
+	note = truncateText(note, 1000)
+	return call(ctx, g, func(r *registry) (MCPRequest, error) { return r.reviewRequest(id, approved, note, reviewer) })
 }

@@ -66,16 +66,6 @@ func sniff(head []byte) string {
 	return "application/octet-stream"
 }
 
-type putMedia struct {
-	rec   mediaRec
-	reply chan error
-}
-
-type getMedia struct {
-	id    uuid.UUID
-	reply chan *mediaRec
-}
-
 // PutMedia stores r (at most limit bytes: ErrTooLarge beyond) as a media
 // file of user. The bytes are durable before the record; a crash in
 // between leaves an unnamed blob, collected after the next snapshot.
@@ -109,17 +99,13 @@ func (g *Gateway) PutMedia(ctx context.Context, r io.Reader, limit int64, filena
 	}
 	rec := mediaRec{ID: id, Ref: ref, Size: size, MimeType: sniff(head), Filename: strings.TrimSpace(filename), UserID: user,
 		CreatedAt: g.clock.Now().UTC()}
-	m := putMedia{rec: rec, reply: make(chan error, 1)}
-	g.send(ctx, g.registry, m)
-	perr, err := await(ctx, m.reply)
-	if err = cmpErr(perr, err); err != nil {
+	if err = do(ctx, g, func(r *registry) error { return r.putMedia(rec) }); err != nil {
 		return Media{}, err
 	}
 	return rec.view(), nil
 }
 
-func (r *registry) putMedia(m putMedia) error {
-	rec := m.rec
+func (r *registry) putMedia(rec mediaRec) error {
 	au := audit{action: "media.upload", entityType: string(kindMedia), entityID: rec.ID.String(),
 		summary: fmt.Sprintf("uploaded %s of %d bytes (%s)", rec.MimeType, rec.Size, rec.Ref)}
 	return r.commit(au, entitySaved{&rec})
@@ -127,9 +113,7 @@ func (r *registry) putMedia(m putMedia) error {
 
 // GetMedia returns a media file's metadata; ErrNotFound.
 func (g *Gateway) GetMedia(ctx context.Context, id uuid.UUID) (Media, error) {
-	reply := make(chan *mediaRec, 1)
-	g.root.Send(g.registry, getMedia{id: id, reply: reply})
-	rec, err := await(ctx, reply)
+	rec, err := read(ctx, g, func(r *registry) (*mediaRec, error) { return r.part.media.rows[id], nil })
 	if err != nil {
 		return Media{}, err
 	}

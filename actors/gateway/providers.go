@@ -57,39 +57,19 @@ func hintOf(key string) string {
 	return "****" + key[len(key)-4:]
 }
 
-// putProvider creates (create: the id is new) or replaces a provider.
-// sealed nil keeps the current credential.
-type putProvider struct {
-	p      providerRec // the caller's fields; times and credential filled in by the registry
-	create bool
-	sealed *[]byte
-	hint   string
-	reply  chan provReply
-}
-
-type getProvider struct {
-	ref   string
-	reply chan provReply
-}
-
-type listProviders struct{ reply chan provReply }
-
-type delProvider struct {
-	ref   string
-	reply chan provReply
-}
-
-func (r *registry) putProvider(m putProvider) provReply {
-	p := m.p
+// putProvider creates (create: the id is new) or replaces provider p, the
+// caller's fields (times and credential are filled in here); sealed nil
+// keeps the current credential.
+func (r *registry) putProvider(p providerRec, create bool, sealed *[]byte, hint string) (Provider, error) {
 	cur, exists := r.part.providers.rows[p.ID]
 	switch {
-	case m.create && exists:
-		return provReply{err: ErrExists}
-	case !m.create && !exists:
-		return provReply{err: ErrNotFound}
+	case create && exists:
+		return Provider{}, ErrExists
+	case !create && !exists:
+		return Provider{}, ErrNotFound
 	}
 	if o, ok := r.part.providers.named(p.Name); ok && o.ID != p.ID {
-		return provReply{err: fmt.Errorf("provider name %q: %w", p.Name, ErrExists)}
+		return Provider{}, fmt.Errorf("provider name %q: %w", p.Name, ErrExists)
 	}
 	now := r.clock.Now().UTC()
 	p.CreatedAt, p.UpdatedAt = now, now
@@ -97,34 +77,34 @@ func (r *registry) putProvider(m putProvider) provReply {
 		p.CreatedAt = cur.CreatedAt
 		p.APIKeySealed, p.APIKeyHint = cur.APIKeySealed, cur.APIKeyHint
 	}
-	if m.sealed != nil {
-		p.APIKeySealed, p.APIKeyHint = *m.sealed, m.hint
+	if sealed != nil {
+		p.APIKeySealed, p.APIKeyHint = *sealed, hint
 	}
-	verb := verbOf(m.create)
+	verb := verbOf(create)
 	au := audit{action: "provider." + verb, entityType: string(kindProvider), entityID: p.ID.String(),
 		summary: fmt.Sprintf("%sd provider %q (%s)", verb, p.Name, p.ProviderType)}
-	if m.sealed != nil {
+	if sealed != nil {
 		au.summary += ", credential set"
 	}
 	if err := r.commit(au, entitySaved{&p}); err != nil {
-		return provReply{err: fmt.Errorf("log provider: %w", err)}
+		return Provider{}, fmt.Errorf("log provider: %w", err)
 	}
-	return provReply{p: p.view()}
+	return p.view(), nil
 }
 
-func (r *registry) delProvider(ref string) provReply {
+func (r *registry) delProvider(ref string) error {
 	p, ok := r.part.providers.get(ref)
 	if !ok {
-		return provReply{err: ErrNotFound}
+		return ErrNotFound
 	}
 	if r.part.agentsOn[p.ID] > 0 {
-		return provReply{err: fmt.Errorf("provider %s is used by agent %s: %w", p.Name, r.firstAgentOn(p.ID), ErrInUse)}
+		return fmt.Errorf("provider %s is used by agent %s: %w", p.Name, r.firstAgentOn(p.ID), ErrInUse)
 	}
 	au := audit{action: "provider.delete", entityType: string(kindProvider), entityID: p.ID.String(), summary: fmt.Sprintf("deleted provider %q", p.Name)}
 	if err := r.commit(au, entityDeleted{kind: kindProvider, id: p.ID}); err != nil {
-		return provReply{err: fmt.Errorf("log provider delete: %w", err)}
+		return fmt.Errorf("log provider delete: %w", err)
 	}
-	return provReply{}
+	return nil
 }
 
 // firstAgentOn names the first agent (by agent_key) using provider id.
@@ -157,55 +137,47 @@ func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInpu
 	if err := validateProvider(in); err != nil {
 		return Provider{}, err
 	}
-	m := putProvider{create: create, reply: make(chan provReply, 1), p: providerRec{
+	p := providerRec{
 		ID: id, Name: in.Name, DisplayName: in.DisplayName, ProviderType: in.ProviderType,
 		APIBase: strings.TrimRight(in.APIBase, "/"), Enabled: in.Enabled,
-	}}
-	if m.p.DisplayName == "" {
-		m.p.DisplayName = in.Name
+	}
+	if p.DisplayName == "" {
+		p.DisplayName = in.Name
 	}
 	if len(in.Settings) > 0 {
 		// The bytes a record decodes to (compact, HTML-escaped), so the
 		// live provider equals the replayed one.
-		m.p.Settings = mustJSON(in.Settings)
+		p.Settings = mustJSON(in.Settings)
 	}
+	var sealed *[]byte
+	var hint string
 	if in.APIKey != nil {
-		var sealed []byte
+		var key []byte
 		if *in.APIKey != "" {
 			var err error
-			if sealed, err = g.sealer.Seal([]byte(*in.APIKey), id[:]); err != nil {
+			if key, err = g.sealer.Seal([]byte(*in.APIKey), id[:]); err != nil {
 				return Provider{}, err
 			}
 		}
-		m.sealed, m.hint = &sealed, hintOf(*in.APIKey)
+		sealed, hint = &key, hintOf(*in.APIKey)
 	}
-	r, err := ask(ctx, g, m, m.reply)
-	if err != nil {
-		return Provider{}, err
-	}
-	return r.p, nil
+	return call(ctx, g, func(r *registry) (Provider, error) { return r.putProvider(p, create, sealed, hint) })
 }
 
 // GetProvider finds a provider by id or name; ErrNotFound.
 func (g *Gateway) GetProvider(ctx context.Context, ref string) (Provider, error) {
-	reply := make(chan provReply, 1)
-	r, err := ask(ctx, g, getProvider{ref: ref, reply: reply}, reply)
-	return r.p, err
+	return read(ctx, g, func(r *registry) (Provider, error) { return r.getProvider(ref) })
 }
 
 // ListProviders returns every provider by name.
 func (g *Gateway) ListProviders(ctx context.Context) ([]Provider, error) {
-	reply := make(chan provReply, 1)
-	r, err := ask(ctx, g, listProviders{reply: reply}, reply)
-	return r.ps, err
+	return read(ctx, g, func(r *registry) ([]Provider, error) { return r.listProviders(), nil })
 }
 
 // DeleteProvider removes a provider; ErrNotFound, ErrInUse while an agent
 // uses it.
 func (g *Gateway) DeleteProvider(ctx context.Context, ref string) error {
-	reply := make(chan provReply, 1)
-	_, err := ask(ctx, g, delProvider{ref: ref, reply: reply}, reply)
-	return err
+	return do(ctx, g, func(r *registry) error { return r.delProvider(ref) })
 }
 
 // ProviderKey opens p's sealed credential ("" when it has none). Call it

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
@@ -37,23 +38,6 @@ func (r *registry) publish() {
 	}
 }
 
-type provReply struct {
-	p   Provider
-	ps  []Provider
-	err error
-}
-
-func (r provReply) failure() error { return r.err }
-
-type agentReply struct {
-	a   Agent
-	p   Provider // the agent's provider (resolve only)
-	as  []Agent
-	err error
-}
-
-func (r agentReply) failure() error { return r.err }
-
 // Receive is the registry's mailbox entry point.
 func (r *registry) Receive(ctx actor.Context) {
 	r.handle(ctx.Message())
@@ -66,6 +50,16 @@ func (r *registry) commit(au audit, evs ...event) error {
 	return commitAs(r.log, r.part, r.by, r.clock.Now(), au, evs...)
 }
 
+// do is call for an operation that returns only an error.
+func do(ctx context.Context, g *Gateway, fn func(r *registry) error) error {
+	_, err := call(ctx, g, func(r *registry) (struct{}, error) { return struct{}{}, fn(r) })
+	return err
+}
+
+// handle runs one message. Every operation arrives as a command (see call
+// and read); the other cases are the session, memory and activity messages
+// still to move onto it, the snapshot's capture and the start-up summon
+// check.
 func (r *registry) handle(msg any) {
 	switch m := msg.(type) {
 	case withActor:
@@ -76,106 +70,12 @@ func (r *registry) handle(msg any) {
 		m.run(r)
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
-	case putSkill:
-		m.reply <- r.putSkill(m)
-	case getSkill:
-		m.reply <- r.getSkill(m.ref)
-	case listSkills:
-		m.reply <- skillReply{list: r.listSkills(m.f)}
-	case updateSkill:
-		m.reply <- r.updateSkill(m)
-	case toggleSkill:
-		m.reply <- r.toggleSkill(m.ref)
-	case deleteSkill:
-		m.reply <- r.deleteSkill(m.ref)
-	case listSkillVersions:
-		m.reply <- r.skillVersions(m.ref)
-	case getSkillVersion:
-		m.reply <- r.skillVersion(m.ref, m.v)
-	case grantSkill:
-		m.reply <- r.grantSkill(m)
-	case revokeSkill:
-		m.reply <- r.revokeSkill(m)
-	case listAgentSkills:
-		m.reply <- r.agentSkills(m.agent)
-	case listRunSkills:
-		m.reply <- skillReply{run: r.runSkills(m.agent)}
-	case putMedia:
-		m.reply <- r.putMedia(m)
-	case getMedia:
-		m.reply <- r.part.media.rows[m.id]
-	case putMCP:
-		m.reply <- r.putMCP(m)
-	case getMCP:
-		m.reply <- r.getMCP(m.ref)
-	case listMCP:
-		m.reply <- mcpReply{list: r.listMCP()}
-	case delMCP:
-		m.reply <- r.delMCP(m.ref)
-	case accessMCP:
-		m.reply <- r.accessMCP(m)
-	case putGrant:
-		m.reply <- r.putGrant(m)
-	case delGrant:
-		m.reply <- r.delGrant(m)
-	case listGrants:
-		m.reply <- r.listGrants(m.agent)
-	case putRequest:
-		m.reply <- r.putRequest(m)
-	case listRequests:
-		m.reply <- mcpReply{reqs: r.listRequests(m)}
-	case reviewRequest:
-		m.reply <- r.reviewRequest(m)
 	case putMemory:
 		m.reply <- r.putMemory(m)
 	case queryMemory:
 		m.reply <- r.queryMemory(m.f)
 	case delMemory:
 		m.reply <- r.delMemory(m)
-	case putDelegation:
-		m.reply <- r.putDelegation(m)
-	case queryDelegations:
-		m.reply <- r.queryDelegations(m)
-	case putTool:
-		m.reply <- r.putTool(m)
-	case getTool:
-		m.reply <- r.getTool(m.ref)
-	case listTools:
-		m.reply <- toolReply{recs: r.listTools(m)}
-	case delTool:
-		m.reply <- r.delTool(m.ref)
-	case putChannel:
-		m.reply <- r.putChannel(m)
-	case getChannel:
-		m.reply <- r.getChannel(m.ref)
-	case listChannels:
-		m.reply <- channelReply{list: r.listChannels()}
-	case delChannel:
-		m.reply <- r.delChannel(m.ref)
-	case putProvider:
-		m.reply <- r.putProvider(m)
-	case getProvider:
-		m.reply <- r.getProvider(m.ref)
-	case listProviders:
-		m.reply <- provReply{ps: r.listProviders()}
-	case delProvider:
-		m.reply <- r.delProvider(m.ref)
-	case putAgent:
-		m.reply <- r.putAgent(m)
-	case getAgent:
-		m.reply <- r.getAgent(m)
-	case listAgents:
-		m.reply <- r.listAgents(m.user)
-	case delAgent:
-		m.reply <- r.delAgent(m)
-	case shareAgent:
-		m.reply <- r.share(m)
-	case listShares:
-		m.reply <- r.listShares(m)
-	case finishSummon:
-		m.reply <- r.finishSummon(m)
-	case resummon:
-		m.reply <- r.resummon(m)
 	case beginTurn:
 		r.beginTurn(m)
 	case endTurn:
@@ -186,39 +86,19 @@ func (r *registry) handle(msg any) {
 		m.reply <- r.sessionCmd(m)
 	case listSessions:
 		m.reply <- r.listSessions(m)
-	case defaultAgent:
-		m.reply <- r.defaultAgent(m.user)
 	case failInterruptedSummons:
 		r.failInterrupted()
-	case putUserFile:
-		m.reply <- r.putUserFile(m)
-	case listUserFiles:
-		m.reply <- r.listUserFiles(m)
-	case userContext:
-		f := r.part.userFiles.rows[userFileID(m.agent, m.user, UserFileName)]
-		if f == nil {
-			m.reply <- ""
-		} else {
-			m.reply <- f.Content
-		}
-	case agentAccess:
-		a, manager, err := r.access(m.ref, m.caller)
-		if err != nil {
-			m.reply <- accessReply{err: err}
-		} else {
-			m.reply <- accessReply{id: a.ID, manager: manager}
-		}
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
 	}
 }
 
-func (r *registry) getProvider(ref string) provReply {
+func (r *registry) getProvider(ref string) (Provider, error) {
 	p, ok := r.part.providers.get(ref)
 	if !ok {
-		return provReply{err: ErrNotFound}
+		return Provider{}, ErrNotFound
 	}
-	return provReply{p: p.view()}
+	return p.view(), nil
 }
 
 func (r *registry) listProviders() []Provider {
@@ -230,23 +110,29 @@ func (r *registry) listProviders() []Provider {
 	return out
 }
 
-func (r *registry) getAgent(m getAgent) agentReply {
-	a, ok := r.part.agents.get(m.ref)
-	if !ok || m.user != "" && !a.canUse(m.user) {
-		return agentReply{err: ErrNotFound}
+// getAgent finds the agent ref that user may use (user "": any agent).
+func (r *registry) getAgent(ref, user string) (*agentRec, error) {
+	a, ok := r.part.agents.get(ref)
+	if !ok || user != "" && !a.canUse(user) {
+		return nil, ErrNotFound
 	}
-	out := agentReply{a: a.view()}
-	if m.resolve {
-		p, ok := r.part.providers.rows[a.ProviderID]
-		if !ok {
-			return agentReply{err: errNoProvider(a)}
-		}
-		out.p = p.view()
-	}
-	return out
+	return a, nil
 }
 
-func (r *registry) listAgents(user string) agentReply {
+// resolveAgent finds the agent ref with its provider, for a run.
+func (r *registry) resolveAgent(ref string) (Agent, Provider, error) {
+	a, err := r.getAgent(ref, "")
+	if err != nil {
+		return Agent{}, Provider{}, err
+	}
+	p, ok := r.part.providers.rows[a.ProviderID]
+	if !ok {
+		return Agent{}, Provider{}, errNoProvider(a)
+	}
+	return a.view(), p.view(), nil
+}
+
+func (r *registry) listAgents(user string) []Agent {
 	var out []Agent
 	for _, a := range r.part.agents.rows {
 		if user == "" || a.canUse(user) {
@@ -254,5 +140,5 @@ func (r *registry) listAgents(user string) agentReply {
 		}
 	}
 	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.AgentKey, b.AgentKey) })
-	return agentReply{as: out}
+	return out
 }

@@ -12,66 +12,49 @@ import (
 // The shares are part of the agent's record, so a share is a new agent
 // record: atomic with everything else about the agent.
 
-type shareAgent struct {
-	ref, user string // the agent, the caller (must own it)
-	share     Share
-	remove    bool // unshare share.UserID
-	reply     chan shareReply
-}
-
-type listShares struct {
-	ref, user string
-	reply     chan shareReply
-}
-
-type shareReply struct {
-	shares []Share
-	err    error
-}
-
-func (r shareReply) failure() error { return r.err }
-
-func (r *registry) share(m shareAgent) shareReply {
-	a, err := r.owned(m.ref, m.user)
+// share shares the agent ref, owned by user, as sh says, or with remove
+// stops sharing it with sh.UserID.
+func (r *registry) share(ref, user string, sh Share, remove bool) ([]Share, error) {
+	a, err := r.owned(ref, user)
 	if err != nil {
-		return shareReply{err: err}
+		return nil, err
 	}
-	u := m.share.UserID
+	u := sh.UserID
 	next := *a
 	switch {
-	case m.remove && !slices.Contains(a.SharedWith, u):
-		return shareReply{err: fmt.Errorf("agent %s is not shared with %q: %w", a.AgentKey, u, ErrNotFound)}
-	case m.remove:
+	case remove && !slices.Contains(a.SharedWith, u):
+		return nil, fmt.Errorf("agent %s is not shared with %q: %w", a.AgentKey, u, ErrNotFound)
+	case remove:
 		next.SharedWith = without(a.SharedWith, u)
 		next.Operators = without(a.Operators, u)
 	default:
 		next.SharedWith = withSorted(a.SharedWith, u)
 		next.Operators = without(a.Operators, u)
-		if m.share.Role == ShareOperator {
+		if sh.Role == ShareOperator {
 			next.Operators = withSorted(next.Operators, u)
 		}
 	}
 	next.UpdatedAt = r.clock.Now().UTC()
 	au := audit{action: "agent.share", entityType: string(kindAgent), entityID: a.ID.String(),
-		summary: fmt.Sprintf("shared agent %q with %q as %s", a.AgentKey, u, cmp.Or(string(m.share.Role), string(ShareUser)))}
-	if m.remove {
+		summary: fmt.Sprintf("shared agent %q with %q as %s", a.AgentKey, u, cmp.Or(string(sh.Role), string(ShareUser)))}
+	if remove {
 		au.action, au.summary = "agent.unshare", fmt.Sprintf("stopped sharing agent %q with %q", a.AgentKey, u)
 	}
 	if err := r.commit(au, entitySaved{&next}); err != nil {
-		return shareReply{err: fmt.Errorf("log agent share: %w", err)}
+		return nil, fmt.Errorf("log agent share: %w", err)
 	}
-	return shareReply{shares: next.shares()}
+	return next.shares(), nil
 }
 
-func (r *registry) listShares(m listShares) shareReply {
-	a, ok := r.part.agents.get(m.ref)
-	if !ok || !a.canUse(m.user) {
-		return shareReply{err: ErrNotFound}
+func (r *registry) listShares(ref, user string) ([]Share, error) {
+	a, ok := r.part.agents.get(ref)
+	if !ok || !a.canUse(user) {
+		return nil, ErrNotFound
 	}
-	if a.OwnerID != m.user && a.roleOf(m.user) != ShareOperator {
-		return shareReply{err: ErrForbidden}
+	if a.OwnerID != user && a.roleOf(user) != ShareOperator {
+		return nil, ErrForbidden
 	}
-	return shareReply{shares: a.shares()}
+	return a.shares(), nil
 }
 
 // without returns a copy of list without u (nil when empty, as a record
@@ -109,27 +92,23 @@ func (g *Gateway) ShareAgent(ctx context.Context, user, ref string, share Share)
 	if share.UserID == user {
 		return nil, fmt.Errorf("user_id: the owner cannot share an agent with itself: %w", ErrInvalid)
 	}
-	return g.shareCmd(ctx, shareAgent{ref: ref, user: user, share: share})
+	return g.shareCmd(ctx, ref, user, share, false)
 }
 
 // UnshareAgent revokes target's access; only the owner may. ErrNotFound
 // when the agent is not shared with target.
 func (g *Gateway) UnshareAgent(ctx context.Context, user, ref, target string) error {
-	_, err := g.shareCmd(ctx, shareAgent{ref: ref, user: user, share: Share{UserID: target}, remove: true})
+	_, err := g.shareCmd(ctx, ref, user, Share{UserID: target}, true)
 	return err
 }
 
-func (g *Gateway) shareCmd(ctx context.Context, m shareAgent) ([]Share, error) {
-	m.reply = make(chan shareReply, 1)
-	r, err := ask(ctx, g, m, m.reply)
-	return r.shares, err
+func (g *Gateway) shareCmd(ctx context.Context, ref, user string, share Share, remove bool) ([]Share, error) {
+	return call(ctx, g, func(r *registry) ([]Share, error) { return r.share(ref, user, share, remove) })
 }
 
 // AgentShares lists the agent's shares, for its owner and its operators
 // (ErrForbidden for a user it is shared with as user; ErrNotFound for a
 // stranger).
 func (g *Gateway) AgentShares(ctx context.Context, user, ref string) ([]Share, error) {
-	reply := make(chan shareReply, 1)
-	r, err := ask(ctx, g, listShares{ref: ref, user: user, reply: reply}, reply)
-	return r.shares, err
+	return read(ctx, g, func(r *registry) ([]Share, error) { return r.listShares(ref, user) })
 }

@@ -190,74 +190,6 @@ func (f SkillFilter) matches(s Skill) bool {
 		(q == "" || strings.Contains(strings.ToLower(s.Name+" "+s.Slug+" "+s.Description), q))
 }
 
-// The registry's skill messages; each is answered with a skillReply.
-type (
-	putSkill struct {
-		rec   *skillRec
-		ver   *skillVersionRec
-		reply chan skillReply
-	}
-	getSkill struct {
-		ref   string
-		reply chan skillReply
-	}
-	listSkills struct {
-		f     SkillFilter
-		reply chan skillReply
-	}
-	updateSkill struct {
-		ref   string
-		in    SkillInput
-		reply chan skillReply
-	}
-	toggleSkill struct {
-		ref   string
-		reply chan skillReply
-	}
-	deleteSkill struct {
-		ref   string
-		reply chan skillReply
-	}
-	listSkillVersions struct {
-		ref   string
-		reply chan skillReply
-	}
-	getSkillVersion struct {
-		ref   string
-		v     int // 0: the latest
-		reply chan skillReply
-	}
-	grantSkill struct {
-		ref, agent string
-		v          int // 0: the latest
-		reply      chan skillReply
-	}
-	revokeSkill struct {
-		ref, agent string
-		reply      chan skillReply
-	}
-	listAgentSkills struct {
-		agent string
-		reply chan skillReply
-	}
-	listRunSkills struct {
-		agent uuid.UUID
-		reply chan skillReply
-	}
-)
-
-type skillReply struct {
-	s        Skill
-	list     []Skill
-	versions []SkillVersion
-	ver      *skillVersionRec
-	agent    []AgentSkill
-	run      []RunSkill
-	err      error
-}
-
-func (r skillReply) failure() error { return r.err }
-
 // RunSkill is a skill a run has, with the version it reads.
 type RunSkill struct {
 	Slug, Name, Description string
@@ -265,15 +197,15 @@ type RunSkill struct {
 	Version                 int
 }
 
-func (r *registry) getSkill(ref string) skillReply {
+func (r *registry) getSkill(ref string) (Skill, error) {
 	if s, ok := systemSkillByRef(ref); ok {
-		return skillReply{s: s.skill}
+		return s.skill, nil
 	}
 	s, ok := r.part.skills.get(ref)
 	if !ok {
-		return skillReply{err: ErrNotFound}
+		return Skill{}, ErrNotFound
 	}
-	return skillReply{s: s.view()}
+	return s.view(), nil
 }
 
 // listSkills lists the skills matching f, system skills included, by slug.
@@ -293,13 +225,13 @@ func (r *registry) listSkills(f SkillFilter) []Skill {
 	return out
 }
 
-func (r *registry) skillVersions(ref string) skillReply {
+func (r *registry) skillVersions(ref string) ([]SkillVersion, error) {
 	s, ok := r.part.skills.get(ref)
 	if !ok {
 		if sys, ok := systemSkillByRef(ref); ok {
-			return skillReply{versions: []SkillVersion{{Version: 1, Files: len(sys.files)}}}
+			return []SkillVersion{{Version: 1, Files: len(sys.files)}}, nil
 		}
-		return skillReply{err: ErrNotFound}
+		return nil, ErrNotFound
 	}
 	var out []SkillVersion
 	for v := s.Latest; v >= 1; v-- {
@@ -307,47 +239,47 @@ func (r *registry) skillVersions(ref string) skillReply {
 			out = append(out, ver.view())
 		}
 	}
-	return skillReply{versions: out}
+	return out, nil
 }
 
-func (r *registry) skillVersion(ref string, v int) skillReply {
+func (r *registry) skillVersion(ref string, v int) (*skillVersionRec, error) {
 	s, ok := r.part.skills.get(ref)
 	if !ok {
-		return skillReply{err: ErrNotFound}
+		return nil, ErrNotFound
 	}
 	if v == 0 {
 		v = s.Latest
 	}
 	ver, ok := r.part.skillVersions.rows[skillVersionID(s.ID, v)]
 	if !ok {
-		return skillReply{err: ErrNotFound}
+		return nil, ErrNotFound
 	}
-	return skillReply{s: s.view(), ver: ver}
+	return ver, nil
 }
 
-func (r *registry) putSkill(m putSkill) skillReply {
-	slug := m.rec.Slug
+func (r *registry) putSkill(rec *skillRec, sv *skillVersionRec) (Skill, error) {
+	slug := rec.Slug
 	if _, ok := systemSkillByRef(slug); ok {
-		return skillReply{err: fmt.Errorf("skill %q is a system skill: %w", slug, ErrExists)}
+		return Skill{}, fmt.Errorf("skill %q is a system skill: %w", slug, ErrExists)
 	}
 	now := r.clock.Now().UTC()
-	s := *m.rec
+	s := *rec
 	if cur, ok := r.part.skills.named(slug); ok {
 		s = *cur
-		s.Name, s.Description, s.Tags = m.rec.Name, m.rec.Description, m.rec.Tags
+		s.Name, s.Description, s.Tags = rec.Name, rec.Description, rec.Tags
 	} else {
 		s.CreatedAt, s.Enabled, s.Visibility = now, true, "public"
 	}
 	s.Latest++
 	s.UpdatedAt = now
-	ver := *m.ver
+	ver := *sv
 	ver.SkillID, ver.Version, ver.ID, ver.CreatedAt = s.ID, s.Latest, skillVersionID(s.ID, s.Latest), now
 	au := audit{action: "skill.upload", entityType: string(kindSkill), entityID: s.ID.String(),
 		summary: fmt.Sprintf("uploaded version %d of skill %q (%d bytes)", s.Latest, s.Slug, ver.Size)}
 	if err := r.commit(au, entitySaved{&s}, entitySaved{&ver}); err != nil {
-		return skillReply{err: fmt.Errorf("log skill: %w", err)}
+		return Skill{}, fmt.Errorf("log skill: %w", err)
 	}
-	return skillReply{s: s.view()}
+	return s.view(), nil
 }
 
 // ownSkill is a copy of uploaded skill ref to change, its UpdatedAt now;
@@ -366,47 +298,47 @@ func (r *registry) ownSkill(ref string) (skillRec, error) {
 }
 
 // saveSkill commits a changed skill.
-func (r *registry) saveSkill(au audit, s skillRec) skillReply {
+func (r *registry) saveSkill(au audit, s skillRec) (Skill, error) {
 	if err := r.commit(au, entitySaved{&s}); err != nil {
-		return skillReply{err: fmt.Errorf("log skill: %w", err)}
+		return Skill{}, fmt.Errorf("log skill: %w", err)
 	}
-	return skillReply{s: s.view()}
+	return s.view(), nil
 }
 
-func (r *registry) updateSkill(m updateSkill) skillReply {
-	s, err := r.ownSkill(m.ref)
+func (r *registry) updateSkill(ref string, in SkillInput) (Skill, error) {
+	s, err := r.ownSkill(ref)
 	if err != nil {
-		return skillReply{err: err}
+		return Skill{}, err
 	}
-	if m.in.Description != nil {
-		s.Description = *m.in.Description
+	if in.Description != nil {
+		s.Description = *in.Description
 	}
-	if m.in.Tags != nil {
-		s.Tags = slices.Clone(m.in.Tags)
+	if in.Tags != nil {
+		s.Tags = slices.Clone(in.Tags)
 	}
-	if m.in.Visibility != nil {
-		if v := *m.in.Visibility; v != "public" && v != "private" {
-			return skillReply{err: fmt.Errorf("visibility: public or private: %w", ErrInvalid)}
+	if in.Visibility != nil {
+		if v := *in.Visibility; v != "public" && v != "private" {
+			return Skill{}, fmt.Errorf("visibility: public or private: %w", ErrInvalid)
 		}
-		s.Visibility = *m.in.Visibility
+		s.Visibility = *in.Visibility
 	}
 	return r.saveSkill(audit{action: "skill.update", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("updated skill %q", s.Slug)}, s)
 }
 
-func (r *registry) toggleSkill(ref string) skillReply {
+func (r *registry) toggleSkill(ref string) (Skill, error) {
 	s, err := r.ownSkill(ref)
 	if err != nil {
-		return skillReply{err: err}
+		return Skill{}, err
 	}
 	s.Enabled = !s.Enabled
 	return r.saveSkill(audit{action: "skill.toggle", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("skill %q enabled: %v", s.Slug, s.Enabled)}, s)
 }
 
 // deleteSkill deletes a skill with its versions and grants.
-func (r *registry) deleteSkill(ref string) skillReply {
+func (r *registry) deleteSkill(ref string) error {
 	s, err := r.ownSkill(ref)
 	if err != nil {
-		return skillReply{err: err}
+		return err
 	}
 	evs := []event{entityDeleted{kind: kindSkill, id: s.ID}}
 	for v := 1; v <= s.Latest; v++ {
@@ -417,9 +349,9 @@ func (r *registry) deleteSkill(ref string) skillReply {
 	evs = r.part.skillGrants.deletes(evs, func(g *skillGrantRec) bool { return g.SkillID == s.ID })
 	au := audit{action: "skill.delete", entityType: string(kindSkill), entityID: s.ID.String(), summary: fmt.Sprintf("deleted skill %q", s.Slug)}
 	if err := r.commit(au, evs...); err != nil {
-		return skillReply{err: fmt.Errorf("log skill delete: %w", err)}
+		return fmt.Errorf("log skill delete: %w", err)
 	}
-	return skillReply{s: s.view()}
+	return nil
 }
 
 // skillGrantOf resolves a grant's skill (its id and latest version) and
@@ -439,42 +371,42 @@ func (r *registry) skillGrantOf(ref, agent string) (sid uuid.UUID, latest int, a
 	return sid, latest, a, nil
 }
 
-func (r *registry) grantSkill(m grantSkill) skillReply {
-	sid, latest, a, err := r.skillGrantOf(m.ref, m.agent)
+func (r *registry) grantSkill(ref, agent string, v int) error {
+	sid, latest, a, err := r.skillGrantOf(ref, agent)
 	if err != nil {
-		return skillReply{err: err}
+		return err
 	}
-	if m.v < 0 || m.v > latest {
-		return skillReply{err: fmt.Errorf("version: 1..%d, or none for the latest: %w", latest, ErrInvalid)}
+	if v < 0 || v > latest {
+		return fmt.Errorf("version: 1..%d, or none for the latest: %w", latest, ErrInvalid)
 	}
-	g := skillGrantRec{ID: skillGrantID(sid, a.ID), SkillID: sid, AgentID: a.ID, Version: m.v, CreatedAt: r.clock.Now().UTC()}
-	au := audit{action: "skill.grant", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("granted a skill to agent %q (version %d, 0: latest)", a.AgentKey, m.v)}
+	g := skillGrantRec{ID: skillGrantID(sid, a.ID), SkillID: sid, AgentID: a.ID, Version: v, CreatedAt: r.clock.Now().UTC()}
+	au := audit{action: "skill.grant", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("granted a skill to agent %q (version %d, 0: latest)", a.AgentKey, v)}
 	if err := r.commit(au, entitySaved{&g}); err != nil {
-		return skillReply{err: fmt.Errorf("log skill grant: %w", err)}
+		return fmt.Errorf("log skill grant: %w", err)
 	}
-	return skillReply{}
+	return nil
 }
 
-func (r *registry) revokeSkill(m revokeSkill) skillReply {
-	sid, _, a, err := r.skillGrantOf(m.ref, m.agent)
+func (r *registry) revokeSkill(ref, agent string) error {
+	sid, _, a, err := r.skillGrantOf(ref, agent)
 	if err != nil {
-		return skillReply{err: err}
+		return err
 	}
 	id := skillGrantID(sid, a.ID)
 	if _, ok := r.part.skillGrants.rows[id]; !ok {
-		return skillReply{err: ErrNotFound}
+		return ErrNotFound
 	}
 	au := audit{action: "skill.revoke", entityType: string(kindSkill), entityID: sid.String(), summary: fmt.Sprintf("revoked a skill from agent %q", a.AgentKey)}
 	if err := r.commit(au, entityDeleted{kind: kindSkillGrant, id: id}); err != nil {
-		return skillReply{err: fmt.Errorf("log skill grant: %w", err)}
+		return fmt.Errorf("log skill grant: %w", err)
 	}
-	return skillReply{}
+	return nil
 }
 
-func (r *registry) agentSkills(ref string) skillReply {
+func (r *registry) agentSkills(ref string) ([]AgentSkill, error) {
 	a, ok := r.part.agents.get(ref)
 	if !ok {
-		return skillReply{err: ErrNotFound}
+		return nil, ErrNotFound
 	}
 	var out []AgentSkill
 	add := func(s Skill) {
@@ -491,7 +423,7 @@ func (r *registry) agentSkills(ref string) skillReply {
 		add(s.view())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
-	return skillReply{agent: out}
+	return out, nil
 }
 
 // runSkills are agent's granted, enabled skills.
@@ -543,59 +475,43 @@ func (g *Gateway) UploadSkill(ctx context.Context, zipData []byte, user string) 
 	defer g.blobs.Release(ref)
 	rec := &skillRec{ID: g.newID(kindSkill), Slug: slug, Name: ps.name, Description: ps.description, Tags: ps.tags, CreatedBy: user}
 	ver := &skillVersionRec{Ref: ref, Size: size, Root: ps.root, Files: ps.files, SkillMD: ps.skillMD, UploadedBy: user}
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, putSkill{rec: rec, ver: ver, reply: reply}, reply)
-	return r.s, err
+	return call(ctx, g, func(r *registry) (Skill, error) { return r.putSkill(rec, ver) })
 }
 
 // GetSkill finds a skill by id or slug; ErrNotFound.
 func (g *Gateway) GetSkill(ctx context.Context, ref string) (Skill, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, getSkill{ref: ref, reply: reply}, reply)
-	return r.s, err
+	return read(ctx, g, func(r *registry) (Skill, error) { return r.getSkill(ref) })
 }
 
 // ListSkills lists the skills matching f, system skills included, by slug.
 func (g *Gateway) ListSkills(ctx context.Context, f SkillFilter) ([]Skill, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, listSkills{f: f, reply: reply}, reply)
-	return r.list, err
+	return read(ctx, g, func(r *registry) ([]Skill, error) { return r.listSkills(f), nil })
 }
 
 // UpdateSkill changes a skill's metadata; ErrForbidden for a system skill.
 func (g *Gateway) UpdateSkill(ctx context.Context, ref string, in SkillInput) (Skill, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, updateSkill{ref: ref, in: in, reply: reply}, reply)
-	return r.s, err
+	return call(ctx, g, func(r *registry) (Skill, error) { return r.updateSkill(ref, in) })
 }
 
 // ToggleSkill enables or disables a skill; ErrForbidden for a system skill.
 func (g *Gateway) ToggleSkill(ctx context.Context, ref string) (Skill, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, toggleSkill{ref: ref, reply: reply}, reply)
-	return r.s, err
+	return call(ctx, g, func(r *registry) (Skill, error) { return r.toggleSkill(ref) })
 }
 
 // DeleteSkill deletes a skill with its versions and grants; ErrForbidden
 // for a system skill.
 func (g *Gateway) DeleteSkill(ctx context.Context, ref string) error {
-	reply := make(chan skillReply, 1)
-	_, err := ask(ctx, g, deleteSkill{ref: ref, reply: reply}, reply)
-	return err
+	return do(ctx, g, func(r *registry) error { return r.deleteSkill(ref) })
 }
 
 // SkillVersions lists a skill's versions, newest first.
 func (g *Gateway) SkillVersions(ctx context.Context, ref string) ([]SkillVersion, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, listSkillVersions{ref: ref, reply: reply}, reply)
-	return r.versions, err
+	return read(ctx, g, func(r *registry) ([]SkillVersion, error) { return r.skillVersions(ref) })
 }
 
 // skillVersion is an uploaded skill's version (0: the latest); ErrNotFound.
 func (g *Gateway) skillVersion(ctx context.Context, ref string, version int) (*skillVersionRec, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, getSkillVersion{ref: ref, v: version, reply: reply}, reply)
-	return r.ver, err
+	return read(ctx, g, func(r *registry) (*skillVersionRec, error) { return r.skillVersion(ref, version) })
 }
 
 // SkillFiles lists the files of a skill's version (0: the latest).
@@ -645,28 +561,20 @@ func (g *Gateway) ReadSkillFile(ctx context.Context, ref string, version int, fi
 
 // GrantSkill grants a skill to an agent, pinned to version (0: latest).
 func (g *Gateway) GrantSkill(ctx context.Context, ref, agent string, version int) error {
-	reply := make(chan skillReply, 1)
-	_, err := ask(ctx, g, grantSkill{ref: ref, agent: agent, v: version, reply: reply}, reply)
-	return err
+	return do(ctx, g, func(r *registry) error { return r.grantSkill(ref, agent, version) })
 }
 
 // RevokeSkill removes an agent's grant; ErrNotFound.
 func (g *Gateway) RevokeSkill(ctx context.Context, ref, agent string) error {
-	reply := make(chan skillReply, 1)
-	_, err := ask(ctx, g, revokeSkill{ref: ref, agent: agent, reply: reply}, reply)
-	return err
+	return do(ctx, g, func(r *registry) error { return r.revokeSkill(ref, agent) })
 }
 
 // AgentSkills lists every skill with agent ref's grant status.
 func (g *Gateway) AgentSkills(ctx context.Context, agent string) ([]AgentSkill, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, listAgentSkills{agent: agent, reply: reply}, reply)
-	return r.agent, err
+	return read(ctx, g, func(r *registry) ([]AgentSkill, error) { return r.agentSkills(agent) })
 }
 
 // RunSkills are the granted, enabled skills a run of agent gets.
 func (g *Gateway) RunSkills(ctx context.Context, agent uuid.UUID) ([]RunSkill, error) {
-	reply := make(chan skillReply, 1)
-	r, err := ask(ctx, g, listRunSkills{agent: agent, reply: reply}, reply)
-	return r.run, err
+	return read(ctx, g, func(r *registry) ([]RunSkill, error) { return r.runSkills(agent), nil })
 }

@@ -18,60 +18,48 @@ import (
 // interruptedSummon is the SummonError of a summon a restart cut short.
 const interruptedSummon = "interrupted by a restart; resummon to retry"
 
-type finishSummon struct {
-	id      uuid.UUID
-	prompt  string
-	failure string // "" on success
-	reply   chan agentReply
-}
-
-type resummon struct {
-	ref, user string
-	reply     chan agentReply
-}
-
 // failInterruptedSummons is sent to the registry once, at Start.
 type failInterruptedSummons struct{}
 
-func (r *registry) finishSummon(m finishSummon) agentReply {
-	a, ok := r.part.agents.rows[m.id]
+func (r *registry) finishSummon(id uuid.UUID, prompt, failure string) (Agent, error) {
+	a, ok := r.part.agents.rows[id]
 	if !ok {
-		return agentReply{err: ErrNotFound}
+		return Agent{}, ErrNotFound
 	}
 	if a.Status != AgentSummoning {
 		// Finished meanwhile (the owner activated it, or a restart failed it).
-		return agentReply{a: a.view(), err: fmt.Errorf("agent %s is %s, not summoning: %w", a.AgentKey, a.Status, ErrInUse)}
+		return a.view(), fmt.Errorf("agent %s is %s, not summoning: %w", a.AgentKey, a.Status, ErrInUse)
 	}
 	next := *a
-	if m.failure != "" {
-		next.Status, next.SummonError = AgentSummonFailed, m.failure
+	if failure != "" {
+		next.Status, next.SummonError = AgentSummonFailed, failure
 	} else {
-		next.Status, next.SummonError, next.SystemPrompt = AgentActive, "", m.prompt
+		next.Status, next.SummonError, next.SystemPrompt = AgentActive, "", prompt
 	}
 	next.UpdatedAt = r.clock.Now().UTC()
 	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
-		return agentReply{err: fmt.Errorf("log summon: %w", err)}
+		return Agent{}, fmt.Errorf("log summon: %w", err)
 	}
-	return agentReply{a: next.view()}
+	return next.view(), nil
 }
 
-func (r *registry) resummon(m resummon) agentReply {
-	a, err := r.owned(m.ref, m.user)
+func (r *registry) resummon(ref, user string) (Agent, error) {
+	a, err := r.owned(ref, user)
 	switch {
 	case err != nil:
-		return agentReply{err: err}
+		return Agent{}, err
 	case a.Status == AgentSummoning:
-		return agentReply{err: fmt.Errorf("agent %s is summoning already: %w", a.AgentKey, ErrInUse)}
+		return Agent{}, fmt.Errorf("agent %s is summoning already: %w", a.AgentKey, ErrInUse)
 	case a.Description == "":
-		return agentReply{err: fmt.Errorf("other_config.description is empty: nothing to summon from: %w", ErrInvalid)}
+		return Agent{}, fmt.Errorf("other_config.description is empty: nothing to summon from: %w", ErrInvalid)
 	}
 	next := *a
 	next.Status, next.SummonError, next.UpdatedAt = AgentSummoning, "", r.clock.Now().UTC()
 	au := audit{action: "agent.resummon", entityType: string(kindAgent), entityID: a.ID.String(), summary: fmt.Sprintf("resummoned agent %q", a.AgentKey)}
 	if err := r.commit(au, entitySaved{&next}); err != nil {
-		return agentReply{err: fmt.Errorf("log resummon: %w", err)}
+		return Agent{}, fmt.Errorf("log resummon: %w", err)
 	}
-	return agentReply{a: next.view()}
+	return next.view(), nil
 }
 
 func (r *registry) failInterrupted() {
@@ -91,16 +79,12 @@ func (r *registry) failInterrupted() {
 // and it is active, or, with failure set, it is summon_failed with that
 // error. ErrInUse when it is no longer summoning.
 func (g *Gateway) FinishSummon(ctx context.Context, id uuid.UUID, prompt, failure string) (Agent, error) {
-	reply := make(chan agentReply, 1)
-	r, err := ask(ctx, g, finishSummon{id: id, prompt: prompt, failure: failure, reply: reply}, reply)
-	return r.a, err
+	return call(ctx, g, func(r *registry) (Agent, error) { return r.finishSummon(id, prompt, failure) })
 }
 
 // Resummon puts the agent (owned by user) back into summoning, for the
 // caller to start the summon run. ErrInUse while it is summoning,
 // ErrInvalid without a description, ErrNotFound, ErrForbidden.
 func (g *Gateway) Resummon(ctx context.Context, user, ref string) (Agent, error) {
-	reply := make(chan agentReply, 1)
-	r, err := ask(ctx, g, resummon{ref: ref, user: user, reply: reply}, reply)
-	return r.a, err
+	return call(ctx, g, func(r *registry) (Agent, error) { return r.resummon(ref, user) })
 }
