@@ -65,11 +65,18 @@ type Activity struct {
 	Summary    string    `json:"summary"`
 }
 
-// activityRec is the durable entry (kind activity, data version 1).
-type activityRec Activity
+// activityRec is the durable entry (kind activity, data version 1): the
+// Activity's fields, and where it is applied.
+type activityRec struct {
+	Activity
+	// Tenant is the routing key of the tenant shard whose change it
+	// records (tenantKey: "s:" and a session key, "u:" and a user); ""
+	// for the registry's changes and a key shard's.
+	Tenant string `json:"tenant,omitempty"`
+}
 
 func (a *activityRec) ref() (kind, uuid.UUID) { return kindActivity, a.ID }
-func (a *activityRec) view() Activity         { return Activity(*a) }
+func (a *activityRec) view() Activity         { return a.Activity }
 
 // audit describes a change for its entry.
 type audit struct {
@@ -96,10 +103,10 @@ func (au audit) entry(by *Actor, now time.Time) *activityRec {
 	if err != nil {
 		id = uuid.New()
 	}
-	return &activityRec{
+	return &activityRec{Activity: Activity{
 		ID: id, At: now.UTC(), ActorType: by.Type, ActorID: by.ID, UserID: by.UserID, IP: by.IP,
 		Action: au.action, EntityType: au.entityType, EntityID: au.entityID, Summary: au.summary,
-	}
+	}}
 }
 
 // recentLog is a part's newest entities of one kind (audit entries,
@@ -210,7 +217,7 @@ type queryActivity struct {
 // Activity returns a page of the entries matching f, newest first, and
 // how many match in all.
 func (g *Gateway) Activity(ctx context.Context, f ActivityFilter) ([]Activity, int, error) {
-	owners := append(slices.Clone(g.shards), g.registry)
+	owners := slices.Concat(g.shards, []*actor.PID{g.registry}, g.tenants)
 	replies := make(chan []Activity, len(owners))
 	for _, pid := range owners {
 		g.root.Send(pid, queryActivity{f: f, reply: replies})

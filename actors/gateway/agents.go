@@ -169,31 +169,31 @@ func fillAgentSettings(a *agentRec, in AgentInput) error {
 	return nil
 }
 
-func (r *registry) delAgent(ref, user string) error {
+func (r *registry) delAgent(ref, user string) (uuid.UUID, error) {
 	a, err := r.owned(ref, user)
 	if err != nil {
-		return err
+		return uuid.Nil, err
 	}
 	for _, c := range r.part.channels.rows {
 		if c.AgentID == a.ID {
-			return fmt.Errorf("agent %s is used by channel instance %s: %w", a.AgentKey, c.Name, ErrInUse)
+			return uuid.Nil, fmt.Errorf("agent %s is used by channel instance %s: %w", a.AgentKey, c.Name, ErrInUse)
 		}
 	}
-	// The agent's users' files and sessions go with it, in the same write.
+	// The agent's tools, grants and users' files go with it, in the same
+	// write; its sessions and memory entries, which tenant shards own, go
+	// next (DeleteAgent).
 	evs := []event{entityDeleted{kind: kindAgent, id: a.ID}}
 	// By kind (the calls in kind order), then id (deletes).
 	evs = r.part.tools.deletes(evs, func(t *customToolRec) bool { return t.AgentID == a.ID })
 	evs = r.part.mcpGrants.deletes(evs, func(g *mcpGrantRec) bool { return g.SubjectType == GrantAgent && g.Subject == a.ID.String() })
-	evs = r.part.memory.deletes(evs, func(m *memoryRec) bool { return m.AgentID == a.ID })
-	evs = r.part.sessions.deletes(evs, func(x *sessionRec) bool { return x.AgentID == a.ID })
 	evs = r.part.skillGrants.deletes(evs, func(g *skillGrantRec) bool { return g.AgentID == a.ID })
 	evs = r.part.userFiles.deletes(evs, func(f *userFileRec) bool { return f.AgentID == a.ID })
 	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
-		summary: fmt.Sprintf("deleted agent %q with %d user files, sessions, tools and memory entries", a.AgentKey, len(evs)-1)}
+		summary: fmt.Sprintf("deleted agent %q with %d user files, tools and grants, and its sessions and memory entries", a.AgentKey, len(evs)-1)}
 	if err := r.commit(au, evs...); err != nil {
-		return fmt.Errorf("log agent delete: %w", err)
+		return uuid.Nil, fmt.Errorf("log agent delete: %w", err)
 	}
-	return nil
+	return a.ID, nil
 }
 
 // CreateAgent creates an agent owned by user. ErrExists for a taken
@@ -248,8 +248,17 @@ func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) 
 }
 
 // DeleteAgent removes the agent; ErrNotFound, ErrForbidden as UpdateAgent.
+//
+// The registry deletes the agent (with what it owns) first, then every
+// tenant shard its sessions and memory entries: a shard refuses new ones
+// for the agent once the registry's view lacks it, and a crash in between
+// is finished at the next start (tenantShard.purgeOrphans).
 func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
-	return do(ctx, g, func(r *registry) error { return r.delAgent(ref, user) })
+	id, err := call(ctx, g, func(r *registry) (uuid.UUID, error) { return r.delAgent(ref, user) })
+	if err != nil {
+		return err
+	}
+	return g.purgeAgentData(ctx, id)
 }
 
 // defaultAgent is the seed's third resolution step, "the agent named

@@ -43,6 +43,9 @@ type Config struct {
 	RateLimitBurst int
 	// BucketShards is the number of bucket shard actors.
 	BucketShards int
+	// TenantShards is the number of tenant shard actors, which own
+	// sessions (by key) and memory entries (by user).
+	TenantShards int
 	// BlobDir holds the blob store (file bytes that do not belong in the
 	// WAL: skill ZIPs, media, workspace files); cmd sets <data>/blobs.
 	// Empty: no blob store, Blobs returns nil.
@@ -64,7 +67,7 @@ type Config struct {
 // 400 days of usage,
 // and the token buckets off (burst 5 once enabled, 16 bucket shards).
 func DefaultConfig() Config {
-	return Config{KeyShards: 8, MaxTraces: 10_000, TraceDays: 30, UsageDays: 400, MaxActivity: 10_000, RateLimitBurst: 5, BucketShards: 16}
+	return Config{KeyShards: 8, MaxTraces: 10_000, TraceDays: 30, UsageDays: 400, MaxActivity: 10_000, RateLimitBurst: 5, BucketShards: 16, TenantShards: 16}
 }
 
 // Validate names the first bad field.
@@ -86,6 +89,8 @@ func (c Config) Validate() error {
 		return errors.New("gateway: RateLimitBurst must be >= 1")
 	case c.BucketShards < 1 || c.BucketShards > 1024:
 		return errors.New("gateway: BucketShards must be in 1..1024")
+	case c.TenantShards < 1 || c.TenantShards > 1024:
+		return errors.New("gateway: TenantShards must be in 1..1024")
 	}
 	return nil
 }
@@ -121,6 +126,7 @@ type Gateway struct {
 
 	shards   []*actor.PID
 	registry *actor.PID
+	tenants  []*actor.PID
 	// view is the registry part as of its last commit, immutable: reads
 	// (read) are answered from it in the caller's goroutine, so they
 	// never wait behind a write's fsync or another caller's operation.
@@ -211,6 +217,7 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
 	g.root.Send(g.registry, failInterruptedSummons{})
+	g.startTenants(env, st.tenants)
 	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs}
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root
@@ -259,7 +266,7 @@ type captureMsg struct{ reply chan []entity }
 // (applied entities are immutable, so they are encoded here, outside the
 // actors).
 func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
-	owners := append(slices.Clone(g.shards), g.registry)
+	owners := slices.Concat(g.shards, []*actor.PID{g.registry}, g.tenants)
 	replies := make(chan []entity, len(owners))
 	for _, pid := range owners {
 		g.root.Send(pid, captureMsg{reply: replies})

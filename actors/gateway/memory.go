@@ -77,91 +77,215 @@ func (m *memoryRec) view() MemoryEntry {
 	return e
 }
 
-func (f MemoryFilter) matches(m *memoryRec) bool {
+func (f MemoryFilter) matches(m *memoryRec) bool { return f.matchesGroup(m.AgentID, m.UserID) }
+
+// matchesGroup reports whether f selects the entries of agent and user.
+func (f MemoryFilter) matchesGroup(agent uuid.UUID, user string) bool {
 	if f.Visible {
-		return (m.AgentID == uuid.Nil || m.AgentID == f.AgentID) && (m.UserID == "" || m.UserID == f.UserID)
+		return (agent == uuid.Nil || agent == f.AgentID) && (user == "" || user == f.UserID)
 	}
-	return (f.AgentID == uuid.Nil || m.AgentID == f.AgentID) && (f.UserID == "" || m.UserID == f.UserID)
+	return (f.AgentID == uuid.Nil || agent == f.AgentID) && (f.UserID == "" || user == f.UserID)
 }
 
-type putMemory struct {
-	rec   memoryRec
-	agent string
-	reply chan memoryReply
+// memIndex holds a tenant shard's memory entries with an inverted index
+// kept up to date as entries are saved and deleted, so a search reads the
+// postings of its terms instead of tokenizing every entry.
+type memIndex struct {
+	rows   map[uuid.UUID]*memoryRec
+	docs   map[uuid.UUID]memDoc
+	post   map[string]map[uuid.UUID]int32 // term → entry → occurrences
+	groups map[memGroup]memStats          // entries and tokens by (agent, user)
 }
 
-type queryMemory struct {
-	f     MemoryFilter
-	reply chan memoryReply
+// memDoc is what the index keeps of an entry: its distinct terms (to drop
+// its postings) and its length in tokens.
+type memDoc struct {
+	terms  []string
+	length int
 }
 
-type delMemory struct {
-	id    uuid.UUID
-	user  string // "": any (a trusted caller)
-	reply chan memoryReply
+type memGroup struct {
+	agent uuid.UUID
+	user  string
 }
 
-type memoryReply struct {
-	e     MemoryEntry
-	list  []MemoryEntry
-	total int
-	err   error
+type memStats struct{ n, length int }
+
+func newMemIndex() *memIndex {
+	return &memIndex{rows: map[uuid.UUID]*memoryRec{}, docs: map[uuid.UUID]memDoc{},
+		post: map[string]map[uuid.UUID]int32{}, groups: map[memGroup]memStats{}}
 }
 
-func (r memoryReply) failure() error { return r.err }
+// save stores e (replacing the entry with its id) and indexes it.
+func (x *memIndex) save(e *memoryRec) {
+	x.drop(e.ID)
+	toks := tokens(e.Content + " " + strings.Join(e.Tags, " "))
+	tf := map[string]int32{}
+	for _, t := range toks {
+		tf[t]++
+	}
+	d := memDoc{terms: make([]string, 0, len(tf)), length: len(toks)}
+	for t, c := range tf {
+		d.terms = append(d.terms, t)
+		ps := x.post[t]
+		if ps == nil {
+			ps = map[uuid.UUID]int32{}
+			x.post[t] = ps
+		}
+		ps[e.ID] = c
+	}
+	x.rows[e.ID], x.docs[e.ID] = e, d
+	g := memGroup{e.AgentID, e.UserID}
+	st := x.groups[g]
+	st.n, st.length = st.n+1, st.length+d.length
+	x.groups[g] = st
+}
 
-func (r *registry) putMemory(m putMemory) memoryReply {
-	e := m.rec
-	if m.agent != "" {
-		a, ok := r.part.agents.get(m.agent)
+// drop removes entry id and its postings, if present.
+func (x *memIndex) drop(id uuid.UUID) {
+	e, ok := x.rows[id]
+	if !ok {
+		return
+	}
+	d := x.docs[id]
+	for _, t := range d.terms {
+		if ps := x.post[t]; ps != nil {
+			if delete(ps, id); len(ps) == 0 {
+				delete(x.post, t)
+			}
+		}
+	}
+	g := memGroup{e.AgentID, e.UserID}
+	if st := x.groups[g]; st.n <= 1 {
+		delete(x.groups, g)
+	} else {
+		x.groups[g] = memStats{st.n - 1, st.length - d.length}
+	}
+	delete(x.rows, id)
+	delete(x.docs, id)
+}
+
+// deletes appends the deletion of every entry match holds, in id order.
+func (x *memIndex) deletes(evs []event, match func(*memoryRec) bool) []event {
+	n := len(evs)
+	for id, e := range x.rows {
+		if match(e) {
+			evs = append(evs, entityDeleted{kind: kindMemory, id: id})
+		}
+	}
+	slices.SortFunc(evs[n:], func(a, b event) int { return cmpUUID(a.(entityDeleted).id, b.(entityDeleted).id) })
+	return evs
+}
+
+// memHits is one shard's share of a ranked search: how many entries the
+// filter selects there and their length in tokens (for the average), and
+// those holding a query term with each term's count.
+type memHits struct {
+	n, length int
+	docs      []memHit
+}
+
+type memHit struct {
+	e      *memoryRec
+	length int
+	tf     []int32 // by query term
+}
+
+// search returns the shard's share of a search for terms among the
+// entries f selects: the cost is the terms' postings, not the entries.
+func (x *memIndex) search(f MemoryFilter, terms []string) memHits {
+	var h memHits
+	for g, st := range x.groups {
+		if f.matchesGroup(g.agent, g.user) {
+			h.n, h.length = h.n+st.n, h.length+st.length
+		}
+	}
+	at := map[uuid.UUID]int{}
+	for j, t := range terms {
+		for id, c := range x.post[t] {
+			i, ok := at[id]
+			if !ok {
+				e := x.rows[id]
+				if !f.matches(e) {
+					continue
+				}
+				i = len(h.docs)
+				at[id] = i
+				h.docs = append(h.docs, memHit{e: e, length: x.docs[id].length, tf: make([]int32, len(terms))})
+			}
+			h.docs[i].tf[j] = c
+		}
+	}
+	return h
+}
+
+// list returns the entries f selects.
+func (x *memIndex) list(f MemoryFilter) []*memoryRec {
+	var out []*memoryRec
+	for _, e := range x.rows {
+		if f.matches(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// maxQueryTerms bounds a search: the distinct terms of a query past it
+// are ignored.
+const maxQueryTerms = 32
+
+// queryTerms are a query's distinct tokens, sorted, at most maxQueryTerms.
+func queryTerms(q string) []string {
+	terms := slices.Compact(slices.Sorted(slices.Values(tokens(q))))
+	return terms[:min(len(terms), maxQueryTerms)]
+}
+
+func (t *tenantShard) putMemory(e memoryRec, agent string) (MemoryEntry, error) {
+	if agent != "" {
+		a, ok := t.agent(agent)
 		if !ok {
-			return memoryReply{err: fmt.Errorf("agent_id: agent %q: %w", m.agent, ErrNotFound)}
+			return MemoryEntry{}, fmt.Errorf("agent_id: agent %q: %w", agent, ErrNotFound)
 		}
 		e.AgentID = a.ID
 	}
-	e.CreatedAt = r.clock.Now().UTC()
+	e.CreatedAt = t.clock.Now().UTC()
 	au := audit{action: "memory.create", entityType: string(kindMemory), entityID: e.ID.String(),
 		summary: fmt.Sprintf("saved a memory entry of %d bytes for user %q", len(e.Content), e.UserID)}
-	if err := r.commit(au, entitySaved{&e}); err != nil {
-		return memoryReply{err: fmt.Errorf("log memory: %w", err)}
+	if err := t.commit(memoryTenant(e.UserID), au, entitySaved{&e}); err != nil {
+		return MemoryEntry{}, fmt.Errorf("log memory: %w", err)
 	}
-	return memoryReply{e: e.view()}
+	return e.view(), nil
 }
 
-func (r *registry) delMemory(m delMemory) memoryReply {
-	e, ok := r.part.memory.rows[m.id]
-	if !ok || m.user != "" && e.UserID != m.user {
-		return memoryReply{err: ErrNotFound}
+// delMemory deletes entry id if this shard holds it and user ("": any)
+// owns it; found reports whether it did.
+func (t *tenantShard) delMemory(id uuid.UUID, user string) (found bool, err error) {
+	e, ok := t.part.memory.rows[id]
+	if !ok || user != "" && e.UserID != user {
+		return false, nil
 	}
 	au := audit{action: "memory.delete", entityType: string(kindMemory), entityID: e.ID.String(), summary: "deleted a memory entry"}
-	if err := r.commit(au, entityDeleted{kind: kindMemory, id: e.ID}); err != nil {
-		return memoryReply{err: fmt.Errorf("log memory delete: %w", err)}
+	if err := t.commit(memoryTenant(e.UserID), au, entityDeleted{kind: kindMemory, id: e.ID}); err != nil {
+		return true, fmt.Errorf("log memory delete: %w", err)
 	}
-	return memoryReply{}
+	return true, nil
 }
 
-func (r *registry) queryMemory(f MemoryFilter) memoryReply {
-	var hits []*memoryRec
-	for _, e := range r.part.memory.rows {
-		if f.matches(e) {
-			hits = append(hits, e)
+// memoryShards are the tenant shards that can hold what f selects: a
+// run's view needs its user's and the entries of every user; an exact
+// user one shard; any user all of them (nil).
+func (g *Gateway) memoryShards(f MemoryFilter) []int {
+	switch {
+	case f.Visible:
+		a, b := g.tenantFor(memoryTenant(f.UserID)), g.tenantFor(memoryTenant(""))
+		if a == b {
+			return []int{a}
 		}
+		return []int{a, b}
+	case f.UserID != "":
+		return []int{g.tenantFor(memoryTenant(f.UserID))}
 	}
-	var out []MemoryEntry
-	if f.Query != "" {
-		for _, s := range bm25(hits, f.Query) {
-			v := s.e.view()
-			v.Score = math.Round(s.score*1000) / 1000
-			out = append(out, v)
-		}
-	} else {
-		sort.Slice(hits, func(i, j int) bool { return cmpUUID(hits[i].ID, hits[j].ID) > 0 })
-		for _, e := range hits {
-			out = append(out, e.view())
-		}
-	}
-	lo, hi := page(len(out), f.Offset, f.Limit, 50)
-	return memoryReply{list: slices.Clip(out[lo:hi]), total: len(out)}
+	return nil
 }
 
 type scored struct {
@@ -169,48 +293,43 @@ type scored struct {
 	score float64
 }
 
-// bm25 ranks entries for query with Okapi BM25 (k1 1.2, b 0.75) over
-// lower-cased letter-and-digit tokens; entries without a query term are
-// left out. Ties: newest first.
-func bm25(entries []*memoryRec, query string) []scored {
-	terms := slices.Compact(slices.Sorted(slices.Values(tokens(query))))
-	if len(terms) == 0 || len(entries) == 0 {
+// bm25 ranks the hits gathered from the shards with Okapi BM25 (k1 1.2,
+// b 0.75) over lower-cased letter-and-digit tokens, with the document
+// frequencies and average length of the entries the filter selects;
+// entries without a query term are left out. Ties: newest first.
+func bm25(parts []memHits, nterms int) []scored {
+	var n, total int
+	df := make([]int, nterms)
+	for _, p := range parts {
+		n, total = n+p.n, total+p.length
+		for _, d := range p.docs {
+			for j, c := range d.tf {
+				if c > 0 {
+					df[j]++
+				}
+			}
+		}
+	}
+	if n == 0 || nterms == 0 {
 		return nil
 	}
-	docs := make([][]string, len(entries))
-	var totalLen float64
-	df := map[string]int{}
-	for i, e := range entries {
-		docs[i] = tokens(e.Content + " " + strings.Join(e.Tags, " "))
-		totalLen += float64(len(docs[i]))
-		seen := map[string]bool{}
-		for _, t := range docs[i] {
-			if !seen[t] {
-				seen[t] = true
-				df[t]++
-			}
-		}
-	}
-	avg := totalLen / float64(len(docs))
-	n := float64(len(docs))
+	avg := float64(total) / float64(n)
 	const k1, b = 1.2, 0.75
 	var out []scored
-	for i, d := range docs {
-		tf := map[string]int{}
-		for _, t := range d {
-			tf[t]++
-		}
-		var s float64
-		for _, q := range terms {
-			f := float64(tf[q])
-			if f == 0 {
-				continue
+	for _, p := range parts {
+		for _, d := range p.docs {
+			var s float64
+			for j, c := range d.tf {
+				if c == 0 {
+					continue
+				}
+				f := float64(c)
+				idf := math.Log(1 + (float64(n)-float64(df[j])+0.5)/(float64(df[j])+0.5))
+				s += idf * f * (k1 + 1) / (f + k1*(1-b+b*float64(d.length)/avg))
 			}
-			idf := math.Log(1 + (n-float64(df[q])+0.5)/(float64(df[q])+0.5))
-			s += idf * f * (k1 + 1) / (f + k1*(1-b+b*float64(len(d))/avg))
-		}
-		if s > 0 {
-			out = append(out, scored{entries[i], s})
+			if s > 0 {
+				out = append(out, scored{d.e, s})
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -248,16 +367,46 @@ func (g *Gateway) SaveMemory(ctx context.Context, in MemoryInput) (MemoryEntry, 
 	if err != nil {
 		return MemoryEntry{}, err
 	}
-	m := putMemory{rec: memoryRec{ID: id, Content: in.Content, UserID: in.UserID, Tags: slices.Clone(in.Tags)}, agent: in.Agent, reply: make(chan memoryReply, 1)}
-	r, err := ask(ctx, g, m, m.reply)
-	return r.e, err
+	rec := memoryRec{ID: id, Content: in.Content, UserID: in.UserID, Tags: slices.Clone(in.Tags)}
+	return callTenant(ctx, g, g.tenantFor(memoryTenant(in.UserID)), func(t *tenantShard) (MemoryEntry, error) {
+		return t.putMemory(rec, in.Agent)
+	})
 }
 
-// Memory lists entries matching f and how many match in all.
+// Memory lists entries matching f and how many match in all: ranked
+// when f has a query, else newest first. The shards that can hold them
+// answer at once; ranking and paging happen in the caller's goroutine.
 func (g *Gateway) Memory(ctx context.Context, f MemoryFilter) ([]MemoryEntry, int, error) {
-	reply := make(chan memoryReply, 1)
-	r, err := ask(ctx, g, queryMemory{f: f, reply: reply}, reply)
-	return r.list, r.total, err
+	shards := g.memoryShards(f)
+	var out []MemoryEntry
+	if f.Query != "" {
+		terms := queryTerms(f.Query)
+		parts, err := eachTenant(ctx, g, shards, func(t *tenantShard) (memHits, error) {
+			return t.part.memory.search(f, terms), nil
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("search memory: %w", err)
+		}
+		for _, s := range bm25(parts, len(terms)) {
+			v := s.e.view()
+			v.Score = math.Round(s.score*1000) / 1000
+			out = append(out, v)
+		}
+	} else {
+		parts, err := eachTenant(ctx, g, shards, func(t *tenantShard) ([]*memoryRec, error) {
+			return t.part.memory.list(f), nil
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("list memory: %w", err)
+		}
+		hits := slices.Concat(parts...)
+		slices.SortFunc(hits, func(a, b *memoryRec) int { return cmpUUID(b.ID, a.ID) })
+		for _, e := range hits {
+			out = append(out, e.view())
+		}
+	}
+	lo, hi := page(len(out), f.Offset, f.Limit, 50)
+	return slices.Clip(out[lo:hi]), len(out), nil
 }
 
 // SearchMemory ranks the entries a run of agent for user sees for query
@@ -269,7 +418,16 @@ func (g *Gateway) SearchMemory(ctx context.Context, agent uuid.UUID, user, query
 
 // DeleteMemory removes an entry; user "" may remove anyone's. ErrNotFound.
 func (g *Gateway) DeleteMemory(ctx context.Context, id uuid.UUID, user string) error {
-	reply := make(chan memoryReply, 1)
-	_, err := ask(ctx, g, delMemory{id: id, user: user, reply: reply}, reply)
-	return err
+	var shards []int // a trusted caller's delete: whichever shard holds it
+	if user != "" {
+		shards = []int{g.tenantFor(memoryTenant(user))}
+	}
+	found, err := eachTenant(ctx, g, shards, func(t *tenantShard) (bool, error) { return t.delMemory(id, user) })
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(found, true) {
+		return ErrNotFound
+	}
+	return nil
 }

@@ -235,6 +235,7 @@ const (
 	ownerKeys     owner = iota + 1 // the key shard of the key's hash
 	ownerRegistry                  // the registry actor
 	ownerEntity                    // whoever owns the entity it is about (activity)
+	ownerTenant                    // the tenant shard of its routing key (tenants.go)
 )
 
 // kindSpec declares an entity kind: the data version written, the decoder
@@ -252,11 +253,11 @@ var kinds = map[kind]kindSpec{
 	kindProvider:     {v: 1, decode: decodeV1[providerRec], owner: ownerRegistry},
 	kindAgent:        {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
 	kindUserFile:     {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
-	kindSession:      {v: 1, decode: decodeV1[sessionRec], owner: ownerRegistry},
+	kindSession:      {v: 1, decode: decodeV1[sessionRec], owner: ownerTenant},
 	kindActivity:     {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
 	kindChannel:      {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
 	kindCustomTool:   {v: 1, decode: decodeV1[customToolRec], owner: ownerRegistry},
-	kindMemory:       {v: 1, decode: decodeV1[memoryRec], owner: ownerRegistry},
+	kindMemory:       {v: 1, decode: decodeV1[memoryRec], owner: ownerTenant},
 	kindDelegation:   {v: 1, decode: decodeV1[delegationRec], owner: ownerRegistry},
 	kindMCPServer:    {v: 1, decode: decodeV1[mcpServerRec], owner: ownerRegistry},
 	kindMCPGrant:     {v: 1, decode: decodeV1[mcpGrantRec], owner: ownerRegistry},

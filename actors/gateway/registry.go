@@ -21,8 +21,7 @@ type registry struct {
 	clock clock.Clock
 	lg    *slog.Logger
 	part  *registryPart
-	turns map[string]*turnState // sessions with a running turn (not durable)
-	by    *Actor                // who sent the message being handled (nil: internal)
+	by    *Actor // who sent the message being handled (nil: internal)
 	// pub receives a frozen copy of part after each change (publish);
 	// pubVersion is the part's version it holds. nil on a reader.
 	pub        *atomic.Pointer[registryPart]
@@ -70,22 +69,6 @@ func (r *registry) handle(msg any) {
 		m.run(r)
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
-	case putMemory:
-		m.reply <- r.putMemory(m)
-	case queryMemory:
-		m.reply <- r.queryMemory(m.f)
-	case delMemory:
-		m.reply <- r.delMemory(m)
-	case beginTurn:
-		r.beginTurn(m)
-	case endTurn:
-		m.reply <- r.endTurn(m)
-	case abortTurn:
-		m.reply <- r.abortTurn(m)
-	case sessionCmd:
-		m.reply <- r.sessionCmd(m)
-	case listSessions:
-		m.reply <- r.listSessions(m)
 	case failInterruptedSummons:
 		r.failInterrupted()
 	case captureMsg:

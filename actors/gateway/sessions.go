@@ -11,8 +11,8 @@ import (
 )
 
 // Sessions: durable conversations (key, agent, user, channel, label,
-// messages, token counts). The registry actor owns them and serializes
-// each session's turns: a turn is begun (the session is busy, its history
+// messages, token counts). The tenant shard of the session's key owns it
+// (tenants.go) and serializes its turns: a turn is begun (the session is busy, its history
 // handed out), run outside the actor (the provider call), then ended (the
 // user's message and the answer appended in one record, durable before
 // the caller is answered). A turn begun while another runs waits its
@@ -112,57 +112,20 @@ type SessionFilter struct {
 	Offset  int
 }
 
-// session messages to the registry.
-type (
-	beginTurn struct {
-		key, agentRef, user, channel string
-		cancel                       context.CancelFunc
-		reply                        chan turnReply
-		// anyUser runs the agent for a user it is not shared with: a
-		// channel instance's sender (the instance binds the agent).
-		anyUser bool
-	}
-	endTurn struct {
-		key   string
-		res   TurnResult
-		reply chan sessionReply
-	}
-	abortTurn struct {
-		key, user string
-		reply     chan sessionReply
-	}
-	sessionCmd struct {
-		op, key, user string // op: get, patch, delete, reset
-		label         *string
-		admin         bool
-		reply         chan sessionReply
-	}
-	listSessions struct {
-		f     SessionFilter
-		admin bool
-		reply chan sessionsReply
-	}
-)
+// beginTurn is a turn waiting to begin on its session's tenant shard.
+type beginTurn struct {
+	key, agentRef, user, channel string
+	cancel                       context.CancelFunc
+	reply                        chan turnReply
+	// anyUser runs the agent for a user it is not shared with: a
+	// channel instance's sender (the instance binds the agent).
+	anyUser bool
+}
 
 type turnReply struct {
 	turn Turn
 	err  error
 }
-
-type sessionReply struct {
-	s   Session
-	err error
-}
-
-func (r sessionReply) failure() error { return r.err }
-
-type sessionsReply struct {
-	ss    []Session
-	total int
-	err   error
-}
-
-func (r sessionsReply) failure() error { return r.err }
 
 // turnState is a session's in-memory turn bookkeeping (not durable: a
 // restart ends every turn).
@@ -172,7 +135,7 @@ type turnState struct {
 	waiting []beginTurn
 }
 
-func (r *registry) beginTurn(m beginTurn) {
+func (r *tenantShard) beginTurn(m beginTurn) {
 	if r.turns == nil {
 		r.turns = map[string]*turnState{}
 	}
@@ -188,7 +151,7 @@ func (r *registry) beginTurn(m beginTurn) {
 }
 
 // openTurn finds or creates the session for a turn.
-func (r *registry) openTurn(m beginTurn) (Turn, error) {
+func (r *tenantShard) openTurn(m beginTurn) (Turn, error) {
 	now := r.clock.Now().UTC()
 	x, ok := r.part.sessions.named(m.key)
 	if ok && x.UserID != m.user {
@@ -198,7 +161,7 @@ func (r *registry) openTurn(m beginTurn) (Turn, error) {
 	if ref == "" && ok {
 		ref = x.AgentID.String()
 	}
-	a, found := r.part.agents.get(ref)
+	a, found := r.agent(ref)
 	if !found || (!m.anyUser && !a.canUse(m.user)) {
 		return Turn{}, fmt.Errorf("agent %q: %w", ref, ErrNotFound)
 	}
@@ -215,30 +178,30 @@ func (r *registry) openTurn(m beginTurn) (Turn, error) {
 	return Turn{Session: x.view(true), AgentID: a.ID}, nil
 }
 
-func (r *registry) endTurn(m endTurn) sessionReply {
-	ts := r.turns[m.key]
-	defer r.nextTurn(m.key, ts)
-	x, ok := r.part.sessions.named(m.key)
+func (r *tenantShard) endTurn(key string, res TurnResult) (Session, error) {
+	ts := r.turns[key]
+	defer r.nextTurn(key, ts)
+	x, ok := r.part.sessions.named(key)
 	if !ok {
-		return sessionReply{err: ErrNotFound} // deleted meanwhile
+		return Session{}, ErrNotFound // deleted meanwhile
 	}
 	now := r.clock.Now().UTC()
-	t := &turnJSON{SessionID: x.ID, PromptTokens: m.res.PromptTokens, CompletionTokens: m.res.CompletionTokens, At: now,
-		Messages: []SessionMessage{{Role: "user", Content: m.res.User, At: now}}}
-	if !m.res.Failed {
-		t.Messages = append(t.Messages, SessionMessage{Role: "assistant", Content: m.res.Assistant, At: now})
+	t := &turnJSON{SessionID: x.ID, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, At: now,
+		Messages: []SessionMessage{{Role: "user", Content: res.User, At: now}}}
+	if !res.Failed {
+		t.Messages = append(t.Messages, SessionMessage{Role: "assistant", Content: res.Assistant, At: now})
 	}
 	if err := commit(r.log, r.part, sessionTurnAppended{t}); err != nil {
-		return sessionReply{err: fmt.Errorf("log session turn: %w", err)}
+		return Session{}, fmt.Errorf("log session turn: %w", err)
 	}
-	x, _ = r.part.sessions.named(m.key)
-	return sessionReply{s: x.view(false)}
+	x, _ = r.part.sessions.named(key)
+	return x.view(false), nil
 }
 
 // appendTurn applies a session turn: a new session value with the turn's
 // messages appended (the history bounded) and its tokens counted. A turn
 // of a session deleted meanwhile changes nothing.
-func (r *registryPart) appendTurn(seq uint64, t *turnJSON) {
+func (r *tenantPart) appendTurn(seq uint64, t *turnJSON) {
 	x, ok := r.sessions.rows[t.SessionID]
 	if !ok || reflects(x.Seq, seq) {
 		return
@@ -258,7 +221,7 @@ func reflects(mark, seq uint64) bool { return seq != 0 && seq <= mark }
 
 // saveSession applies a session's full state unless the session already
 // reflects the record (its watermark is at or past seq).
-func (r *registryPart) saveSession(seq uint64, x *sessionRec) {
+func (r *tenantPart) saveSession(seq uint64, x *sessionRec) {
 	if old, ok := r.sessions.rows[x.ID]; ok && reflects(old.Seq, seq) {
 		return
 	}
@@ -269,7 +232,7 @@ func (r *registryPart) saveSession(seq uint64, x *sessionRec) {
 }
 
 // nextTurn frees the session and begins the next waiting turn, if any.
-func (r *registry) nextTurn(key string, ts *turnState) {
+func (r *tenantShard) nextTurn(key string, ts *turnState) {
 	if ts == nil {
 		return
 	}
@@ -280,7 +243,7 @@ func (r *registry) nextTurn(key string, ts *turnState) {
 // startWaiting begins the waiting turns of a free session in order until
 // one runs (a turn that cannot open is answered with its error), and
 // forgets the session when none runs or waits.
-func (r *registry) startWaiting(key string, ts *turnState) {
+func (r *tenantShard) startWaiting(key string, ts *turnState) {
 	for len(ts.waiting) > 0 && !ts.busy {
 		m := ts.waiting[0]
 		ts.waiting = ts.waiting[1:]
@@ -309,71 +272,68 @@ func boundHistory(msgs []SessionMessage) []SessionMessage {
 	return slices.Clip(msgs[cut:])
 }
 
-func (r *registry) abortTurn(m abortTurn) sessionReply {
-	x, ok := r.part.sessions.named(m.key)
-	if !ok || x.UserID != m.user {
-		return sessionReply{err: ErrNotFound}
+func (r *tenantShard) abortTurn(key, user string) error {
+	x, ok := r.part.sessions.named(key)
+	if !ok || x.UserID != user {
+		return ErrNotFound
 	}
-	ts := r.turns[m.key]
+	ts := r.turns[key]
 	if ts == nil || !ts.busy || ts.cancel == nil {
-		return sessionReply{err: fmt.Errorf("session %q has no running turn: %w", m.key, ErrInUse)}
+		return fmt.Errorf("session %q has no running turn: %w", key, ErrInUse)
 	}
 	ts.cancel()
-	return sessionReply{s: x.view(false)}
+	return nil
 }
 
-func (r *registry) sessionCmd(m sessionCmd) sessionReply {
-	x, ok := r.part.sessions.named(m.key)
-	if !ok || (!m.admin && x.UserID != m.user) {
-		return sessionReply{err: fmt.Errorf("session %q: %w", m.key, ErrNotFound)}
+// sessionOp runs op (get, patch, delete, reset) on session key for user
+// (any user's for admin).
+func (r *tenantShard) sessionOp(op, key, user string, admin bool, label *string) (Session, error) {
+	x, ok := r.part.sessions.named(key)
+	if !ok || (!admin && x.UserID != user) {
+		return Session{}, fmt.Errorf("session %q: %w", key, ErrNotFound)
 	}
 	next := *x
-	switch m.op {
+	switch op {
 	case "get":
-		return sessionReply{s: x.view(true)}
+		return x.view(true), nil
 	case "delete":
 		au := audit{action: "session.delete", entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("deleted session %q", x.Key)}
-		if err := r.commit(au, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
-			return sessionReply{err: fmt.Errorf("log session delete: %w", err)}
+		if err := r.commit(sessionTenant(key), au, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
+			return Session{}, fmt.Errorf("log session delete: %w", err)
 		}
-		return sessionReply{s: x.view(false)}
+		return x.view(false), nil
 	case "patch":
-		if m.label != nil {
-			next.Label = *m.label
+		if label != nil {
+			next.Label = *label
 		}
 	case "reset":
 		next.Messages, next.PromptTokens, next.CompletionTokens = nil, 0, 0
 	default:
-		return sessionReply{err: fmt.Errorf("session op %q: %w", m.op, ErrInvalid)}
+		return Session{}, fmt.Errorf("session op %q: %w", op, ErrInvalid)
 	}
 	next.UpdatedAt = r.clock.Now().UTC()
-	au := audit{action: "session." + m.op, entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("%s session %q", map[string]string{"patch": "relabelled", "reset": "reset"}[m.op], x.Key)}
-	if err := r.commit(au, entitySaved{&next}); err != nil {
-		return sessionReply{err: fmt.Errorf("log session: %w", err)}
+	au := audit{action: "session." + op, entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("%s session %q", map[string]string{"patch": "relabelled", "reset": "reset"}[op], x.Key)}
+	if err := r.commit(sessionTenant(key), au, entitySaved{&next}); err != nil {
+		return Session{}, fmt.Errorf("log session: %w", err)
 	}
-	return sessionReply{s: next.view(false)}
+	return next.view(false), nil
 }
 
-func (r *registry) listSessions(m listSessions) sessionsReply {
+// listSessions returns the shard's sessions f selects (f.UserID's only
+// unless admin).
+func (p *tenantPart) listSessions(f SessionFilter, admin bool) []Session {
 	var all []Session
-	for _, x := range r.part.sessions.rows {
+	for _, x := range p.sessions.rows {
 		switch {
-		case !m.admin && x.UserID != m.f.UserID,
-			m.f.UserID != "" && x.UserID != m.f.UserID,
-			m.f.AgentID != uuid.Nil && x.AgentID != m.f.AgentID,
-			m.f.Channel != "" && x.Channel != m.f.Channel:
+		case !admin && x.UserID != f.UserID,
+			f.UserID != "" && x.UserID != f.UserID,
+			f.AgentID != uuid.Nil && x.AgentID != f.AgentID,
+			f.Channel != "" && x.Channel != f.Channel:
 			continue
 		}
 		all = append(all, x.view(false))
 	}
-	slices.SortFunc(all, func(a, b Session) int {
-		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
-	lo, hi := page(len(all), m.f.Offset, m.f.Limit, 20)
-	return sessionsReply{ss: slices.Clip(all[lo:hi]), total: len(all)}
+	return all
 }
 
 // validSessionKey reports whether k can name a session.
@@ -414,7 +374,7 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 	}
 	reply := make(chan turnReply, 1)
 	m.reply = reply
-	g.root.Send(g.registry, m)
+	g.root.Send(g.tenants[g.tenantFor(sessionTenant(key))], tenantCommand{run: func(t *tenantShard) { t.beginTurn(m) }})
 	return func(ctx context.Context) (Turn, error) {
 		select {
 		case r := <-reply:
@@ -434,16 +394,15 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 // EndTurn appends a finished turn to session key (durable on return) and
 // begins the next waiting one.
 func (g *Gateway) EndTurn(ctx context.Context, key string, res TurnResult) (Session, error) {
-	reply := make(chan sessionReply, 1)
-	r, err := ask(ctx, g, endTurn{key: key, res: res, reply: reply}, reply)
-	return r.s, err
+	return callTenant(ctx, g, g.tenantFor(sessionTenant(key)), func(t *tenantShard) (Session, error) { return t.endTurn(key, res) })
 }
 
 // AbortTurn cancels the running turn of user's session key; ErrInUse when
 // none runs, ErrNotFound.
 func (g *Gateway) AbortTurn(ctx context.Context, key, user string) error {
-	reply := make(chan sessionReply, 1)
-	_, err := ask(ctx, g, abortTurn{key: key, user: user, reply: reply}, reply)
+	_, err := callTenant(ctx, g, g.tenantFor(sessionTenant(key)), func(t *tenantShard) (struct{}, error) {
+		return struct{}{}, t.abortTurn(key, user)
+	})
 	return err
 }
 
@@ -453,9 +412,9 @@ func (g *Gateway) SessionOp(ctx context.Context, op, key, user string, admin boo
 	if label != nil && (len(*label) > 200 || !ValidUserID(*label) && *label != "") {
 		return Session{}, fmt.Errorf("label must be at most 200 printable characters: %w", ErrInvalid)
 	}
-	reply := make(chan sessionReply, 1)
-	r, err := ask(ctx, g, sessionCmd{op: op, key: key, user: user, admin: admin, label: label, reply: reply}, reply)
-	return r.s, err
+	return callTenant(ctx, g, g.tenantFor(sessionTenant(key)), func(t *tenantShard) (Session, error) {
+		return t.sessionOp(op, key, user, admin, label)
+	})
 }
 
 // ListSessions lists sessions newest first: f.UserID's only unless admin.
@@ -469,7 +428,17 @@ func (g *Gateway) ListSessions(ctx context.Context, f SessionFilter, admin bool)
 	if f.Offset < 0 {
 		return nil, 0, fmt.Errorf("offset must be >= 0: %w", ErrInvalid)
 	}
-	reply := make(chan sessionsReply, 1)
-	r, err := ask(ctx, g, listSessions{f: f, admin: admin, reply: reply}, reply)
-	return r.ss, r.total, err
+	parts, err := eachTenant(ctx, g, nil, func(t *tenantShard) ([]Session, error) { return t.part.listSessions(f, admin), nil })
+	if err != nil {
+		return nil, 0, fmt.Errorf("list sessions: %w", err)
+	}
+	all := slices.Concat(parts...)
+	slices.SortFunc(all, func(a, b Session) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	lo, hi := page(len(all), f.Offset, f.Limit, 20)
+	return slices.Clip(all[lo:hi]), len(all), nil
 }

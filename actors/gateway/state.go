@@ -22,10 +22,11 @@ import (
 // actor calls its own part's apply with the events it appends (commit), so
 // live changes and replay run the same code.
 type state struct {
-	keys  []*keyPart
-	homes keyHomes
-	reg   *registryPart
-	runs  *runState
+	keys    []*keyPart
+	homes   keyHomes
+	reg     *registryPart
+	runs    *runState
+	tenants []*tenantPart
 }
 
 // part is one actor's share of the state.
@@ -42,6 +43,10 @@ func newState(cfg Config) *state {
 	}
 	for i := range st.keys {
 		st.keys[i] = newKeyPart(cfg.MaxActivity)
+	}
+	st.tenants = make([]*tenantPart, cfg.TenantShards)
+	for i := range st.tenants {
+		st.tenants[i] = newTenantPart(cfg.MaxActivity)
 	}
 	return st
 }
@@ -61,7 +66,9 @@ func (st *state) apply(seq uint64, ev event) {
 	case runRecorded:
 		st.runs.apply(seq, ev)
 	case sessionTurnAppended:
-		st.reg.apply(seq, ev)
+		if p := st.tenantHolding(kindSession, e.turn.SessionID); p != nil {
+			p.apply(seq, ev)
+		}
 	default:
 		panic(fmt.Sprintf("gateway: no part applies %T", ev))
 	}
@@ -77,8 +84,23 @@ func (st *state) owner(k kind, id uuid.UUID, ent entity) part {
 		return st.keys[st.homes.of(id)]
 	case ownerRegistry:
 		return st.reg
+	case ownerTenant:
+		switch x := ent.(type) {
+		case *sessionRec:
+			return st.tenants[tenantOf(sessionTenant(x.Key), len(st.tenants))]
+		case *memoryRec:
+			return st.tenants[tenantOf(memoryTenant(x.UserID), len(st.tenants))]
+		}
+		if p := st.tenantHolding(k, id); p != nil {
+			return p
+		}
+		return noPart{} // a delete of what is gone
 	case ownerEntity:
-		if a, ok := ent.(*activityRec); ok && kind(a.EntityType) == kindAPIKey {
+		a, _ := ent.(*activityRec)
+		switch {
+		case a != nil && a.Tenant != "":
+			return st.tenants[tenantOf(a.Tenant, len(st.tenants))]
+		case a != nil && kind(a.EntityType) == kindAPIKey:
 			if id, err := uuid.Parse(a.EntityID); err == nil {
 				return st.keys[st.homes.of(id)]
 			}
@@ -88,9 +110,28 @@ func (st *state) owner(k kind, id uuid.UUID, ent entity) part {
 	panic(fmt.Sprintf("gateway: kind %q has no owner", k))
 }
 
+// tenantHolding is the tenant part holding entity k/id, or nil (restore
+// only: live, each shard knows its own).
+func (st *state) tenantHolding(k kind, id uuid.UUID) *tenantPart {
+	for _, p := range st.tenants {
+		if p.holds(k, id) {
+			return p
+		}
+	}
+	return nil
+}
+
+// noPart applies nothing: the owner of a delete whose entity is gone.
+type noPart struct{}
+
+func (noPart) apply(uint64, event) {}
+
 // entities appends every entity of the state to dst.
 func (st *state) entities(dst []entity) []entity {
 	for _, p := range st.keys {
+		dst = p.entities(dst)
+	}
+	for _, p := range st.tenants {
 		dst = p.entities(dst)
 	}
 	return st.reg.entities(dst)
@@ -180,11 +221,9 @@ type registryPart struct {
 	agents        table[*agentRec]
 	agentsOn      map[uuid.UUID]int
 	userFiles     table[*userFileRec]
-	sessions      table[*sessionRec]    // by id, and by key
 	activity      activityLog           // the audit entries of its changes
 	channels      table[*channelRec]    // by id, and by name
 	tools         table[*customToolRec] // by id, and by name
-	memory        table[*memoryRec]
 	delegations   recentLog[*delegationRec]
 	mcpServers    table[*mcpServerRec] // by id, and by name
 	mcpGrants     table[*mcpGrantRec]
@@ -208,11 +247,9 @@ func newRegistryPart(maxActivity int) *registryPart {
 		agents:        newTable(func(a *agentRec) string { return a.AgentKey }),
 		agentsOn:      map[uuid.UUID]int{},
 		userFiles:     newTable[*userFileRec](nil),
-		sessions:      newTable(func(x *sessionRec) string { return x.Key }),
 		activity:      newActivityLog(maxActivity),
 		channels:      newTable(func(c *channelRec) string { return c.Name }),
 		tools:         newTable(func(t *customToolRec) string { return t.Name }),
-		memory:        newTable[*memoryRec](nil),
 		delegations:   newRecentLog[*delegationRec](maxActivity),
 		mcpServers:    newTable(func(s *mcpServerRec) string { return s.Name }),
 		mcpGrants:     newTable[*mcpGrantRec](nil),
@@ -229,8 +266,8 @@ func newRegistryPart(maxActivity int) *registryPart {
 // bindTables points tables at r's own tables.
 func (r *registryPart) bindTables() {
 	r.tables = map[kind]anyTable{
-		kindProvider: &r.providers, kindUserFile: &r.userFiles, kindSession: &r.sessions,
-		kindChannel: &r.channels, kindCustomTool: &r.tools, kindMemory: &r.memory,
+		kindProvider: &r.providers, kindUserFile: &r.userFiles,
+		kindChannel: &r.channels, kindCustomTool: &r.tools,
 		kindMCPServer: &r.mcpServers, kindMCPGrant: &r.mcpGrants, kindMCPRequest: &r.mcpRequests,
 		kindMedia: &r.media, kindSkill: &r.skills, kindSkillVersion: &r.skillVersions, kindSkillGrant: &r.skillGrants,
 	}
@@ -275,8 +312,6 @@ func (r *registryPart) apply(seq uint64, ev event) {
 			r.activity.save(x)
 		case *delegationRec:
 			r.delegations.save(x)
-		case *sessionRec:
-			r.saveSession(seq, x)
 		default:
 			k, _ := x.ref()
 			t, ok := r.tables[k]
@@ -295,8 +330,6 @@ func (r *registryPart) apply(seq uint64, ev event) {
 			panic(fmt.Sprintf("gateway: registry cannot delete %q", e.kind))
 		}
 		t.del(e.id)
-	case sessionTurnAppended:
-		r.appendTurn(seq, e.turn)
 	default:
 		panic(fmt.Sprintf("gateway: registry cannot apply %T", ev))
 	}
