@@ -174,7 +174,9 @@ func (iso *Isolation) quiet(ctx context.Context, st *QuietStats, cfg IsolationCo
 		}
 	}
 	agents := func() error { return c.do(ctx, "GET", "/v1/agents", nil, 200, nil) }
-	chat := func() error { return c.do(ctx, "POST", "/v1/chat/completions", chatBody(quietUser, "what is on my list today?"), 200, nil) }
+	chat := func() error {
+		return c.do(ctx, "POST", "/v1/chat/completions", chatBody(quietUser, "what is on my list today?"), 200, nil)
+	}
 	_, _ = agents(), chat()
 	end := time.Now().Add(cfg.Duration)
 	var wg sync.WaitGroup

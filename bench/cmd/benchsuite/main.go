@@ -3,12 +3,14 @@
 //
 //   - proxy: the stub upstream direct, a bare fasthttp hop, nginx and
 //     gatehouse side by side in one run;
+//
 //   - turn: the agent gateway's time per chat turn (echo provider);
+//
 //   - isolation: a quiet user's latencies with and without a noisy
 //     neighbour searching its memory.
 //
-//	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
-//	go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
+//     go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
+//     go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
 //
 // The subcommands `stub` and `barehop` are the suite's own child
 // processes.
