@@ -20,27 +20,37 @@ const gatewayToken = "bench-gateway-token"
 // StartGateway starts the real binary with a fresh data dir under dir and
 // its agent gateway on a loopback port (WAL with fsync, the gateway's
 // per-subject limiter off, as by default). It returns the gateway's
-// address.
-func StartGateway(bin, dir string) (*Proc, string, error) {
+// address and that of its unauthenticated /metrics listener
+// (server.metrics_addr), which serves the process's registry (the WAL's
+// metrics among them; the gateway's own /metrics does not).
+func StartGateway(bin, dir string) (p *Proc, addr, metrics string, err error) {
 	cfg := map[string]any{
 		"data_dir": filepath.Join(dir, "data"),
 		"log":      map[string]any{"format": "json", "level": "info"},
-		"server":   map[string]any{"host": "127.0.0.1", "port": 0},
+		"server":   map[string]any{"host": "127.0.0.1", "port": 0, "metrics_addr": "127.0.0.1:0"},
 		"gateway":  map[string]any{"host": "127.0.0.1", "port": 0, "token": gatewayToken},
 	}
 	b, _ := json.Marshal(cfg)
 	path := filepath.Join(dir, "gatehouse.json")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	env := []string{"GATEHOUSE_ADMIN_EMAIL=" + adminEmail, "GATEHOUSE_ADMIN_PASSWORD=" + adminPassword}
-	return StartProc(dir, "gatehouse", []string{bin, "serve", "--config", path}, env, 60*time.Second, func(line string) (string, bool) {
+	// Ready once both listeners said where they are, in either order.
+	p, addr, err = StartProc(dir, "gatehouse", []string{bin, "serve", "--config", path}, env, 60*time.Second, func(line string) (string, bool) {
 		var l struct{ Msg, Listener, Addr string }
-		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" && l.Listener == "gateway" {
-			return l.Addr, true
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "listening" {
+			return "", false
 		}
-		return "", false
+		switch l.Listener {
+		case "gateway":
+			addr = l.Addr
+		case "metrics":
+			metrics = l.Addr
+		}
+		return addr, addr != "" && metrics != ""
 	})
+	return p, addr, metrics, err
 }
 
 // gwClient calls the agent gateway with one credential, for one user.
@@ -77,7 +87,9 @@ func (c *gwClient) do(ctx context.Context, method, path string, body any, want i
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -109,7 +121,8 @@ func (c *gwClient) do(ctx context.Context, method, path string, body any, want i
 func (c *gwClient) close() { c.hc.CloseIdleConnections() }
 
 // echoProvider is the provider every bench agent runs on: gatehouse's
-// built-in echo, which answers "echo: <last message>" without a network.
+// built-in echo, which answers "echo: <last message>" without a network
+// (here without its default 10 ms pause per word).
 const echoProvider = "bench-echo"
 
 // provisionUsers creates the echo provider (once per gateway) and, for
@@ -120,6 +133,7 @@ func provisionUsers(ctx context.Context, addr string, users ...string) (map[stri
 	defer admin.close()
 	err := admin.do(ctx, "POST", "/v1/providers", map[string]any{
 		"name": echoProvider, "provider_type": "echo", "api_key": "sk-echo-unused-1234",
+		"settings": map[string]any{"delay_ms": 0}, // no pause per word: the gateway's own time
 	}, 201, nil)
 	if err != nil {
 		return nil, err

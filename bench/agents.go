@@ -56,6 +56,7 @@ func (c AgentConfig) Validate() error {
 type agentGW struct {
 	name     string
 	addr     string
+	metrics  string // its /metrics listener
 	baseline bool
 	keys     map[string]string // API keys by user
 }
@@ -103,7 +104,7 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 		if err != nil {
 			return nil, err
 		}
-		p, addr, err := StartGateway(bin, b.dir)
+		p, addr, metrics, err := StartGateway(bin, b.dir)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +113,7 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", b.name, err)
 		}
-		s.gws = append(s.gws, &agentGW{name: b.name, addr: addr, baseline: b.rev != "", keys: keys})
+		s.gws = append(s.gws, &agentGW{name: b.name, addr: addr, metrics: metrics, baseline: b.rev != "", keys: keys})
 	}
 	return s, nil
 }
@@ -124,7 +125,7 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 func (s *AgentSuite) Run(ctx context.Context) error {
 	if s.cfg.Turn {
 		for _, g := range s.gws {
-			tr := RunTurns(ctx, g.name, g.addr, g.keys[turnUser], s.cfg.Turns)
+			tr := RunTurns(ctx, g.name, g.addr, g.metrics, g.keys[turnUser], s.cfg.Turns)
 			tr.Baseline = g.baseline
 			s.Turns = append(s.Turns, tr)
 			s.logf("%v", tr)

@@ -126,10 +126,12 @@ func (iso *Isolation) RunPhase(ctx context.Context, noisy bool, cfg IsolationCon
 		for s := range cfg.Searchers {
 			searchers.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(s), 20))
-				for {
+				for first := true; ; first = false { // at least one search each
 					select {
 					case <-stop:
-						return
+						if !first {
+							return
+						}
 					default:
 					}
 					q := url.Values{"q": {searchQuery(rng)}, "agent_id": {noisyUser}, "limit": {"10"}}

@@ -27,8 +27,9 @@ type Turns struct {
 }
 
 // RunTurns sends n sequential chat completions as turnUser with its key
-// (after 5 unmeasured ones) to the gateway at addr.
-func RunTurns(ctx context.Context, name, addr, key string, n int) *Turns {
+// (after 5 unmeasured ones) to the gateway at addr, and reads the WAL's
+// counter from the /metrics listener at metrics before and after.
+func RunTurns(ctx context.Context, name, addr, metrics, key string, n int) *Turns {
 	tr := &Turns{Name: name, WALPerTurn: math.NaN()}
 	c := newGWClient(addr, key, turnUser, 1, 30*time.Second)
 	defer c.close()
@@ -38,7 +39,7 @@ func RunTurns(ctx context.Context, name, addr, key string, n int) *Turns {
 	for i := range 5 {
 		_ = turn(-1 - i)
 	}
-	before, okBefore := walRecords(ctx, addr)
+	before, okBefore := walRecords(ctx, metrics)
 	for i := range n {
 		if ctx.Err() != nil {
 			break
@@ -53,16 +54,16 @@ func RunTurns(ctx context.Context, name, addr, key string, n int) *Turns {
 			}
 		}
 	}
-	if after, ok := walRecords(ctx, addr); ok && okBefore && n > 0 {
+	if after, ok := walRecords(ctx, metrics); ok && okBefore && n > 0 {
 		tr.WALPerTurn = (after - before) / float64(n)
 	}
 	return tr
 }
 
 // walRecords reads gatehouse_wal_appended_records_total from the
-// gateway's /metrics (the admin token's view of the process's registry).
+// /metrics listener at addr.
 func walRecords(ctx context.Context, addr string) (float64, bool) {
-	c := newGWClient(addr, gatewayToken, "", 1, 10*time.Second)
+	c := newGWClient(addr, "", "", 1, 10*time.Second)
 	defer c.close()
 	var text []byte
 	if err := c.do(ctx, "GET", "/metrics", nil, 200, &text); err != nil {

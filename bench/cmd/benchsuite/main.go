@@ -1,16 +1,12 @@
 // Command benchsuite runs gatehouse's benchmark cases, prints their tables
-// and appends them to -results. See package bench.
+// and appends them to -results. See package bench. The cases (-cases):
+// proxy, the stub upstream direct, a bare fasthttp hop, nginx and
+// gatehouse side by side in one run; turn, the agent gateway's time per
+// chat turn (echo provider); isolation, a quiet user's latencies with and
+// without a noisy neighbour searching its memory.
 //
-//   - proxy: the stub upstream direct, a bare fasthttp hop, nginx and
-//     gatehouse side by side in one run;
-//
-//   - turn: the agent gateway's time per chat turn (echo provider);
-//
-//   - isolation: a quiet user's latencies with and without a noisy
-//     neighbour searching its memory.
-//
-//     go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
-//     go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
+//	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
+//	go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
 //
 // The subcommands `stub` and `barehop` are the suite's own child
 // processes.
