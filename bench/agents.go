@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Cases of the suite, as -cases names them.
@@ -22,6 +23,10 @@ type AgentConfig struct {
 	Turn      bool // run the turn-cost case
 	Iso       IsolationConfig
 	Turns     int // sequential chat turns measured
+	// TurnSettle is the quiet time before and after the turns, so that
+	// the records the gateway writes in batches (usage, traces: flushed
+	// every second) land inside the WAL count.
+	TurnSettle time.Duration
 	// Dir receives configs, data and the servers' logs.
 	Dir string
 	// Vs, when set, is a git revision: gatehouse built from it runs every
@@ -33,7 +38,7 @@ type AgentConfig struct {
 // DefaultAgentConfig is what `make bench` runs: both cases, about a
 // minute per gatehouse.
 func DefaultAgentConfig() AgentConfig {
-	return AgentConfig{Isolation: true, Turn: true, Iso: DefaultIsolationConfig(), Turns: 1_000}
+	return AgentConfig{Isolation: true, Turn: true, Iso: DefaultIsolationConfig(), Turns: 1_000, TurnSettle: 2 * time.Second}
 }
 
 // Validate reports the first invalid field, by name.
@@ -41,8 +46,8 @@ func (c AgentConfig) Validate() error {
 	switch {
 	case !c.Isolation && !c.Turn:
 		return errors.New("bench: no agent case selected")
-	case c.Turn && c.Turns < 1:
-		return errors.New("bench: turns must be >= 1")
+	case c.Turn && (c.Turns < 1 || c.TurnSettle < 0):
+		return errors.New("bench: turns must be >= 1 and turn_settle >= 0")
 	case c.Dir == "":
 		return errors.New("bench: dir is required")
 	}
@@ -125,7 +130,7 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 func (s *AgentSuite) Run(ctx context.Context) error {
 	if s.cfg.Turn {
 		for _, g := range s.gws {
-			tr := RunTurns(ctx, g.name, g.addr, g.metrics, g.keys[turnUser], s.cfg.Turns)
+			tr := RunTurns(ctx, g.name, g.addr, g.metrics, g.keys[turnUser], s.cfg.Turns, s.cfg.TurnSettle)
 			tr.Baseline = g.baseline
 			s.Turns = append(s.Turns, tr)
 			s.logf("%v", tr)

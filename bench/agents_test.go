@@ -15,7 +15,7 @@ func TestAgentCases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := AgentConfig{
-		Isolation: true, Turn: true, Turns: 5, Dir: t.TempDir(), Log: logWriter{t},
+		Isolation: true, Turn: true, Turns: 5, TurnSettle: 0, Dir: t.TempDir(), Log: logWriter{t},
 		Iso: IsolationConfig{Entries: 40, Words: 50, Savers: 4, Searchers: 2, Duration: 100 * time.Millisecond, Warmup: 20 * time.Millisecond, Timeout: 30 * time.Second},
 	}
 	s, err := StartAgents(ctx, cfg)

@@ -21,15 +21,17 @@ type Turns struct {
 	Failed   int
 	FirstErr error
 	// WALPerTurn is gatehouse_wal_appended_records_total's increase over
-	// the measured turns, per turn (the whole process: a usage flush that
-	// falls in the window counts too); NaN if /metrics did not have it.
+	// the measured turns and the settle time after them, per turn (the
+	// whole process, batched records included); NaN if /metrics did not
+	// have it.
 	WALPerTurn float64
 }
 
 // RunTurns sends n sequential chat completions as turnUser with its key
 // (after 5 unmeasured ones) to the gateway at addr, and reads the WAL's
-// counter from the /metrics listener at metrics before and after.
-func RunTurns(ctx context.Context, name, addr, metrics, key string, n int) *Turns {
+// counter from the /metrics listener at metrics settle before the first
+// measured turn and settle after the last.
+func RunTurns(ctx context.Context, name, addr, metrics, key string, n int, settle time.Duration) *Turns {
 	tr := &Turns{Name: name, WALPerTurn: math.NaN()}
 	c := newGWClient(addr, key, turnUser, 1, 30*time.Second)
 	defer c.close()
@@ -39,6 +41,7 @@ func RunTurns(ctx context.Context, name, addr, metrics, key string, n int) *Turn
 	for i := range 5 {
 		_ = turn(-1 - i)
 	}
+	sleepCtx(ctx, settle)
 	before, okBefore := walRecords(ctx, metrics)
 	for i := range n {
 		if ctx.Err() != nil {
@@ -54,6 +57,7 @@ func RunTurns(ctx context.Context, name, addr, metrics, key string, n int) *Turn
 			}
 		}
 	}
+	sleepCtx(ctx, settle)
 	if after, ok := walRecords(ctx, metrics); ok && okBefore && n > 0 {
 		tr.WALPerTurn = (after - before) / float64(n)
 	}
