@@ -63,7 +63,7 @@ func (s *AgentSuite) reportTurns(p func(string, ...any)) {
 		if base != nil && !tr.Baseline && base.Latency.Quantile(0.5) > 0 {
 			vs = fmt.Sprintf("%.2f", float64(h.Quantile(0.5))/float64(base.Latency.Quantile(0.5)))
 		}
-		p("| %s | %d | %s | %s | %s | %d | %s | %s | %s |", tr.Name, h.Count(), dur(h.Quantile(0.5)), dur(h.Quantile(0.99)), dur(h.Max()), tr.Failed, rate, wal, vs)
+		p("| %s | %d | %s | %s | %s | %d | %s | %s | %s |", tr.Name, h.Count(), span(h.Quantile(0.5)), span(h.Quantile(0.99)), span(h.Max()), tr.Failed, rate, wal, vs)
 	}
 	for _, tr := range s.Turns {
 		if tr.FirstErr != nil {
@@ -109,8 +109,8 @@ func (s *AgentSuite) reportIsolation(p func(string, ...any)) {
 				searches = fmt.Sprintf("%d / %d", st.Searches, st.SearchesFailed)
 			}
 			p("| %s | %s | %d | %s | %s | %s | %d | %s | %d | %s | %s | %s | %d | %s | %s |", iso.Name, ph.name,
-				st.Agents.Count(), dur(st.Agents.Quantile(0.5)), dur(st.Agents.Quantile(0.99)), dur(st.Agents.Max()), st.AgentsFailed, ratio(&st.Agents, aAlone),
-				st.Chat.Count(), dur(st.Chat.Quantile(0.5)), dur(st.Chat.Quantile(0.99)), dur(st.Chat.Max()), st.ChatFailed, ratio(&st.Chat, cAlone), searches)
+				st.Agents.Count(), span(st.Agents.Quantile(0.5)), span(st.Agents.Quantile(0.99)), span(st.Agents.Max()), st.AgentsFailed, ratio(&st.Agents, aAlone),
+				st.Chat.Count(), span(st.Chat.Quantile(0.5)), span(st.Chat.Quantile(0.99)), span(st.Chat.Max()), st.ChatFailed, ratio(&st.Chat, cAlone), searches)
 		}
 	}
 	p("")
@@ -142,10 +142,19 @@ func (s *AgentSuite) reportIsolation(p func(string, ...any)) {
 		}
 		st := iso.Noisy
 		a, ch := st.Agents.Quantile(0.99), st.Chat.Quantile(0.99)
-		p("- %s %s: GET /v1/agents p99 %s (target < %v)", tick(a < maxQuietP99), iso.Name, dur(a), maxQuietP99)
-		p("- %s %s: chat p99 %s (target < %v)", tick(ch < maxQuietP99), iso.Name, dur(ch), maxQuietP99)
+		p("- %s %s: GET /v1/agents p99 %s (target < %s)", tick(a < maxQuietP99), iso.Name, span(a), span(maxQuietP99))
+		p("- %s %s: chat p99 %s (target < %s)", tick(ch < maxQuietP99), iso.Name, span(ch), span(maxQuietP99))
 		p("- %s %s: %d failed chats of %d (target 0)", tick(st.ChatFailed == 0), iso.Name, st.ChatFailed, st.Chat.Count())
 	}
+}
+
+// span formats a latency as dur does, and in seconds from 1 s up (a
+// quiet user's wait beside a noisy neighbour can be seconds).
+func span(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return dur(d)
 }
 
 func tick(ok bool) string {
