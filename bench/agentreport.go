@@ -39,9 +39,9 @@ func (s *AgentSuite) Report(m Meta) string {
 
 func (s *AgentSuite) reportTurns(p func(string, ...any)) {
 	p("**Turn cost**: %d sequential `POST /v1/chat/completions` (non-streaming, one user message) of one user with its agent, "+
-		"after 5 unmeasured; the echo provider answers at once, so this is the gateway's own time per turn. "+
+		"after 5 unmeasured, in %d rounds with the gatehouses interleaved; the echo provider answers at once, so this is the gateway's own time per turn. "+
 		"WAL records/turn is the increase of `gatehouse_wal_appended_records_total` over the turns, per turn "+
-		"(the whole process). The registry round trips before the provider is called are not reported: no metric counts them.", s.cfg.Turns)
+		"(the whole process, measured from %v before the turns to %v after them so that batched records land). The registry round trips before the provider is called are not reported: no metric counts them.", s.cfg.Turns, turnRounds, s.cfg.TurnSettle, s.cfg.TurnSettle)
 	p("")
 	p("| gatehouse | turns | p50 | p99 | max | failed | turns/s | WAL records/turn | p50 × baseline |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -57,6 +57,10 @@ func (c AgentConfig) Validate() error {
 	return nil
 }
 
+// turnRounds is how many slices the turns are cut in, the gatehouses
+// taking turns slice by slice.
+const turnRounds = 10
+
 // agentGW is one gatehouse under the agent cases.
 type agentGW struct {
 	name     string
@@ -123,16 +127,20 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 	return s, nil
 }
 
-// Run runs the selected cases: the turns first, on a quiet gateway, then
+// Run runs the selected cases: the turns first, on a quiet gateway (in
+// rounds, the gatehouses interleaved), then
 // the noisy neighbour (its saves, then each phase on every gatehouse in
 // turn, so that both builds meet the same moment as closely as they can).
 // A case that fails outright is recorded and the suite goes on.
 func (s *AgentSuite) Run(ctx context.Context) error {
 	if s.cfg.Turn {
 		for _, g := range s.gws {
-			tr := RunTurns(ctx, g.name, g.addr, g.metrics, g.keys[turnUser], s.cfg.Turns, s.cfg.TurnSettle)
+			tr := NewTurns(g.name, g.addr, g.metrics, g.keys[turnUser])
 			tr.Baseline = g.baseline
 			s.Turns = append(s.Turns, tr)
+		}
+		RunTurns(ctx, s.Turns, s.cfg.Turns, turnRounds, s.cfg.TurnSettle)
+		for _, tr := range s.Turns {
 			s.logf("%v", tr)
 		}
 	}

@@ -25,30 +25,56 @@ type Turns struct {
 	// whole process, batched records included); NaN if /metrics did not
 	// have it.
 	WALPerTurn float64
+
+	metrics string
+	c       *gwClient
 }
 
-// RunTurns sends n sequential chat completions as turnUser with its key
-// (after 5 unmeasured ones) to the gateway at addr, and reads the WAL's
-// counter from the /metrics listener at metrics settle before the first
-// measured turn and settle after the last.
-func RunTurns(ctx context.Context, name, addr, metrics, key string, n int, settle time.Duration) *Turns {
-	tr := &Turns{Name: name, WALPerTurn: math.NaN()}
-	c := newGWClient(addr, key, turnUser, 1, 30*time.Second)
-	defer c.close()
-	turn := func(i int) error {
-		return c.do(ctx, "POST", "/v1/chat/completions", chatBody(turnUser, "turn "+strconv.Itoa(i)+": what is next?"), 200, nil)
-	}
-	for i := range 5 {
-		_ = turn(-1 - i)
+// NewTurns returns the turn-cost case of the gateway at addr, for
+// turnUser with its key; metrics is the process's /metrics listener.
+func NewTurns(name, addr, metrics, key string) *Turns {
+	return &Turns{Name: name, WALPerTurn: math.NaN(), metrics: metrics, c: newGWClient(addr, key, turnUser, 1, 30*time.Second)}
+}
+
+// RunTurns measures n sequential chat turns on each of trs, in rounds
+// with the gatehouses interleaved (so that a -vs comparison meets the
+// same moments), after 5 unmeasured turns each; it reads the WAL's
+// counter settle after the warm-up and again settle after the last round.
+func RunTurns(ctx context.Context, trs []*Turns, n, rounds int, settle time.Duration) {
+	rounds = max(min(rounds, n), 1)
+	before := make([]float64, len(trs))
+	okBefore := make([]bool, len(trs))
+	for _, tr := range trs {
+		for i := range 5 {
+			_ = tr.turn(ctx, -1-i)
+		}
 	}
 	sleepCtx(ctx, settle)
-	before, okBefore := walRecords(ctx, metrics)
-	for i := range n {
+	for i, tr := range trs {
+		before[i], okBefore[i] = walRecords(ctx, tr.metrics)
+	}
+	for r := range rounds {
+		for _, tr := range trs {
+			tr.run(ctx, n*(r+1)/rounds-n*r/rounds)
+		}
+	}
+	sleepCtx(ctx, settle)
+	for i, tr := range trs {
+		if after, ok := walRecords(ctx, tr.metrics); ok && okBefore[i] && n > 0 {
+			tr.WALPerTurn = (after - before[i]) / float64(n)
+		}
+		tr.c.close()
+	}
+}
+
+// run measures n sequential turns.
+func (tr *Turns) run(ctx context.Context, n int) {
+	for range n {
 		if ctx.Err() != nil {
-			break
+			return
 		}
 		t0 := time.Now()
-		err := turn(i)
+		err := tr.turn(ctx, int(tr.Latency.Count()))
 		tr.Latency.Record(time.Since(t0))
 		if err != nil {
 			tr.Failed++
@@ -57,11 +83,10 @@ func RunTurns(ctx context.Context, name, addr, metrics, key string, n int, settl
 			}
 		}
 	}
-	sleepCtx(ctx, settle)
-	if after, ok := walRecords(ctx, metrics); ok && okBefore && n > 0 {
-		tr.WALPerTurn = (after - before) / float64(n)
-	}
-	return tr
+}
+
+func (tr *Turns) turn(ctx context.Context, i int) error {
+	return tr.c.do(ctx, "POST", "/v1/chat/completions", chatBody(turnUser, "turn "+strconv.Itoa(i)+": what is next?"), 200, nil)
 }
 
 // walRecords reads gatehouse_wal_appended_records_total from the
