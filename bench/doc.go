@@ -1,6 +1,8 @@
 // Package bench measures gatehouse's proxy against what it competes with,
-// side by side in one run on one machine, and holds the benchmark harness
-// typed on small interfaces that the other packages' benchmarks share.
+// side by side in one run on one machine, and its agent gateway's cost per
+// chat turn and isolation between users; it also holds the benchmark
+// harness typed on small interfaces that the other packages' benchmarks
+// share.
 //
 // # The suite
 //

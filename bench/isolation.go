@@ -116,6 +116,8 @@ func PrepareIsolation(ctx context.Context, name, addr string, keys map[string]st
 // end, so a stuck one is counted, not dropped.
 func (iso *Isolation) RunPhase(ctx context.Context, noisy bool, cfg IsolationConfig) *QuietStats {
 	st := &QuietStats{}
+	q := iso.newQuiet(ctx, cfg) // its connections open before the noise starts
+	defer q.c.close()
 	stop := make(chan struct{})
 	var searchers sync.WaitGroup
 	if noisy {
@@ -156,16 +158,36 @@ func (iso *Isolation) RunPhase(ctx context.Context, noisy bool, cfg IsolationCon
 	} else {
 		defer close(stop)
 	}
-	iso.quiet(ctx, st, cfg)
+	q.run(ctx, st, cfg.Duration)
 	return st
 }
 
-// quiet runs the quiet user's two loops, one GET /v1/agents at a time
-// and one chat at a time, for cfg.Duration, each after one unmeasured
-// request that opens its connection.
-func (iso *Isolation) quiet(ctx context.Context, st *QuietStats, cfg IsolationConfig) {
+// quietUser's two calls, on a client of its own.
+type quiet struct {
+	c            *gwClient
+	agents, chat func() error
+}
+
+// newQuiet returns the quiet user's calls after one unmeasured call of
+// each (two at once, so that both connections are open).
+func (iso *Isolation) newQuiet(ctx context.Context, cfg IsolationConfig) *quiet {
 	c := newGWClient(iso.addr, iso.keys[quietUser], quietUser, 2, cfg.Timeout)
-	defer c.close()
+	q := &quiet{c: c,
+		agents: func() error { return c.do(ctx, "GET", "/v1/agents", nil, 200, nil) },
+		chat: func() error {
+			return c.do(ctx, "POST", "/v1/chat/completions", chatBody(quietUser, "what is on my list today?"), 200, nil)
+		},
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = q.agents() })
+	wg.Go(func() { _ = q.chat() })
+	wg.Wait()
+	return q
+}
+
+// run runs the quiet user's two loops, one GET /v1/agents at a time and
+// one chat at a time, for d.
+func (q *quiet) run(ctx context.Context, st *QuietStats, d time.Duration) {
 	var mu sync.Mutex
 	fail := func(n *int, err error) {
 		mu.Lock()
@@ -175,12 +197,7 @@ func (iso *Isolation) quiet(ctx context.Context, st *QuietStats, cfg IsolationCo
 			st.FirstErr = err
 		}
 	}
-	agents := func() error { return c.do(ctx, "GET", "/v1/agents", nil, 200, nil) }
-	chat := func() error {
-		return c.do(ctx, "POST", "/v1/chat/completions", chatBody(quietUser, "what is on my list today?"), 200, nil)
-	}
-	_, _ = agents(), chat()
-	end := time.Now().Add(cfg.Duration)
+	end := time.Now().Add(d)
 	var wg sync.WaitGroup
 	loop := func(h *Histogram, failed *int, call func() error) {
 		defer wg.Done()
@@ -197,8 +214,8 @@ func (iso *Isolation) quiet(ctx context.Context, st *QuietStats, cfg IsolationCo
 		}
 	}
 	wg.Add(2)
-	go loop(&st.Agents, &st.AgentsFailed, agents)
-	go loop(&st.Chat, &st.ChatFailed, chat)
+	go loop(&st.Agents, &st.AgentsFailed, q.agents)
+	go loop(&st.Chat, &st.ChatFailed, q.chat)
 	wg.Wait()
 }
 
