@@ -136,8 +136,8 @@ func (iso *Isolation) RunPhase(ctx context.Context, noisy bool, cfg IsolationCon
 						}
 					default:
 					}
-					q := url.Values{"q": {searchQuery(rng)}, "agent_id": {noisyUser}, "limit": {"10"}}
-					if err := c.do(ctx, "GET", "/v1/memory?"+q.Encode(), nil, 200, nil); err != nil {
+					query := url.Values{"q": {searchQuery(rng)}, "agent_id": {noisyUser}, "limit": {"10"}}
+					if err := c.do(ctx, "GET", "/v1/memory?"+query.Encode(), nil, 200, nil); err != nil {
 						failed.Add(1)
 						once.Do(func() { st.SearchErr = err })
 						if ctx.Err() != nil {
