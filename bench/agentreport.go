@@ -38,10 +38,14 @@ func (s *AgentSuite) Report(m Meta) string {
 }
 
 func (s *AgentSuite) reportTurns(p func(string, ...any)) {
+	interleaved := ""
+	if len(s.Turns) > 1 {
+		interleaved = fmt.Sprintf(", in %d rounds with the gatehouses interleaved", turnRounds)
+	}
 	p("**Turn cost**: %d sequential `POST /v1/chat/completions` (non-streaming, one user message) of one user with its agent, "+
-		"after 5 unmeasured, in %d rounds with the gatehouses interleaved; the echo provider answers at once, so this is the gateway's own time per turn. "+
+		"after 5 unmeasured%s; the echo provider answers at once, so this is the gateway's own time per turn. "+
 		"WAL records/turn is the increase of `gatehouse_wal_appended_records_total` over the turns, per turn "+
-		"(the whole process, measured from %v before the turns to %v after them so that batched records land). The registry round trips before the provider is called are not reported: no metric counts them.", s.cfg.Turns, turnRounds, s.cfg.TurnSettle, s.cfg.TurnSettle)
+		"(the whole process, measured from %v before the turns to %v after them so that batched records land). The registry round trips before the provider is called are not reported: no metric counts them.", s.cfg.Turns, interleaved, s.cfg.TurnSettle, s.cfg.TurnSettle)
 	p("")
 	p("| gatehouse | turns | p50 | p99 | max | failed | turns/s | WAL records/turn | p50 × baseline |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -76,12 +80,12 @@ func (s *AgentSuite) reportTurns(p func(string, ...any)) {
 
 func (s *AgentSuite) reportIsolation(p func(string, ...any)) {
 	c := s.cfg.Iso
-	p("**Noisy neighbour**: user `noisy` saved %d memory entries of %d words (Zipf draws from a 2,000-word vocabulary, "+
+	p("**Noisy neighbour**: user `noisy` saved %s memory entries of %d words (Zipf draws from a 2,000-word vocabulary, "+
 		"%d saves at a time); then, for %v each, user `quiet` sends `GET /v1/agents` in one loop and chat completions in another, "+
 		"one request at a time each, first **alone** (noisy idle, its entries stored) and then **beside** `noisy` running %d concurrent "+
 		"memory searches (`GET /v1/memory?q=<3 words>&agent_id=noisy&limit=10`, closed loops, started %v earlier). Every quiet request "+
 		"is in the latencies, failed ones too (client timeout %v); × alone is the p99 beside the neighbour over the p99 alone.",
-		c.Entries, c.Words, c.Savers, c.Duration, c.Searchers, c.Warmup, c.Timeout)
+		thousands(float64(c.Entries)), c.Words, c.Savers, c.Duration, c.Searchers, c.Warmup, c.Timeout)
 	p("")
 	p("| gatehouse | neighbour | agents n | agents p50 | agents p99 | agents max | agents failed | agents p99 × alone | chats n | chat p50 | chat p99 | chat max | chats failed | chat p99 × alone | searches ok / failed |")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -116,7 +120,7 @@ func (s *AgentSuite) reportIsolation(p func(string, ...any)) {
 	p("")
 	for _, iso := range s.Isolations {
 		if iso.Saved > 0 {
-			p("- %s: %d entries saved in %v (%s saves/s).", iso.Name, iso.Saved, iso.SaveTime.Round(time.Millisecond), thousands(float64(iso.Saved)/iso.SaveTime.Seconds()))
+			p("- %s: %s entries saved in %v (%s saves/s).", iso.Name, thousands(float64(iso.Saved)), iso.SaveTime.Round(time.Millisecond), thousands(float64(iso.Saved)/iso.SaveTime.Seconds()))
 		}
 		for _, st := range []*QuietStats{iso.Alone, iso.Noisy} {
 			if st == nil {
