@@ -162,7 +162,7 @@ func (iso *Isolation) RunPhase(ctx context.Context, noisy bool, cfg IsolationCon
 	return st
 }
 
-// quietUser's two calls, on a client of its own.
+// quiet is the quiet user's two calls, on a client of its own.
 type quiet struct {
 	c            *gwClient
 	agents, chat func() error
