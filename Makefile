@@ -6,7 +6,7 @@ DATA_DIR  ?= ./data
 
 OPENAI_CLIENT := cmd/gatehouse/testdata/openaiclient
 
-.PHONY: all build run test test-deps test-crash fuzz bench bench-deps bench-go verify fix clean
+.PHONY: all build run test test-deps test-crash fuzz bench bench-agents bench-deps bench-go verify fix clean
 
 all: build
 
@@ -58,10 +58,15 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzGatewayRequests -fuzztime=60s ./httpapi/gateway
 	$(GO) test -run='^$$' -fuzz=FuzzParseSkillZip -fuzztime=60s ./actors/gateway
 
-## bench: the side-by-side proxy table (upstream direct, bare fasthttp hop,
-## nginx, gatehouse), printed and appended to bench/RESULTS.md
+## bench: every case of the suite, printed and appended to bench/RESULTS.md:
+## the side-by-side proxy table (upstream direct, bare fasthttp hop, nginx,
+## gatehouse), the agent gateway's turn cost and its noisy-neighbour isolation
 bench: bench-deps
 	$(GO) run ./bench/cmd/benchsuite -results bench/RESULTS.md
+
+## bench-agents: the agent gateway's cases only (turn, isolation); no nginx or wrk
+bench-agents:
+	$(GO) run ./bench/cmd/benchsuite -cases isolation,turn -results bench/RESULTS.md
 
 ## bench-deps: nginx and wrk from Debian's packages, for the bench, when missing
 bench-deps:

@@ -1,6 +1,8 @@
 // Package bench measures gatehouse's proxy against what it competes with,
-// side by side in one run on one machine, and holds the benchmark harness
-// typed on small interfaces that the other packages' benchmarks share.
+// side by side in one run on one machine, and its agent gateway's cost per
+// chat turn and isolation between users; it also holds the benchmark
+// harness typed on small interfaces that the other packages' benchmarks
+// share.
 //
 // # The suite
 //
@@ -34,7 +36,29 @@
 // and ratio, issue 13's targets checked) and appends it, dated, with the
 // machine, its load average and the command, to bench/RESULTS.md. Flags: -conns, -duration,
 // -rounds, -keys, -body, -vs (also gatehouse at a git revision), -results,
-// -keep (keep the work dir and logs).
+// -keep (keep the work dir and logs), -cases.
+//
+// The agent gateway's cases (issue 20) start gatehouse again, built from
+// ./cmd/gatehouse (and from -vs REV beside it), with its agent gateway on
+// loopback and the unauthenticated /metrics listener (StartGateway), an
+// echo provider without its pause per word, and three users, each with an
+// agent and a bound API key (AgentSuite):
+//
+//   - turn: sequential chat completions of one user (Turns), p50/p99/max
+//     and the WAL records written per turn (from
+//     gatehouse_wal_appended_records_total; no metric counts the
+//     registry's round trips per turn, so they are not reported);
+//   - isolation: user "noisy" saves 3,000 memory entries of 200 words
+//     (MemoryText), then user "quiet" is measured (GET /v1/agents in one
+//     loop, a chat in another, one request at a time each) for 10 s
+//     alone, and for 10 s beside "noisy" running 8 concurrent memory
+//     searches (Isolation, QuietStats). The report checks issue 20's
+//     target: p99 under 5 ms beside the neighbour, no failed chat.
+//
+// They are selected with -cases (proxy, isolation, turn; all by default)
+// and sized with -entries, -searchers, -iso-duration and -turns. Their
+// clients are net/http (latency is what they measure, not throughput);
+// every request of the quiet user is counted, a failed or stuck one too.
 //
 // The load generator is built like wrk, to leave the servers as much of
 // the shared CPU as it can: a few OS threads, each with its own epoll set
@@ -59,6 +83,6 @@
 //
 // Run is safe to call from one goroutine at a time per Load; a Histogram
 // is not safe for concurrent use (one per event loop, merged at the end).
-// A Suite owns its child processes: Stop ends them, the last started
-// first, and they get SIGTERM (Pdeathsig) if the suite dies.
+// A Suite or an AgentSuite owns its child processes: Stop ends them, the
+// last started first, and they get SIGTERM (Pdeathsig) if the suite dies.
 package bench

@@ -1,8 +1,12 @@
-// Command benchsuite runs gatehouse's proxy benchmark: the stub upstream
-// direct, a bare fasthttp hop, nginx and gatehouse side by side in one
-// run, prints the table and appends it to -results. See package bench.
+// Command benchsuite runs gatehouse's benchmark cases, prints their tables
+// and appends them to -results. See package bench. The cases (-cases):
+// proxy, the stub upstream direct, a bare fasthttp hop, nginx and
+// gatehouse side by side in one run; turn, the agent gateway's time per
+// chat turn (echo provider); isolation, a quiet user's latencies with and
+// without a noisy neighbour searching its memory.
 //
-//	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs
+//	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
+//	go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
 //
 // The subcommands `stub` and `barehop` are the suite's own child
 // processes.
@@ -15,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,7 +56,24 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	cfg := bench.DefaultConfig()
+	cfg, agents := bench.DefaultConfig(), bench.DefaultAgentConfig()
+	cases := map[string]bool{bench.CaseProxy: true, bench.CaseIsolation: true, bench.CaseTurn: true}
+	flag.Func("cases", "cases to run, comma-separated: proxy, isolation, turn (default all)", func(v string) error {
+		known := []string{bench.CaseProxy, bench.CaseIsolation, bench.CaseTurn}
+		clear(cases)
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(known, f) {
+				return fmt.Errorf("unknown case %q (known: %s)", f, strings.Join(known, ", "))
+			}
+			cases[f] = true
+		}
+		return nil
+	})
+	flag.IntVar(&agents.Iso.Entries, "entries", agents.Iso.Entries, "isolation: memory entries the noisy user saves")
+	flag.IntVar(&agents.Iso.Searchers, "searchers", agents.Iso.Searchers, "isolation: the noisy user's concurrent memory searches")
+	flag.DurationVar(&agents.Iso.Duration, "iso-duration", agents.Iso.Duration, "isolation: measured time per phase (alone, beside the neighbour)")
+	flag.IntVar(&agents.Turns, "turns", agents.Turns, "turn: sequential chat turns measured")
 	flag.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections of the throughput runs")
 	flag.IntVar(&cfg.LatencyConns, "latency-conns", cfg.LatencyConns, "connections of the latency runs")
 	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per target and round")
@@ -89,29 +111,68 @@ func run(ctx context.Context) error {
 		defer os.RemoveAll(dir)
 	}
 	cfg.Self, cfg.Dir, cfg.Log = []string{exe}, dir, os.Stderr
+	agents.Dir, agents.Vs, agents.Log = dir, cfg.Vs, os.Stderr
+	agents.Isolation, agents.Turn = cases[bench.CaseIsolation], cases[bench.CaseTurn]
+	command := strings.TrimSpace("go run ./bench/cmd/benchsuite " + strings.Join(os.Args[1:], " "))
 
+	var reports []string
+	if cases[bench.CaseProxy] {
+		report, err := runProxy(ctx, cfg, command, *allocs)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, report)
+	}
+	if agents.Isolation || agents.Turn {
+		report, err := runAgents(ctx, agents, command)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, report)
+	}
+	for _, report := range reports {
+		fmt.Print("\n" + report)
+		if *results != "" {
+			if err := bench.AppendResults(*results, report); err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, "appended to", *results)
+		}
+	}
+	return nil
+}
+
+// runProxy runs the proxy case and returns its report.
+func runProxy(ctx context.Context, cfg bench.Config, command string, allocs bool) (string, error) {
 	s, err := bench.Start(ctx, cfg)
 	if err != nil {
-		return err
+		return "", err
 	}
 	err = s.Run(ctx)
 	s.Stop()
 	if err != nil {
-		return err
+		return "", err
 	}
-	meta := bench.Meta{Date: time.Now(), Command: strings.TrimSpace("go run ./bench/cmd/benchsuite " + strings.Join(os.Args[1:], " "))}
-	if *allocs {
+	meta := bench.Meta{Date: time.Now(), Command: command}
+	if allocs {
 		meta.Extra = allocBenchmarks(ctx)
 	}
-	report := s.Report(meta)
-	fmt.Print("\n" + report)
-	if *results != "" {
-		if err := bench.AppendResults(*results, report); err != nil {
-			return err
-		}
-		fmt.Fprintln(os.Stderr, "appended to", *results)
+	return s.Report(meta), nil
+}
+
+// runAgents runs the agent gateway's cases (isolation, turn) and returns
+// their report.
+func runAgents(ctx context.Context, cfg bench.AgentConfig, command string) (string, error) {
+	s, err := bench.StartAgents(ctx, cfg)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	err = s.Run(ctx)
+	s.Stop()
+	if err != nil {
+		return "", err
+	}
+	return s.Report(bench.Meta{Date: time.Now(), Command: command}), nil
 }
 
 // load runs the load generator alone against a gatehouse proxy (for

@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// maxQuietP99 is issue 20's target: the quiet user's p99, for GET
+// /v1/agents and for a chat, with a noisy neighbour (and no failed chat).
+const maxQuietP99 = 5 * time.Millisecond
+
+// Report renders the agent cases' run as a dated section of
+// bench/RESULTS.md.
+func (s *AgentSuite) Report(m Meta) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("## %s — agent gateway: noisy-neighbour isolation and the cost of a turn (issue 20)", m.Date.UTC().Format("2006-01-02 15:04 MST"))
+	p("")
+	p("Machine: %s; %s.", machine(), runtime.Version())
+	p("")
+	p("Command: `%s`. gatehouse is the real binary, its own process with its agent gateway on loopback (WAL with fsync, "+
+		"the gateway's per-subject limiter off as by default), an agent per user on the built-in `echo` provider; the users call "+
+		"with their own operator.write API keys (net/http clients in the suite's process).", m.Command)
+	if s.cfg.Vs != "" {
+		p("gatehouse@%s is built from that revision and runs each phase right after the working tree's.", s.cfg.Vs)
+	}
+	p("")
+	if s.cfg.Turn {
+		s.reportTurns(p)
+	}
+	if s.cfg.Isolation {
+		s.reportIsolation(p)
+	}
+	return b.String()
+}
+
+func (s *AgentSuite) reportTurns(p func(string, ...any)) {
+	interleaved := ""
+	if len(s.Turns) > 1 {
+		interleaved = fmt.Sprintf(", in %d rounds with the gatehouses interleaved", turnRounds)
+	}
+	p("**Turn cost**: %d sequential `POST /v1/chat/completions` (non-streaming, one user message) of one user with its agent, "+
+		"after 5 unmeasured%s; the echo provider answers at once, so this is the gateway's own time per turn. "+
+		"WAL records/turn is the increase of `gatehouse_wal_appended_records_total` over the turns, per turn "+
+		"(the whole process, measured from %v before the turns to %v after them so that batched records land). The registry round trips before the provider is called are not reported: no metric counts them.", s.cfg.Turns, interleaved, s.cfg.TurnSettle, s.cfg.TurnSettle)
+	p("")
+	p("| gatehouse | turns | p50 | p99 | max | failed | turns/s | WAL records/turn | p50 × baseline |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var base *Turns
+	for _, tr := range s.Turns {
+		if tr.Baseline {
+			base = tr
+		}
+	}
+	for _, tr := range s.Turns {
+		h := &tr.Latency
+		rate, wal, vs := "—", "—", "—"
+		if mean := meanOf(h); mean > 0 {
+			rate = thousands(float64(time.Second) / float64(mean))
+		}
+		if !math.IsNaN(tr.WALPerTurn) {
+			wal = fmt.Sprintf("%.2f", tr.WALPerTurn)
+		}
+		if base != nil && !tr.Baseline && base.Latency.Quantile(0.5) > 0 {
+			vs = fmt.Sprintf("%.2f", float64(h.Quantile(0.5))/float64(base.Latency.Quantile(0.5)))
+		}
+		p("| %s | %d | %s | %s | %s | %d | %s | %s | %s |", tr.Name, h.Count(), span(h.Quantile(0.5)), span(h.Quantile(0.99)), span(h.Max()), tr.Failed, rate, wal, vs)
+	}
+	for _, tr := range s.Turns {
+		if tr.FirstErr != nil {
+			p("")
+			p("%s, first failure: %v", tr.Name, tr.FirstErr)
+		}
+	}
+	p("")
+}
+
+func (s *AgentSuite) reportIsolation(p func(string, ...any)) {
+	c := s.cfg.Iso
+	p("**Noisy neighbour**: user `noisy` saved %s memory entries of %d words (Zipf draws from a 2,000-word vocabulary, "+
+		"%d saves at a time); then, for %v each, user `quiet` sends `GET /v1/agents` in one loop and chat completions in another, "+
+		"one request at a time each, first **alone** (noisy idle, its entries stored) and then **beside** `noisy` running %d concurrent "+
+		"memory searches (`GET /v1/memory?q=<3 words>&agent_id=noisy&limit=10`, closed loops, started %v earlier). Every quiet request "+
+		"is in the latencies, failed ones too (client timeout %v); × alone is the p99 beside the neighbour over the p99 alone.",
+		thousands(float64(c.Entries)), c.Words, c.Savers, c.Duration, c.Searchers, c.Warmup, c.Timeout)
+	p("")
+	p("| gatehouse | neighbour | agents n | agents p50 | agents p99 | agents max | agents failed | agents p99 × alone | chats n | chat p50 | chat p99 | chat max | chats failed | chat p99 × alone | searches ok / failed |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, iso := range s.Isolations {
+		for _, ph := range []struct {
+			name string
+			st   *QuietStats
+		}{{"alone", iso.Alone}, {fmt.Sprintf("%d searches", c.Searchers), iso.Noisy}} {
+			if ph.st == nil {
+				continue
+			}
+			st := ph.st
+			ratio := func(h, alone *Histogram) string {
+				if ph.st == iso.Alone || iso.Alone == nil || alone.Quantile(0.99) == 0 {
+					return "—"
+				}
+				return fmt.Sprintf("%.1f", float64(h.Quantile(0.99))/float64(alone.Quantile(0.99)))
+			}
+			var aAlone, cAlone *Histogram
+			if iso.Alone != nil {
+				aAlone, cAlone = &iso.Alone.Agents, &iso.Alone.Chat
+			}
+			searches := "—"
+			if ph.st != iso.Alone {
+				searches = fmt.Sprintf("%d / %d", st.Searches, st.SearchesFailed)
+			}
+			p("| %s | %s | %d | %s | %s | %s | %d | %s | %d | %s | %s | %s | %d | %s | %s |", iso.Name, ph.name,
+				st.Agents.Count(), span(st.Agents.Quantile(0.5)), span(st.Agents.Quantile(0.99)), span(st.Agents.Max()), st.AgentsFailed, ratio(&st.Agents, aAlone),
+				st.Chat.Count(), span(st.Chat.Quantile(0.5)), span(st.Chat.Quantile(0.99)), span(st.Chat.Max()), st.ChatFailed, ratio(&st.Chat, cAlone), searches)
+		}
+	}
+	p("")
+	for _, iso := range s.Isolations {
+		if iso.Saved > 0 {
+			p("- %s: %s entries saved in %v (%s saves/s).", iso.Name, thousands(float64(iso.Saved)), iso.SaveTime.Round(time.Millisecond), thousands(float64(iso.Saved)/iso.SaveTime.Seconds()))
+		}
+		for _, st := range []*QuietStats{iso.Alone, iso.Noisy} {
+			if st == nil {
+				continue
+			}
+			if st.FirstErr != nil {
+				p("- %s: the quiet user's first failure: %v", iso.Name, oneLine(st.FirstErr))
+			}
+			if st.SearchErr != nil {
+				p("- %s: the neighbour's first failed search: %v", iso.Name, oneLine(st.SearchErr))
+			}
+		}
+		if iso.Failed != nil {
+			p("- ✘ %s: failed outright: %v", iso.Name, oneLine(iso.Failed))
+		}
+	}
+	p("")
+	p("Targets (issue 20, beside the neighbour):")
+	p("")
+	for _, iso := range s.Isolations {
+		if iso.Baseline || iso.Noisy == nil {
+			continue
+		}
+		st := iso.Noisy
+		a, ch := st.Agents.Quantile(0.99), st.Chat.Quantile(0.99)
+		p("- %s %s: GET /v1/agents p99 %s (target < %s)", tick(a < maxQuietP99), iso.Name, span(a), span(maxQuietP99))
+		p("- %s %s: chat p99 %s (target < %s)", tick(ch < maxQuietP99), iso.Name, span(ch), span(maxQuietP99))
+		p("- %s %s: %d failed chats of %d (target 0)", tick(st.ChatFailed == 0), iso.Name, st.ChatFailed, st.Chat.Count())
+	}
+}
+
+// span formats a latency as dur does, and in seconds from 1 s up (a
+// quiet user's wait beside a noisy neighbour can be seconds).
+func span(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return dur(d)
+}
+
+func tick(ok bool) string {
+	if ok {
+		return "✔"
+	}
+	return "✘"
+}
+
+// meanOf estimates the mean of h from its buckets' middles.
+func meanOf(h *Histogram) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	var sum float64
+	for i, c := range h.counts {
+		if c > 0 {
+			sum += float64(c) * float64(bucketMid(i))
+		}
+	}
+	return time.Duration(sum / float64(h.n))
+}
+
+// oneLine keeps an error's text to one short line for the report.
+func oneLine(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > 240 {
+		s = s[:240] + "…"
+	}
+	return s
+}
