@@ -1,11 +1,11 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 	"unicode"
@@ -179,16 +179,17 @@ func (x *memIndex) deletes(evs []event, match func(*memoryRec) bool) []event {
 
 // memHits is one shard's share of a ranked search: how many entries the
 // filter selects there and their length in tokens (for the average), and
-// those holding a query term with each term's count.
+// those holding a query term with each term's count (tf, len(terms) per
+// entry, in docs order).
 type memHits struct {
 	n, length int
 	docs      []memHit
+	tf        []int32
 }
 
 type memHit struct {
 	e      *memoryRec
 	length int
-	tf     []int32 // by query term
 }
 
 // search returns the shard's share of a search for terms among the
@@ -200,7 +201,11 @@ func (x *memIndex) search(f MemoryFilter, terms []string) memHits {
 			h.n, h.length = h.n+st.n, h.length+st.length
 		}
 	}
-	at := map[uuid.UUID]int{}
+	size := 0
+	for _, t := range terms {
+		size += len(x.post[t])
+	}
+	at := make(map[uuid.UUID]int, size)
 	for j, t := range terms {
 		for id, c := range x.post[t] {
 			i, ok := at[id]
@@ -211,9 +216,10 @@ func (x *memIndex) search(f MemoryFilter, terms []string) memHits {
 				}
 				i = len(h.docs)
 				at[id] = i
-				h.docs = append(h.docs, memHit{e: e, length: x.docs[id].length, tf: make([]int32, len(terms))})
+				h.docs = append(h.docs, memHit{e: e, length: x.docs[id].length})
+				h.tf = append(h.tf, make([]int32, len(terms))...)
 			}
-			h.docs[i].tf[j] = c
+			h.tf[i*len(terms)+j] = c
 		}
 	}
 	return h
@@ -293,6 +299,54 @@ type scored struct {
 	score float64
 }
 
+// better orders search results: higher score first, then newest.
+func better(a, b scored) int {
+	if a.score != b.score {
+		return cmp.Compare(b.score, a.score)
+	}
+	return cmpUUID(b.e.ID, a.e.ID)
+}
+
+// topK sorts the best k of out to its front and returns them: a heap of
+// k over the rest, so a page of a large result costs O(n log k).
+func topK(out []scored, k int) []scored {
+	if k <= 0 {
+		return out[:0]
+	}
+	if k >= len(out) {
+		slices.SortFunc(out, better)
+		return out
+	}
+	h := out[:k] // a heap whose root is the worst of the best k
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && better(h[c+1], h[c]) > 0 {
+				c++
+			}
+			if better(h[c], h[i]) <= 0 {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, s := range out[k:] {
+		if better(s, h[0]) < 0 {
+			h[0] = s
+			down(0)
+		}
+	}
+	slices.SortFunc(h, better)
+	return h
+}
+
 // bm25 ranks the hits gathered from the shards with Okapi BM25 (k1 1.2,
 // b 0.75) over lower-cased letter-and-digit tokens, with the document
 // frequencies and average length of the entries the filter selects;
@@ -302,11 +356,9 @@ func bm25(parts []memHits, nterms int) []scored {
 	df := make([]int, nterms)
 	for _, p := range parts {
 		n, total = n+p.n, total+p.length
-		for _, d := range p.docs {
-			for j, c := range d.tf {
-				if c > 0 {
-					df[j]++
-				}
+		for j, c := range p.tf {
+			if c > 0 {
+				df[j%nterms]++
 			}
 		}
 	}
@@ -317,9 +369,9 @@ func bm25(parts []memHits, nterms int) []scored {
 	const k1, b = 1.2, 0.75
 	var out []scored
 	for _, p := range parts {
-		for _, d := range p.docs {
+		for i, d := range p.docs {
 			var s float64
-			for j, c := range d.tf {
+			for j, c := range p.tf[i*nterms : (i+1)*nterms] {
 				if c == 0 {
 					continue
 				}
@@ -332,12 +384,6 @@ func bm25(parts []memHits, nterms int) []scored {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].score != out[j].score {
-			return out[i].score > out[j].score
-		}
-		return cmpUUID(out[i].e.ID, out[j].e.ID) > 0
-	})
 	return out
 }
 
@@ -378,7 +424,6 @@ func (g *Gateway) SaveMemory(ctx context.Context, in MemoryInput) (MemoryEntry, 
 // answer at once; ranking and paging happen in the caller's goroutine.
 func (g *Gateway) Memory(ctx context.Context, f MemoryFilter) ([]MemoryEntry, int, error) {
 	shards := g.memoryShards(f)
-	var out []MemoryEntry
 	if f.Query != "" {
 		terms := queryTerms(f.Query)
 		parts, err := eachTenant(ctx, g, shards, func(t *tenantShard) (memHits, error) {
@@ -387,26 +432,30 @@ func (g *Gateway) Memory(ctx context.Context, f MemoryFilter) ([]MemoryEntry, in
 		if err != nil {
 			return nil, 0, fmt.Errorf("search memory: %w", err)
 		}
-		for _, s := range bm25(parts, len(terms)) {
+		ranked := bm25(parts, len(terms))
+		lo, hi := page(len(ranked), f.Offset, f.Limit, 50)
+		out := make([]MemoryEntry, 0, hi-lo)
+		for _, s := range topK(ranked, hi)[lo:hi] {
 			v := s.e.view()
 			v.Score = math.Round(s.score*1000) / 1000
 			out = append(out, v)
 		}
-	} else {
-		parts, err := eachTenant(ctx, g, shards, func(t *tenantShard) ([]*memoryRec, error) {
-			return t.part.memory.list(f), nil
-		})
-		if err != nil {
-			return nil, 0, fmt.Errorf("list memory: %w", err)
-		}
-		hits := slices.Concat(parts...)
-		slices.SortFunc(hits, func(a, b *memoryRec) int { return cmpUUID(b.ID, a.ID) })
-		for _, e := range hits {
-			out = append(out, e.view())
-		}
+		return out, len(ranked), nil
 	}
-	lo, hi := page(len(out), f.Offset, f.Limit, 50)
-	return slices.Clip(out[lo:hi]), len(out), nil
+	parts, err := eachTenant(ctx, g, shards, func(t *tenantShard) ([]*memoryRec, error) {
+		return t.part.memory.list(f), nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list memory: %w", err)
+	}
+	hits := slices.Concat(parts...)
+	slices.SortFunc(hits, func(a, b *memoryRec) int { return cmpUUID(b.ID, a.ID) })
+	lo, hi := page(len(hits), f.Offset, f.Limit, 50)
+	out := make([]MemoryEntry, 0, hi-lo)
+	for _, e := range hits[lo:hi] {
+		out = append(out, e.view())
+	}
+	return out, len(hits), nil
 }
 
 // SearchMemory ranks the entries a run of agent for user sees for query
