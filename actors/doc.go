@@ -70,7 +70,7 @@
 //	                                                                         written by flushNow)
 //	  16  keys used        count, then that many key-used payloads: one      each key's actor
 //	                       shard's usage flush                               (watermark only)
-//	64+   extensions       (actors/gateway: 64..72)                          the extension
+//	64+   extensions       (actors/gateway: 64..73)                          the extension
 //
 // # Rules
 //
@@ -88,8 +88,12 @@
 //     usage of all of them as one keysUsed record with wal.AppendAsync
 //     (one WAL write per shard, not per key) and passes the commit notice
 //     back to each. A crash loses at most that interval.
-//   - Replay never applies a record twice: each key carries the sequence of
-//     the last control record and of the last usage record it reflects.
+//   - Replay is exact (the rule on Extension): a snapshot's copies may
+//     reflect records after its barrier, and replaying those changes
+//     nothing. Each key carries the sequence of the last control record
+//     and of the last usage record it reflects, and skips records at or
+//     below them; users and sessions are full-state puts and deletes,
+//     which end where live did when replayed in order.
 //   - Snapshot appends a barrier record, then captures every actor; see
 //     Snapshot for why that cut is consistent.
 //   - No secret is kept in plaintext: keys are a SHA-256 hash (lookup) plus

@@ -26,9 +26,19 @@ import (
 //     AppendAsync whose done callback sends the commit notice to the owning
 //     actor. Either way Capture, which is a message to those actors, sees
 //     every record up to the snapshot's barrier.
-//   - Apply must be deterministic and must be a no-op for a record the
-//     restored section already reflects (full-state upserts, deletes, or
-//     per-entity watermarks as keys use).
+//   - Apply must be deterministic, and replay must be exact: a section
+//     captured at any moment after the snapshot's barrier N (Capture runs
+//     while actors keep committing, so it may reflect records after N),
+//     restored and followed by Apply of every record > N, must equal the
+//     state that applied each record once. So Apply must be a no-op for a
+//     record the section already reflects: full-state upserts and deletes
+//     are by nature (replayed in order, they end where live did); a record
+//     that adds to a state (a session turn, a run, a key's usage) must
+//     carry a watermark, per entity or per part, saved in the section and
+//     skipping seq <= watermark. A domain checks this rule with a test
+//     that cuts a section at every point j >= k of a sequence holding
+//     every record type it writes and replays from k (the gateway's
+//     TestReplayRule; the keys' TestPropertyRestoreEqualsLive).
 type Extension interface {
 	// Name is the extension's section name in snapshots; unique.
 	Name() string
