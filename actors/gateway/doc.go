@@ -25,11 +25,30 @@
 //     pooled message with a buffered reply channel and waits on it, ctx, or
 //     the System watchdog. The raw key is never stored: only its hash and a
 //     masked preview.
-//   - One registry actor owns providers and agents (light control-plane
-//     traffic; one actor keeps checks such as "still in use" atomic).
+//   - One registry actor owns the low-volume, cross-referenced
+//     configuration: providers, agents and their shares, user files,
+//     channel instances, custom tools, MCP servers, grants and access
+//     requests, media, skills, delegations (one actor keeps checks such
+//     as "still in use" atomic). It is the one writer of its part; every
+//     operation is a closure sent to it (call), never a message type of
+//     its own. After each change it publishes an immutable view of its
+//     part (copy-on-write tables: a write copies only the table it
+//     changes), before the change's caller is answered; every get, list
+//     and search (read) runs on that view in the caller's goroutine, so
+//     reads never wait behind a write's fsync or another tenant's work.
 //     Provider credentials are sealed with the System's Sealer
 //     (AES-256-GCM, bound to the provider id) in the caller's goroutine;
 //     the WAL, snapshots and logs only ever see the sealed form.
+//   - Config.TenantShards tenant shard actors (tenants.go, default 16)
+//     own the high-rate, per-tenant kinds: a session (and its turns, which
+//     the shard serializes) on the shard of its key, a memory entry on the
+//     shard of its user, with an inverted index kept as entries come and
+//     go, so a search costs its terms' postings. One user's searches or
+//     one busy session occupy one shard. Shards read agents from the
+//     registry's view, never by asking it. Deleting an agent is the
+//     registry's write, then each shard's purge of the agent's sessions
+//     and memory; a shard refuses new ones once the view lacks the agent,
+//     and a crash between the two is finished at the next start.
 //   - One runs actor owns traces (the newest Config.MaxTraces, default
 //     10,000, none older than Config.TraceDays before the newest run) and
 //     hourly usage rows (Config.UsageDays days back from the newest run's
@@ -49,10 +68,15 @@
 // entities and then the WAL's records through state.apply, which routes
 // each event to the part that owns it, so live changes and replay run the
 // same code. Applied entities are immutable: an update applies a new one.
-// Entity records carry full state or a delete, so re-applying records a
-// snapshot section already reflects (the System cuts at a barrier while
-// actors keep applying) ends in the same state; runs at or below the
-// watermark are skipped.
+// Replay is exact (the rule on actors.Extension, checked for every record
+// type by TestReplayRule, and with snapshots taken while writes run by
+// the property tests): a section may reflect records after its barrier,
+// because the System captures it while actors keep committing. Entity
+// records carry full state or a delete, so re-applying them in order ends
+// in the same state; the records that add to a state carry a watermark:
+// a session holds the index of the last record applied to it (seq) and
+// skips turns and saves at or below it, the runs part skips runs at or
+// below its seq.
 //
 // # Record types
 //
@@ -68,10 +92,10 @@
 //	  67  agent put         agentRec JSON (legacy)                       registry
 //	  68  agent delete      16-byte agent id (legacy)                    registry
 //	  69  run recorded      runRec JSON without "v" (legacy)             runs actor
-//	  70  entitySaved       {"kind", "v", "data": full entity}           owner of kind
+//	  70  entitySaved       {"kind", "v", "data": full entity}           owner of kind (kinds in records.go)
 //	  71  entityDeleted     {"kind", "id"}                               owner of kind
 //	  72  runRecorded       {"v": 1, run fields, "spans"}                runs actor
-//	  73  sessionTurn       {"v": 1, session_id, messages, tokens, at}   registry
+//	  73  sessionTurn       {"v": 1, session_id, messages, tokens, at}   tenant shard of the session
 //
 // Entity kinds (records 70 and 71, snapshot entities): "api_key" (data v1:
 // id, name, preview, hash, scopes, created_at, expires_at, revoked_at;
@@ -83,12 +107,15 @@
 // operators, user_id on keys, description, summon_error,
 // max_tool_iterations, is_default), "user_file" (v1: a user's USER.md for
 // an agent; id derived from agent, user, name), "session" (v1: key, agent,
-// user, channel, label, bounded messages, token counts; its turns are
-// record 73), "channel_instance" (v1: name, type, agent, canonical config,
+// user, channel, label, bounded messages, token counts, later optional:
+// seq, the watermark; its turns are record 73; owned by the tenant shard
+// of its key), "channel_instance" (v1: name, type, agent, canonical config,
 // credentials sealed and masked), "activity" (v1: an audit entry, saved in
 // the same append as the change it records by the actor making it, see
-// activity.go; owned by the key shard for API-key entries, the registry
-// otherwise). Data v1 uses the names of the legacy records, which is why
+// activity.go; owned by the key shard for API-key entries, by the tenant
+// shard its optional "tenant" routing key names, the registry otherwise);
+// "memory" is owned by the tenant shard of its user, every other kind by
+// the registry. Data v1 uses the names of the legacy records, which is why
 // 64, 65 and 67 decode as v1; fields added to a v1 layout are optional and
 // absent means their zero value.
 // Every type and kind has a golden file in testdata/ (go test -update
