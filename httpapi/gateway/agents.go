@@ -60,7 +60,7 @@ func (s *Server) createAgent(ctx context.Context, c Caller, req gateway.AgentInp
 		return gateway.Agent{}, resource(err, nil, errAgentExists)
 	}
 	if a.Status == gateway.AgentSummoning {
-		s.summon(a, c.UserID)
+		s.d.Runner.Summon(a, c.UserID)
 	}
 	return a, nil
 }

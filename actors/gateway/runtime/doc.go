@@ -10,7 +10,7 @@
 // # Usage
 //
 //	rt := runtime.New(gw, gw) // *gateway.Gateway: Agents and Recorder
-//	defer rt.Close()
+//	defer rt.Close(ctx) // after the listeners drained
 //	rn, err := rt.Prepare(ctx, runtime.Request{Agent: "default", User: "alice",
 //		Endpoint: "chat.completions", Messages: []runtime.Message{{Role: "user", Content: "hi"}}})
 //	if err != nil {
