@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
@@ -51,4 +52,31 @@ func TestRefusedCallerTouchesNoTools(t *testing.T) {
 	if n := box.n.Load(); n != 1 {
 		t.Errorf("alice's run resolved tools %d times, want 1", n)
 	}
+}
+
+// TestWakeSessionIsTraced: a wake with a session key is a turn of that
+// session, and its run's trace carries the session key, as every other
+// turn's does (chat.send, the webhook channel).
+func TestWakeSessionIsTraced(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("helper", `{"delay_ms":0}`, "")
+	e.must(200, "POST", "/v1/agents/helper/wake", gwToken, `{"message":"first","session_key":"s-wake"}`, as("alice")...)
+	r := e.must(200, "POST", "/v1/agents/helper/wake", gwToken, `{"message":"second","session_key":"s-wake"}`, as("alice")...)
+	var tr gateway.Trace
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) { // runs are recorded without waiting
+		if tr, err = e.gw.Trace(ctxT(t), r.body["run_id"].(string)); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil || tr.SessionKey != "s-wake" || tr.Endpoint != "agents.wake" {
+		t.Errorf("wake trace = session %q endpoint %q, %v; want session s-wake", tr.SessionKey, tr.Endpoint, err)
+	}
+	sess, err := e.gw.SessionOp(ctxT(t), "get", "s-wake", "alice", false, nil)
+	if err != nil || len(sess.Messages) != 4 || sess.Messages[2].Content != "second" {
+		t.Errorf("session = %+v, %v; want both turns, question and answer", sess.Messages, err)
+	}
+	e.must(404, "POST", "/v1/agents/helper/wake", gwToken, `{"message":"x","session_key":"s-wake"}`, as("mallory")...)
 }
