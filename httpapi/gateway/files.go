@@ -66,13 +66,6 @@ type filesIn struct {
 	Prefix  string `query:"prefix" json:"-"`
 }
 
-// visibleAgent returns agent ref if c may see it: any agent for a trusted
-// caller, else one c's user may use (a stranger's: errAgentNotFound).
-func (s *Server) visibleAgent(ctx context.Context, c Caller, ref string) (gateway.Agent, error) {
-	a, err := s.d.Agents.GetAgent(ctx, c.principal().ReaderOf(), ref)
-	return a, resource(err, errAgentNotFound, nil)
-}
-
 func (s *Server) listFiles(ctx context.Context, c Caller, in filesIn) (workspace.List, error) {
 	ref := cmp.Or(in.AgentID, c.AgentID)
 	if ref == "" {

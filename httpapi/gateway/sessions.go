@@ -13,9 +13,10 @@ import (
 // concurrent use.
 type SessionStore interface {
 	// QueueTurn queues a turn of session key (turns of a session begin in
-	// the order queued) and returns the wait for it to begin.
+	// the order queued) and returns the wait for it to begin: the WebSocket
+	// reader queues chat.send in frame order, the runtime's turn (Begin
+	// with TurnRequest.Queued) runs and ends it.
 	QueueTurn(key, agentRef, user, channel string, cancel context.CancelFunc) func(ctx context.Context) (gateway.Turn, error)
-	EndTurn(ctx context.Context, key string, res gateway.TurnResult) (gateway.Session, error)
 	AbortTurn(ctx context.Context, key, user string) error
 	SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (gateway.Session, error)
 	ListSessions(ctx context.Context, f gateway.SessionFilter, admin bool) ([]gateway.Session, int, error)
