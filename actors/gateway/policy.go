@@ -47,6 +47,13 @@ func (p Principal) MayRead(owner string) bool {
 	return p.SeesAll() || (p.User != "" && owner == p.User)
 }
 
+// MayReadMedia reports whether p may read a media file uploaded by
+// owner: its uploader's, anyone's when uploaded for no user, every one
+// for a trusted backend.
+func (p Principal) MayReadMedia(owner string) bool {
+	return p.SeesAll() || owner == "" || owner == p.User
+}
+
 // AdminsSessions reports whether p sees and manages every session: a
 // trusted backend acting for nobody. Anyone else, their user's only.
 func (p Principal) AdminsSessions() bool { return p.Trusted && p.User == "" }
