@@ -108,8 +108,8 @@ func (rt *Runtime) Turn(ctx context.Context, p gateway.Principal, req TurnReques
 // caller gets ErrAgentNotFound, having caused no tool resolution, no MCP
 // connection and no provider call. Other errors: ErrAgentDisabled,
 // ErrProviderDisabled, gateway.ErrInvalid (a bad session key), the
-// registry's. A Turn must be run with RunTurn (which ends its session
-// turn) or, if it will not run, Abandon.
+// registry's. A begun Turn must be run, once, with RunTurn, which ends
+// its session turn.
 func (rt *Runtime) Begin(ctx context.Context, p gateway.Principal, req TurnRequest) (*Turn, error) {
 	if req.SessionKey == "" && req.Queued == nil {
 		a, prov, err := rt.decide(ctx, p, req.Agent, req.AnyStatus)
@@ -128,7 +128,9 @@ func (rt *Runtime) Begin(ctx context.Context, p gateway.Principal, req TurnReque
 // RunTurn executes t within its agent's time limit and records it: the
 // trace (with its session key) and the session's turn, durable, even
 // when ctx has ended. onDelta, when not nil, gets streamed content.
-// Errors: Execute's; ctx's error also when the session turn is aborted.
+// Errors: a *TimeoutError (ErrAgentTimeout), a *ProviderError
+// (ErrProvider), onDelta's, or ctx's (the client went away, or the
+// session turn was aborted).
 func (rt *Runtime) RunTurn(ctx context.Context, t *Turn, onDelta func(string) error) (TurnResult, error) {
 	if t.aborted != nil {
 		var cancel context.CancelFunc
