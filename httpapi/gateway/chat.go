@@ -149,7 +149,7 @@ var chatRoles = map[string]bool{"system": true, "developer": true, "user": true,
 
 // agentRef applies the first two steps of the resolution order: the
 // model prefix, then X-Gateway-Agent-Id; "" leaves the third, the
-// default agent, to the caller.
+// default agent, to the runtime's turn.
 func agentRef(model, header string) string {
 	for _, p := range []string{"gateway:", "agent:"} {
 		if ref, ok := strings.CutPrefix(model, p); ok && ref != "" {
