@@ -8,10 +8,10 @@ import (
 )
 
 // Summoning: an agent created with a description (other_config) and no
-// system prompt starts in status summoning; a background run (the HTTP
-// layer starts it through the runtime) asks its provider to write the
-// prompt, then FinishSummon makes the agent active, or summon_failed with
-// the error kept. Resummon retries. A summon the process died during
+// system prompt starts in status summoning; a background turn of the
+// agent runtime (runtime.Runtime.Summon, which the runtime owns and its
+// Close ends) asks its provider to write the prompt, then FinishSummon
+// makes the agent active, or summon_failed with the error kept. Resummon retries. A summon the process died during
 // never stays stuck: Start turns every agent still summoning into
 // summon_failed ("interrupted by a restart").
 

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/app"
 	"gatehouse/httpapi"
 	gwapi "gatehouse/httpapi/gateway"
 	"gatehouse/snapshot"
@@ -119,7 +121,22 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		return err
 	}
 	defer n.close() // an early return stops the system too; after shutdown only the WAL and the lock are left
-	api, gw, err := newServers(cfg, n, lg, reg, gwReg)
+	// The agent gateway's application services (runtime, webhooks,
+	// workspaces) belong to the process, not to a listener: closed after
+	// every listener drained, before the system stops.
+	acfg := app.DefaultConfig()
+	acfg.Webhook.Code = gwapi.WebhookCode
+	gwApp, err := app.New(acfg, n.gw, lg)
+	if err != nil {
+		return fmt.Errorf("gateway services: %w", err)
+	}
+	closeApp := sync.OnceValue(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		return gwApp.Close(ctx)
+	})
+	defer closeApp() // an early return; after shutdown it has run already
+	api, gw, err := newServers(cfg, n, gwApp, lg, reg, gwReg)
 	if err != nil {
 		return err
 	}
@@ -176,6 +193,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	for _, l := range servers {
 		errs = append(errs, l.srv.Shutdown(ctx))
 	}
+	errs = append(errs, closeApp())
 	return shutdown(ctx, n, lg, errs)
 }
 
@@ -256,7 +274,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 	return &node{log: l, sys: sys, gw: gw, unlock: unlock}, nil
 }
 
-func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
+func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
 	sys := n.sys
 	hcfg := httpapi.DefaultConfig()
 	hcfg.Host, hcfg.Port = cfg.Server.Host, cfg.Server.Port
@@ -282,7 +300,7 @@ func newServers(cfg fileConfig, n *node, lg *slog.Logger, reg, gwReg *prometheus
 	gcfg := gwapi.DefaultConfig()
 	gcfg.Token = cfg.Gateway.Token
 	gcfg.MaxUploadBytes = cfg.Gateway.MaxUploadBytes
-	deps := gwapi.DepsOf(n.gw)
+	deps := gwapi.DepsOf(n.gw, gwApp)
 	deps.Health = sys.Health
 	gw, err = gwapi.New(gcfg, deps, lg, gwReg, gwReg)
 	if err != nil {

@@ -60,7 +60,7 @@ func (s *Server) createAgent(ctx context.Context, c Caller, req gateway.AgentInp
 		return gateway.Agent{}, resource(err, nil, errAgentExists)
 	}
 	if a.Status == gateway.AgentSummoning {
-		s.summon(a, c.UserID)
+		s.d.Runner.Summon(a, c.UserID)
 	}
 	return a, nil
 }
@@ -83,4 +83,11 @@ func (s *Server) updateAgent(ctx context.Context, c Caller, in agentUpdate) (gat
 
 func (s *Server) deleteAgent(ctx context.Context, c Caller, in idIn) (None, error) {
 	return None{}, resource(s.d.Agents.DeleteAgent(ctx, c.UserID, in.ID), errAgentNotFound, nil)
+}
+
+// visibleAgent returns agent ref if c may see it: any agent for a trusted
+// caller, else one c's user may use (a stranger's: errAgentNotFound).
+func (s *Server) visibleAgent(ctx context.Context, c Caller, ref string) (gateway.Agent, error) {
+	a, err := s.d.Agents.GetAgent(ctx, c.principal().ReaderOf(), ref)
+	return a, resource(err, errAgentNotFound, nil)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/webhook"
 )
 
 // TestChannelInstances: the CRUD of channel instances, each type's config
@@ -74,9 +75,9 @@ func TestWebhookChannel(t *testing.T) {
 	send := func(inst string, ts int64, body, sig string) gwResp {
 		t.Helper()
 		if sig == "" {
-			sig = SignWebhook(secret, ts, []byte(body))
+			sig = webhook.Sign(secret, ts, []byte(body))
 		}
-		return e.do("POST", "/v1/channels/"+inst+"/inbound", "", body, HeaderTimestamp, strconv.FormatInt(ts, 10), HeaderSignature, sig)
+		return e.do("POST", "/v1/channels/"+inst+"/inbound", "", body, webhook.HeaderTimestamp, strconv.FormatInt(ts, 10), webhook.HeaderSignature, sig)
 	}
 	now := e.gw.Now().Unix() // the gateway's clock
 	r := send(id, now, `{"sender_id":"u-42","message":"hello"}`, "")
@@ -99,8 +100,8 @@ func TestWebhookChannel(t *testing.T) {
 		want       int
 	}{
 		{"bad signature", id, now, valid, "sha256=" + strings.Repeat("0", 64), 401},
-		{"signed with another secret", id, now, valid, SignWebhook("another-secret-0123", now, []byte(valid)), 401},
-		{"body changed after signing", id, now, valid, SignWebhook(secret, now, []byte(`{"sender_id":"u-1","message":"x"}`)), 401},
+		{"signed with another secret", id, now, valid, webhook.Sign("another-secret-0123", now, []byte(valid)), 401},
+		{"body changed after signing", id, now, valid, webhook.Sign(secret, now, []byte(`{"sender_id":"u-1","message":"x"}`)), 401},
 		{"stale timestamp", id, now - 6*60, valid, "", 401},
 		{"future timestamp", id, now + 6*60, valid, "", 401},
 		{"replay", id, now, `{"sender_id":"u-42","message":"hello"}`, "", 401},
@@ -125,9 +126,9 @@ func TestWebhookChannel(t *testing.T) {
 	got := make(chan string, 1)
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		ts, _ := strconv.ParseInt(r.Header.Get(HeaderTimestamp), 10, 64)
-		if r.Header.Get(HeaderSignature) != SignWebhook(secret, ts, b) {
-			t.Errorf("callback signature %q does not verify", r.Header.Get(HeaderSignature))
+		ts, _ := strconv.ParseInt(r.Header.Get(webhook.HeaderTimestamp), 10, 64)
+		if r.Header.Get(webhook.HeaderSignature) != webhook.Sign(secret, ts, b) {
+			t.Errorf("callback signature %q does not verify", r.Header.Get(webhook.HeaderSignature))
 		}
 		if calls.Add(1) == 1 {
 			w.WriteHeader(500)

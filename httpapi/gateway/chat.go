@@ -10,17 +10,29 @@ import (
 	"gatehouse/actors/gateway/runtime"
 )
 
-// Runner runs agents (the agent runtime). Safe for concurrent use.
+// Runner runs agents (the agent runtime): every run is a turn, which
+// decides policy before it resolves tools or calls a provider. Safe for
+// concurrent use.
 type Runner interface {
-	// Prepare resolves the agent and its provider: runtime.ErrAgentNotFound,
-	// ErrAgentDisabled, ErrProviderDisabled.
-	Prepare(ctx context.Context, req runtime.Request) (*runtime.Run, error)
-	// Execute runs rn within its agent's time limit and records it;
+	// Begin resolves the agent, decides whether p may run it, begins the
+	// session turn if any and prepares the run: runtime.ErrAgentNotFound
+	// (also for a caller who may not run it), ErrAgentDisabled,
+	// ErrProviderDisabled.
+	Begin(ctx context.Context, p gateway.Principal, req runtime.TurnRequest) (*runtime.Turn, error)
+	// RunTurn runs t within its agent's time limit and records it;
 	// onDelta gets streamed content. Errors: *runtime.TimeoutError,
 	// *runtime.ProviderError, ctx's.
-	Execute(ctx context.Context, rn *runtime.Run, onDelta func(string) error) (runtime.Result, error)
-	// ToolsFor lists the tools agent ref runs with for user (tools.invoke).
-	ToolsFor(ctx context.Context, ref, user string) (gateway.Agent, []runtime.Tool, error)
+	RunTurn(ctx context.Context, t *runtime.Turn, onDelta func(string) error) (runtime.TurnResult, error)
+	// Turn is Begin then RunTurn with req.OnDelta.
+	Turn(ctx context.Context, p gateway.Principal, req runtime.TurnRequest) (runtime.TurnResult, error)
+	// ToolsFor lists the tools agent ref runs with for p (tools.invoke),
+	// after the policy.
+	ToolsFor(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, []runtime.Tool, error)
+	// Summon starts agent a's summoning in the background.
+	Summon(a gateway.Agent, user string)
+	// Regenerate rewrites agent ref's prompt by request (owner or
+	// operator: gateway.ErrForbidden).
+	Regenerate(ctx context.Context, p gateway.Principal, ref, request string) (gateway.Agent, error)
 }
 
 var _ Runner = (*runtime.Runtime)(nil)
@@ -137,7 +149,7 @@ var chatRoles = map[string]bool{"system": true, "developer": true, "user": true,
 
 // agentRef applies the first two steps of the resolution order: the
 // model prefix, then X-Gateway-Agent-Id; "" leaves the third, the
-// default agent, to the caller.
+// default agent, to the runtime's turn.
 func agentRef(model, header string) string {
 	for _, p := range []string{"gateway:", "agent:"} {
 		if ref, ok := strings.CutPrefix(model, p); ok && ref != "" {
@@ -147,17 +159,18 @@ func agentRef(model, header string) string {
 	return header // "": the default agent (Gateway.DefaultAgent)
 }
 
-// runUser is the user a run acts for: the caller's (see bindUser), or,
-// for a trusted backend that named none, the body's "user". A key bound to
-// a user cannot name another in the body either (errUserBinding).
-func runUser(c Caller, body string) (string, error) {
+// runPrincipal is who a run acts for: the caller's user (see bindUser),
+// or, for a trusted backend that named none, the body's "user". A key
+// bound to a user cannot name another in the body either
+// (errUserBinding).
+func runPrincipal(c Caller, body string) (gateway.Principal, error) {
 	switch {
 	case c.Trusted() && c.UserID == "":
-		return body, nil
+		return gateway.Principal{User: body, Trusted: true}, nil
 	case body != "" && body != c.UserID && !c.Trusted():
-		return "", errUserBinding
+		return gateway.Principal{}, errUserBinding
 	}
-	return c.UserID, nil
+	return c.principal(), nil
 }
 
 // runContext is the context of a run that answers in one piece: the
@@ -177,44 +190,25 @@ func appendMessages(dst []runtime.Message, field string, msgs []chatMsg) ([]runt
 	return dst, nil
 }
 
-// prepare prepares the run of a chat-style request: the agent from model
-// (or the caller's X-Gateway-Agent-Id, or "default"), the user from the
-// caller (or the body's user). It returns the model to echo in the
-// answer: the request's, else "gateway:" and the agent's key.
-func (s *Server) prepare(ctx context.Context, c Caller, model, user, endpoint string, msgs []runtime.Message) (*runtime.Run, string, error) {
-	user, err := runUser(c, user)
+// begin begins the turn of a chat-style request: the agent from model
+// (or the caller's X-Gateway-Agent-Id, or the default agent), the user
+// from the caller (or the body's user). It returns the model to echo in
+// the answer: the request's, else "gateway:" and the agent's key.
+func (s *Server) begin(ctx context.Context, c Caller, model, user, endpoint string, msgs []runtime.Message) (*runtime.Turn, string, error) {
+	p, err := runPrincipal(c, user)
 	if err != nil {
 		return nil, "", err
 	}
-	ref := agentRef(model, c.AgentID)
-	if ref == "" {
-		a, err := s.d.Agents.DefaultAgent(ctx, user)
-		if err != nil {
-			return nil, "", resource(err, errAgentNotFound, nil)
-		}
-		ref = a.ID.String()
-	}
-	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: ref, User: user, Endpoint: endpoint, Channel: c.Channel, Messages: msgs,
+	t, err := s.d.Runner.Begin(ctx, p, runtime.TurnRequest{
+		Agent: agentRef(model, c.AgentID), Endpoint: endpoint, Channel: c.Channel, Messages: msgs,
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	if !mayRun(c, user, &rn.Agent) {
-		return nil, "", errAgentNotFound
-	}
 	if model == "" {
-		model = "gateway:" + rn.Agent.AgentKey
+		model = "gateway:" + t.Agent.AgentKey
 	}
-	return rn, model, nil
-}
-
-// mayRun reports whether c may run agent a for user: user must own it or
-// have it shared with them; only a trusted backend acting for nobody may
-// run any agent. A stranger gets 404, as on GET /v1/agents/{id}: ids do
-// not leak.
-func mayRun(c Caller, user string, a *gateway.Agent) bool {
-	return (user == "" && c.Trusted()) || a.CanUse(user)
+	return t, model, nil
 }
 
 func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (Streaming[chatResp], error) {
@@ -226,20 +220,20 @@ func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (St
 	if err != nil {
 		return none, err
 	}
-	rn, model, err := s.prepare(ctx, c, req.Model, req.User, "chat.completions", msgs)
+	t, model, err := s.begin(ctx, c, req.Model, req.User, "chat.completions", msgs)
 	if err != nil {
 		return none, err
 	}
-	id, created := "chatcmpl-"+rn.ID, time.Now().Unix()
+	id, created := "chatcmpl-"+t.ID, time.Now().Unix()
 	if !req.Stream {
-		res, err := s.d.Runner.Execute(runContext(ctx), rn, nil)
+		res, err := s.d.Runner.RunTurn(runContext(ctx), t, nil)
 		if err != nil {
 			return none, err
 		}
 		return Streaming[chatResp]{Value: chatResp{
 			ID: id, Object: "chat.completion", Created: created, Model: model,
 			Choices: []chatChoice{{Message: chatOutMsg{Role: "assistant", Content: res.Content}, FinishReason: res.FinishReason}},
-			Usage:   usageOf(res),
+			Usage:   usageOf(res.Result),
 		}}, nil
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
@@ -251,7 +245,7 @@ func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (St
 		if st.Send("", chunk(chatOutMsg{Role: "assistant"}, nil)) != nil {
 			return
 		}
-		res, err := s.pump(ctx, st, rn, func(d string) error { return st.Send("", chunk(chatOutMsg{Content: d}, nil)) })
+		res, err := s.pump(ctx, st, t, func(d string) error { return st.Send("", chunk(chatOutMsg{Content: d}, nil)) })
 		if err != nil {
 			if ctx.Err() == nil { // the client is still there: tell it, as OpenAI does
 				_ = st.Send("", ErrorBody{Error: st.Error(err)})
@@ -296,31 +290,12 @@ func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, err
 	if strings.TrimSpace(req.Message) == "" {
 		return wakeResp{}, errInvalid("message must not be empty")
 	}
-	a, err := s.d.Agents.GetAgent(ctx, c.UserID, req.ID)
+	res, err := s.d.Runner.Turn(runContext(ctx), c.principal(), runtime.TurnRequest{
+		Agent: req.ID, SessionKey: req.SessionKey, Endpoint: "agents.wake", Channel: c.Channel,
+		Messages: []runtime.Message{{Role: "user", Content: req.Message}},
+	})
 	if err != nil {
 		return wakeResp{}, resource(err, errAgentNotFound, nil)
 	}
-	msgs := []runtime.Message{{Role: "user", Content: req.Message}}
-	runCtx := runContext(ctx)
-	if req.SessionKey != "" {
-		tctx, cancel := context.WithCancel(runCtx)
-		defer cancel()
-		turn, err := s.d.Sessions.QueueTurn(req.SessionKey, a.ID.String(), c.UserID, "http", cancel)(tctx)
-		if err != nil {
-			return wakeResp{}, resource(err, errAgentNotFound, nil)
-		}
-		msgs, runCtx = turnMessages(turn, req.Message), tctx
-	}
-	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{Agent: a.ID.String(), User: c.UserID, Endpoint: "agents.wake", Channel: c.Channel, Messages: msgs})
-	var res runtime.Result
-	if err == nil {
-		res, err = s.d.Runner.Execute(runCtx, rn, nil)
-	}
-	if req.SessionKey != "" {
-		s.endTurn(ctx, req.SessionKey, req.Message, res, err)
-	}
-	if err != nil {
-		return wakeResp{}, err
-	}
-	return wakeResp{Content: res.Content, RunID: rn.ID, Usage: usageOf(res)}, nil
+	return wakeResp{Content: res.Content, RunID: res.RunID, Usage: usageOf(res.Result)}, nil
 }

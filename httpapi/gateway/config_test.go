@@ -3,7 +3,6 @@ package gateway
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -17,8 +16,6 @@ func TestConfigValidate(t *testing.T) {
 		{"body limit", func(c *Config) { c.MaxBodyBytes = 0 }, "MaxBodyBytes"},
 		{"timeout", func(c *Config) { c.RequestTimeout = 0 }, "RequestTimeout"},
 		{"upload limit", func(c *Config) { c.MaxUploadBytes = -1 }, "MaxUploadBytes"},
-		{"callback retry", func(c *Config) { c.CallbackRetry = -time.Second }, "CallbackRetry"},
-		{"callback attempts", func(c *Config) { c.CallbackAttempts = 0 }, "CallbackAttempts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

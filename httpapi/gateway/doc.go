@@ -1,18 +1,26 @@
 // Package gateway is the agent gateway's HTTP API (seed 001, the second
 // listener, default 127.0.0.1:18790): gateway API keys, LLM providers,
 // agents, an OpenAI-compatible chat completion, a responses-style run and
-// the OpenAPI docs. The state lives in gatehouse/actors/gateway; agent
-// runs in gatehouse/actors/gateway/runtime; the fasthttp plumbing both
-// listeners share in gatehouse/httpapi/listener.
+// the OpenAPI docs. It is transport only: decode, authenticate, call,
+// encode, stream. The state lives in gatehouse/actors/gateway, and so
+// does the policy (gateway.Principal: may run, read, manage); every agent
+// run is a turn of gatehouse/actors/gateway/runtime (Begin/RunTurn or
+// Turn), the webhook channel is gatehouse/actors/gateway/webhook and
+// workspace files gatehouse/actors/gateway/workspace, all built by
+// gatehouse/actors/gateway/app; the fasthttp plumbing both listeners
+// share is in gatehouse/httpapi/listener.
 //
 // # Usage
 //
-//	srv, err := gateway.New(gateway.DefaultConfig(), gateway.DepsOf(gw), lg, reg, reg)
+//	a, err := app.New(app.DefaultConfig(), gw, lg) // the application services, owned by the caller
+//	srv, err := gateway.New(gateway.DefaultConfig(), gateway.DepsOf(gw, a), lg, reg, reg)
 //	if err != nil {
 //		return err
 //	}
 //	go srv.Serve(ln)
-//	defer srv.Shutdown(ctx) // drains streams, closes idle provider connections
+//	...
+//	srv.Shutdown(ctx) // drains requests and streams
+//	a.Close(ctx)      // then the runtime: summons, webhooks, provider and MCP connections
 //
 // # One route table
 //
@@ -57,5 +65,7 @@
 // *fasthttp.RequestCtx outlives its handler: the HTTP source hands
 // operations copies, and a stream keeps only copies of the method and
 // path. The services (Deps) are small interfaces declared where they are
-// used; the actor-backed *gateway.Gateway satisfies them all.
+// used; the actor-backed *gateway.Gateway and the app's services satisfy
+// them. An operation turns its Caller into a gateway.Principal
+// (Caller.principal) and leaves every policy decision to the domain.
 package gateway

@@ -10,6 +10,8 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/webhook"
+	"gatehouse/actors/gateway/workspace"
 	"gatehouse/httpapi/listener"
 )
 
@@ -63,6 +65,7 @@ var (
 	errAgentDisabled  = newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgAgentDisabled)
 	errProvDisabled   = newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgProviderDisabled)
 	errOwnerOnly      = newError(fasthttp.StatusForbidden, codeUnauthorized, msgOwnerOnly)
+	errWebhookAuth    = newError(fasthttp.StatusUnauthorized, codeUnauthorized, msgWebhookAuth)
 	errUserBinding    = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserBinding)
 	errTooManyConns   = newError(fasthttp.StatusTooManyRequests, codeExhausted, msgTooManyConns)
 	errUserFileOnly   = newError(fasthttp.StatusForbidden, codeUnauthorized, msgUserFileOnly)
@@ -130,6 +133,12 @@ func classify(err error) (e *apiError, unexpected bool) {
 		return errTokenInvalid, false
 	case errors.Is(err, gateway.ErrForbidden):
 		return errOwnerOnly, false
+	case errors.Is(err, webhook.ErrUnauthorized):
+		return errWebhookAuth, false
+	case errors.Is(err, workspace.ErrBadPath):
+		return errBadFilePath, false
+	case errors.Is(err, workspace.ErrAgentNotFound):
+		return errAgentNotFound, false
 	case errors.Is(err, gateway.ErrNotFound):
 		return errNotFound, false
 	case errors.Is(err, gateway.ErrExists):

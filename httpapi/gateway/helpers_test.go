@@ -19,6 +19,7 @@ import (
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/app"
 	"gatehouse/wal/waltest"
 )
 
@@ -81,7 +82,13 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	d, lg := DepsOf(gw), o.lg
+	acfg := app.DefaultConfig()
+	acfg.Webhook.Code = WebhookCode
+	a, err := app.New(acfg, gw, o.lg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, lg := DepsOf(gw, a), o.lg
 	if o.deps != nil {
 		o.deps(&d)
 	}
@@ -109,6 +116,9 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 			tb.Errorf("Shutdown() = %v", err)
 		}
 		<-done
+		if err := a.Close(ctx); err != nil { // after the listener drained, as cmd does
+			tb.Errorf("app Close() = %v", err)
+		}
 	})
 	return &gwEnv{tb: tb, url: "http://" + ln.Addr().String(), gw: gw, srv: srv, clk: o.clk, http: hc}
 }

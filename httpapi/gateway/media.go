@@ -96,7 +96,7 @@ func (s *Server) getMedia(ctx context.Context, c Caller, in mediaIn) (Body, erro
 	if err != nil {
 		return Body{}, err
 	}
-	if !seesAll(c) && m.UserID != "" && m.UserID != c.UserID {
+	if !c.principal().MayReadMedia(m.UserID) {
 		return Body{}, errNotFound
 	}
 	h := map[string]string{

@@ -163,7 +163,7 @@ func (s *Server) getDelegation(ctx context.Context, c Caller, in idIn) (gateway.
 	if err != nil {
 		return d, err
 	}
-	if !mayRead(c, d.UserID) {
+	if !c.principal().MayRead(d.UserID) {
 		return gateway.Delegation{}, errNotFound
 	}
 	return d, nil

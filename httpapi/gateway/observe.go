@@ -48,19 +48,10 @@ func pageBounds(limit, offset int) (int, error) {
 	return limit, nil
 }
 
-// seesAll reports whether c may read every user's runs: a trusted
-// backend (the gateway token, an operator.admin key). Anyone else reads
-// their own user's only.
-func seesAll(c Caller) bool { return c.Trusted() }
-
-// mayRead reports whether c may read a record of user owner (a run, a
-// delegation); anyone else gets 404: ids do not leak.
-func mayRead(c Caller, owner string) bool { return seesAll(c) || (c.UserID != "" && owner == c.UserID) }
-
 // ownUser returns the user whose runs c may read given the user it asks
 // for ("" for every user: trusted callers only).
 func ownUser(c Caller, asked string) (string, error) {
-	if seesAll(c) {
+	if c.principal().SeesAll() {
 		return asked, nil
 	}
 	if asked != "" && asked != c.UserID {
@@ -349,7 +340,7 @@ func (s *Server) getTrace(ctx context.Context, c Caller, in idIn) (traceView, er
 	if err != nil {
 		return traceView{}, err
 	}
-	if !mayRead(c, t.UserID) {
+	if !c.principal().MayRead(t.UserID) {
 		return traceView{}, errNotFound // another user's: ids do not leak
 	}
 	v := viewTrace(t, len(t.Spans))

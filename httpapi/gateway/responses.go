@@ -110,12 +110,12 @@ func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streamin
 	if msgs, err = appendMessages(msgs, "input", req.Input); err != nil {
 		return none, err
 	}
-	rn, model, err := s.prepare(ctx, c, req.Model, req.User, "responses", msgs)
+	t, model, err := s.begin(ctx, c, req.Model, req.User, "responses", msgs)
 	if err != nil {
 		return none, err
 	}
-	obj := respObject{ID: "resp_" + rn.ID, Object: "response", CreatedAt: time.Now().Unix(), Model: model, Status: "in_progress", Output: []respItem{}}
-	itemID := "msg_" + rn.ID
+	obj := respObject{ID: "resp_" + t.ID, Object: "response", CreatedAt: time.Now().Unix(), Model: model, Status: "in_progress", Output: []respItem{}}
+	itemID := "msg_" + t.ID
 	done := func(res runtime.Result) respObject {
 		o := obj
 		o.Status = "completed"
@@ -125,18 +125,18 @@ func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streamin
 		return o
 	}
 	if !req.Stream {
-		res, err := s.d.Runner.Execute(runContext(ctx), rn, nil)
+		res, err := s.d.Runner.RunTurn(runContext(ctx), t, nil)
 		if err != nil {
 			return none, err
 		}
-		return Streaming[respObject]{Value: done(res)}, nil
+		return Streaming[respObject]{Value: done(res.Result)}, nil
 	}
 	zero := 0
 	return Streaming[respObject]{Events: func(ctx context.Context, st Stream) {
 		if st.Send("response.started", respEvent{Type: "response.started", Response: &obj}) != nil {
 			return
 		}
-		res, err := s.pump(ctx, st, rn, func(d string) error {
+		res, err := s.pump(ctx, st, t, func(d string) error {
 			return st.Send("response.delta", respEvent{Type: "response.delta", ItemID: itemID, OutputIndex: &zero, ContentIndex: &zero, Delta: d})
 		})
 		if err != nil {

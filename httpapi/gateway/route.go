@@ -89,6 +89,12 @@ type Caller struct {
 // user: the gateway token (or open mode) or an operator.admin key.
 func (c Caller) Trusted() bool { return c.Grants(gateway.ScopeAdmin) }
 
+// principal is who c acts for, for the domain's policy
+// (actors/gateway/runtime/policy.go).
+func (c Caller) principal() gateway.Principal {
+	return gateway.Principal{User: c.UserID, Trusted: c.Trusted()}
+}
+
 // Grants reports whether c may use an endpoint that needs scope need.
 func (c Caller) Grants(need gateway.Scope) bool {
 	if c.Admin {

@@ -220,16 +220,26 @@ func TestDispatch(t *testing.T) {
 // fakeRunner fails every run with err once the stream has started.
 type fakeRunner struct{ err error }
 
-func (f fakeRunner) Prepare(context.Context, runtime.Request) (*runtime.Run, error) {
-	return &runtime.Run{ID: "0123", Agent: gateway.Agent{AgentKey: "default", TimeoutSeconds: 5}}, nil
+func (f fakeRunner) Begin(context.Context, gateway.Principal, runtime.TurnRequest) (*runtime.Turn, error) {
+	return &runtime.Turn{ID: "0123", Agent: gateway.Agent{AgentKey: "default", TimeoutSeconds: 5}}, nil
 }
 
-func (f fakeRunner) Execute(context.Context, *runtime.Run, func(string) error) (runtime.Result, error) {
-	return runtime.Result{}, f.err
+func (f fakeRunner) RunTurn(context.Context, *runtime.Turn, func(string) error) (runtime.TurnResult, error) {
+	return runtime.TurnResult{}, f.err
 }
 
-func (f fakeRunner) ToolsFor(context.Context, string, string) (gateway.Agent, []runtime.Tool, error) {
+func (f fakeRunner) Turn(context.Context, gateway.Principal, runtime.TurnRequest) (runtime.TurnResult, error) {
+	return runtime.TurnResult{}, f.err
+}
+
+func (f fakeRunner) ToolsFor(context.Context, gateway.Principal, string) (gateway.Agent, []runtime.Tool, error) {
 	return gateway.Agent{}, nil, f.err
+}
+
+func (f fakeRunner) Summon(gateway.Agent, string) {}
+
+func (f fakeRunner) Regenerate(context.Context, gateway.Principal, string, string) (gateway.Agent, error) {
+	return gateway.Agent{}, f.err
 }
 
 // logRecorder is a slog.Handler that keeps every record's message and

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,8 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
-	"gatehouse/actors/gateway/toolbox"
+	"gatehouse/actors/gateway/app"
 	"gatehouse/httpapi/listener"
 )
 
@@ -37,17 +35,12 @@ type Config struct {
 	// Content-Length when there is one). Uploads are streamed, never held
 	// whole in memory.
 	MaxUploadBytes int
-	// CallbackRetry is the first wait before retrying a failed webhook
-	// callback; it doubles, CallbackAttempts times in all.
-	CallbackRetry    time.Duration
-	CallbackAttempts int
 }
 
-// DefaultConfig returns 1 MiB bodies, a 10 s request timeout and webhook
-// callbacks tried 5 times, 1 s apart at first.
+// DefaultConfig returns 1 MiB bodies, 20 MiB uploads and a 10 s request
+// timeout.
 func DefaultConfig() Config {
-	return Config{Listener: "gateway", MaxBodyBytes: 1 << 20, MaxUploadBytes: 20 << 20, RequestTimeout: 10 * time.Second,
-		CallbackRetry: time.Second, CallbackAttempts: 5}
+	return Config{Listener: "gateway", MaxBodyBytes: 1 << 20, MaxUploadBytes: 20 << 20, RequestTimeout: 10 * time.Second}
 }
 
 // Validate names the first bad field.
@@ -61,8 +54,6 @@ func (c Config) Validate() error {
 		return errors.New("gateway: RequestTimeout must be > 0")
 	case c.MaxUploadBytes < 1:
 		return errors.New("gateway: MaxUploadBytes must be > 0")
-	case c.CallbackRetry <= 0 || c.CallbackAttempts < 1:
-		return errors.New("gateway: CallbackRetry must be > 0 and CallbackAttempts >= 1")
 	}
 	return nil
 }
@@ -82,6 +73,7 @@ type Deps struct {
 	Runs       RunStore
 	Activity   ActivityStore
 	Channels   ChannelStore
+	Webhooks   Webhooks
 	Tools      ToolStore
 	Memory     MemoryStore
 	MCP        MCPStore
@@ -89,25 +81,24 @@ type Deps struct {
 	Media      MediaStore
 	Workspaces Workspaces
 	Skills     SkillStore
-	// Runner runs agents; if it has a Close method, Shutdown calls it.
+	// Runner runs agents: every run is a turn of the agent runtime. The
+	// server neither builds nor closes it (cmd/gatehouse does).
 	Runner Runner
 	// Health, optional, fails /health (503) when the state cannot change
 	// any more (a failed WAL: see actors.System.Health).
 	Health func() error
 }
 
-// DepsOf returns the production Deps: g for the state, and an agent
-// runtime over g.
-func DepsOf(g *gateway.Gateway) Deps {
-	rt := runtime.New(g, g)
-	box := toolbox.New(g, g.Logger())
-	rt.SetToolbox(box)
+// DepsOf returns the production Deps: g for the state, a for the
+// application services over it (built and closed by the caller).
+func DepsOf(g *gateway.Gateway, a *app.App) Deps {
 	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
-		Activity: g, Channels: g, Tools: g, Memory: g, MCP: g, MCPLive: box, Media: mediaAdapter{g}, Workspaces: g, Skills: g, Runner: rt}
+		Activity: g, Channels: g, Webhooks: a.Webhooks, Tools: g, Memory: g, MCP: g, MCPLive: a.Toolbox,
+		Media: mediaAdapter{g}, Workspaces: a.Workspaces, Skills: g, Runner: a.Runtime}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Skills == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Webhooks == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Skills == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil
@@ -118,7 +109,6 @@ func (d Deps) validate() error {
 // and the docs. Safe for concurrent use.
 type Server struct {
 	cfg          Config
-	replays      *replayCache // webhook signatures seen lately
 	authFailures *prometheus.CounterVec
 	d            Deps
 	l            *listener.Listener
@@ -128,11 +118,6 @@ type Server struct {
 	spec         []byte // the OpenAPI document, built once
 	token        []byte // cfg.Token
 	ws           wsHub  // open WebSocket connections
-
-	// Background runs (summoning) end with bgCtx at shutdown.
-	bgCtx  context.Context
-	bgStop context.CancelFunc
-	bg     sync.WaitGroup
 }
 
 // New builds the gateway server. lg nil discards logs; reg and gather nil
@@ -149,7 +134,7 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token), replays: newReplayCache(), authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+	s := &Server{cfg: cfg, d: d, token: []byte(cfg.Token), authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_gateway_auth_failures_total",
 		Help: "Gateway requests refused for their credential, by reason (missing, invalid, scope, user_binding).",
 	}, []string{"reason"})}
@@ -162,7 +147,6 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 			s.authFailures = are.ExistingCollector.(*prometheus.CounterVec)
 		}
 	}
-	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	l, err := listener.New(listener.Options{
 		Name: cfg.Listener, Logger: lg, Registerer: reg, Gatherer: gather,
 		// fasthttp reads a body of up to MaxBodyBytes before the handler and
@@ -204,22 +188,12 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.l.Handler() }
 func (s *Server) Serve(ln net.Listener) error { return s.l.Serve(ln) }
 
 // Shutdown stops accepting connections and waits, until ctx is done, for
-// in-flight requests (streams included) to finish; then it closes the
-// runner's idle provider connections.
+// in-flight requests (streams included) to finish. The agent runtime and
+// the other application services outlive it: their owner closes them
+// once every listener has drained.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ws.shutdown() // hijacked connections: fasthttp does not track them
-	err := s.l.Shutdown(ctx)
-	s.bgStop() // an abandoned summon is marked summon_failed at the next start
-	done := make(chan struct{})
-	go func() { s.bg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	if c, ok := s.d.Runner.(interface{ Close() }); ok {
-		c.Close()
-	}
-	return err
+	return s.l.Shutdown(ctx)
 }
 
 // uploadOverhead is what a multipart request may carry beside the file.

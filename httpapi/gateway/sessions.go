@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"gatehouse/actors/gateway"
@@ -14,9 +13,10 @@ import (
 // concurrent use.
 type SessionStore interface {
 	// QueueTurn queues a turn of session key (turns of a session begin in
-	// the order queued) and returns the wait for it to begin.
+	// the order queued) and returns the wait for it to begin: the WebSocket
+	// reader queues chat.send in frame order, the runtime's turn (Begin
+	// with TurnRequest.Queued) runs and ends it.
 	QueueTurn(key, agentRef, user, channel string, cancel context.CancelFunc) func(ctx context.Context) (gateway.Turn, error)
-	EndTurn(ctx context.Context, key string, res gateway.TurnResult) (gateway.Session, error)
 	AbortTurn(ctx context.Context, key, user string) error
 	SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (gateway.Session, error)
 	ListSessions(ctx context.Context, f gateway.SessionFilter, admin bool) ([]gateway.Session, int, error)
@@ -40,17 +40,13 @@ type sessionPage struct {
 	Offset int               `json:"offset"`
 }
 
-// sessionAdmin: a trusted backend acting for nobody sees every session;
-// anyone else their user's only.
-func sessionAdmin(c Caller) bool { return c.Trusted() && c.UserID == "" }
-
 func (s *Server) listSessions(ctx context.Context, c Caller, in sessionsIn) (sessionPage, error) {
 	f := gateway.SessionFilter{Channel: in.Channel, UserID: in.UserID, Limit: in.Limit, Offset: in.Offset}
 	var err error
 	if f.AgentID, err = parseAgentID(in.AgentID); err != nil {
 		return sessionPage{}, err
 	}
-	admin := sessionAdmin(c)
+	admin := c.principal().AdminsSessions()
 	if !admin {
 		if in.UserID != "" && in.UserID != c.UserID {
 			return sessionPage{}, errUserBinding
@@ -108,7 +104,7 @@ func (w *wsConn) sessionChecks(ctx context.Context, need gateway.Scope) error {
 	if err := w.s.admit(ctx, &Route{Scope: need}, w.c); err != nil { // the table routes' checks
 		return err
 	}
-	if w.c.UserID == "" && !sessionAdmin(w.c) {
+	if w.c.UserID == "" && !w.c.principal().AdminsSessions() {
 		return errUserRequired
 	}
 	return nil
@@ -163,21 +159,21 @@ func (w *wsConn) wsSessionCall(ctx context.Context, f wsFrame, need gateway.Scop
 		out = map[string]bool{"aborted": err == nil}
 	case "chat.history":
 		var sess gateway.Session
-		sess, err = s.d.Sessions.SessionOp(ctx, "get", in.key(), c.UserID, sessionAdmin(c), nil)
+		sess, err = s.d.Sessions.SessionOp(ctx, "get", in.key(), c.UserID, c.principal().AdminsSessions(), nil)
 		out = map[string]any{"sessionKey": sess.Key, "messages": sess.Messages}
 	case "sessions.preview":
 		var sess gateway.Session
-		sess, err = s.d.Sessions.SessionOp(ctx, "get", in.key(), c.UserID, sessionAdmin(c), nil)
+		sess, err = s.d.Sessions.SessionOp(ctx, "get", in.key(), c.UserID, c.principal().AdminsSessions(), nil)
 		if n := len(sess.Messages); n > 10 {
 			sess.Messages = sess.Messages[n-10:]
 		}
 		out = sess
 	case "sessions.patch":
-		out, err = s.d.Sessions.SessionOp(ctx, "patch", in.key(), c.UserID, sessionAdmin(c), in.Label)
+		out, err = s.d.Sessions.SessionOp(ctx, "patch", in.key(), c.UserID, c.principal().AdminsSessions(), in.Label)
 	case "sessions.delete":
-		out, err = s.d.Sessions.SessionOp(ctx, "delete", in.key(), c.UserID, sessionAdmin(c), nil)
+		out, err = s.d.Sessions.SessionOp(ctx, "delete", in.key(), c.UserID, c.principal().AdminsSessions(), nil)
 	case "sessions.reset":
-		out, err = s.d.Sessions.SessionOp(ctx, "reset", in.key(), c.UserID, sessionAdmin(c), nil)
+		out, err = s.d.Sessions.SessionOp(ctx, "reset", in.key(), c.UserID, c.principal().AdminsSessions(), nil)
 	}
 	w.respond(f.ID, out, err)
 }
@@ -193,27 +189,17 @@ func orEmpty(b json.RawMessage) []byte {
 // the agent's provider, the answer (streamed as chat chunk events when
 // asked) is appended to the session, with agent run events around it.
 func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait func(context.Context) (gateway.Turn, error)) {
-	s, c := w.s, w.c
-	turn, err := wait(ctx)
-	if err != nil {
-		w.respond(id, nil, resource(err, errAgentNotFound, nil))
-		return
-	}
-	msgs := turnMessages(turn, in.Message)
-	rn, err := s.d.Runner.Prepare(ctx, runtime.Request{
-		Agent: turn.AgentID.String(), User: c.UserID, Endpoint: "chat.send", Channel: c.Channel, SessionKey: in.SessionKey, Messages: msgs,
+	s := w.s
+	t, err := s.d.Runner.Begin(ctx, w.c.principal(), runtime.TurnRequest{
+		Agent: in.AgentID, SessionKey: in.SessionKey, Queued: wait, Endpoint: "chat.send", Channel: w.c.Channel,
+		Messages: []runtime.Message{{Role: "user", Content: in.Message}},
 	})
 	if err != nil {
-		s.endTurn(ctx, in.SessionKey, in.Message, runtime.Result{}, err)
 		w.respond(id, nil, err)
 		return
 	}
-	base := map[string]any{"run_id": rn.ID, "sessionKey": in.SessionKey}
 	with := func(kv ...any) map[string]any {
-		m := map[string]any{}
-		for k, v := range base {
-			m[k] = v
-		}
+		m := map[string]any{"run_id": t.ID, "sessionKey": in.SessionKey}
 		for i := 0; i+1 < len(kv); i += 2 {
 			m[kv[i].(string)] = kv[i+1]
 		}
@@ -225,8 +211,7 @@ func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait fu
 		onDelta = func(d string) error { return w.event(id, "chat", with("kind", "chunk", "delta", d)) }
 	}
 	start := time.Now()
-	res, err := s.d.Runner.Execute(ctx, rn, onDelta)
-	s.endTurn(ctx, in.SessionKey, in.Message, res, err)
+	res, err := s.d.Runner.RunTurn(ctx, t, onDelta)
 	if err != nil {
 		if ctx.Err() != nil && w.ctx.Err() == nil {
 			err = errAborted
@@ -238,29 +223,6 @@ func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait fu
 	}
 	_ = w.event(id, "chat", with("kind", "message", "role", "assistant", "content", res.Content))
 	_ = w.event(id, "agent", with("kind", "run.completed", "duration_ms", time.Since(start).Milliseconds()))
-	w.respond(id, map[string]any{"run_id": rn.ID, "sessionKey": in.SessionKey, "content": res.Content,
-		"usage": usageOf(res)}, nil)
-}
-
-// turnMessages is what a session turn sends the provider: the session's
-// history, then the new message.
-func turnMessages(turn gateway.Turn, message string) []runtime.Message {
-	msgs := make([]runtime.Message, 0, len(turn.Session.Messages)+1)
-	for _, m := range turn.Session.Messages {
-		msgs = append(msgs, runtime.Message{Role: m.Role, Content: m.Content})
-	}
-	return append(msgs, runtime.Message{Role: "user", Content: message})
-}
-
-// endTurn records a turn's outcome (the question, and the answer unless
-// runErr), durable, even when ctx has ended; a session deleted meanwhile
-// is not an error.
-func (s *Server) endTurn(ctx context.Context, key, message string, res runtime.Result, runErr error) {
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
-	defer cancel()
-	_, err := s.d.Sessions.EndTurn(ectx, key, gateway.TurnResult{User: message, Assistant: res.Content,
-		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Failed: runErr != nil})
-	if err != nil && !errors.Is(err, gateway.ErrNotFound) {
-		s.lg.Error("session turn not recorded", "session", key, "err", err)
-	}
+	w.respond(id, map[string]any{"run_id": t.ID, "sessionKey": in.SessionKey, "content": res.Content,
+		"usage": usageOf(res.Result)}, nil)
 }

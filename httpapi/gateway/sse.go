@@ -105,10 +105,10 @@ func (s *Server) serveSSE(rc *fasthttp.RequestCtx, lang int, ev Events) {
 // and the upstream call is cancelled.
 const heartbeat = 500 * time.Millisecond
 
-// pump executes rn in its own goroutine while this one (the stream's)
+// pump runs turn t in its own goroutine while this one (the stream's)
 // writes each delta through write, and a ping when idle. The first
 // failed write ends ctx (Stream's contract) and with it the run.
-func (s *Server) pump(ctx context.Context, st Stream, rn *runtime.Run, write func(string) error) (runtime.Result, error) {
+func (s *Server) pump(ctx context.Context, st Stream, t *runtime.Turn, write func(string) error) (runtime.Result, error) {
 	type result struct {
 		res runtime.Result
 		err error
@@ -116,7 +116,7 @@ func (s *Server) pump(ctx context.Context, st Stream, rn *runtime.Run, write fun
 	deltas := make(chan string, 64)
 	done := make(chan result, 1)
 	go func() {
-		res, err := s.d.Runner.Execute(ctx, rn, func(d string) error {
+		res, err := s.d.Runner.RunTurn(ctx, t, func(d string) error {
 			select {
 			case deltas <- d:
 				return nil
@@ -124,7 +124,7 @@ func (s *Server) pump(ctx context.Context, st Stream, rn *runtime.Run, write fun
 				return ctx.Err()
 			}
 		})
-		done <- result{res, err}
+		done <- result{res.Result, err}
 	}()
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()

@@ -131,12 +131,9 @@ func (s *Server) invoke(ctx context.Context, c Caller, in invokeIn) (invokeOut, 
 		}
 		ref = a.ID.String()
 	}
-	a, tools, err := s.d.Runner.ToolsFor(ctx, ref, c.UserID)
+	a, tools, err := s.d.Runner.ToolsFor(ctx, c.principal(), ref)
 	if err != nil {
 		return invokeOut{}, err
-	}
-	if !mayRun(c, c.UserID, &a) {
-		return invokeOut{}, errAgentNotFound
 	}
 	var tool *runtime.Tool
 	for i := range tools {

@@ -167,22 +167,27 @@ func (rt *Runtime) delegate(ctx context.Context, rn *Run, user string, args json
 	if len(chain) > MaxDelegationDepth {
 		return "", errDelegationDepth
 	}
-	sub, err := rt.Prepare(ctx, Request{Agent: in.Agent, User: user, Endpoint: "delegate", Channel: "internal",
-		Messages: []Message{{Role: "user", Content: in.Task}}})
+	// The delegating run acts with its own run's rights: its user's
+	// agents, or any agent for a run for no user (a trusted backend's).
+	p := gateway.Principal{User: user, Trusted: user == ""}
+	a, prov, err := rt.decide(ctx, p, in.Agent, false)
 	switch {
 	case errors.Is(err, ErrAgentNotFound):
-		return "", fmt.Errorf("no agent %q", in.Agent)
+		return "", fmt.Errorf("no agent %q", in.Agent) // none, or not the user's: do not reveal it
 	case err != nil:
 		return "", err
-	case user != "" && !sub.Agent.CanUse(user):
-		return "", fmt.Errorf("no agent %q", in.Agent) // not the user's: do not reveal it
-	case slices.Contains(chain, sub.Agent.ID):
+	case slices.Contains(chain, a.ID):
 		return "", errDelegationCycle
+	}
+	sub, err := rt.prepare(ctx, a, prov, Request{Agent: in.Agent, User: user, Endpoint: "delegate", Channel: "internal",
+		Messages: []Message{{Role: "user", Content: in.Task}}})
+	if err != nil {
+		return "", err
 	}
 	d := gateway.Delegation{SourceAgentID: rn.Agent.ID, TargetAgentID: sub.Agent.ID, UserID: user, Task: in.Task,
 		TraceID: sub.ID, CreatedAt: rt.now()}
 	t0 := time.Now()
-	res, err := rt.Execute(context.WithValue(ctx, chainKey{}, chain), sub, nil)
+	res, err := rt.execute(context.WithValue(ctx, chainKey{}, chain), sub, nil)
 	d.DurationMs, d.CompletedAt, d.Status, d.Result = time.Since(t0).Milliseconds(), rt.now(), gateway.RunOK, res.Content
 	if err != nil {
 		d.Status, d.Error = gateway.RunFailed, sub.redact.preview(err.Error())

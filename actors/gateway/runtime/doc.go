@@ -7,22 +7,34 @@
 // which each transport maps once (httpapi/gateway: the HTTP envelope and
 // the SSE error event).
 //
+// Every run a caller asks for is a turn, one operation whatever the
+// transport (turn.go): resolve the agent (the default agent when none is
+// named), decide policy (gateway.Principal.MayRun) before anything else
+// about the agent is read, begin the session turn if there is a session,
+// prepare (system prompt, USER.md, skills, tools, MCP), execute the tool
+// loop, record (the trace, which carries the session key, and the
+// session's turn). Summoning and regenerating (summon.go) are turns too.
+//
 // # Usage
 //
-//	rt := runtime.New(gw, gw) // *gateway.Gateway: Agents and Recorder
-//	defer rt.Close()
-//	rn, err := rt.Prepare(ctx, runtime.Request{Agent: "default", User: "alice",
-//		Endpoint: "chat.completions", Messages: []runtime.Message{{Role: "user", Content: "hi"}}})
-//	if err != nil {
-//		return err // ErrAgentNotFound, ErrAgentDisabled, ErrProviderDisabled, ...
-//	}
-//	res, err := rt.Execute(context.WithoutCancel(ctx), rn, onDelta) // *TimeoutError, *ProviderError
+//	rt := runtime.New(gw, gw) // *gateway.Gateway: Agents, Recorder, Sessions, Defaults, Prompts
+//	defer rt.Close(ctx)       // after the listeners drained
+//	res, err := rt.Turn(ctx, gateway.Principal{User: "alice"}, runtime.TurnRequest{
+//		Agent: "default", Endpoint: "chat.completions", Channel: "http",
+//		Messages: []runtime.Message{{Role: "user", Content: "hi"}}})
+//	// ErrAgentNotFound (also for a caller who may not run it), ErrAgentDisabled,
+//	// ErrProviderDisabled, *TimeoutError, *ProviderError
+//
+// A stream that must name the run before it runs splits the turn: Begin
+// (errors before the stream starts), then RunTurn with its onDelta.
 //
 // # Concurrency and ownership
 //
 // A Runtime is safe for concurrent use; a Run belongs to one caller and
-// is executed once. Execute calls onDelta on the provider's goroutine (the
-// caller's, for the echo provider), one call at a time. The provider's
-// credential is opened in Prepare and held only by the Run. Recording a
-// run does not wait for the WAL: it is durable within one group commit.
+// is executed once; so is a Turn. A run calls onDelta on the provider's
+// goroutine (the caller's, for the echo provider), one call at a time.
+// The provider's credential is opened when the run is prepared and held
+// only by the Run. The Runtime owns its background runs (summons): Close
+// ends them. Recording a run does not wait for the WAL: it is durable
+// within one group commit.
 package runtime

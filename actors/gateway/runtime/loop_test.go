@@ -103,7 +103,7 @@ func TestToolLoop(t *testing.T) {
 			var calls []string
 			var mu sync.Mutex
 			rt.SetToolbox(staticTools{addTool(&calls, &mu)})
-			rn, err := rt.Prepare(context.Background(), Request{Agent: "calc", User: "u", Endpoint: "test",
+			rn, err := rt.prepareRef(context.Background(), Request{Agent: "calc", User: "u", Endpoint: "test",
 				Messages: []Message{{Role: "user", Content: "what is 2+40?"}}})
 			if err != nil {
 				t.Fatal(err)
@@ -113,7 +113,7 @@ func TestToolLoop(t *testing.T) {
 			if stream {
 				onDelta = func(d string) error { deltas = append(deltas, d); return nil }
 			}
-			res, err := rt.Execute(context.Background(), rn, onDelta)
+			res, err := rt.execute(context.Background(), rn, onDelta)
 			if err != nil || res.Content != "the sum is 42" || res.PromptTokens != 30 || res.CompletionTokens != 9 {
 				t.Fatalf("Execute = %+v, %v", res, err)
 			}
@@ -161,8 +161,8 @@ func TestToolLoop(t *testing.T) {
 		var calls []string
 		var mu sync.Mutex
 		rt.SetToolbox(staticTools{addTool(&calls, &mu)})
-		rn, _ := rt.Prepare(context.Background(), Request{Agent: "calc", Messages: []Message{{Role: "user", Content: "loop"}}})
-		_, err := rt.Execute(context.Background(), rn, nil)
+		rn, _ := rt.prepareRef(context.Background(), Request{Agent: "calc", Messages: []Message{{Role: "user", Content: "loop"}}})
+		_, err := rt.execute(context.Background(), rn, nil)
 		if !errors.Is(err, ErrToolLimit) || len(calls) != 3 || len(stub.requests) != 4 {
 			t.Errorf("Execute = %v after %d tool calls, %d model calls; want ErrToolLimit after 3 and 4", err, len(calls), len(stub.requests))
 		}
@@ -178,8 +178,8 @@ func TestToolLoop(t *testing.T) {
 			Call: func(context.Context, json.RawMessage) (string, error) {
 				return "partial output", errors.New("exit status 3")
 			}}})
-		rn, _ := rt.Prepare(context.Background(), Request{Agent: "e", Messages: []Message{{Role: "user", Content: `/tool boom {"x":1}`}}})
-		res, err := rt.Execute(context.Background(), rn, nil)
+		rn, _ := rt.prepareRef(context.Background(), Request{Agent: "e", Messages: []Message{{Role: "user", Content: `/tool boom {"x":1}`}}})
+		res, err := rt.execute(context.Background(), rn, nil)
 		if err != nil || res.Content != "echo: error: exit status 3 partial output" {
 			t.Errorf("Execute = %q, %v", res.Content, err)
 		}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -112,6 +114,12 @@ type Runtime struct {
 	memory      Memory
 	delegations Delegations
 	skills      Skills
+	lg          *slog.Logger
+
+	// Background runs (summoning) end with bgCtx at Close.
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
 }
 
 // SetToolbox gives agents their custom and MCP tools; call it before the
@@ -120,73 +128,74 @@ func (rt *Runtime) SetToolbox(tb Toolbox) { rt.toolbox = tb }
 
 // New returns a Runtime over the gateway's registry and run records. A
 // Recorder with a Now method (the gateway: its clock) dates the runs;
-// durations are measured on the machine's monotonic clock.
+// durations are measured on the machine's monotonic clock. A Recorder
+// with a Logger method gives the runtime its logger. Agents that are
+// also Sessions, Defaults and Prompts (the gateway) give turns their
+// sessions, default agents, and summoning and regenerating.
 func New(agents Agents, rec Recorder) *Runtime {
-	rt := &Runtime{agents: agents, rec: rec, llm: newLLMClients(), now: time.Now}
+	rt := &Runtime{agents: agents, rec: rec, llm: newLLMClients(), now: time.Now, lg: slog.New(slog.DiscardHandler)}
 	if c, ok := rec.(interface{ Now() time.Time }); ok {
 		rt.now = c.Now
 	}
+	if l, ok := rec.(interface{ Logger() *slog.Logger }); ok && l.Logger() != nil {
+		rt.lg = l.Logger().With("component", "runtime")
+	}
+	rt.bgCtx, rt.bgStop = context.WithCancel(context.Background())
 	rt.memory, _ = rec.(Memory)
 	rt.delegations, _ = rec.(Delegations)
 	rt.skills, _ = rec.(Skills)
 	return rt
 }
 
-// Close closes idle provider connections, and the toolbox's connections
-// if it has a Close method.
-func (rt *Runtime) Close() {
+// Close ends the background runs (an abandoned summon is marked
+// summon_failed at the next start) and waits for them until ctx is done,
+// then closes idle provider connections, and the toolbox's connections
+// if it has a Close method. Call it once the listeners have drained; it
+// returns ctx's error if the background runs did not end in time.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.bgStop()
+	done := make(chan struct{})
+	go func() { rt.bg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("close runtime: background runs: %w", ctx.Err())
+	}
 	rt.llm.close()
 	if c, ok := rt.toolbox.(interface{ Close() }); ok {
 		c.Close()
 	}
+	return err
 }
 
-// Prepare resolves the agent and its provider and builds the messages:
-// the agent's system prompt, if any, then req.Messages. Errors:
-// ErrAgentNotFound, ErrAgentDisabled, ErrProviderDisabled, or the
-// registry's (unavailable, a credential that does not open).
-func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
+// prepareRef resolves agent req.Agent and prepares its run. It decides
+// no policy: it is for runs the domain starts after deciding it (and for
+// tests); callers acting for someone use Turn. Errors: ErrAgentNotFound,
+// ErrAgentDisabled, ErrProviderDisabled, or the registry's.
+func (rt *Runtime) prepareRef(ctx context.Context, req Request) (*Run, error) {
 	a, p, err := rt.agents.ResolveAgent(ctx, req.Agent)
-	switch {
-	case errors.Is(err, gateway.ErrNotFound):
-		return nil, fmt.Errorf("%w: %q", ErrAgentNotFound, req.Agent)
-	case err != nil:
-		return nil, fmt.Errorf("resolve agent: %w", err)
-	case a.Status != gateway.AgentActive && !req.AnyStatus:
-		return nil, ErrAgentDisabled
-	case !p.Enabled:
-		return nil, ErrProviderDisabled
+	if err != nil {
+		return nil, notFound(err, req.Agent)
 	}
+	if err := ready(a, p, req.AnyStatus); err != nil {
+		return nil, err
+	}
+	return rt.prepare(ctx, a, p, req)
+}
+
+// prepare builds the run of agent a on provider p: the agent's system
+// prompt (or req.System), the user's context, the skills, then
+// req.Messages; and its tools (none when req.System is set). Errors: a
+// credential that does not open, the registry's, the toolbox's.
+func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provider, req Request) (*Run, error) {
 	key, err := rt.agents.ProviderKey(p)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s credential: %w", p.ID, err)
 	}
-	all := make([]Message, 0, len(req.Messages)+1)
-	system := a.SystemPrompt
-	if req.System != nil {
-		system = *req.System
-	}
-	if system != "" {
-		all = append(all, Message{Role: "system", Content: system})
-	}
-	if req.User != "" && req.System == nil {
-		// The user's own context reaches the provider in their runs only.
-		uc, err := rt.agents.UserContext(ctx, a.ID, req.User)
-		if err != nil {
-			return nil, fmt.Errorf("user context: %w", err)
-		}
-		if uc != "" {
-			all = append(all, Message{Role: "system", Content: "About the user you are talking to (their USER.md):\n" + uc})
-		}
-	}
-	var skills []gateway.RunSkill
-	if rt.skills != nil && req.System == nil {
-		if skills, err = rt.skills.RunSkills(ctx, a.ID); err != nil {
-			return nil, fmt.Errorf("agent skills: %w", err)
-		}
-		if len(skills) > 0 {
-			all = append(all, Message{Role: "system", Content: skillsPrompt(skills)})
-		}
+	all, skills, err := rt.preamble(ctx, a, req)
+	if err != nil {
+		return nil, err
 	}
 	all = append(all, req.Messages...)
 	rn := &Run{
@@ -203,11 +212,51 @@ func (rt *Runtime) Prepare(ctx context.Context, req Request) (*Run, error) {
 	return rn, nil
 }
 
-// ToolsFor resolves agent ref (id or agent_key) and lists the tools it
-// would run with for user: what POST /v1/tools/invoke runs. Errors as
-// Prepare's.
-func (rt *Runtime) ToolsFor(ctx context.Context, ref, user string) (gateway.Agent, []Tool, error) {
-	rn, err := rt.Prepare(ctx, Request{Agent: ref, User: user, Endpoint: "tools.invoke"})
+// preamble is what precedes a run's messages: the system prompt, the
+// user's USER.md (in their runs only) and the agent's skills.
+func (rt *Runtime) preamble(ctx context.Context, a gateway.Agent, req Request) ([]Message, []gateway.RunSkill, error) {
+	all := make([]Message, 0, len(req.Messages)+3)
+	system := a.SystemPrompt
+	if req.System != nil {
+		system = *req.System
+	}
+	if system != "" {
+		all = append(all, Message{Role: "system", Content: system})
+	}
+	if req.System != nil {
+		return all, nil, nil
+	}
+	if req.User != "" {
+		uc, err := rt.agents.UserContext(ctx, a.ID, req.User)
+		if err != nil {
+			return nil, nil, fmt.Errorf("user context: %w", err)
+		}
+		if uc != "" {
+			all = append(all, Message{Role: "system", Content: "About the user you are talking to (their USER.md):\n" + uc})
+		}
+	}
+	if rt.skills == nil {
+		return all, nil, nil
+	}
+	skills, err := rt.skills.RunSkills(ctx, a.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent skills: %w", err)
+	}
+	if len(skills) > 0 {
+		all = append(all, Message{Role: "system", Content: skillsPrompt(skills)})
+	}
+	return all, skills, nil
+}
+
+// ToolsFor resolves agent ref (id or agent_key), decides whether p may
+// run it, and only then lists the tools it would run with for p's user:
+// what POST /v1/tools/invoke runs. Errors as Begin's.
+func (rt *Runtime) ToolsFor(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, []Tool, error) {
+	a, prov, err := rt.decide(ctx, p, ref, false)
+	if err != nil {
+		return gateway.Agent{}, nil, err
+	}
+	rn, err := rt.prepare(ctx, a, prov, Request{Agent: ref, User: p.User, Endpoint: "tools.invoke"})
 	if err != nil {
 		return gateway.Agent{}, nil, err
 	}
@@ -237,14 +286,14 @@ func (rt *Runtime) toolsOf(ctx context.Context, rn *Run, req Request) ([]Tool, e
 	return out, nil
 }
 
-// Execute calls the provider within the agent's time limit and records
+// execute calls the provider within the agent's time limit and records
 // the run's trace and usage, whatever the outcome. onDelta, when not
 // nil, gets each piece of content as it arrives (the provider streams)
 // and may stop the run by returning an error. ctx ends the run early
 // (the client went away); it should carry no shorter deadline than the
 // agent's limit. Errors: a *TimeoutError (ErrAgentTimeout), a
 // *ProviderError (ErrProvider), ctx's error, or onDelta's.
-func (rt *Runtime) Execute(ctx context.Context, rn *Run, onDelta func(string) error) (Result, error) {
+func (rt *Runtime) execute(ctx context.Context, rn *Run, onDelta func(string) error) (Result, error) {
 	limit := time.Duration(rn.Agent.TimeoutSeconds) * time.Second
 	runCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

@@ -77,7 +77,7 @@ func (f *fakeGateway) add(key, typ, base, settings string, edit func(*gateway.Ag
 func newRuntime(t *testing.T, f *fakeGateway) *Runtime {
 	t.Helper()
 	rt := New(f, f)
-	t.Cleanup(rt.Close)
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	return rt
 }
 
@@ -97,13 +97,13 @@ func TestPrepareErrors(t *testing.T) {
 		{"nop", ErrProviderDisabled},
 	}
 	for _, tt := range tests {
-		rn, err := rt.Prepare(context.Background(), Request{Agent: tt.agent})
+		rn, err := rt.prepareRef(context.Background(), Request{Agent: tt.agent})
 		if !errors.Is(err, tt.want) || (err == nil) != (rn != nil) {
 			t.Errorf("Prepare(%s) = %v, %v; want %v", tt.agent, rn, err, tt.want)
 		}
 	}
 	f.keyErr = errors.New("tag mismatch")
-	if _, err := rt.Prepare(context.Background(), Request{Agent: "ok"}); err == nil || !strings.Contains(err.Error(), "tag mismatch") {
+	if _, err := rt.prepareRef(context.Background(), Request{Agent: "ok"}); err == nil || !strings.Contains(err.Error(), "tag mismatch") {
 		t.Errorf("Prepare with a credential that does not open = %v", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestExecuteEcho(t *testing.T) {
 	f := newFake()
 	f.add("echo", gateway.ProviderEcho, "", `{"delay_ms":0}`, nil)
 	rt := newRuntime(t, f)
-	rn, err := rt.Prepare(context.Background(), Request{Agent: "echo", User: "alice", Endpoint: "test",
+	rn, err := rt.prepareRef(context.Background(), Request{Agent: "echo", User: "alice", Endpoint: "test",
 		Messages: []Message{{Role: "user", Content: "hello there"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestExecuteEcho(t *testing.T) {
 		t.Errorf("run id = %q, want 32 hex characters", rn.ID)
 	}
 	var deltas []string
-	res, err := rt.Execute(context.Background(), rn, func(d string) error { deltas = append(deltas, d); return nil })
+	res, err := rt.execute(context.Background(), rn, func(d string) error { deltas = append(deltas, d); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +186,12 @@ func TestExecuteFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.agent, func(t *testing.T) {
-			rn, err := rt.Prepare(context.Background(), Request{Agent: tt.agent, Messages: []Message{{Role: "user", Content: "x"}}})
+			rn, err := rt.prepareRef(context.Background(), Request{Agent: tt.agent, Messages: []Message{{Role: "user", Content: "x"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err = rt.Execute(tt.ctx, rn, nil)
+			_, err = rt.execute(tt.ctx, rn, nil)
 			if !tt.check(err) {
 				t.Errorf("Execute = %v", err)
 			}
