@@ -219,6 +219,8 @@ type queryActivity struct {
 func (g *Gateway) Activity(ctx context.Context, f ActivityFilter) ([]Activity, int, error) {
 	owners := slices.Concat(g.shards, []*actor.PID{g.registry}, g.tenants)
 	replies := make(chan []Activity, len(owners))
+	g.regAsks.Inc()
+	g.tenantAsks.Add(float64(len(g.tenants)))
 	for _, pid := range owners {
 		g.root.Send(pid, queryActivity{f: f, reply: replies})
 	}

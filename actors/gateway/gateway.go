@@ -110,6 +110,9 @@ type Gateway struct {
 	wd     func() <-chan struct{}
 	bk     *buckets
 	live   prometheus.Gauge
+	// asks counts operations sent to the registry and the tenant shards.
+	asks                *prometheus.CounterVec
+	regAsks, tenantAsks prometheus.Counter
 	homes  keyHomes // read-only after Start
 
 	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
@@ -178,6 +181,11 @@ func (g *Gateway) Apply(seq uint64, r wal.Record) error {
 // its part of the restored state.
 func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	g.root, g.log, g.clock, g.sealer, g.wd = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog
+	g.asks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_gateway_actor_asks_total",
+		Help: "Operations sent to the gateway's registry and tenant shard actors (reads answered from the registry's view are not).",
+	}, []string{"actor"})
+	g.regAsks, g.tenantAsks = g.asks.WithLabelValues("registry"), g.asks.WithLabelValues("tenant")
 	g.live = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gatehouse_gateway_live_bucket_actors",
 		Help: "Gateway token-bucket actors currently live.",
@@ -187,8 +195,10 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		metricsReg = env.Registerer
 	}
 	if metricsReg != nil {
-		if err := metricsReg.Register(g.live); err != nil {
-			return fmt.Errorf("gateway metrics: %w", err)
+		for _, c := range []prometheus.Collector{g.live, g.asks} {
+			if err := metricsReg.Register(c); err != nil {
+				return fmt.Errorf("gateway metrics: %w", err)
+			}
 		}
 	}
 	g.bk = startBuckets(g.cfg, env, func(d int) { g.live.Add(float64(d)) })
@@ -216,13 +226,33 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg, pub: &g.view}
 	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
-	g.root.Send(g.registry, failInterruptedSummons{})
 	g.startTenants(env, st.tenants)
 	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs}
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root
 	g.authPool = actors.NewPool(func() *authMsg { return &authMsg{reply: make(chan authReply, 1)} })
+	g.recoverAtStart()
 	return nil
+}
+
+// recoverTimeout bounds the start-up recovery.
+const recoverTimeout = 30 * time.Second
+
+// recoverAtStart finishes what a crash interrupted, before Start returns
+// and anyone reads: agents still summoning fail (their summon run died
+// with the process), and tenant shards drop the sessions and memory of
+// agents deleted just before the crash. Failures are logged: the state
+// stays as it was restored.
+func (g *Gateway) recoverAtStart() {
+	ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+	defer cancel()
+	if err := do(ctx, g, func(r *registry) error { r.failInterrupted(); return nil }); err != nil {
+		g.lg.Warn("fail interrupted summons", "err", err)
+	}
+	_, err := eachTenant(ctx, g, nil, func(t *tenantShard) (struct{}, error) { return struct{}{}, t.purgeOrphans() })
+	if err != nil {
+		g.lg.Warn("purge sessions and memory of deleted agents", "err", err)
+	}
 }
 
 // commit appends ev (durable on return) and applies it to p, the part of
@@ -382,6 +412,7 @@ func call[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error
 		err error
 	}
 	reply := make(chan result, 1)
+	g.regAsks.Inc()
 	g.send(ctx, g.registry, command{run: func(r *registry) {
 		v, err := fn(r)
 		r.publish() // before the answer: the caller reads its own write

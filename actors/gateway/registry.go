@@ -69,8 +69,6 @@ func (r *registry) handle(msg any) {
 		m.run(r)
 	case queryActivity:
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
-	case failInterruptedSummons:
-		r.failInterrupted()
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
 	}

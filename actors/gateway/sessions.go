@@ -374,6 +374,7 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 	}
 	reply := make(chan turnReply, 1)
 	m.reply = reply
+	g.tenantAsks.Inc()
 	g.root.Send(g.tenants[g.tenantFor(sessionTenant(key))], tenantCommand{run: func(t *tenantShard) { t.beginTurn(m) }})
 	return func(ctx context.Context) (Turn, error) {
 		select {

@@ -18,9 +18,6 @@ import (
 // interruptedSummon is the SummonError of a summon a restart cut short.
 const interruptedSummon = "interrupted by a restart; resummon to retry"
 
-// failInterruptedSummons is sent to the registry once, at Start.
-type failInterruptedSummons struct{}
-
 func (r *registry) finishSummon(id uuid.UUID, prompt, failure string) (Agent, error) {
 	a, ok := r.part.agents.rows[id]
 	if !ok {

@@ -179,18 +179,12 @@ func (t *tenantShard) purgeOrphans() error {
 	return commitAll(t.log, t.part, evs...)
 }
 
-// startTenants spawns the tenant shards with their restored parts and has
-// each drop what a crash left of deleted agents.
+// startTenants spawns the tenant shards with their restored parts.
 func (g *Gateway) startTenants(env actors.ExtensionEnv, parts []*tenantPart) {
 	g.tenants = make([]*actor.PID, len(parts))
 	for i, p := range parts {
 		ts := &tenantShard{idx: i, log: g.log, clock: g.clock, lg: g.lg, part: p, view: g.view.Load}
 		g.tenants[i] = g.root.Spawn(env.Props(func() actor.Actor { return ts }))
-		g.root.Send(g.tenants[i], tenantCommand{run: func(t *tenantShard) {
-			if err := t.purgeOrphans(); err != nil {
-				t.lg.Warn("purge sessions and memory of deleted agents", "shard", t.idx, "err", err)
-			}
-		}})
 	}
 }
 
@@ -205,6 +199,7 @@ func callTenant[R any](ctx context.Context, g *Gateway, i int, fn func(t *tenant
 		err error
 	}
 	reply := make(chan result, 1)
+	g.tenantAsks.Inc()
 	g.send(ctx, g.tenants[i], tenantCommand{run: func(t *tenantShard) {
 		v, err := fn(t)
 		reply <- result{v, err}
@@ -232,6 +227,7 @@ func eachTenant[R any](ctx context.Context, g *Gateway, shards []int, fn func(t 
 		err error
 	}
 	replies := make(chan result, len(shards))
+	g.tenantAsks.Add(float64(len(shards)))
 	for i, s := range shards {
 		g.send(ctx, g.tenants[s], tenantCommand{run: func(t *tenantShard) {
 			v, err := fn(t)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 )
@@ -79,4 +81,50 @@ func TestWakeSessionIsTraced(t *testing.T) {
 		t.Errorf("session = %+v, %v; want both turns, question and answer", sess.Messages, err)
 	}
 	e.must(404, "POST", "/v1/agents/helper/wake", gwToken, `{"message":"x","session_key":"s-wake"}`, as("mallory")...)
+}
+
+// TestTurnHops: a turn asks the registry nothing (the agent, its
+// provider, the user's context and skills come from the registry's
+// view); a session turn asks its tenant shard twice (begin, end).
+func TestTurnHops(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newGWEnv(t, gwOpts{token: gwToken, gw: func(c *gateway.Config) { c.Registerer = reg }})
+	e.seedAgent("helper", `{"delay_ms":0}`, "")
+	asks := func() (registry, tenant float64) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "gatehouse_gateway_actor_asks_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				switch m.GetLabel()[0].GetValue() {
+				case "registry":
+					registry = m.GetCounter().GetValue()
+				case "tenant":
+					tenant = m.GetCounter().GetValue()
+				}
+			}
+		}
+		return registry, tenant
+	}
+	for _, tt := range []struct {
+		name, path, body     string
+		wantReg, wantTenants float64
+	}{
+		{"chat completion", "/v1/chat/completions", `{"model":"gateway:helper","messages":[{"role":"user","content":"hi"}]}`, 0, 0},
+		{"session turn", "/v1/agents/helper/wake", `{"message":"hi","session_key":"s-hops"}`, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r0, t0 := asks()
+			e.must(200, "POST", tt.path, gwToken, tt.body, as("alice")...)
+			r1, t1 := asks()
+			if r1-r0 != tt.wantReg || t1-t0 != tt.wantTenants {
+				t.Errorf("asks: registry %v, tenant shards %v; want %v, %v", r1-r0, t1-t0, tt.wantReg, tt.wantTenants)
+			}
+		})
+	}
 }
