@@ -113,7 +113,7 @@ type Gateway struct {
 	// asks counts operations sent to the registry and the tenant shards.
 	asks                *prometheus.CounterVec
 	regAsks, tenantAsks prometheus.Counter
-	homes  keyHomes // read-only after Start
+	homes               keyHomes // read-only after Start
 
 	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
 	// collection from BeforeBarrier through Capture to AfterSnapshot (the
