@@ -42,16 +42,8 @@ func TestLiveEqualsRestore(t *testing.T) {
 }
 
 func runProperty(t *testing.T, seed uint64) {
-	cfg := DefaultConfig()
-	cfg.ToolsExecEnabled = true // custom tools are saved, never run here
-	cfg.KeyShards, cfg.MaxTraces, cfg.UsageDays = 4, 6, 3
-	ids := &sharedIDs{r: rand.New(rand.NewPCG(seed, 1))}
-	keyRand := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
-	shards := cfg.KeyShards
-	n := newNode(t, cfg, func(g *Gateway) { g.newID, g.rand, g.cfg.KeyShards = ids.next, keyRand, shards })
-	m := newModel()
-	ids.other = m.otherIDs
-	p := &prop{t: t, r: rand.New(rand.NewPCG(seed, 2)), n: n, gw: start(n), m: m}
+	p := newProp(t, seed)
+	n := p.n
 
 	// Phase 1: no snapshot, so the WAL holds everything; two cuts are
 	// captured on the way for the snapshot-then-WAL replays.
@@ -88,13 +80,31 @@ func runProperty(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	p.steps(120)
-	shards = 3
+	p.shards = 3
 	p.restart("crash, restore from snapshot and WAL on 3 key shards", (*actorstest.Node).Crash)
 	p.steps(120)
-	shards = 5
+	p.shards = 5
 	p.restart("clean stop and start on 5 key shards", (*actorstest.Node).Stop)
 	p.steps(60)
 	p.restart("crash, restore from the final snapshot and WAL", (*actorstest.Node).Crash)
+}
+
+// newProp starts a node for one property run on seed: entity ids and key
+// secrets from seeded sources, blobs (skills, media) in a temp dir, and
+// KeyShards read from p.shards at every start.
+func newProp(t *testing.T, seed uint64) *prop {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ToolsExecEnabled = true // custom tools are saved, never run here
+	cfg.KeyShards, cfg.MaxTraces, cfg.UsageDays = 4, 6, 3
+	cfg.BlobDir = t.TempDir()
+	ids := &sharedIDs{r: rand.New(rand.NewPCG(seed, 1))}
+	keyRand := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
+	p := &prop{t: t, r: rand.New(rand.NewPCG(seed, 2)), m: newModel(), shards: cfg.KeyShards}
+	p.n = newNode(t, cfg, func(g *Gateway) { g.newID, g.rand, g.cfg.KeyShards = ids.next, keyRand, p.shards })
+	ids.other = p.m.otherIDs
+	p.gw = start(p.n)
+	return p
 }
 
 // sameState compares two snapshot sections.
@@ -156,11 +166,12 @@ func (s *sharedIDs) fresh() uuid.UUID {
 
 // prop is one property run: the node, its gateway and the model.
 type prop struct {
-	t  *testing.T
-	r  *rand.Rand
-	n  *actorstest.Node
-	gw *Gateway
-	m  *model
+	t      *testing.T
+	r      *rand.Rand
+	n      *actorstest.Node
+	gw     *Gateway
+	m      *model
+	shards int // KeyShards of the next start
 }
 
 func (p *prop) steps(k int) {
@@ -297,6 +308,7 @@ func (p *prop) checkModel() {
 			p.t.Errorf("%s's agents differ from the model (-model +live):\n%s", u, diff)
 		}
 	}
+	p.checkSessions(c)
 	now := p.n.Clock.Now()
 	for _, k := range p.m.keys {
 		_, err := p.gw.Authenticate(c, []byte(k.raw))
