@@ -30,7 +30,7 @@ type model struct {
 	channels  map[uuid.UUID]uuid.UUID // channel instance → its agent
 	sessions  map[string]*mSession    // by key
 	memory    map[uuid.UUID]*mMemory
-	skills    map[string]*mSkill // by name
+	skills    map[string]*mSkill    // by name
 	grants    map[[2]uuid.UUID]bool // skill id, agent id
 }
 
