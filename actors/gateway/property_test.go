@@ -111,8 +111,48 @@ func newProp(t *testing.T, seed uint64) *prop {
 func sameState(tb testing.TB, what string, live, got []byte) {
 	tb.Helper()
 	if !bytes.Equal(live, got) {
-		tb.Errorf("%s differs from the live state (-live +restored):\n%s", what, cmp.Diff(indent(live), indent(got)))
+		tb.Errorf("%s differs from the live state in %v (-live +restored):\n%s", what, differing(live, got), cmp.Diff(indent(live), indent(got)))
 	}
+}
+
+// differing names what differs between two sections: the entity kinds
+// and "runs", so a failure says at once which records replay got wrong.
+func differing(a, b []byte) []string {
+	type section struct {
+		Entities []struct {
+			Kind string          `json:"kind"`
+			Data json.RawMessage `json:"data"`
+		} `json:"entities"`
+		Runs json.RawMessage `json:"runs"`
+	}
+	var x, y section
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return []string{"undecodable section"}
+	}
+	byKind := func(s section) map[string][]string {
+		m := map[string][]string{}
+		for _, e := range s.Entities {
+			m[e.Kind] = append(m[e.Kind], string(e.Data))
+		}
+		return m
+	}
+	kx, ky := byKind(x), byKind(y)
+	var out []string
+	for k := range kx {
+		if !slices.Equal(kx[k], ky[k]) {
+			out = append(out, k)
+		}
+	}
+	for k := range ky {
+		if _, ok := kx[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	if !bytes.Equal(x.Runs, y.Runs) {
+		out = append(out, "runs")
+	}
+	slices.Sort(out)
+	return out
 }
 
 func indent(b []byte) string {

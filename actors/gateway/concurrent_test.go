@@ -1,0 +1,264 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"gatehouse/actors/actorstest"
+	"gatehouse/wal"
+)
+
+// Snapshots and cuts taken while the gateway keeps committing: a section
+// is captured after its barrier record, so it may reflect records past
+// the barrier, and the replay after the barrier must not apply them twice
+// (actors.Extension's rule). Sessions' turns (record 73) are the writes
+// that race the cut here, on sessions of their own (the turner agent's);
+// the model's random commands run beside them.
+
+// walBarrier is the type of the actors package's snapshot barrier record
+// (actors.recBarrier, unexported): a record no extension owns.
+const walBarrier wal.Type = 1
+
+// cutAtBarrier cuts as System.Snapshot does, without the save and the
+// truncation: it appends a barrier record (when that returns, every
+// earlier record is applied by its owner or its commit notice is posted
+// ahead of any later message) and then captures the section, which thus
+// reflects every record up to the barrier's index, and maybe later ones.
+// It is the tests' one use of how the System cuts; safe for concurrent
+// use; it reports failures with tb.Errorf and returns ok false.
+func cutAtBarrier(tb testing.TB, l *wal.Log, gw *Gateway) (idx uint64, section []byte, ok bool) {
+	tb.Helper()
+	idx, err := l.Append(wal.Record{Type: walBarrier})
+	if err != nil {
+		tb.Errorf("append barrier: %v", err)
+		return 0, nil, false
+	}
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	section, err = gw.Capture(c)
+	if err != nil {
+		tb.Errorf("Capture after barrier %d: %v", idx, err)
+		return 0, nil, false
+	}
+	return idx, section, true
+}
+
+// sectionSession is a session as a section holds it.
+type sectionSession struct {
+	Key              string            `json:"key"`
+	Messages         []json.RawMessage `json:"messages"`
+	PromptTokens     int64             `json:"prompt_tokens"`
+	CompletionTokens int64             `json:"completion_tokens"`
+}
+
+// sessionsIn decodes the sessions of a section (the documented layout:
+// entities as {"kind", "v", "data"}).
+func sessionsIn(tb testing.TB, section []byte) map[string]sectionSession {
+	tb.Helper()
+	var s struct {
+		Entities []struct {
+			Kind string          `json:"kind"`
+			Data json.RawMessage `json:"data"`
+		} `json:"entities"`
+	}
+	if err := json.Unmarshal(section, &s); err != nil {
+		tb.Fatalf("decode section: %v", err)
+	}
+	out := map[string]sectionSession{}
+	for _, e := range s.Entities {
+		if e.Kind != string(kindSession) {
+			continue
+		}
+		var x sectionSession
+		if err := json.Unmarshal(e.Data, &x); err != nil {
+			tb.Fatalf("decode session: %v", err)
+		}
+		out[x.Key] = x
+	}
+	return out
+}
+
+// TestSessionTurnReplayedOnce pins the record-73 case without randomness:
+// a turn committed after the barrier, before the registry is asked for
+// its part, is in the section; replaying the WAL after the barrier must
+// not append its messages and count its tokens a second time.
+func TestSessionTurnReplayedOnce(t *testing.T) {
+	n := newNode(t, DefaultConfig(), nil)
+	gw := start(n)
+	c := ctx(t)
+	if _, err := gw.CreateProvider(c, ProviderInput{Name: "p", ProviderType: ProviderEcho, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.CreateAgent(c, "alice", AgentInput{AgentKey: ptr("a"), Provider: ptr("p"), Model: ptr("m")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.BeginTurn(c, "s", "a", "alice", "ws", nil); err != nil {
+		t.Fatal(err)
+	}
+	// System.Snapshot: the barrier; the registry commits the turn; then
+	// the capture asks the registry for its part.
+	idx, err := n.Log.Append(wal.Record{Type: walBarrier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := gw.EndTurn(c, "s", TurnResult{User: "hi", Assistant: "hello", PromptTokens: 3, CompletionTokens: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, err := gw.Capture(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &prop{t: t, n: n, gw: gw}
+	got := sessionsIn(t, p.replay(section, idx))["s"]
+	if len(got.Messages) != live.MessageCount || got.PromptTokens != live.PromptTokens || got.CompletionTokens != live.CompletionTokens {
+		t.Errorf("restore(section captured after the turn, WAL after barrier %d): session s has %d messages, %d+%d tokens; live has %d, %d+%d",
+			idx, len(got.Messages), got.PromptTokens, got.CompletionTokens, live.MessageCount, live.PromptTokens, live.CompletionTokens)
+	}
+	_, want := p.capture()
+	sameState(t, fmt.Sprintf("section cut at barrier %d, then WAL replay after it", idx), want, p.replay(section, idx))
+}
+
+// TestLiveEqualsRestoreConcurrent is TestLiveEqualsRestore with the cuts
+// taken under load: System snapshots (barrier, capture, save, truncate)
+// while turns and random commands commit, then a crash and a restore
+// compared with the live state at a quiescent point; and pure replays of
+// sections cut while writes run ("restore the section, replay every WAL
+// record after its barrier" must equal the live state).
+func TestLiveEqualsRestoreConcurrent(t *testing.T) {
+	seed := *propSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -seed %d)", seed, seed)
+	for i := range uint64(6) {
+		t.Run(fmt.Sprintf("seed=%d", seed+i), func(t *testing.T) { runConcurrent(t, seed+i) })
+	}
+}
+
+// The turner agent: its own provider and owner, so the model's commands
+// (by users) can neither change nor delete it.
+const (
+	turnerUser, turnerKey = "dave", "turner"
+	turnWriters           = 3
+	loadRounds            = 3
+	snapshotsPerRound     = 5
+	cutsPerRound          = 6
+)
+
+func runConcurrent(t *testing.T, seed uint64) {
+	p := newProp(t, seed)
+	p.steps(60)
+	p.addTurner()
+	for round := range loadRounds {
+		sys := p.n.Sys
+		p.underLoad(func() {
+			for range snapshotsPerRound {
+				if _, err := sys.Snapshot(); err != nil {
+					t.Errorf("Snapshot: %v", err)
+					return
+				}
+			}
+		})
+		p.restart(fmt.Sprintf("round %d: crash after %d snapshots under load, restore", round, snapshotsPerRound), (*actorstest.Node).Crash)
+		if t.Failed() {
+			return // one diff is enough to read
+		}
+	}
+	for round := range loadRounds {
+		type cut struct {
+			idx     uint64
+			section []byte
+		}
+		var cuts []cut
+		l, gw := p.n.Log, p.gw
+		p.underLoad(func() {
+			for range cutsPerRound {
+				idx, section, ok := cutAtBarrier(t, l, gw)
+				if !ok {
+					return
+				}
+				cuts = append(cuts, cut{idx, section})
+			}
+		})
+		_, live := p.capture()
+		for _, c := range cuts {
+			if got := p.replay(c.section, c.idx); !bytes.Equal(live, got) {
+				sameState(t, fmt.Sprintf("round %d: section cut under load at barrier %d, then WAL replay after it", round, c.idx), live, got)
+				return
+			}
+		}
+	}
+	p.restart("crash after the cuts, restore", (*actorstest.Node).Crash)
+}
+
+// addTurner creates the turner agent and its provider (in the model too).
+func (p *prop) addTurner() {
+	p.t.Helper()
+	c := ctx(p.t)
+	pr, err := p.gw.CreateProvider(c, ProviderInput{Name: "pt", ProviderType: ProviderEcho, Enabled: true})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.m.providers[pr.ID] = &mProvider{id: pr.ID, name: pr.Name}
+	a, err := p.gw.CreateAgent(c, turnerUser, AgentInput{AgentKey: ptr(turnerKey), Provider: ptr(pr.ID.String()), Model: ptr("m")})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.m.agents[a.ID] = &mAgent{id: a.ID, key: turnerKey, owner: turnerUser, provider: pr.ID}
+}
+
+// underLoad runs bg while turnWriters goroutines commit turns on the
+// turner's sessions and p runs random commands; it returns once bg has
+// returned and the writers have stopped (so the last cut of bg was taken
+// under load).
+func (p *prop) underLoad(bg func()) {
+	p.t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	gw := p.gw
+	for w := range turnWriters {
+		wg.Go(func() { turnWriter(p.t, gw, w, stop) })
+	}
+	go func() {
+		defer close(done)
+		bg()
+	}()
+	for steps := 0; ; steps++ {
+		select {
+		case <-done:
+			close(stop)
+			wg.Wait()
+			return
+		default:
+			p.step()
+		}
+	}
+}
+
+// turnWriter begins and ends turns on its own sessions until stop.
+func turnWriter(tb testing.TB, gw *Gateway, w int, stop <-chan struct{}) {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key := fmt.Sprintf("w%d-%d", w, i%8)
+		if _, err := gw.BeginTurn(c, key, turnerKey, turnerUser, "ws", nil); err != nil {
+			tb.Errorf("BeginTurn %s: %v", key, err)
+			return
+		}
+		if _, err := gw.EndTurn(c, key, TurnResult{User: "u", Assistant: "a", PromptTokens: 3, CompletionTokens: 1}); err != nil {
+			tb.Errorf("EndTurn %s: %v", key, err)
+			return
+		}
+	}
+}
