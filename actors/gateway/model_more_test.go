@@ -127,10 +127,11 @@ func (p *prop) turn() {
 	if err != nil {
 		p.t.Fatalf("EndTurn %s = %v", key, err)
 	}
-	s.msgs = min(s.msgs+2, MaxSessionMessages)
+	added := 2 // the user's message and the answer
 	if res.Failed {
-		s.msgs = min(s.msgs-1, MaxSessionMessages)
+		added = 1
 	}
+	s.msgs = min(s.msgs+added, MaxSessionMessages)
 	s.prompt += res.PromptTokens
 	s.completion += res.CompletionTokens
 	p.checkSession(key, got)
