@@ -62,24 +62,26 @@ func (m *model) dropAgent(id uuid.UUID) {
 // stepMore runs one of the commands of this file; x is in 0..46.
 func (p *prop) stepMore(x int) {
 	switch {
-	case x < 14:
+	case x < 11:
 		p.turn()
-	case x < 20:
+	case x < 16:
 		p.sessionOp()
-	case x < 24:
+	case x < 20:
 		p.share()
-	case x < 27:
+	case x < 23:
 		p.putUserFile()
-	case x < 31:
+	case x < 27:
 		p.uploadSkill()
-	case x < 35:
+	case x < 32:
 		p.grantSkill()
-	case x < 37:
+	case x < 36:
 		p.toggleOrDeleteSkill()
-	case x < 40:
+	case x < 38:
 		p.putMedia()
-	case x < 43:
+	case x < 41:
 		p.deleteMemory()
+	case x < 45:
+		p.mcpOps()
 	default:
 		p.revokeMCP()
 	}

@@ -36,13 +36,17 @@ func TestLiveEqualsRestore(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -seed %d)", seed, seed)
+	seen := map[string]int{}
 	for i := range uint64(6) {
-		t.Run(fmt.Sprintf("seed=%d", seed+i), func(t *testing.T) { runProperty(t, seed+i) })
+		t.Run(fmt.Sprintf("seed=%d", seed+i), func(t *testing.T) { runProperty(t, seed+i, seen) })
 	}
+	checkDriven(t, seen)
 }
 
-func runProperty(t *testing.T, seed uint64) {
+// runProperty is one run; it adds the records it replayed to seen.
+func runProperty(t *testing.T, seed uint64, seen map[string]int) {
 	p := newProp(t, seed)
+	p.seen = seen
 	n := p.n
 
 	// Phase 1: no snapshot, so the WAL holds everything; two cuts are
@@ -212,6 +216,50 @@ type prop struct {
 	gw     *Gateway
 	m      *model
 	shards int // KeyShards of the next start
+	// seen counts the replayed records by type and, for 70 and 71, kind
+	// ("70 session"), so a run can check that it drove every one.
+	seen map[string]int
+}
+
+// see counts r in p.seen.
+func (p *prop) see(r wal.Record) {
+	what := fmt.Sprint(r.Type)
+	var e struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(r.Data, &e) == nil && e.Kind != "" {
+		what += " " + e.Kind
+	}
+	if p.seen == nil {
+		p.seen = map[string]int{}
+	}
+	p.seen[what]++
+}
+
+// driven are the record types and kinds this build writes that every
+// run must have replayed at least once (the legacy types 64..69 are only
+// decoded, which the golden files pin).
+var driven = []string{
+	"70 activity", "70 agent", "70 api_key", "70 channel_instance", "70 custom_tool", "70 delegation",
+	"70 mcp_grant", "70 mcp_request", "70 mcp_server", "70 media", "70 memory", "70 provider",
+	"70 session", "70 skill", "70 skill_grant", "70 skill_version", "70 user_file",
+	"71 agent", "71 channel_instance", "71 mcp_server", "71 memory", "71 provider", "71 session",
+	"71 skill", "71 skill_grant", "71 skill_version",
+	"72", "73",
+}
+
+// checkDriven fails tb if seen misses one of driven.
+func checkDriven(tb testing.TB, seen map[string]int) {
+	tb.Helper()
+	var missing []string
+	for _, w := range driven {
+		if seen[w] == 0 {
+			missing = append(missing, w)
+		}
+	}
+	if missing != nil {
+		tb.Errorf("the runs never replayed %q (replayed: %v)", missing, seen)
+	}
 }
 
 func (p *prop) steps(k int) {
@@ -253,6 +301,7 @@ func (p *prop) replay(section []byte, idx uint64) []byte {
 		if !g.Owns(r.Type) {
 			return nil
 		}
+		p.see(r)
 		return g.Apply(seq, r)
 	})
 	if err != nil {
