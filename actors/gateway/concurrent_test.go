@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,7 +220,8 @@ func (p *prop) addTurner() {
 }
 
 // underLoad runs bg while turnWriters goroutines commit turns on the
-// turner's sessions and p runs random commands; it returns once bg has
+// turner's sessions, a churnWriter commits other kinds and p runs random
+// commands; it returns once bg has
 // returned and the writers have stopped (so the last cut of bg was taken
 // under load).
 func (p *prop) underLoad(bg func()) {
@@ -230,6 +232,8 @@ func (p *prop) underLoad(bg func()) {
 	for w := range turnWriters {
 		wg.Go(func() { turnWriter(p.t, gw, w, stop) })
 	}
+	clock := p.n.Clock
+	wg.Go(func() { churnWriter(p.t, gw, clock.Now, stop) })
 	go func() {
 		defer close(done)
 		bg()
@@ -273,6 +277,53 @@ func turnWriter(tb testing.TB, gw *Gateway, w int, stop <-chan struct{}) {
 		}
 		if _, err := gw.EndTurn(c, key, TurnResult{User: "u", Assistant: "a", PromptTokens: 3, CompletionTokens: 1}); err != nil {
 			tb.Errorf("EndTurn %s: %v", key, err)
+			return
+		}
+	}
+}
+
+// churnWriter commits, until stop, the turner's runs (record 72, applied
+// on their commit notice), memory entries saved and deleted, media, a
+// session begun, ended and deleted, each audited (activity entries).
+func churnWriter(tb testing.TB, gw *Gateway, now func() time.Time, stop <-chan struct{}) {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c = WithActor(c, Actor{Type: ActorToken, ID: "churn", UserID: turnerUser, IP: "127.0.0.1"})
+	a, err := gw.GetAgent(c, turnerUser, turnerKey)
+	if err != nil {
+		tb.Errorf("GetAgent %s: %v", turnerKey, err)
+		return
+	}
+	var last *MemoryEntry
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		gw.RecordRun(Trace{ID: fmt.Sprintf("churn-%d-%d", now().UnixNano(), i), AgentID: a.ID, UserID: turnerUser, Endpoint: "chat",
+			Status: RunOK, StartedAt: now(), DurationMs: int64(i % 100), Provider: "echo", Model: "m",
+			Spans: []Span{{ID: "0", Name: "call", Kind: SpanLLM, StartedAt: now(), PromptTokens: 3, CompletionTokens: 1, Status: RunOK, Model: "m"}}})
+		var err error
+		switch i % 4 {
+		case 0:
+			var e MemoryEntry
+			e, err = gw.SaveMemory(c, MemoryInput{Content: fmt.Sprintf("note %d", i), UserID: turnerUser, Agent: turnerKey})
+			if err == nil && last != nil {
+				err = gw.DeleteMemory(c, last.ID, turnerUser)
+			}
+			last = &e
+		case 1:
+			_, err = gw.PutMedia(c, strings.NewReader(fmt.Sprintf("media %d", i)), 1<<10, "m.txt", turnerUser)
+		case 2:
+			if _, err = gw.BeginTurn(c, "churn", turnerKey, turnerUser, "ws", nil); err == nil {
+				if _, err = gw.EndTurn(c, "churn", TurnResult{User: "u", Failed: true}); err == nil {
+					_, err = gw.SessionOp(c, "delete", "churn", turnerUser, false, nil)
+				}
+			}
+		}
+		if err != nil {
+			tb.Errorf("churn %d: %v", i, err)
 			return
 		}
 	}
