@@ -25,6 +25,10 @@ import (
 // (actors.recBarrier, unexported): a record no extension owns.
 const walBarrier wal.Type = 1
 
+// walSessionTurn is record 73, sessionTurn (doc.go): its number is part of
+// the on-disk format.
+const walSessionTurn wal.Type = 73
+
 // cutAtBarrier cuts as System.Snapshot does, without the save and the
 // truncation: it appends a barrier record (when that returns, every
 // earlier record is applied by its owner or its commit notice is posted

@@ -68,8 +68,9 @@ func runProperty(t *testing.T, seed uint64, seen map[string]int) {
 	for _, c := range cuts {
 		// A section may reflect records after its index (the System cuts
 		// at a barrier while actors keep applying): replaying them again
-		// must change nothing, so replay from before the cut too.
-		for _, back := range []uint64{0, 3, 15} {
+		// must change nothing, so replay from before the cut too, and from
+		// just before the cut's last session turn (record 73).
+		for _, back := range []uint64{0, 3, 15, c.idx - p.lastTurnAtOrBefore(c.idx) + 1} {
 			from := c.idx - min(back, c.idx)
 			what := fmt.Sprintf("snapshot at %d, then WAL replay after %d", c.idx, from)
 			sameState(t, what, live, p.replay(c.section, from))
@@ -308,6 +309,23 @@ func (p *prop) replay(section []byte, idx uint64) []byte {
 		p.t.Fatalf("replay after %d: %v", idx, err)
 	}
 	return g.st.encode()
+}
+
+// lastTurnAtOrBefore is the index of the last session turn (record 73)
+// in the WAL at or before idx, or idx+1 if there is none.
+func (p *prop) lastTurnAtOrBefore(idx uint64) uint64 {
+	p.t.Helper()
+	last := idx + 1
+	err := p.n.Log.Replay(0, func(seq uint64, r wal.Record) error {
+		if seq <= idx && r.Type == walSessionTurn {
+			last = seq
+		}
+		return nil
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return last
 }
 
 // restart stops the node with stop (crash or clean), starts it again and
