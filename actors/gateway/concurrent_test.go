@@ -158,7 +158,10 @@ const (
 )
 
 func runConcurrent(t *testing.T, seed uint64) {
-	p := newProp(t, seed)
+	// Few audit entries and delegations per owning actor, so that they
+	// are dropped under load too (no KeyShards change here: see
+	// TestKeyActivityAcrossKeyShards).
+	p := newProp(t, seed, func(c *Config) { c.MaxActivity = 4 })
 	p.steps(60)
 	p.addTurner()
 	for round := range loadRounds {
@@ -330,5 +333,41 @@ func churnWriter(tb testing.TB, gw *Gateway, now func() time.Time, stop <-chan s
 			tb.Errorf("churn %d: %v", i, err)
 			return
 		}
+	}
+}
+
+// TestKeyActivityAcrossKeyShards: API-key audit entries are kept per key
+// shard (Config.MaxActivity each), so when a restart changes KeyShards the
+// entries are redistributed and trimmed again, and the restored state
+// loses entries the live state held. It fails today (a replay that is not
+// exact, besides record 73).
+func TestKeyActivityAcrossKeyShards(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.KeyShards, cfg.MaxActivity = 4, 2
+	shards := cfg.KeyShards
+	n := newNode(t, cfg, func(g *Gateway) { g.cfg.KeyShards = shards })
+	p := &prop{t: t, n: n, gw: start(n)}
+	for i := range 12 {
+		c := WithActor(ctx(t), Actor{Type: ActorToken, ID: "k1", UserID: "alice", IP: "127.0.0.1"})
+		if _, _, err := p.gw.CreateAPIKey(c, NewAPIKey{Name: fmt.Sprintf("k%d", i), Scopes: []Scope{ScopeAdmin}}); err != nil {
+			t.Fatal(err)
+		}
+		p.n.Clock.Advance(time.Minute)
+	}
+	for _, tt := range []struct {
+		name   string
+		shards int
+		stop   func(*actorstest.Node)
+	}{
+		{"crash, replay the WAL on 4 shards", 4, (*actorstest.Node).Crash},
+		{"crash, replay the WAL on 3 shards", 3, (*actorstest.Node).Crash},
+		{"clean stop (snapshot) and start on 5 shards", 5, (*actorstest.Node).Stop},
+	} {
+		_, live := p.capture()
+		shards = tt.shards
+		tt.stop(p.n)
+		p.gw = start(p.n)
+		_, got := p.capture()
+		sameState(t, tt.name, live, got)
 	}
 }

@@ -45,7 +45,7 @@ func TestLiveEqualsRestore(t *testing.T) {
 
 // runProperty is one run; it adds the records it replayed to seen.
 func runProperty(t *testing.T, seed uint64, seen map[string]int) {
-	p := newProp(t, seed)
+	p := newProp(t, seed, nil)
 	p.seen = seen
 	n := p.n
 
@@ -96,13 +96,17 @@ func runProperty(t *testing.T, seed uint64, seen map[string]int) {
 
 // newProp starts a node for one property run on seed: entity ids and key
 // secrets from seeded sources, blobs (skills, media) in a temp dir, and
-// KeyShards read from p.shards at every start.
-func newProp(t *testing.T, seed uint64) *prop {
+// KeyShards read from p.shards at every start; edit (if not nil) changes
+// the rest of the config.
+func newProp(t *testing.T, seed uint64, edit func(*Config)) *prop {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ToolsExecEnabled = true // custom tools are saved, never run here
 	cfg.KeyShards, cfg.MaxTraces, cfg.UsageDays = 4, 6, 3
 	cfg.BlobDir = t.TempDir()
+	if edit != nil {
+		edit(&cfg)
+	}
 	ids := &sharedIDs{r: rand.New(rand.NewPCG(seed, 1))}
 	keyRand := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
 	p := &prop{t: t, r: rand.New(rand.NewPCG(seed, 2)), m: newModel(), shards: cfg.KeyShards}
