@@ -228,37 +228,34 @@ func (p *prop) addTurner() {
 
 // underLoad runs bg while turnWriters goroutines commit turns on the
 // turner's sessions, a churnWriter commits other kinds and p runs random
-// commands; it returns once bg has
-// returned and the writers have stopped (so the last cut of bg was taken
-// under load).
+// commands (at most maxStepsUnderLoad); it returns once bg has returned
+// and the writers have stopped, so bg's last cut was taken under load.
 func (p *prop) underLoad(bg func()) {
 	p.t.Helper()
 	stop, done := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
-	gw := p.gw
+	defer func() { // also when a command fails the test
+		close(stop)
+		wg.Wait()
+	}()
+	gw, clock := p.gw, p.n.Clock
 	for w := range turnWriters {
 		wg.Go(func() { turnWriter(p.t, gw, w, stop) })
 	}
-	clock := p.n.Clock
 	wg.Go(func() { churnWriter(p.t, gw, clock.Now, stop) })
 	go func() {
 		defer close(done)
 		bg()
 	}()
-	for steps := 0; ; steps++ {
+	for range maxStepsUnderLoad {
 		select {
 		case <-done:
-			close(stop)
-			wg.Wait()
 			return
 		default:
-			if steps < maxStepsUnderLoad {
-				p.step()
-			} else {
-				<-done
-			}
+			p.step()
 		}
 	}
+	<-done
 }
 
 // turnWriter begins and ends turns on its own sessions until stop.
