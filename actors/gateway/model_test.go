@@ -28,6 +28,10 @@ type model struct {
 	agents    map[uuid.UUID]*mAgent
 	keys      []*mKey
 	channels  map[uuid.UUID]uuid.UUID // channel instance → its agent
+	sessions  map[string]*mSession    // by key
+	memory    map[uuid.UUID]*mMemory
+	skills    map[string]*mSkill    // by name
+	grants    map[[2]uuid.UUID]bool // skill id, agent id
 }
 
 type mProvider struct {
@@ -50,7 +54,8 @@ type mKey struct {
 }
 
 func newModel() *model {
-	return &model{providers: map[uuid.UUID]*mProvider{}, agents: map[uuid.UUID]*mAgent{}, channels: map[uuid.UUID]uuid.UUID{}}
+	return &model{providers: map[uuid.UUID]*mProvider{}, agents: map[uuid.UUID]*mAgent{}, channels: map[uuid.UUID]uuid.UUID{},
+		sessions: map[string]*mSession{}, memory: map[uuid.UUID]*mMemory{}, skills: map[string]*mSkill{}, grants: map[[2]uuid.UUID]bool{}}
 }
 
 func (a *mAgent) visibleTo(u string) bool { return a.owner == u || slices.Contains(a.shared, u) }
@@ -109,7 +114,7 @@ func pick[T any](p *prop, xs []T) T { return xs[p.r.IntN(len(xs))] }
 
 // step runs one random command and checks its outcome against the model.
 func (p *prop) step() {
-	switch x := p.r.IntN(100); {
+	switch x := p.r.IntN(140); {
 	case x < 8:
 		p.createProvider()
 	case x < 16:
@@ -120,26 +125,28 @@ func (p *prop) step() {
 		p.createAgent()
 	case x < 46:
 		p.updateAgent()
-	case x < 58:
+	case x < 56:
 		p.deleteAgent()
-	case x < 66:
+	case x < 62:
 		p.createKey()
-	case x < 72:
+	case x < 66:
 		p.revokeKey()
-	case x < 89:
+	case x < 80:
 		p.recordRun()
-	case x < 92:
+	case x < 83:
 		p.createChannel()
-	case x < 95:
+	case x < 85:
 		p.deleteChannel()
-	case x < 97:
+	case x < 87:
 		p.createTool()
-	case x < 98:
+	case x < 90:
 		p.saveMemory()
-	case x < 99:
+	case x < 92:
 		p.mcpOps()
-	default:
+	case x < 93:
 		p.n.Clock.Advance(time.Duration(1+p.r.IntN(30*60)) * time.Minute)
+	default:
+		p.stepMore(x - 93) // 0..46
 	}
 }
 
@@ -346,7 +353,7 @@ func (p *prop) deleteAgent() {
 		want = ErrInUse // a channel instance runs it
 	}
 	if p.expect("DeleteAgent "+ref+" by "+user, p.gw.DeleteAgent(p.actx(), user, ref), want) {
-		delete(p.m.agents, a.id)
+		p.m.dropAgent(a.id)
 	}
 }
 
@@ -455,9 +462,15 @@ func (p *prop) saveMemory() {
 	if p.r.IntN(2) == 0 && agent != uuid.Nil {
 		in.Agent = agent.String()
 	}
-	if _, err := p.gw.SaveMemory(p.actx(), in); err != nil {
+	e, err := p.gw.SaveMemory(p.actx(), in)
+	if err != nil {
 		p.t.Fatalf("SaveMemory = %v", err)
 	}
+	mm := &mMemory{user: in.UserID}
+	if e.AgentID != nil {
+		mm.agent = *e.AgentID
+	}
+	p.m.memory[e.ID] = mm
 	if p.r.IntN(3) == 0 {
 		if _, err := p.gw.RecordDelegation(p.actx(), Delegation{SourceAgentID: agent, TargetAgentID: agent, UserID: in.UserID,
 			Task: in.Content, Status: RunOK, CreatedAt: p.n.Clock.Now(), CompletedAt: p.n.Clock.Now()}); err != nil {

@@ -36,22 +36,18 @@ func TestLiveEqualsRestore(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -seed %d)", seed, seed)
+	seen := map[string]int{}
 	for i := range uint64(6) {
-		t.Run(fmt.Sprintf("seed=%d", seed+i), func(t *testing.T) { runProperty(t, seed+i) })
+		t.Run(fmt.Sprintf("seed=%d", seed+i), func(t *testing.T) { runProperty(t, seed+i, seen) })
 	}
+	checkDriven(t, seen)
 }
 
-func runProperty(t *testing.T, seed uint64) {
-	cfg := DefaultConfig()
-	cfg.ToolsExecEnabled = true // custom tools are saved, never run here
-	cfg.KeyShards, cfg.MaxTraces, cfg.UsageDays = 4, 6, 3
-	ids := &sharedIDs{r: rand.New(rand.NewPCG(seed, 1))}
-	keyRand := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
-	shards := cfg.KeyShards
-	n := newNode(t, cfg, func(g *Gateway) { g.newID, g.rand, g.cfg.KeyShards = ids.next, keyRand, shards })
-	m := newModel()
-	ids.other = m.otherIDs
-	p := &prop{t: t, r: rand.New(rand.NewPCG(seed, 2)), n: n, gw: start(n), m: m}
+// runProperty is one run; it adds the records it replayed to seen.
+func runProperty(t *testing.T, seed uint64, seen map[string]int) {
+	p := newProp(t, seed, nil)
+	p.seen = seen
+	n := p.n
 
 	// Phase 1: no snapshot, so the WAL holds everything; two cuts are
 	// captured on the way for the snapshot-then-WAL replays.
@@ -72,8 +68,9 @@ func runProperty(t *testing.T, seed uint64) {
 	for _, c := range cuts {
 		// A section may reflect records after its index (the System cuts
 		// at a barrier while actors keep applying): replaying them again
-		// must change nothing, so replay from before the cut too.
-		for _, back := range []uint64{0, 3, 15} {
+		// must change nothing, so replay from before the cut too, and from
+		// just before the cut's last session turn (record 73).
+		for _, back := range []uint64{0, 3, 15, c.idx - p.lastTurnAtOrBefore(c.idx) + 1} {
 			from := c.idx - min(back, c.idx)
 			what := fmt.Sprintf("snapshot at %d, then WAL replay after %d", c.idx, from)
 			sameState(t, what, live, p.replay(c.section, from))
@@ -88,21 +85,83 @@ func runProperty(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	p.steps(120)
-	shards = 3
+	p.shards = 3
 	p.restart("crash, restore from snapshot and WAL on 3 key shards", (*actorstest.Node).Crash)
 	p.steps(120)
-	shards = 5
+	p.shards = 5
 	p.restart("clean stop and start on 5 key shards", (*actorstest.Node).Stop)
 	p.steps(60)
 	p.restart("crash, restore from the final snapshot and WAL", (*actorstest.Node).Crash)
+}
+
+// newProp starts a node for one property run on seed: entity ids and key
+// secrets from seeded sources, blobs (skills, media) in a temp dir, and
+// KeyShards read from p.shards at every start; edit (if not nil) changes
+// the rest of the config.
+func newProp(t *testing.T, seed uint64, edit func(*Config)) *prop {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ToolsExecEnabled = true // custom tools are saved, never run here
+	cfg.KeyShards, cfg.MaxTraces, cfg.UsageDays = 4, 6, 3
+	cfg.BlobDir = t.TempDir()
+	if edit != nil {
+		edit(&cfg)
+	}
+	ids := &sharedIDs{r: rand.New(rand.NewPCG(seed, 1))}
+	keyRand := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
+	p := &prop{t: t, r: rand.New(rand.NewPCG(seed, 2)), m: newModel(), shards: cfg.KeyShards}
+	p.n = newNode(t, cfg, func(g *Gateway) { g.newID, g.rand, g.cfg.KeyShards = ids.next, keyRand, p.shards })
+	ids.other = p.m.otherIDs
+	p.gw = start(p.n)
+	return p
 }
 
 // sameState compares two snapshot sections.
 func sameState(tb testing.TB, what string, live, got []byte) {
 	tb.Helper()
 	if !bytes.Equal(live, got) {
-		tb.Errorf("%s differs from the live state (-live +restored):\n%s", what, cmp.Diff(indent(live), indent(got)))
+		tb.Errorf("%s differs from the live state in %v (-live +restored):\n%s", what, differing(live, got), cmp.Diff(indent(live), indent(got)))
 	}
+}
+
+// differing names what differs between two sections: the entity kinds
+// and "runs", so a failure says at once which records replay got wrong.
+func differing(a, b []byte) []string {
+	type section struct {
+		Entities []struct {
+			Kind string          `json:"kind"`
+			Data json.RawMessage `json:"data"`
+		} `json:"entities"`
+		Runs json.RawMessage `json:"runs"`
+	}
+	var x, y section
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return []string{"undecodable section"}
+	}
+	byKind := func(s section) map[string][]string {
+		m := map[string][]string{}
+		for _, e := range s.Entities {
+			m[e.Kind] = append(m[e.Kind], string(e.Data))
+		}
+		return m
+	}
+	kx, ky := byKind(x), byKind(y)
+	var out []string
+	for k := range kx {
+		if !slices.Equal(kx[k], ky[k]) {
+			out = append(out, k)
+		}
+	}
+	for k := range ky {
+		if _, ok := kx[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	if !bytes.Equal(x.Runs, y.Runs) {
+		out = append(out, "runs")
+	}
+	slices.Sort(out)
+	return out
 }
 
 func indent(b []byte) string {
@@ -156,11 +215,56 @@ func (s *sharedIDs) fresh() uuid.UUID {
 
 // prop is one property run: the node, its gateway and the model.
 type prop struct {
-	t  *testing.T
-	r  *rand.Rand
-	n  *actorstest.Node
-	gw *Gateway
-	m  *model
+	t      *testing.T
+	r      *rand.Rand
+	n      *actorstest.Node
+	gw     *Gateway
+	m      *model
+	shards int // KeyShards of the next start
+	// seen counts the replayed records by type and, for 70 and 71, kind
+	// ("70 session"), so a run can check that it drove every one.
+	seen map[string]int
+}
+
+// see counts r in p.seen.
+func (p *prop) see(r wal.Record) {
+	what := fmt.Sprint(r.Type)
+	var e struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(r.Data, &e) == nil && e.Kind != "" {
+		what += " " + e.Kind
+	}
+	if p.seen == nil {
+		p.seen = map[string]int{}
+	}
+	p.seen[what]++
+}
+
+// driven are the record types and kinds this build writes that every
+// run must have replayed at least once (the legacy types 64..69 are only
+// decoded, which the golden files pin).
+var driven = []string{
+	"70 activity", "70 agent", "70 api_key", "70 channel_instance", "70 custom_tool", "70 delegation",
+	"70 mcp_grant", "70 mcp_request", "70 mcp_server", "70 media", "70 memory", "70 provider",
+	"70 session", "70 skill", "70 skill_grant", "70 skill_version", "70 user_file",
+	"71 agent", "71 channel_instance", "71 mcp_server", "71 memory", "71 provider", "71 session",
+	"71 skill", "71 skill_grant", "71 skill_version",
+	"72", "73",
+}
+
+// checkDriven fails tb if seen misses one of driven.
+func checkDriven(tb testing.TB, seen map[string]int) {
+	tb.Helper()
+	var missing []string
+	for _, w := range driven {
+		if seen[w] == 0 {
+			missing = append(missing, w)
+		}
+	}
+	if missing != nil {
+		tb.Errorf("the runs never replayed %q (replayed: %v)", missing, seen)
+	}
 }
 
 func (p *prop) steps(k int) {
@@ -202,12 +306,30 @@ func (p *prop) replay(section []byte, idx uint64) []byte {
 		if !g.Owns(r.Type) {
 			return nil
 		}
+		p.see(r)
 		return g.Apply(seq, r)
 	})
 	if err != nil {
 		p.t.Fatalf("replay after %d: %v", idx, err)
 	}
 	return g.st.encode()
+}
+
+// lastTurnAtOrBefore is the index of the last session turn (record 73)
+// in the WAL at or before idx, or idx+1 if there is none.
+func (p *prop) lastTurnAtOrBefore(idx uint64) uint64 {
+	p.t.Helper()
+	last := idx + 1
+	err := p.n.Log.Replay(0, func(seq uint64, r wal.Record) error {
+		if seq <= idx && r.Type == walSessionTurn {
+			last = seq
+		}
+		return nil
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return last
 }
 
 // restart stops the node with stop (crash or clean), starts it again and
@@ -297,6 +419,7 @@ func (p *prop) checkModel() {
 			p.t.Errorf("%s's agents differ from the model (-model +live):\n%s", u, diff)
 		}
 	}
+	p.checkSessions(c)
 	now := p.n.Clock.Now()
 	for _, k := range p.m.keys {
 		_, err := p.gw.Authenticate(c, []byte(k.raw))
