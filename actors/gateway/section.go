@@ -102,11 +102,21 @@ func restoreV2(b []byte, st *state) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
+	// Audit entries last: an API key's entry goes to its key's shard,
+	// which is known once the key is placed (kinds sort "activity" first).
+	var audits []entity
 	for _, e := range s.Entities {
 		ent, err := e.decode()
 		if err != nil {
 			return err
 		}
+		if _, ok := ent.(*activityRec); ok {
+			audits = append(audits, ent)
+			continue
+		}
+		st.apply(0, entitySaved{ent})
+	}
+	for _, ent := range audits {
 		st.apply(0, entitySaved{ent})
 	}
 	return st.runs.restoreFrom(s.Runs.Seq, s.Runs.Traces, s.Runs.Usage, s.Runs.Instances)
