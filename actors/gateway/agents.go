@@ -215,7 +215,8 @@ func (g *Gateway) agentCmd(ctx context.Context, id uuid.UUID, ref, user string, 
 	return call(ctx, g, func(r *registry) (Agent, error) { return r.putAgent(id, ref, user, in) })
 }
 
-// GetAgent finds an agent the user can use, by id or agent_key.
+// GetAgent finds an agent the user can use, by id or agent_key
+// (EveryUser: any agent; "": ErrNotFound).
 func (g *Gateway) GetAgent(ctx context.Context, user, ref string) (Agent, error) {
 	return read(ctx, g, func(r *registry) (Agent, error) {
 		a, err := r.getAgent(ref, user)
@@ -241,8 +242,8 @@ func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider
 }
 
 // ListAgents returns the agents user owns or that are shared with them,
-// by agent_key; user "" lists every agent (for a trusted backend acting
-// for nobody: callers must not pass "" for anyone else).
+// by agent_key; EveryUser lists every agent (a trusted backend's view),
+// "" none.
 func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) {
 	return read(ctx, g, func(r *registry) ([]Agent, error) { return r.listAgents(user), nil })
 }
@@ -262,16 +263,29 @@ func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
 }
 
 // defaultAgent is the seed's third resolution step, "the agent named
-// default": the agent whose agent_key is default if user may use it, else
-// the first (by agent_key) agent marked is_default that user may use (any
-// user's for user "", a trusted backend acting for nobody).
-func (r *registry) defaultAgent(user string) (Agent, error) {
-	if a, ok := r.part.agents.named("default"); ok && (user == "" || a.canUse(user)) {
+// default", for user: the agent whose agent_key is default if user owns
+// it, else the first (by agent_key) agent user owns and marked
+// is_default. An agent shared with user never becomes their default: its
+// owner's prompt, tools and the user's own grants would run without the
+// user having chosen it. With no user (a trusted backend acting for
+// nobody) only the operator's choice runs: Config.DefaultAgent.
+func (r *registry) defaultAgent(user, operators string) (Agent, error) {
+	if user == "" {
+		if operators == "" {
+			return Agent{}, ErrNotFound
+		}
+		a, ok := r.part.agents.get(operators)
+		if !ok {
+			return Agent{}, ErrNotFound
+		}
+		return a.view(), nil
+	}
+	if a, ok := r.part.agents.named("default"); ok && a.OwnerID == user {
 		return a.view(), nil
 	}
 	var best *agentRec
 	for _, a := range r.part.agents.rows {
-		if a.IsDefault && (user == "" || a.canUse(user)) && (best == nil || a.AgentKey < best.AgentKey) {
+		if a.IsDefault && a.OwnerID == user && (best == nil || a.AgentKey < best.AgentKey) {
 			best = a
 		}
 	}
@@ -284,5 +298,5 @@ func (r *registry) defaultAgent(user string) (Agent, error) {
 // DefaultAgent resolves a run that names no agent for user (see
 // registry.defaultAgent); ErrNotFound when there is none.
 func (g *Gateway) DefaultAgent(ctx context.Context, user string) (Agent, error) {
-	return read(ctx, g, func(r *registry) (Agent, error) { return r.defaultAgent(user) })
+	return read(ctx, g, func(r *registry) (Agent, error) { return r.defaultAgent(user, g.cfg.DefaultAgent) })
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// TenantShards is the number of tenant shard actors, which own
 	// sessions (by key) and memory entries (by user).
 	TenantShards int
+	// DefaultAgent is the agent (id or agent_key) a run that names none
+	// gets when it acts for no user (the gateway token without a user,
+	// cmd: gateway.default_agent); "": such a run has no default agent.
+	DefaultAgent string
 	// BlobDir holds the blob store (file bytes that do not belong in the
 	// WAL: skill ZIPs, media, workspace files); cmd sets <data>/blobs.
 	// Empty: no blob store, Blobs returns nil.

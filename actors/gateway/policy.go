@@ -71,11 +71,18 @@ func (p Principal) MayDeleteFile(a *Agent) bool {
 	return p.SeesAll() || a.OwnerID == p.User
 }
 
-// ReaderOf is the user whose view p reads agents through: "" (every
-// agent) for a trusted backend, else p's user.
+// EveryUser, as the user a read acts for, sees every user's agents: what
+// a trusted backend reads through (ReaderOf). It is not a valid user id
+// (ValidUserID refuses control characters), so no credential or header
+// can name it. The empty user sees no agent: an empty user never skips a
+// check.
+const EveryUser = "\x00every user"
+
+// ReaderOf is the user whose view p reads agents through: EveryUser for
+// a trusted backend, else p's user ("" sees nothing).
 func (p Principal) ReaderOf() string {
 	if p.SeesAll() {
-		return ""
+		return EveryUser
 	}
 	return p.User
 }

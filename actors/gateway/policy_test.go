@@ -42,7 +42,7 @@ func TestPrincipalPolicy(t *testing.T) {
 	if p := (Principal{User: "bob"}); !p.MayReadMedia("bob") || !p.MayReadMedia("") || p.MayReadMedia("alice") || !(Principal{Trusted: true}).MayReadMedia("alice") {
 		t.Error("MayReadMedia: one's own, anyone's uploaded for no user; every one for a trusted backend")
 	}
-	if (Principal{Trusted: true, User: "x"}).ReaderOf() != "" || (Principal{User: "x"}).ReaderOf() != "x" {
-		t.Error("ReaderOf: every agent for a trusted backend, else the user's")
+	if (Principal{Trusted: true, User: "x"}).ReaderOf() != EveryUser || (Principal{User: "x"}).ReaderOf() != "x" || (Principal{}).ReaderOf() != "" {
+		t.Error("ReaderOf: every agent for a trusted backend, else the user's (none for no user)")
 	}
 }

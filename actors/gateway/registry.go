@@ -91,10 +91,11 @@ func (r *registry) listProviders() []Provider {
 	return out
 }
 
-// getAgent finds the agent ref that user may use (user "": any agent).
+// getAgent finds the agent ref that user may use (EveryUser: any agent;
+// "": none).
 func (r *registry) getAgent(ref, user string) (*agentRec, error) {
 	a, ok := r.part.agents.get(ref)
-	if !ok || user != "" && !a.canUse(user) {
+	if !ok || user != EveryUser && !a.canUse(user) {
 		return nil, ErrNotFound
 	}
 	return a, nil
@@ -102,7 +103,7 @@ func (r *registry) getAgent(ref, user string) (*agentRec, error) {
 
 // resolveAgent finds the agent ref with its provider, for a run.
 func (r *registry) resolveAgent(ref string) (Agent, Provider, error) {
-	a, err := r.getAgent(ref, "")
+	a, err := r.getAgent(ref, EveryUser)
 	if err != nil {
 		return Agent{}, Provider{}, err
 	}
@@ -116,7 +117,7 @@ func (r *registry) resolveAgent(ref string) (Agent, Provider, error) {
 func (r *registry) listAgents(user string) []Agent {
 	var out []Agent
 	for _, a := range r.part.agents.rows {
-		if user == "" || a.canUse(user) {
+		if user == EveryUser || a.canUse(user) {
 			out = append(out, a.view())
 		}
 	}

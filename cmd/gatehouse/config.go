@@ -83,6 +83,9 @@ type fileConfig struct {
 		UsageDays int `json:"usage_days"`
 		// MaxUploadBytes caps a media upload.
 		MaxUploadBytes int `json:"max_upload_bytes"`
+		// DefaultAgent is the agent (id or agent_key) a run naming none
+		// gets when it acts for no user; empty: none.
+		DefaultAgent string `json:"default_agent"`
 	} `json:"gateway"`
 	Keys struct {
 		RotationGracePeriod duration `json:"rotation_grace_period"`

@@ -260,6 +260,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 	gwcfg.BlobDir = filepath.Join(cfg.DataDir, "blobs")
 	gwcfg.WorkspaceDir = filepath.Join(cfg.DataDir, "workspaces")
 	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
+	gwcfg.DefaultAgent = cfg.Gateway.DefaultAgent
 	gwcfg.Registerer = gwReg
 	gw, err := gateway.New(gwcfg)
 	if err != nil {

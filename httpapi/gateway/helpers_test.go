@@ -62,6 +62,7 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	opts := []actorstest.Option{actorstest.WithExtensions(func() []actors.Extension {
 		cfg := gateway.DefaultConfig()
 		cfg.RateLimitRPM = o.rpm
+		cfg.DefaultAgent = "default" // the operator's default, as most tests seed it
 		if o.gw != nil {
 			o.gw(&cfg)
 		}

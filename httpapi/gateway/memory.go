@@ -74,12 +74,13 @@ func parseTimes(from, to string) (f, t time.Time, err error) {
 	return f, t, nil
 }
 
-// agentRefID resolves an agent id or agent_key ("": uuid.Nil).
+// agentRefID resolves an agent id or agent_key ("": uuid.Nil) for a
+// filter or a reference whose records the caller's user bounds anyway.
 func (s *Server) agentRefID(ctx context.Context, ref string) (uuid.UUID, error) {
 	if ref == "" {
 		return uuid.Nil, nil
 	}
-	a, err := s.d.Agents.GetAgent(ctx, "", ref)
+	a, err := s.d.Agents.GetAgent(ctx, gateway.EveryUser, ref)
 	if err != nil {
 		return uuid.Nil, resource(err, errAgentNotFound, nil)
 	}
