@@ -183,7 +183,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, r
 	resp := fasthttp.AcquireResponse()
 	err = up.client.DoTimeout(req, resp, up.timeout)
 	fasthttp.ReleaseRequest(req)
-	unread, tooLarge := body.release()
+	unread, clientErr := body.release()
 	if unread {
 		// The rest of the client's body is still on the wire, where the
 		// next request would be read: this connection carries no other.
@@ -191,24 +191,27 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, r
 	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
-		return s.upstreamFailed(rc, up, res, tooLarge, err)
+		return s.upstreamFailed(rc, up, res, clientErr, err)
 	}
 	copyResponseHeader(rc, resp)
 	s.setLimitHeaders(&rc.Response.Header, res.Limit)
 	if err := relayBody(rc, resp); err != nil {
-		return s.upstreamFailed(rc, up, res, false, err)
+		return s.upstreamFailed(rc, up, res, nil, err)
 	}
 	return nil
 }
 
 // upstreamFailed resets the answer to rc after a failed exchange and
-// returns the error for writeError: 413 if the client's streamed body
-// outgrew MaxProxyBodyBytes, else 502 or 504. The rate-limit headers stay.
-func (s *Server) upstreamFailed(rc *fasthttp.RequestCtx, up *upstream, res actors.AuthResult, tooLarge bool, err error) error {
+// returns the error for writeError. If reading the client's streamed
+// body failed (clientErr), the exchange failed because of the client:
+// 413 for a body over MaxProxyBodyBytes, 400 for a malformed or cut one,
+// 408 for one that stopped coming, none of them an upstream failure.
+// Otherwise 502 or 504. The rate-limit headers stay.
+func (s *Server) upstreamFailed(rc *fasthttp.RequestCtx, up *upstream, res actors.AuthResult, clientErr, err error) error {
 	rc.Response.Reset()
 	s.setLimitHeaders(&rc.Response.Header, res.Limit)
-	if tooLarge {
-		return errTooLarge
+	if clientErr != nil {
+		return clientErr
 	}
 	return &upstreamError{up: up, err: err}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/httpapi/listener"
 )
 
 // bufferBodyMax is the largest body of known length that the proxy reads
@@ -17,12 +19,16 @@ const bufferBodyMax = 64 << 10
 // requestBody streams the client's request body to the upstream. It
 // counts what it passes against MaxProxyBodyBytes (a chunked body has no
 // length to check up front) and records whether the body was read to its
-// end. It is pooled.
+// end, and why not if reading it failed: the exchange then failed
+// because of the client, not the upstream. It is pooled.
 type requestBody struct {
-	r        io.Reader // the client's body stream, owned by fasthttp
-	left     int       // bytes still allowed
-	eof      bool
-	tooLarge bool
+	r    io.Reader // the client's body stream, owned by fasthttp
+	left int       // bytes still allowed
+	eof  bool
+	// failed is the client's fault that ended the stream, as writeError
+	// answers it: errTooLarge, errBodyRead (malformed chunked framing, a
+	// client gone mid-body) or listener.ErrRequestTimeout.
+	failed error
 }
 
 var requestBodyPool = sync.Pool{New: func() any { return new(requestBody) }}
@@ -40,26 +46,41 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.left -= n
 	if b.left < 0 {
-		b.tooLarge = true
+		b.failed = errTooLarge
 		return 0, errBodyLimit
 	}
-	if errors.Is(err, io.EOF) {
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
 		b.eof = true
+	default:
+		b.failed = clientBodyError(err)
 	}
 	return n, err
 }
 
-// release returns b to its pool and reports whether the client's body was
-// left unread and whether it outgrew the limit. A nil b (a buffered body)
-// was read whole.
-func (b *requestBody) release() (unread, tooLarge bool) {
-	if b == nil {
-		return false, false
+// clientBodyError is the answer to a client whose body could not be read:
+// 408 if it stopped sending until the read deadline, else 400.
+func clientBodyError(err error) error {
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		return listener.ErrRequestTimeout
 	}
-	unread, tooLarge = !b.eof, b.tooLarge
+	return errBodyRead
+}
+
+// release returns b to its pool and reports whether the client's body was
+// left unread and, if the client is to blame for a failed exchange, the
+// error to answer (see requestBody.failed). A nil b (a buffered body) was
+// read whole.
+func (b *requestBody) release() (unread bool, failed error) {
+	if b == nil {
+		return false, nil
+	}
+	unread, failed = !b.eof, b.failed
 	*b = requestBody{}
 	requestBodyPool.Put(b)
-	return unread, tooLarge
+	return unread, failed
 }
 
 // attachBody gives req the client's body: as it is if fasthttp holds it

@@ -29,13 +29,17 @@ var (
 // not forwarded: hop-by-hop (RFC 9110 §7.6.1), Expect, the key, a header
 // gatehouse sets itself (X-Forwarded-Host/-Proto, the identity headers:
 // removed so that no copy a client sends survives, however often it is
-// repeated), or a name with "_" (some servers read it as "-": a way to
+// repeated), a claim about the client's address that gatehouse does not
+// vouch for (Forwarded, X-Real-IP: an upstream trusting them would take
+// the client's word; X-Forwarded-For is extended with the real address
+// instead), or a name with "_" (some servers read it as "-": a way to
 // smuggle X-Gatehouse-User-Id). Connection and Transfer-Encoding are
 // removed unconditionally, the service's own headers by up.injects.
 func dropped(k []byte) bool {
 	switch string(k) {
 	case "Proxy-Authorization", "X-Api-Key", "Authorization", "Expect",
-		"X-Forwarded-Host", "X-Forwarded-Proto", "X-Gatehouse-User-Id", "X-Gatehouse-Key-Id":
+		"X-Forwarded-Host", "X-Forwarded-Proto", "X-Gatehouse-User-Id", "X-Gatehouse-Key-Id",
+		"Forwarded", "X-Real-Ip":
 		return true
 	}
 	return hopByHop(k) || bytes.IndexByte(k, '_') >= 0

@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -226,7 +222,7 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 			unlock()
 		}
 	}()
-	key, err := loadMasterKey(cfg, lg)
+	key, err := openMasterKey(cfg, lg)
 	if err != nil {
 		return nil, err
 	}
@@ -308,55 +304,6 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 		return nil, nil, fmt.Errorf("gateway api: %w", err)
 	}
 	return api, gw, nil
-}
-
-// loadMasterKey takes the master key from GATEHOUSE_MASTER_KEY, else from
-// master_key_file (which must exist), else from <data_dir>/master.key
-// (generated on first start: the make-run default).
-func loadMasterKey(cfg fileConfig, lg *slog.Logger) ([]byte, error) {
-	switch {
-	case cfg.masterKey != "":
-		key, err := hex.DecodeString(strings.TrimSpace(cfg.masterKey))
-		if err != nil || len(key) != 32 {
-			return nil, errors.New("master key: GATEHOUSE_MASTER_KEY must be 64 hex characters")
-		}
-		lg.Info("master key from the environment")
-		return key, nil
-	case cfg.MasterKeyFile != "":
-		if _, err := os.Stat(cfg.MasterKeyFile); err != nil {
-			return nil, fmt.Errorf("master key: master_key_file: %w", err)
-		}
-		return masterKey(cfg.MasterKeyFile, lg)
-	}
-	return masterKey(filepath.Join(cfg.DataDir, "master.key"), lg)
-}
-
-// masterKey loads the AES-256 master key (64 hex characters) or creates it
-// with mode 0600 on first start.
-func masterKey(path string, lg *slog.Logger) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, fmt.Errorf("master key: %w", err)
-		}
-		if err := writeFileSync(path, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
-			return nil, fmt.Errorf("master key: %w", err)
-		}
-		lg.Info("generated master key", "path", path)
-		return key, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
-	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		lg.Warn("master key file is readable by others", "path", path, "mode", fi.Mode().Perm().String())
-	}
-	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("master key %s: want 64 hex characters", path)
-	}
-	return key, nil
 }
 
 func writeFileSync(path string, b []byte, mode os.FileMode) error {
