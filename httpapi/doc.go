@@ -85,7 +85,8 @@
 //	400 INVALID_JSON       body is not exactly one JSON object
 //	400 INVALID_PATH       proxy path is not /api/proxy/{service}/v1/..., or has a dot segment
 //	400 KEY_INACTIVE       rotate of a revoked key
-//	400 BAD_REQUEST        fasthttp could not parse the request
+//	400 BAD_REQUEST        fasthttp could not parse the request, or the client's
+//	                       streamed body broke off (a malformed chunk)
 //	401 UNAUTHORIZED       no, unknown or expired session
 //	401 INVALID_CREDENTIALS wrong email or password
 //	401 MISSING_API_KEY / INVALID_API_KEY / KEY_EXPIRED / KEY_REVOKED
@@ -153,8 +154,10 @@
 //     %5c) are refused with INVALID_PATH so a key for one service cannot
 //     reach outside its base path. Hop-by-hop headers (Connection and the
 //     headers it names, Keep-Alive, Proxy-*, TE, Trailer,
-//     Transfer-Encoding, Upgrade, Expect), X-API-Key, Authorization and the
-//     gatehouse_session cookie are removed; X-Forwarded-For (appended),
+//     Transfer-Encoding, Upgrade, Expect), X-API-Key, Authorization, the
+//     gatehouse_session cookie, and the client's Forwarded and X-Real-IP
+//     (they would name an address nobody checked) are removed;
+//     X-Forwarded-For (appended),
 //     X-Forwarded-Host, X-Forwarded-Proto, X-Gatehouse-User-Id and
 //     X-Gatehouse-Key-Id are set; Service.Headers replace client headers of
 //     the same name; Host is the upstream's.
