@@ -596,7 +596,11 @@ func (r *registry) reviewRequest(id uuid.UUID, approved bool, note, reviewer str
 		}
 		g := mcpGrantRec{ID: grantID(q.ServerID, typ, subject), ServerID: q.ServerID, SubjectType: typ, Subject: subject, CreatedAt: now}
 		next.GrantID = &g.ID
-		evs = append(evs, entitySaved{&g})
+		// Approval never widens an existing grant: an admin's allow and
+		// deny lists stay as they are.
+		if _, exists := r.part.mcpGrants.rows[g.ID]; !exists {
+			evs = append(evs, entitySaved{&g})
+		}
 	}
 	evs = append([]event{entitySaved{&next}}, evs...)
 	au := audit{action: "mcp_request.review", entityType: string(kindMCPRequest), entityID: q.ID.String(),

@@ -56,3 +56,22 @@ func TestDefaultAgentNotHijacked(t *testing.T) {
 		t.Errorf("no user, no operator default = %d %s, want 404", r.status, r.raw)
 	}
 }
+
+// TestApprovalNeverWidensGrant (issue 21, 14): approving a user's access
+// request for a server they already hold a grant on keeps the grant's
+// tool_deny (an admin's decision); it does not replace it with an
+// unrestricted one.
+func TestApprovalNeverWidensGrant(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.must(201, "POST", "/v1/mcp/servers", gwToken, `{"name":"ev","transport":"streamable-http","url":"http://127.0.0.1:1/mcp"}`)
+	e.must(201, "POST", "/v1/mcp/servers/ev/grants/user", gwToken, `{"user_id":"alice","tool_deny":["get-env"]}`)
+	q := e.must(201, "POST", "/v1/mcp/requests", gwToken, `{"server_id":"ev","reason":"need it"}`, as("alice")...)
+	e.must(200, "POST", "/v1/mcp/requests/"+q.body["id"].(string)+"/review", gwToken, `{"approved":true}`)
+	acc, err := e.gw.MCPAccessFor(ctxT(t), uuid.New(), "alice")
+	if err != nil || len(acc) != 1 || len(acc[0].Grants) != 1 {
+		t.Fatalf("MCPAccessFor(alice) = %+v, %v; want one server with one grant", acc, err)
+	}
+	if g := acc[0].Grants[0]; len(g.ToolDeny) != 1 || g.ToolDeny[0] != "get-env" {
+		t.Errorf("after approval alice's grant = %+v, want tool_deny [get-env] kept", g)
+	}
+}
