@@ -27,11 +27,15 @@ import (
 //	event    {"type":"event","event":"chunk","id":"1","payload":...,"seq":7}
 //
 // The first request must be connect {token, user_id?, locale?}; anything
-// else, or a bad token, answers UNAUTHORIZED and closes. Every other
-// method is a route of the table (its RPC name), run by Dispatch with the
-// caller the connect established: the same rate limit, scope and user
-// binding as over HTTP. A route that streams over SSE streams here as
-// event frames carrying the request's id, then its response.
+// else, or a bad token, answers UNAUTHORIZED and closes. The token is
+// authenticated again before every later request (recheck): a key
+// revoked or expired since connect answers UNAUTHORIZED and closes 1008.
+// Every other method is a route of the table (its RPC name), run by
+// Dispatch with the caller the connect established: the same rate limit,
+// scope and user binding as over HTTP. A route that streams over SSE
+// streams here as event frames carrying the request's id, then its
+// response; a route that answers raw bytes answers {content_type, body}
+// with body in base64 (wsBody).
 
 // WebSocket limits (documented in docs/gateway.md).
 const (
