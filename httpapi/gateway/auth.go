@@ -86,7 +86,8 @@ func bindUser(c *Caller, asked string) error {
 }
 
 // authenticate resolves the token a transport received (HTTP: per
-// request; the WebSocket RPC: at the handshake) into a Caller's
+// request; the WebSocket RPC: at the handshake and again before each
+// request) into a Caller's
 // credential: the gateway token (constant-time compare) or an API key.
 // No token is admin in open mode (an empty Config.Token, which cmd allows
 // on loopback only) and errTokenMissing otherwise.

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,4 +88,66 @@ func rawGet(t *testing.T, e *gwEnv, path string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestWorkspaceFIFO: GET of a FIFO in a workspace answers 404 at once,
+// and no request stays blocked opening it (on a thread of its own).
+func TestWorkspaceFIFO(t *testing.T) {
+	ws := t.TempDir()
+	e := newGWEnv(t, gwOpts{token: gwToken, gw: func(c *gateway.Config) { c.WorkspaceDir = ws }})
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"echo","provider_type":"echo","settings":{"delay_ms":0}}`)
+	id := e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"a1","provider":"echo","model":"m"}`, "X-Gateway-User-Id", "alice").body["id"].(string)
+	fifo := filepath.Join(ws, id, "pipe")
+	if err := os.MkdirAll(filepath.Dir(fifo), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	// Runs before the server's shutdown: a writer per request still
+	// blocked opening the FIFO lets it go.
+	t.Cleanup(func() {
+		for blockedOpens() > 0 {
+			w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				return
+			}
+			w.Close()
+		}
+	})
+	hc := &http.Client{Timeout: 3 * time.Second}
+	defer hc.CloseIdleConnections()
+	const n = 20
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest("GET", e.url+"/v1/files/a1/pipe", nil)
+			req.Header.Set("Authorization", "Bearer "+gwToken)
+			resp, err := hc.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 404 {
+				err = fmt.Errorf("status %d, want 404", resp.StatusCode)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("GET of a FIFO: %v", err)
+		}
+	}
+	if b := blockedOpens(); b > 0 {
+		t.Errorf("%d requests still blocked opening the FIFO", b)
+	}
+}
+
+// blockedOpens counts goroutines inside a workspace open.
+func blockedOpens() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "workspace.(*Service).Open(")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,11 +27,15 @@ import (
 //	event    {"type":"event","event":"chunk","id":"1","payload":...,"seq":7}
 //
 // The first request must be connect {token, user_id?, locale?}; anything
-// else, or a bad token, answers UNAUTHORIZED and closes. Every other
-// method is a route of the table (its RPC name), run by Dispatch with the
-// caller the connect established: the same rate limit, scope and user
-// binding as over HTTP. A route that streams over SSE streams here as
-// event frames carrying the request's id, then its response.
+// else, or a bad token, answers UNAUTHORIZED and closes. The token is
+// authenticated again before every later request (recheck): a key
+// revoked or expired since connect answers UNAUTHORIZED and closes 1008.
+// Every other method is a route of the table (its RPC name), run by
+// Dispatch with the caller the connect established: the same rate limit,
+// scope and user binding as over HTTP. A route that streams over SSE
+// streams here as event frames carrying the request's id, then its
+// response; a route that answers raw bytes answers {content_type, body}
+// with body in base64 (wsBody).
 
 // WebSocket limits (documented in docs/gateway.md).
 const (
@@ -136,6 +141,7 @@ type wsConn struct {
 	ws     *websocket.Conn
 	c      Caller
 	cred   string
+	token  []byte // the connect token, authenticated again before each request
 	lang   int
 	out    chan []byte
 	done   chan struct{}
@@ -199,6 +205,14 @@ func (s *Server) wsSession(ws *websocket.Conn, lang int, ip string) {
 		}
 		if f.Type != "req" || f.Method == "" {
 			w.respond(f.ID, nil, errInvalid(`a frame must be {"type":"req","id":…,"method":…}`))
+			continue
+		}
+		if err := w.recheck(); err != nil {
+			w.respond(f.ID, nil, err)
+			if errors.Is(err, errTokenInvalid) {
+				w.close(websocket.ClosePolicyViolation, "credential revoked or expired")
+				return
+			}
 			continue
 		}
 		select {
@@ -274,7 +288,7 @@ func (w *wsConn) handshake(ip string) bool {
 		return false
 	}
 	c.IP, c.Channel = ip, "ws"
-	w.c, w.cred = c, credentialOf(c)
+	w.c, w.cred, w.token = c, credentialOf(c), []byte(p.Token)
 	if !w.s.ws.add(w) {
 		w.respond(f.ID, nil, errTooManyConns)
 		w.close(websocket.CloseTryAgainLater, "too many connections")
@@ -282,6 +296,25 @@ func (w *wsConn) handshake(ip string) bool {
 	}
 	w.respond(f.ID, w.hello(), nil)
 	return true
+}
+
+// recheck authenticates the connect token again, before each request, as
+// HTTP does on every request: a key revoked or expired since connect is
+// errTokenInvalid (the caller answers the request with it and closes
+// 1008). Any other error (the key actors did not answer in time) fails
+// this request only. The gateway token is Config.Token, read once when
+// the server is built: it cannot change while the server runs, so for it
+// this is a constant-time compare that holds for the connection's life.
+// The key is a hash lookup on the key actors, as on HTTP's hot path.
+func (w *wsConn) recheck() error {
+	ctx, cancel := context.WithTimeout(w.ctx, w.s.cfg.RequestTimeout)
+	defer cancel()
+	c, err := w.s.authenticate(ctx, w.token)
+	if err == nil && (c.KeyID != w.c.KeyID || c.Open != w.c.Open) {
+		err = errTokenInvalid // not the credential connect established (cannot happen: the same token)
+	}
+	w.s.countAuthFailure(err)
+	return err
 }
 
 // credentialOf names the credential for the per-credential cap.
@@ -342,10 +375,45 @@ func (w *wsConn) call(f wsFrame) {
 	case None:
 		w.respond(f.ID, nil, nil)
 	case Body:
-		w.respond(f.ID, map[string]string{"content_type": v.ContentType, "body": string(v.Data)}, nil)
+		b, err := w.body(v)
+		w.respond(f.ID, b, err)
 	default:
 		w.respond(f.ID, v, nil)
 	}
+}
+
+// wsBody is the payload of a method whose HTTP answer is raw bytes
+// (files.get, media.get, skills.files.get): the type and the bytes, in
+// base64 (encoding/json's []byte: standard alphabet, padded), as
+// params.body of an upload.
+type wsBody struct {
+	ContentType string `json:"content_type"`
+	Body        []byte `json:"body"`
+}
+
+// body reads v whole, at most MaxUploadBytes (larger files are for
+// HTTP, with Range), and closes its stream.
+func (w *wsConn) body(v Body) (wsBody, error) {
+	if v.Stream == nil {
+		return wsBody{ContentType: v.ContentType, Body: v.Data}, nil
+	}
+	if c, ok := v.Stream.(io.Closer); ok {
+		defer c.Close()
+	}
+	limit := int64(w.s.cfg.MaxUploadBytes)
+	errBig := newError(fasthttp.StatusRequestEntityTooLarge, codeInvalid, msgInvalid,
+		fmt.Sprintf("over the WebSocket RPC a file is at most %d bytes: GET it over HTTP (Range)", limit))
+	if v.Size > limit {
+		return wsBody{}, errBig
+	}
+	b, err := io.ReadAll(io.LimitReader(v.Stream, limit+1))
+	switch {
+	case err != nil:
+		return wsBody{}, fmt.Errorf("read body: %w", err)
+	case int64(len(b)) > limit:
+		return wsBody{}, errBig
+	}
+	return wsBody{ContentType: v.ContentType, Body: b}, nil
 }
 
 // respond sends the response frame of request id: payload, or err mapped

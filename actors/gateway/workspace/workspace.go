@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -98,15 +99,32 @@ func (s *Service) List(ctx context.Context, p gateway.Principal, ref, prefix str
 	return out, nil
 }
 
-// Open opens file "<agent>/<path>" for reading. Errors: ErrBadPath,
-// ErrAgentNotFound, gateway.ErrNotFound (no such regular file).
+// testHookBeforeOpen, when set (tests only), runs between Open's Stat and
+// its open(2): a test swaps the file there.
+var testHookBeforeOpen func(rel string)
+
+// Open opens file "<agent>/<path>" for reading. Anything but a regular
+// file (a directory, a FIFO, a device, a socket) is refused without
+// being opened. Errors: ErrBadPath, ErrAgentNotFound,
+// gateway.ErrNotFound (no such regular file).
 func (s *Service) Open(ctx context.Context, p gateway.Principal, file string) (*File, error) {
 	_, root, rel, err := s.file(ctx, p, file)
 	if err != nil {
 		return nil, err
 	}
-	f, err := root.Open(rel)
-	root.Close()
+	defer root.Close()
+	// A FIFO (or a device) blocks open(2) until a writer comes, pinning
+	// an OS thread per request: only a regular file is opened, and
+	// without blocking, in case it was replaced between Stat and Open.
+	if fi, err := root.Stat(rel); err != nil {
+		return nil, fileError(err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file: %w", file, gateway.ErrNotFound)
+	}
+	if testHookBeforeOpen != nil {
+		testHookBeforeOpen(rel)
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fileError(err)
 	}

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -70,5 +72,54 @@ func TestWorkspace(t *testing.T) {
 	}
 	if err := ws.Remove(ctx, alice, "w/out/r.csv"); err != nil {
 		t.Errorf("Remove(alice) = %v", err)
+	}
+}
+
+// TestOpenRefusesFIFO: a FIFO (a tool can make one) is refused at once,
+// without being opened: open(2) on it would block until a writer came,
+// pinning an OS thread per request.
+func TestOpenRefusesFIFO(t *testing.T) {
+	f := &fakeAgents{a: gateway.Agent{ID: uuid.New(), AgentKey: "w", OwnerID: "alice"}, dir: t.TempDir()}
+	fifo := filepath.Join(f.dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	if err := os.Symlink("pipe", filepath.Join(f.dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "swapped"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A regular file replaced by a FIFO between the Stat and the open.
+	testHookBeforeOpen = func(rel string) {
+		if rel == "swapped" {
+			_ = os.Remove(filepath.Join(f.dir, rel))
+			_ = os.Symlink("pipe", filepath.Join(f.dir, rel))
+		}
+	}
+	t.Cleanup(func() { testHookBeforeOpen = nil })
+	ws := New(f)
+	for _, name := range []string{"w/pipe", "w/link", "w/swapped"} {
+		done := make(chan error, 1)
+		go func() {
+			file, err := ws.Open(context.Background(), gateway.Principal{User: "alice"}, name)
+			if err == nil {
+				file.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, gateway.ErrNotFound) {
+				t.Errorf("Open(%s) = %v, want ErrNotFound", name, err)
+			}
+		case <-time.After(2 * time.Second):
+			// Unblock the stuck open with a writer, so the goroutine ends.
+			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				w.Close()
+			}
+			<-done
+			t.Fatalf("Open(%s) blocked on the FIFO", name)
+		}
 	}
 }
