@@ -181,6 +181,9 @@ func systemSkillByRef(ref string) (systemSkill, bool) {
 type SkillFilter struct {
 	Enabled, System *bool
 	Tag, Search     string
+	// Viewer is who lists: a private skill is listed only to its uploader
+	// and to EveryUser (a trusted backend).
+	Viewer string
 }
 
 func (f SkillFilter) matches(s Skill) bool {
@@ -197,13 +200,35 @@ type RunSkill struct {
 	Version                 int
 }
 
-func (r *registry) getSkill(ref string) (Skill, error) {
+// visibleTo reports whether viewer may see s: a public skill anyone, a
+// private one its uploader and trusted backends (EveryUser); to anyone
+// else it does not exist.
+func (s *skillRec) visibleTo(viewer string) bool {
+	return s.Visibility != "private" || viewer == EveryUser || viewer != "" && viewer == s.CreatedBy
+}
+
+// grantableTo reports whether s may be granted to (and run by) agent a: a
+// private skill only to its uploader's agents.
+func (s *skillRec) grantableTo(a *agentRec) bool {
+	return s.Visibility != "private" || s.CreatedBy != "" && a.OwnerID == s.CreatedBy
+}
+
+// visibleSkill finds an uploaded skill viewer may see; ErrNotFound.
+func (r *registry) visibleSkill(ref, viewer string) (*skillRec, error) {
+	s, ok := r.part.skills.get(ref)
+	if !ok || !s.visibleTo(viewer) {
+		return nil, ErrNotFound
+	}
+	return s, nil
+}
+
+func (r *registry) getSkill(ref, viewer string) (Skill, error) {
 	if s, ok := systemSkillByRef(ref); ok {
 		return s.skill, nil
 	}
-	s, ok := r.part.skills.get(ref)
-	if !ok {
-		return Skill{}, ErrNotFound
+	s, err := r.visibleSkill(ref, viewer)
+	if err != nil {
+		return Skill{}, err
 	}
 	return s.view(), nil
 }
@@ -217,7 +242,7 @@ func (r *registry) listSkills(f SkillFilter) []Skill {
 		}
 	}
 	for _, s := range r.part.skills.rows {
-		if v := s.view(); f.matches(v) {
+		if v := s.view(); f.matches(v) && s.visibleTo(f.Viewer) {
 			out = append(out, v)
 		}
 	}
@@ -225,13 +250,13 @@ func (r *registry) listSkills(f SkillFilter) []Skill {
 	return out
 }
 
-func (r *registry) skillVersions(ref string) ([]SkillVersion, error) {
-	s, ok := r.part.skills.get(ref)
-	if !ok {
-		if sys, ok := systemSkillByRef(ref); ok {
-			return []SkillVersion{{Version: 1, Files: len(sys.files)}}, nil
-		}
-		return nil, ErrNotFound
+func (r *registry) skillVersions(ref, viewer string) ([]SkillVersion, error) {
+	if sys, ok := systemSkillByRef(ref); ok {
+		return []SkillVersion{{Version: 1, Files: len(sys.files)}}, nil
+	}
+	s, err := r.visibleSkill(ref, viewer)
+	if err != nil {
+		return nil, err
 	}
 	var out []SkillVersion
 	for v := s.Latest; v >= 1; v-- {
@@ -242,10 +267,10 @@ func (r *registry) skillVersions(ref string) ([]SkillVersion, error) {
 	return out, nil
 }
 
-func (r *registry) skillVersion(ref string, v int) (*skillVersionRec, error) {
-	s, ok := r.part.skills.get(ref)
-	if !ok {
-		return nil, ErrNotFound
+func (r *registry) skillVersion(ref string, v int, viewer string) (*skillVersionRec, error) {
+	s, err := r.visibleSkill(ref, viewer)
+	if err != nil {
+		return nil, err
 	}
 	if v == 0 {
 		v = s.Latest
@@ -357,16 +382,20 @@ func (r *registry) deleteSkill(ref string) error {
 // skillGrantOf resolves a grant's skill (its id and latest version) and
 // agent; ErrNotFound for either.
 func (r *registry) skillGrantOf(ref, agent string) (sid uuid.UUID, latest int, a *agentRec, err error) {
+	var up *skillRec
 	if s, ok := systemSkillByRef(ref); ok {
 		sid, latest = s.skill.ID, 1
 	} else if s, ok := r.part.skills.get(ref); ok {
-		sid, latest = s.ID, s.Latest
+		sid, latest, up = s.ID, s.Latest, s
 	} else {
 		return uuid.Nil, 0, nil, ErrNotFound
 	}
 	a, ok := r.part.agents.get(agent)
 	if !ok {
 		return uuid.Nil, 0, nil, fmt.Errorf("agent_id: agent %q: %w", agent, ErrNotFound)
+	}
+	if up != nil && !up.grantableTo(a) {
+		return uuid.Nil, 0, nil, fmt.Errorf("agent_id: skill %q is private: only its uploader's agents get it: %w", up.Slug, ErrInvalid)
 	}
 	return sid, latest, a, nil
 }
@@ -403,7 +432,7 @@ func (r *registry) revokeSkill(ref, agent string) error {
 	return nil
 }
 
-func (r *registry) agentSkills(ref string) ([]AgentSkill, error) {
+func (r *registry) agentSkills(ref, viewer string) ([]AgentSkill, error) {
 	a, ok := r.part.agents.get(ref)
 	if !ok {
 		return nil, ErrNotFound
@@ -420,7 +449,9 @@ func (r *registry) agentSkills(ref string) ([]AgentSkill, error) {
 		add(s.skill)
 	}
 	for _, s := range r.part.skills.rows {
-		add(s.view())
+		if s.visibleTo(viewer) {
+			add(s.view())
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
 	return out, nil
@@ -438,7 +469,7 @@ func (r *registry) runSkills(agent uuid.UUID) []RunSkill {
 				out = append(out, RunSkill{Slug: sys.skill.Slug, Name: sys.skill.Name, Description: sys.skill.Description, System: true, Version: 1})
 			}
 		}
-		if s, ok := r.part.skills.rows[g.SkillID]; ok && s.Enabled {
+		if s, ok := r.part.skills.rows[g.SkillID]; ok && s.Enabled && s.grantableTo(r.part.agents.rows[agent]) {
 			v := g.Version
 			if v == 0 {
 				v = s.Latest
@@ -478,9 +509,10 @@ func (g *Gateway) UploadSkill(ctx context.Context, zipData []byte, user string) 
 	return call(ctx, g, func(r *registry) (Skill, error) { return r.putSkill(rec, ver) })
 }
 
-// GetSkill finds a skill by id or slug; ErrNotFound.
-func (g *Gateway) GetSkill(ctx context.Context, ref string) (Skill, error) {
-	return read(ctx, g, func(r *registry) (Skill, error) { return r.getSkill(ref) })
+// GetSkill finds a skill viewer may see (a user, EveryUser for a trusted
+// backend: see skillRec.visibleTo) by id or slug; ErrNotFound.
+func (g *Gateway) GetSkill(ctx context.Context, viewer, ref string) (Skill, error) {
+	return read(ctx, g, func(r *registry) (Skill, error) { return r.getSkill(ref, viewer) })
 }
 
 // ListSkills lists the skills matching f, system skills included, by slug.
@@ -504,31 +536,34 @@ func (g *Gateway) DeleteSkill(ctx context.Context, ref string) error {
 	return do(ctx, g, func(r *registry) error { return r.deleteSkill(ref) })
 }
 
-// SkillVersions lists a skill's versions, newest first.
-func (g *Gateway) SkillVersions(ctx context.Context, ref string) ([]SkillVersion, error) {
-	return read(ctx, g, func(r *registry) ([]SkillVersion, error) { return r.skillVersions(ref) })
+// SkillVersions lists the versions of a skill viewer may see, newest
+// first.
+func (g *Gateway) SkillVersions(ctx context.Context, viewer, ref string) ([]SkillVersion, error) {
+	return read(ctx, g, func(r *registry) ([]SkillVersion, error) { return r.skillVersions(ref, viewer) })
 }
 
 // skillVersion is an uploaded skill's version (0: the latest); ErrNotFound.
-func (g *Gateway) skillVersion(ctx context.Context, ref string, version int) (*skillVersionRec, error) {
-	return read(ctx, g, func(r *registry) (*skillVersionRec, error) { return r.skillVersion(ref, version) })
+func (g *Gateway) skillVersion(ctx context.Context, viewer, ref string, version int) (*skillVersionRec, error) {
+	return read(ctx, g, func(r *registry) (*skillVersionRec, error) { return r.skillVersion(ref, version, viewer) })
 }
 
-// SkillFiles lists the files of a skill's version (0: the latest).
-func (g *Gateway) SkillFiles(ctx context.Context, ref string, version int) ([]SkillFile, error) {
+// SkillFiles lists the files of a skill's version (0: the latest), for
+// viewer.
+func (g *Gateway) SkillFiles(ctx context.Context, viewer, ref string, version int) ([]SkillFile, error) {
 	if s, ok := systemSkillByRef(ref); ok {
 		return s.files, nil
 	}
-	ver, err := g.skillVersion(ctx, ref, version)
+	ver, err := g.skillVersion(ctx, viewer, ref, version)
 	if err != nil {
 		return nil, err
 	}
 	return ver.Files, nil
 }
 
-// ReadSkillFile returns one file of a skill's version (0: the latest);
-// "" or SKILL.md reads the SKILL.md. ErrNotFound.
-func (g *Gateway) ReadSkillFile(ctx context.Context, ref string, version int, file string) ([]byte, error) {
+// ReadSkillFile returns one file of a skill's version (0: the latest), for
+// viewer (a run reads its granted skills as EveryUser); "" or SKILL.md
+// reads the SKILL.md. ErrNotFound.
+func (g *Gateway) ReadSkillFile(ctx context.Context, viewer, ref string, version int, file string) ([]byte, error) {
 	file = strings.TrimPrefix(path.Clean("/"+file), "/")
 	if s, ok := systemSkillByRef(ref); ok {
 		if file == "" || file == "." {
@@ -540,7 +575,7 @@ func (g *Gateway) ReadSkillFile(ctx context.Context, ref string, version int, fi
 		}
 		return b, nil
 	}
-	ver, err := g.skillVersion(ctx, ref, version)
+	ver, err := g.skillVersion(ctx, viewer, ref, version)
 	if err != nil {
 		return nil, err
 	}
@@ -569,9 +604,10 @@ func (g *Gateway) RevokeSkill(ctx context.Context, ref, agent string) error {
 	return do(ctx, g, func(r *registry) error { return r.revokeSkill(ref, agent) })
 }
 
-// AgentSkills lists every skill with agent ref's grant status.
-func (g *Gateway) AgentSkills(ctx context.Context, agent string) ([]AgentSkill, error) {
-	return read(ctx, g, func(r *registry) ([]AgentSkill, error) { return r.agentSkills(agent) })
+// AgentSkills lists every skill viewer may see with agent ref's grant
+// status.
+func (g *Gateway) AgentSkills(ctx context.Context, viewer, agent string) ([]AgentSkill, error) {
+	return read(ctx, g, func(r *registry) ([]AgentSkill, error) { return r.agentSkills(agent, viewer) })
 }
 
 // RunSkills are the granted, enabled skills a run of agent gets.

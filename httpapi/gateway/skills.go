@@ -13,17 +13,17 @@ import (
 // SkillStore is what skills need from the gateway. Safe for concurrent use.
 type SkillStore interface {
 	UploadSkill(ctx context.Context, zip []byte, user string) (gateway.Skill, error)
-	GetSkill(ctx context.Context, ref string) (gateway.Skill, error)
+	GetSkill(ctx context.Context, viewer, ref string) (gateway.Skill, error)
 	ListSkills(ctx context.Context, f gateway.SkillFilter) ([]gateway.Skill, error)
 	UpdateSkill(ctx context.Context, ref string, in gateway.SkillInput) (gateway.Skill, error)
 	ToggleSkill(ctx context.Context, ref string) (gateway.Skill, error)
 	DeleteSkill(ctx context.Context, ref string) error
-	SkillVersions(ctx context.Context, ref string) ([]gateway.SkillVersion, error)
-	SkillFiles(ctx context.Context, ref string, version int) ([]gateway.SkillFile, error)
-	ReadSkillFile(ctx context.Context, ref string, version int, file string) ([]byte, error)
+	SkillVersions(ctx context.Context, viewer, ref string) ([]gateway.SkillVersion, error)
+	SkillFiles(ctx context.Context, viewer, ref string, version int) ([]gateway.SkillFile, error)
+	ReadSkillFile(ctx context.Context, viewer, ref string, version int, file string) ([]byte, error)
 	GrantSkill(ctx context.Context, ref, agent string, version int) error
 	RevokeSkill(ctx context.Context, ref, agent string) error
-	AgentSkills(ctx context.Context, agent string) ([]gateway.AgentSkill, error)
+	AgentSkills(ctx context.Context, viewer, agent string) ([]gateway.AgentSkill, error)
 }
 
 var _ SkillStore = (*gateway.Gateway)(nil)
@@ -62,8 +62,8 @@ func optBool(name, v string) (*bool, error) {
 	return &b, nil
 }
 
-func (s *Server) listSkills(ctx context.Context, _ Caller, in skillsIn) (skillList, error) {
-	f := gateway.SkillFilter{Tag: in.Tag, Search: in.Search}
+func (s *Server) listSkills(ctx context.Context, c Caller, in skillsIn) (skillList, error) {
+	f := gateway.SkillFilter{Tag: in.Tag, Search: in.Search, Viewer: c.principal().ReaderOf()}
 	var err error
 	if f.Enabled, err = optBool("enabled", in.Enabled); err != nil {
 		return skillList{}, err
@@ -95,8 +95,8 @@ func (s *Server) uploadSkill(ctx context.Context, c Caller, in uploadIn) (gatewa
 	return s.d.Skills.UploadSkill(ctx, data, c.UserID)
 }
 
-func (s *Server) getSkill(ctx context.Context, _ Caller, in idIn) (gateway.Skill, error) {
-	sk, err := s.d.Skills.GetSkill(ctx, in.ID)
+func (s *Server) getSkill(ctx context.Context, c Caller, in idIn) (gateway.Skill, error) {
+	sk, err := s.d.Skills.GetSkill(ctx, c.principal().ReaderOf(), in.ID)
 	return sk, skillErr(err)
 }
 
@@ -123,8 +123,8 @@ type versionList struct {
 	Data []gateway.SkillVersion `json:"data"`
 }
 
-func (s *Server) skillVersions(ctx context.Context, _ Caller, in idIn) (versionList, error) {
-	v, err := s.d.Skills.SkillVersions(ctx, in.ID)
+func (s *Server) skillVersions(ctx context.Context, c Caller, in idIn) (versionList, error) {
+	v, err := s.d.Skills.SkillVersions(ctx, c.principal().ReaderOf(), in.ID)
 	return versionList{Data: v}, skillErr(err)
 }
 
@@ -137,8 +137,8 @@ type skillFileList struct {
 	Data []gateway.SkillFile `json:"data"`
 }
 
-func (s *Server) skillFiles(ctx context.Context, _ Caller, in skillFilesIn) (skillFileList, error) {
-	f, err := s.d.Skills.SkillFiles(ctx, in.ID, in.Version)
+func (s *Server) skillFiles(ctx context.Context, c Caller, in skillFilesIn) (skillFileList, error) {
+	f, err := s.d.Skills.SkillFiles(ctx, c.principal().ReaderOf(), in.ID, in.Version)
 	return skillFileList{Data: nonNil(f)}, skillErr(err)
 }
 
@@ -150,8 +150,8 @@ type skillFileIn struct {
 
 // skillFile serves one file of a skill version: text as text/plain,
 // anything else as an attachment; nosniff.
-func (s *Server) skillFile(ctx context.Context, _ Caller, in skillFileIn) (Body, error) {
-	b, err := s.d.Skills.ReadSkillFile(ctx, in.ID, in.Version, in.Path)
+func (s *Server) skillFile(ctx context.Context, c Caller, in skillFileIn) (Body, error) {
+	b, err := s.d.Skills.ReadSkillFile(ctx, c.principal().ReaderOf(), in.ID, in.Version, in.Path)
 	if err != nil {
 		return Body{}, skillErr(err)
 	}
@@ -200,6 +200,6 @@ func (s *Server) agentSkills(ctx context.Context, c Caller, in idIn) (agentSkill
 	if _, err := s.visibleAgent(ctx, c, in.ID); err != nil {
 		return agentSkillList{}, err
 	}
-	l, err := s.d.Skills.AgentSkills(ctx, in.ID)
+	l, err := s.d.Skills.AgentSkills(ctx, c.principal().ReaderOf(), in.ID)
 	return agentSkillList{Data: l}, resource(err, errAgentNotFound, nil)
 }

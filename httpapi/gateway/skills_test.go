@@ -132,6 +132,8 @@ func TestSkills(t *testing.T) {
 		t.Errorf("file = %q %v", r.raw, r.header)
 	}
 	e.must(200, "PUT", "/v1/skills/pdf-tools", gwToken, `{"tags":["pdf","docs"],"visibility":"private"}`)
+	e.must(404, "GET", "/v1/skills/pdf-tools", alice, "") // private: its uploader's (here the token's) only
+	e.must(200, "PUT", "/v1/skills/pdf-tools", gwToken, `{"visibility":"public"}`)
 	e.must(403, "DELETE", "/v1/skills/gatehouse-tools", gwToken, "")
 	e.must(403, "POST", "/v1/skills/gatehouse-tools/toggle", gwToken, "")
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -74,4 +75,39 @@ func TestApprovalNeverWidensGrant(t *testing.T) {
 	if g := acc[0].Grants[0]; len(g.ToolDeny) != 1 || g.ToolDeny[0] != "get-env" {
 		t.Errorf("after approval alice's grant = %+v, want tool_deny [get-env] kept", g)
 	}
+}
+
+// TestPrivateSkill (issue 21, 12): a private skill is listed, read and
+// granted only for its uploader (and trusted backends): to anyone else it
+// does not exist, and it is never granted to another user's agent.
+func TestPrivateSkill(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken, gw: func(c *gateway.Config) { c.BlobDir = t.TempDir() }})
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"echo","provider_type":"echo","settings":{"delay_ms":0}}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"alices","provider":"echo","model":"m"}`, as("alice")...)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"bobs","provider":"echo","model":"m"}`, as("bob")...)
+	aliceAdmin := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"aa","scopes":["operator.admin"],"user_id":"alice"}`).body["key"].(string)
+	bob := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"b","scopes":["operator.read"],"user_id":"bob"}`).body["key"].(string)
+	alice := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"a","scopes":["operator.read"],"user_id":"alice"}`).body["key"].(string)
+	md := "---\nname: Diary\ndescription: alice's private notes\n---\n# notes\n"
+	uploadSkill(t, e, aliceAdmin, skillZip(t, map[string]string{"diary/SKILL.md": md}))
+	e.must(200, "PUT", "/v1/skills/diary", aliceAdmin, `{"visibility":"private"}`)
+	for _, path := range []string{"/v1/skills/diary", "/v1/skills/diary/versions", "/v1/skills/diary/files", "/v1/skills/diary/files/SKILL.md"} {
+		if r := e.do("GET", path, bob, ""); r.status != 404 {
+			t.Errorf("bob GET %s = %d %s, want 404", path, r.status, r.raw)
+		}
+		e.must(200, "GET", path, alice, "")
+	}
+	if r := e.must(200, "GET", "/v1/skills", bob, ""); strings.Contains(r.raw, "diary") {
+		t.Errorf("bob's skill list shows alice's private skill: %s", r.raw)
+	}
+	if r := e.must(200, "GET", "/v1/agents/bobs/skills", bob, ""); strings.Contains(r.raw, "diary") {
+		t.Errorf("bob's agent skills show alice's private skill: %s", r.raw)
+	}
+	if r := e.must(200, "GET", "/v1/skills", alice, ""); !strings.Contains(r.raw, "diary") {
+		t.Errorf("alice's skill list lacks her private skill: %s", r.raw)
+	}
+	if r := e.do("POST", "/v1/skills/diary/grants/agent", gwToken, `{"agent_id":"bobs"}`); r.status != 400 {
+		t.Errorf("granting alice's private skill to bob's agent = %d %s, want 400", r.status, r.raw)
+	}
+	e.must(201, "POST", "/v1/skills/diary/grants/agent", gwToken, `{"agent_id":"alices"}`)
 }

@@ -27,7 +27,7 @@ type Memory interface {
 // Skills are the skills runs get.
 type Skills interface {
 	RunSkills(ctx context.Context, agent uuid.UUID) ([]gateway.RunSkill, error)
-	ReadSkillFile(ctx context.Context, ref string, version int, file string) ([]byte, error)
+	ReadSkillFile(ctx context.Context, viewer, ref string, version int, file string) ([]byte, error)
 }
 
 // maxSkillRead bounds what skill_read returns.
@@ -95,7 +95,7 @@ func (rt *Runtime) builtins(rn *Run, req Request) []Tool {
 				if i < 0 {
 					return "", fmt.Errorf("no skill %q", in.Skill)
 				}
-				b, err := rt.skills.ReadSkillFile(ctx, skills[i].Slug, skills[i].Version, in.Path)
+				b, err := rt.skills.ReadSkillFile(ctx, gateway.EveryUser, skills[i].Slug, skills[i].Version, in.Path)
 				if err != nil {
 					return "", fmt.Errorf("skill %s: %s: %w", in.Skill, in.Path, err)
 				}

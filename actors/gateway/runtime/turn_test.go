@@ -37,7 +37,7 @@ func (g *countingGateway) RunSkills(context.Context, uuid.UUID) ([]gateway.RunSk
 	return nil, nil
 }
 
-func (g *countingGateway) ReadSkillFile(context.Context, string, int, string) ([]byte, error) {
+func (g *countingGateway) ReadSkillFile(context.Context, string, string, int, string) ([]byte, error) {
 	return nil, gateway.ErrNotFound
 }
 
