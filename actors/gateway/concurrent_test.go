@@ -112,7 +112,7 @@ func TestSessionTurnReplayedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := gw.EndTurn(c, "s", TurnResult{User: "hi", Assistant: "hello", PromptTokens: 3, CompletionTokens: 1})
+	live, err := gw.EndTurn(c, "alice", "s", TurnResult{User: "hi", Assistant: "hello", PromptTokens: 3, CompletionTokens: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func turnWriter(tb testing.TB, gw *Gateway, w int, stop <-chan struct{}) {
 			tb.Errorf("BeginTurn %s: %v", key, err)
 			return
 		}
-		if _, err := gw.EndTurn(c, key, TurnResult{User: "u", Assistant: "a", PromptTokens: 3, CompletionTokens: 1}); err != nil {
+		if _, err := gw.EndTurn(c, turnerUser, key, TurnResult{User: "u", Assistant: "a", PromptTokens: 3, CompletionTokens: 1}); err != nil {
 			tb.Errorf("EndTurn %s: %v", key, err)
 			return
 		}
@@ -322,7 +322,7 @@ func churnWriter(tb testing.TB, gw *Gateway, now func() time.Time, stop <-chan s
 			_, err = gw.PutMedia(c, strings.NewReader(fmt.Sprintf("media %d", i)), 1<<10, "m.txt", turnerUser)
 		case 2:
 			if _, err = gw.BeginTurn(c, "churn", turnerKey, turnerUser, "ws", nil); err == nil {
-				if _, err = gw.EndTurn(c, "churn", TurnResult{User: "u", Failed: true}); err == nil {
+				if _, err = gw.EndTurn(c, turnerUser, "churn", TurnResult{User: "u", Failed: true}); err == nil {
 					_, err = gw.SessionOp(c, "delete", "churn", turnerUser, false, nil)
 				}
 			}

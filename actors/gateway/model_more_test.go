@@ -94,7 +94,7 @@ func (p *prop) turn() {
 	if p.r.IntN(4) > 0 {
 		agentRef = p.ref(p.anyAgent())
 	}
-	s := p.m.sessions[key]
+	s := p.m.sessions[sessionName(user, key)]
 	ref := agentRef
 	if ref == "" && s != nil {
 		ref = s.agent.String()
@@ -102,7 +102,7 @@ func (p *prop) turn() {
 	a := p.m.agent(ref)
 	var want error
 	switch {
-	case s != nil && s.user != user, a == nil || !a.visibleTo(user):
+	case a == nil || !a.visibleTo(user): // keys are per user: another's "s" is not this one
 		want = ErrNotFound
 	case s != nil && s.agent != a.id:
 		want = ErrInvalid
@@ -119,13 +119,13 @@ func (p *prop) turn() {
 	}
 	if s == nil {
 		s = &mSession{agent: a.id, user: user}
-		p.m.sessions[key] = s
+		p.m.sessions[sessionName(user, key)] = s
 	}
 	if turn.AgentID != s.agent || len(turn.Session.Messages) != s.msgs {
 		p.t.Fatalf("BeginTurn %s = agent %s, %d messages; the model expects agent %s, %d", key, turn.AgentID, len(turn.Session.Messages), s.agent, s.msgs)
 	}
 	res := TurnResult{User: "q", Assistant: "a", PromptTokens: int64(1 + p.r.IntN(9)), CompletionTokens: int64(p.r.IntN(9)), Failed: p.r.IntN(5) == 0}
-	got, err := p.gw.EndTurn(ctx(p.t), key, res)
+	got, err := p.gw.EndTurn(ctx(p.t), user, key, res)
 	if err != nil {
 		p.t.Fatalf("EndTurn %s = %v", key, err)
 	}
@@ -136,7 +136,7 @@ func (p *prop) turn() {
 	s.msgs = min(s.msgs+added, MaxSessionMessages)
 	s.prompt += res.PromptTokens
 	s.completion += res.CompletionTokens
-	p.checkSession(key, got)
+	p.checkSession(sessionName(user, key), got)
 }
 
 // checkSession compares a session's counts with the model's.
@@ -152,9 +152,9 @@ func (p *prop) checkSession(key string, got Session) {
 func (p *prop) sessionOp() {
 	key, user, admin := pick(p, sessKeys), pick(p, users), p.r.IntN(4) == 0
 	op := pick(p, []string{"get", "get", "patch", "reset", "delete"})
-	s := p.m.sessions[key]
+	s := p.m.sessions[sessionName(user, key)]
 	var want error
-	if s == nil || !admin && s.user != user {
+	if s == nil { // admin with a user acts in that user's namespace
 		want = ErrNotFound
 	}
 	var label *string
@@ -169,10 +169,10 @@ func (p *prop) sessionOp() {
 	case "reset":
 		s.msgs, s.prompt, s.completion = 0, 0, 0
 	case "delete":
-		delete(p.m.sessions, key)
+		delete(p.m.sessions, sessionName(user, key))
 		return
 	}
-	p.checkSession(key, got)
+	p.checkSession(sessionName(user, key), got)
 }
 
 func (p *prop) share() {
@@ -369,7 +369,8 @@ func (p *prop) checkSessions(c context.Context) {
 		}
 		for k, s := range p.m.sessions {
 			if s.user == u {
-				want = append(want, fmt.Sprintf("%s agent %s: %d messages, %d+%d tokens", k, s.agent, s.msgs, s.prompt, s.completion))
+				_, key, _ := strings.Cut(k, "\x00")
+				want = append(want, fmt.Sprintf("%s agent %s: %d messages, %d+%d tokens", key, s.agent, s.msgs, s.prompt, s.completion))
 			}
 		}
 		slices.Sort(got)

@@ -28,7 +28,7 @@ type model struct {
 	agents    map[uuid.UUID]*mAgent
 	keys      []*mKey
 	channels  map[uuid.UUID]uuid.UUID // channel instance → its agent
-	sessions  map[string]*mSession    // by key
+	sessions  map[string]*mSession    // by sessionName(user, key)
 	memory    map[uuid.UUID]*mMemory
 	skills    map[string]*mSkill    // by name
 	grants    map[[2]uuid.UUID]bool // skill id, agent id

@@ -79,7 +79,7 @@ func goldenEvents() []struct {
 		{"070_entity_saved_api_key", entitySaved{fxKey()}},
 		{"070_entity_saved_provider", entitySaved{fxProvider()}},
 		{"070_entity_saved_agent", entitySaved{fxAgentRec()}},
-		{"070_entity_saved_session", entitySaved{&sessionRec{ID: sessionID("s-1"), Key: "s-1", AgentID: fxAgent, UserID: "alice",
+		{"070_entity_saved_session", entitySaved{&sessionRec{ID: legacySessionID("s-1"), Key: "s-1", AgentID: fxAgent, UserID: "alice",
 			Channel: "ws", Label: "first", Messages: []SessionMessage{{Role: "user", Content: "hi", At: fxAt}, {Role: "assistant", Content: "hello", At: fxAt}},
 			PromptTokens: 3, CompletionTokens: 1, CreatedAt: fxAt, UpdatedAt: fxAt}}},
 		{"070_entity_saved_user_file", entitySaved{&userFileRec{ID: userFileID(fxAgent, "alice", UserFileName), AgentID: fxAgent,
@@ -123,7 +123,7 @@ func goldenEvents() []struct {
 			SkillID: uuid.MustParse("019ab000-0000-7000-8000-000000000301"), AgentID: fxAgent, Version: 1, CreatedAt: fxAt}}},
 		{"071_entity_deleted", entityDeleted{kind: kindAgent, id: fxAgent}},
 		{"072_run_recorded", runRecorded{fxRuns()[1]}},
-		{"073_session_turn", sessionTurnAppended{&turnJSON{V: turnVersion, SessionID: sessionID("s-1"), PromptTokens: 3, CompletionTokens: 1, At: fxAt,
+		{"073_session_turn", sessionTurnAppended{&turnJSON{V: turnVersion, SessionID: legacySessionID("s-1"), PromptTokens: 3, CompletionTokens: 1, At: fxAt,
 			Messages: []SessionMessage{{Role: "user", Content: "hi", At: fxAt}, {Role: "assistant", Content: "hello", At: fxAt}}}}},
 	}
 }

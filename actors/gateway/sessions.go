@@ -85,7 +85,19 @@ func (x *sessionRec) view(withMessages bool) Session {
 
 var sessionNS = uuid.MustParse("0f6f0c52-8d0e-4d8f-9c8e-2a4b7e1d3c55")
 
-func sessionID(key string) uuid.UUID { return uuid.NewSHA1(sessionNS, []byte(key)) }
+// sessionID is the id of user's session key. Session keys are scoped
+// per owner: alice's "s1" and bob's "s1" are two sessions, and nobody can
+// take (or learn of) another user's key. Sessions made before keys were
+// scoped keep the id of their key alone (legacySessionID).
+func sessionID(user, key string) uuid.UUID {
+	return uuid.NewSHA1(sessionNS, []byte(user+"\x00"+key))
+}
+
+// legacySessionID is a session id of builds that kept keys global.
+func legacySessionID(key string) uuid.UUID { return uuid.NewSHA1(sessionNS, []byte(key)) }
+
+// sessionName is a session's name in its shard's table: owner and key.
+func sessionName(user, key string) string { return user + "\x00" + key }
 
 // Turn is a begun turn: the session's history for the provider, and the
 // agent to run.
@@ -139,24 +151,22 @@ func (r *tenantShard) beginTurn(m beginTurn) {
 	if r.turns == nil {
 		r.turns = map[string]*turnState{}
 	}
-	ts := r.turns[m.key]
+	name := sessionName(m.user, m.key)
+	ts := r.turns[name]
 	if ts == nil {
 		ts = &turnState{}
-		r.turns[m.key] = ts
+		r.turns[name] = ts
 	}
 	ts.waiting = append(ts.waiting, m) // answered at once, or when the running turn ends
 	if !ts.busy {
-		r.startWaiting(m.key, ts)
+		r.startWaiting(name, ts)
 	}
 }
 
 // openTurn finds or creates the session for a turn.
 func (r *tenantShard) openTurn(m beginTurn) (Turn, error) {
 	now := r.clock.Now().UTC()
-	x, ok := r.part.sessions.named(m.key)
-	if ok && x.UserID != m.user {
-		return Turn{}, fmt.Errorf("session %q: %w", m.key, ErrNotFound) // another user's: do not reveal it
-	}
+	x, ok := r.part.sessions.named(sessionName(m.user, m.key))
 	ref := m.agentRef
 	if ref == "" && ok {
 		ref = x.AgentID.String()
@@ -169,7 +179,7 @@ func (r *tenantShard) openTurn(m beginTurn) (Turn, error) {
 		return Turn{}, fmt.Errorf("session %q belongs to another agent: %w", m.key, ErrInvalid)
 	}
 	if !ok {
-		x = &sessionRec{ID: sessionID(m.key), Key: m.key, AgentID: a.ID, UserID: m.user, Channel: m.channel,
+		x = &sessionRec{ID: sessionID(m.user, m.key), Key: m.key, AgentID: a.ID, UserID: m.user, Channel: m.channel,
 			CreatedAt: now, UpdatedAt: now}
 		if err := commit(r.log, r.part, entitySaved{x}); err != nil {
 			return Turn{}, fmt.Errorf("log session: %w", err)
@@ -178,10 +188,11 @@ func (r *tenantShard) openTurn(m beginTurn) (Turn, error) {
 	return Turn{Session: x.view(true), AgentID: a.ID}, nil
 }
 
-func (r *tenantShard) endTurn(key string, res TurnResult) (Session, error) {
-	ts := r.turns[key]
-	defer r.nextTurn(key, ts)
-	x, ok := r.part.sessions.named(key)
+func (r *tenantShard) endTurn(user, key string, res TurnResult) (Session, error) {
+	name := sessionName(user, key)
+	ts := r.turns[name]
+	defer r.nextTurn(name, ts)
+	x, ok := r.part.sessions.named(name)
 	if !ok {
 		return Session{}, ErrNotFound // deleted meanwhile
 	}
@@ -194,7 +205,7 @@ func (r *tenantShard) endTurn(key string, res TurnResult) (Session, error) {
 	if err := commit(r.log, r.part, sessionTurnAppended{t}); err != nil {
 		return Session{}, fmt.Errorf("log session turn: %w", err)
 	}
-	x, _ = r.part.sessions.named(key)
+	x, _ = r.part.sessions.named(name)
 	return x.view(false), nil
 }
 
@@ -273,11 +284,11 @@ func boundHistory(msgs []SessionMessage) []SessionMessage {
 }
 
 func (r *tenantShard) abortTurn(key, user string) error {
-	x, ok := r.part.sessions.named(key)
-	if !ok || x.UserID != user {
+	name := sessionName(user, key)
+	if _, ok := r.part.sessions.named(name); !ok {
 		return ErrNotFound
 	}
-	ts := r.turns[key]
+	ts := r.turns[name]
 	if ts == nil || !ts.busy || ts.cancel == nil {
 		return fmt.Errorf("session %q has no running turn: %w", key, ErrInUse)
 	}
@@ -287,18 +298,15 @@ func (r *tenantShard) abortTurn(key, user string) error {
 
 // sessionOp runs op (get, patch, delete, reset) on session key for user
 // (any user's for admin).
-func (r *tenantShard) sessionOp(op, key, user string, admin bool, label *string) (Session, error) {
-	x, ok := r.part.sessions.named(key)
-	if !ok || (!admin && x.UserID != user) {
-		return Session{}, fmt.Errorf("session %q: %w", key, ErrNotFound)
-	}
+func (r *tenantShard) sessionOp(op string, x *sessionRec, label *string) (Session, error) {
+	key := x.Key
 	next := *x
 	switch op {
 	case "get":
 		return x.view(true), nil
 	case "delete":
 		au := audit{action: "session.delete", entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("deleted session %q", x.Key)}
-		if err := r.commit(sessionTenant(key), au, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
+		if err := r.commit(sessionTenant(x.UserID, key), au, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
 			return Session{}, fmt.Errorf("log session delete: %w", err)
 		}
 		return x.view(false), nil
@@ -313,7 +321,7 @@ func (r *tenantShard) sessionOp(op, key, user string, admin bool, label *string)
 	}
 	next.UpdatedAt = r.clock.Now().UTC()
 	au := audit{action: "session." + op, entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("%s session %q", map[string]string{"patch": "relabelled", "reset": "reset"}[op], x.Key)}
-	if err := r.commit(sessionTenant(key), au, entitySaved{&next}); err != nil {
+	if err := r.commit(sessionTenant(x.UserID, key), au, entitySaved{&next}); err != nil {
 		return Session{}, fmt.Errorf("log session: %w", err)
 	}
 	return next.view(false), nil
@@ -375,7 +383,7 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 	reply := make(chan turnReply, 1)
 	m.reply = reply
 	g.tenantAsks.Inc()
-	g.root.Send(g.tenants[g.tenantFor(sessionTenant(key))], tenantCommand{run: func(t *tenantShard) { t.beginTurn(m) }})
+	g.root.Send(g.tenants[g.tenantFor(sessionTenant(user, key))], tenantCommand{run: func(t *tenantShard) { t.beginTurn(m) }})
 	return func(ctx context.Context) (Turn, error) {
 		select {
 		case r := <-reply:
@@ -384,7 +392,7 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 			// The turn may still begin: end it at once so the session frees.
 			go func() {
 				if r := <-reply; r.err == nil {
-					_, _ = g.EndTurn(context.Background(), key, TurnResult{Failed: true})
+					_, _ = g.EndTurn(context.Background(), user, key, TurnResult{Failed: true})
 				}
 			}()
 			return Turn{}, fmt.Errorf("begin turn: %w", ctx.Err())
@@ -392,30 +400,65 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 	}
 }
 
-// EndTurn appends a finished turn to session key (durable on return) and
-// begins the next waiting one.
-func (g *Gateway) EndTurn(ctx context.Context, key string, res TurnResult) (Session, error) {
-	return callTenant(ctx, g, g.tenantFor(sessionTenant(key)), func(t *tenantShard) (Session, error) { return t.endTurn(key, res) })
+// EndTurn appends a finished turn to user's session key (durable on
+// return) and begins the next waiting one.
+func (g *Gateway) EndTurn(ctx context.Context, user, key string, res TurnResult) (Session, error) {
+	return callTenant(ctx, g, g.tenantFor(sessionTenant(user, key)), func(t *tenantShard) (Session, error) { return t.endTurn(user, key, res) })
 }
 
 // AbortTurn cancels the running turn of user's session key; ErrInUse when
 // none runs, ErrNotFound.
 func (g *Gateway) AbortTurn(ctx context.Context, key, user string) error {
-	_, err := callTenant(ctx, g, g.tenantFor(sessionTenant(key)), func(t *tenantShard) (struct{}, error) {
+	_, err := callTenant(ctx, g, g.tenantFor(sessionTenant(user, key)), func(t *tenantShard) (struct{}, error) {
 		return struct{}{}, t.abortTurn(key, user)
 	})
 	return err
 }
 
 // SessionOp runs op (get: with messages; patch: the label; reset: clear
-// the history; delete) on session key for user (any user's for admin).
+// the history; delete) on user's session key. admin (a trusted backend
+// acting for no user) names a session by its key alone: the one session
+// of any user with that key, ErrInvalid when several users have one.
 func (g *Gateway) SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (Session, error) {
 	if label != nil && (len(*label) > 200 || !ValidUserID(*label) && *label != "") {
 		return Session{}, fmt.Errorf("label must be at most 200 printable characters: %w", ErrInvalid)
 	}
-	return callTenant(ctx, g, g.tenantFor(sessionTenant(key)), func(t *tenantShard) (Session, error) {
-		return t.sessionOp(op, key, user, admin, label)
+	if !admin || user != "" {
+		return callTenant(ctx, g, g.tenantFor(sessionTenant(user, key)), func(t *tenantShard) (Session, error) {
+			x, ok := t.part.sessions.named(sessionName(user, key))
+			if !ok {
+				return Session{}, fmt.Errorf("session %q: %w", key, ErrNotFound)
+			}
+			return t.sessionOp(op, x, label)
+		})
+	}
+	owners, err := g.sessionOwners(ctx, key)
+	switch {
+	case err != nil:
+		return Session{}, err
+	case len(owners) == 0:
+		return Session{}, fmt.Errorf("session %q: %w", key, ErrNotFound)
+	case len(owners) > 1:
+		return Session{}, fmt.Errorf("%d users have a session %q: name the user: %w", len(owners), key, ErrInvalid)
+	}
+	return g.SessionOp(ctx, op, key, owners[0], false, label)
+}
+
+// sessionOwners are the users who have a session key.
+func (g *Gateway) sessionOwners(ctx context.Context, key string) ([]string, error) {
+	parts, err := eachTenant(ctx, g, nil, func(t *tenantShard) ([]string, error) {
+		var users []string
+		for _, x := range t.part.sessions.rows {
+			if x.Key == key {
+				users = append(users, x.UserID)
+			}
+		}
+		return users, nil
 	})
+	if err != nil {
+		return nil, fmt.Errorf("find session %q: %w", key, err)
+	}
+	return slices.Sorted(slices.Values(slices.Concat(parts...))), nil
 }
 
 // ListSessions lists sessions newest first: f.UserID's only unless admin.

@@ -39,13 +39,13 @@ func TestSessionsSurviveRestart(t *testing.T) {
 		t.Fatal("a second turn began while the first ran")
 	default:
 	}
-	if _, err := gw.EndTurn(ctx(t), "s", TurnResult{User: "q1", Assistant: "a1", PromptTokens: 2, CompletionTokens: 1}); err != nil {
+	if _, err := gw.EndTurn(ctx(t), "alice", "s", TurnResult{User: "q1", Assistant: "a1", PromptTokens: 2, CompletionTokens: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if tr := <-second; len(tr.Session.Messages) != 2 {
 		t.Errorf("the second turn saw %d messages, want the first turn's 2", len(tr.Session.Messages))
 	}
-	if _, err := gw.EndTurn(ctx(t), "s", TurnResult{User: strings.Repeat("x", MaxSessionBytes), Failed: true}); err != nil {
+	if _, err := gw.EndTurn(ctx(t), "alice", "s", TurnResult{User: strings.Repeat("x", MaxSessionBytes), Failed: true}); err != nil {
 		t.Fatal(err)
 	}
 	n.Restart()

@@ -21,9 +21,9 @@ import (
 // on. A shard reads agents from the registry's published view, never by
 // asking the registry, so nothing waits on another actor.
 
-// tenantKey is the routing key of a session ("s:" + its key) or of a
-// user's memory ("u:" + the user, "" for entries of every user).
-func sessionTenant(key string) string { return "s:" + key }
+// sessionTenant is the routing key of user's session key, memoryTenant
+// that of a user's memory entries ("" for entries of every user).
+func sessionTenant(user, key string) string { return "s:" + sessionName(user, key) }
 func memoryTenant(user string) string { return "u:" + user }
 
 // tenantOf is the shard of routing key k among n (FNV-1a: the same in
@@ -44,7 +44,7 @@ type tenantPart struct {
 
 func newTenantPart(maxActivity int) *tenantPart {
 	return &tenantPart{
-		sessions: newTable(func(x *sessionRec) string { return x.Key }),
+		sessions: newTable(func(x *sessionRec) string { return sessionName(x.UserID, x.Key) }),
 		memory:   newMemIndex(),
 		activity: newActivityLog(maxActivity),
 	}

@@ -20,7 +20,7 @@ func (rt *Runtime) beginSession(ctx context.Context, p gateway.Principal, req Tu
 	if !ok {
 		return nil, errors.New("runtime: sessions are not available")
 	}
-	t := &Turn{SessionKey: req.SessionKey, asked: lastUserMessage(req.Messages)}
+	t := &Turn{SessionKey: req.SessionKey, owner: p.User, asked: lastUserMessage(req.Messages)}
 	wait := req.Queued
 	if wait == nil {
 		var err error
@@ -92,7 +92,7 @@ func (rt *Runtime) endTurn(ctx context.Context, t *Turn, res Result, runErr erro
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	_, err := ss.EndTurn(ectx, t.SessionKey, gateway.TurnResult{User: t.asked, Assistant: res.Content,
+	_, err := ss.EndTurn(ectx, t.owner, t.SessionKey, gateway.TurnResult{User: t.asked, Assistant: res.Content,
 		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Failed: runErr != nil})
 	if err != nil && !errors.Is(err, gateway.ErrNotFound) {
 		rt.lg.Error("session turn not recorded", "session", t.SessionKey, "err", err)

@@ -29,7 +29,7 @@ type Sessions interface {
 	QueueChannelTurn(key string, agent uuid.UUID, user, channel string, cancel context.CancelFunc) func(ctx context.Context) (gateway.Turn, error)
 	// EndTurn appends the turn's outcome and begins the next queued one;
 	// gateway.ErrNotFound when the session was deleted meanwhile.
-	EndTurn(ctx context.Context, key string, res gateway.TurnResult) (gateway.Session, error)
+	EndTurn(ctx context.Context, user, key string, res gateway.TurnResult) (gateway.Session, error)
 }
 
 // Defaults finds a user's default agent; gateway.ErrNotFound if none.
@@ -79,6 +79,7 @@ type Turn struct {
 	SessionKey string
 
 	run     *Run
+	owner   string          // the session's user: keys are scoped per owner
 	asked   string          // the session's new user message
 	aborted context.Context // done when the session turn is aborted (nil: the caller's ctx carries it)
 	release context.CancelFunc
