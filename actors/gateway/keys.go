@@ -183,6 +183,8 @@ func (g *Gateway) CreateAPIKey(ctx context.Context, n NewAPIKey) (APIKey, string
 	switch {
 	case n.UserID == "" && !slices.Contains(scopes, ScopeAdmin):
 		return APIKey{}, "", fmt.Errorf("user_id is required: a read or write key acts for one user: %w", ErrInvalid)
+	case IsChannelUser(n.UserID):
+		return APIKey{}, "", fmt.Errorf("user_id: %q names a channel sender, not a gateway user: %w", n.UserID, ErrInvalid)
 	case n.UserID != "" && !ValidUserID(n.UserID):
 		return APIKey{}, "", fmt.Errorf("user_id must be 1-255 printable characters: %w", ErrInvalid)
 	}

@@ -1,6 +1,10 @@
 package gateway
 
-import "github.com/google/uuid"
+import (
+	"strings"
+
+	"github.com/google/uuid"
+)
 
 // Policy: who may run, read and manage what, in one place. Every
 // transport builds a Principal from its credential; the domain's
@@ -77,6 +81,23 @@ func (p Principal) MayDeleteFile(a *Agent) bool {
 // can name it. The empty user sees no agent: an empty user never skips a
 // check.
 const EveryUser = "\x00every user"
+
+// channelUserPrefix starts the user a channel instance's sender acts as.
+const channelUserPrefix = "channel:"
+
+// ChannelUser is the user that sender of channel instance acts as:
+// "channel:<instance id>:<sender>", a namespace of its own. A webhook's
+// sender_id is chosen by whoever signs the message, so it must never name
+// a gateway user (their memory, USER.md, MCP grants, traces, sessions);
+// and no API key can be bound to a user of this namespace
+// (IsChannelUser), so no gateway caller acts as a sender either, except a
+// trusted backend, which may act as anyone.
+func ChannelUser(instance uuid.UUID, sender string) string {
+	return channelUserPrefix + instance.String() + ":" + sender
+}
+
+// IsChannelUser reports whether u is a channel sender's user.
+func IsChannelUser(u string) bool { return strings.HasPrefix(u, channelUserPrefix) }
 
 // ReaderOf is the user whose view p reads agents through: EveryUser for
 // a trusted backend, else p's user ("" sees nothing).

@@ -87,7 +87,10 @@ func TestWebhookChannel(t *testing.T) {
 	if r := send(id, now+1, `{"sender_id":"u-42","message":"again"}`, ""); r.status != 200 || r.body["reply"] != "echo: again" {
 		t.Fatalf("second inbound = %d %s", r.status, r.raw)
 	}
-	sess := e.must(200, "GET", "/v1/sessions?user_id=u-42", gwToken, "").body["data"].([]any)
+	if l := e.must(200, "GET", "/v1/sessions?user_id=u-42", gwToken, "").body["data"].([]any); len(l) != 0 {
+		t.Errorf("gateway user u-42's sessions = %v, want none: a sender is not that user", l)
+	}
+	sess := e.must(200, "GET", "/v1/sessions?user_id=channel:"+id+":u-42", gwToken, "").body["data"].([]any)
 	if len(sess) != 1 || sess[0].(map[string]any)["message_count"] != 4.0 || sess[0].(map[string]any)["channel"] != "webhook" {
 		t.Errorf("sender's sessions = %v, want one with both turns", sess)
 	}

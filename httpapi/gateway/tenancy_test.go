@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/webhook"
 )
 
 // TestUnboundKeySeesNothing (issue 21, 8): a read key bound to no user
@@ -110,4 +113,35 @@ func TestPrivateSkill(t *testing.T) {
 		t.Errorf("granting alice's private skill to bob's agent = %d %s, want 400", r.status, r.raw)
 	}
 	e.must(201, "POST", "/v1/skills/diary/grants/agent", gwToken, `{"agent_id":"alices"}`)
+}
+
+// TestWebhookSenderIsNotAUser (issue 21, 6): a webhook sender whose
+// sender_id is "alice" acts in its instance's namespace: the run does not
+// get alice's USER.md, and the session is not alice's.
+func TestWebhookSenderIsNotAUser(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	stub := &promptStub{}
+	srv := httptest.NewServer(stub)
+	defer srv.Close()
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"stub","provider_type":"openai_compat","api_base":"`+srv.URL+`/v1"}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"desk","provider":"stub","model":"m"}`, as("alice")...)
+	e.must(200, "PUT", "/v1/agents/desk/instances/alice/files/USER.md", gwToken, "ALICE-PRIVATE-NOTE", as("alice")...)
+	e.must(200, "POST", "/v1/chat/completions", gwToken, `{"model":"gateway:desk","messages":[{"role":"user","content":"hi"}]}`, as("alice")...)
+	if !strings.Contains(stub.sent(), "ALICE-PRIVATE-NOTE") {
+		t.Fatalf("alice's own run lacks her USER.md: %s", stub.sent())
+	}
+	const secret = "s3cret-0123456789abcdef"
+	id := e.must(201, "POST", "/v1/channel-instances", gwToken, `{"name":"desk","channel_type":"webhook","agent_id":"desk","credentials":{"secret":"`+secret+`"}}`).body["id"].(string)
+	now := e.gw.Now().Unix()
+	body := `{"sender_id":"alice","message":"what do you know about me?"}`
+	r := e.do("POST", "/v1/channels/"+id+"/inbound", "", body, webhook.HeaderTimestamp, strconv.FormatInt(now, 10), webhook.HeaderSignature, webhook.Sign(secret, now, []byte(body)))
+	if r.status != 200 {
+		t.Fatalf("inbound = %d %s", r.status, r.raw)
+	}
+	if strings.Contains(stub.sent(), "ALICE-PRIVATE-NOTE") {
+		t.Errorf("a sender named alice got alice's USER.md: %s", stub.sent())
+	}
+	if l := e.must(200, "GET", "/v1/sessions", gwToken, "", as("alice")...).body["data"].([]any); len(l) != 0 {
+		t.Errorf("alice's sessions = %v, want none: the sender's session is not hers", l)
+	}
 }

@@ -58,7 +58,10 @@ func (s *Service) Deliver(ctx context.Context, in Inbound, sender, message strin
 
 // turn runs one turn of the sender's session with the instance's agent.
 func (s *Service) turn(ctx context.Context, c gateway.ChannelInstance, out Outcome, message string) (Outcome, error) {
-	res, err := s.turns.Turn(ctx, gateway.Principal{User: out.SenderID, BoundAgent: c.AgentID}, runtime.TurnRequest{
+	// The sender acts in its instance's namespace, never as a gateway user
+	// of the same name (their memory, USER.md, grants and sessions).
+	p := gateway.Principal{User: gateway.ChannelUser(c.ID, out.SenderID), BoundAgent: c.AgentID}
+	res, err := s.turns.Turn(ctx, p, runtime.TurnRequest{
 		Agent: c.AgentID.String(), SessionKey: out.SessionKey, Endpoint: "channels.inbound", Channel: "webhook",
 		Messages: []runtime.Message{{Role: "user", Content: message}},
 	})
