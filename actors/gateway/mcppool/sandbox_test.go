@@ -56,10 +56,10 @@ func serveMCP() {
 				p.Pids = append(p.Pids, e.Name())
 			}
 		}
-		if b, err := os.ReadFile("../master.key"); err == nil {
+		if b, err := os.ReadFile("../../master.key"); err == nil {
 			p.MasterKey = string(b)
 		}
-		ents, _ = os.ReadDir("..")
+		ents, _ = os.ReadDir("../..")
 		for _, e := range ents {
 			p.DataDir = append(p.DataDir, e.Name())
 		}
