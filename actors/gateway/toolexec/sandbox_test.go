@@ -255,3 +255,27 @@ func TestSandboxReadOnly(t *testing.T) {
 		t.Errorf("output %q: want the declared file, not the hidden one, and no write", out)
 	}
 }
+
+// TestSandboxDataDirUnderShownPath: a data dir under a shown directory
+// (/usr/local/var/gatehouse, say) is covered, and the workspace inside it
+// is still there, writable.
+func TestSandboxDataDirUnderShownPath(t *testing.T) {
+	shown := t.TempDir()
+	dataDir := filepath.Join(shown, "data")
+	ws := filepath.Join(dataDir, "workspaces", "a1")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, "master.key"), []byte(masterKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb := toolexectest.Bwrap(t, toolexec.SandboxConfig{ReadOnly: []string{shown}, Hide: []string{dataDir}})
+	out, err := toolexec.Run(context.Background(), toolexec.Spec{Workspace: ws, Sandbox: sb,
+		Argv: []string{"sh", "-c", "ls -a ../..; cat ../../master.key; echo w > f && cat f"}}, nil)
+	if err != nil {
+		t.Fatalf("err = %v (%s)", err, out)
+	}
+	if strings.Contains(out, masterKey) || strings.Contains(out, "master.key\n") || !strings.HasSuffix(strings.TrimSpace(out), "w") {
+		t.Errorf("output %q: want the data dir covered and the workspace writable", out)
+	}
+}
