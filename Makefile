@@ -23,9 +23,10 @@ test: test-deps gw-test-deps web-test-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $(PKGS)
 
 ## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse),
-## and the tools the README's walk-through uses for TestREADME (curl, jq,
-## zip, openssl), from Debian's packages when missing. Without them those
-## tests skip, and fail under CI=true.
+## the tools the README's walk-through uses for TestREADME (curl, jq,
+## zip, openssl), and bubblewrap (bwrap), the sandbox custom tools and stdio
+## MCP servers run in, from Debian's packages when missing. Without them
+## those tests skip, and fail under CI=true.
 test-deps:
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix $(OPENAI_CLIENT) --no-audit --no-fund --loglevel=error; \
@@ -35,6 +36,15 @@ test-deps:
 	@missing=; for t in curl jq zip openssl; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	fi
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap; \
+		elif [ "$$CI" = true ]; then \
+			echo "bwrap not found and not root: install Debian's bubblewrap for the sandbox tests"; exit 1; \
+		else \
+			echo "bwrap not found (not root: not installed): the sandbox tests will skip (and fail when CI=true)"; \
+		fi; \
 	fi
 
 ## test-crash: the crash tests, 20 times in a row

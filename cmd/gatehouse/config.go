@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/toolexec"
 )
 
 // duration is a JSON string such as "24h", checked by validate so the error
@@ -96,9 +99,15 @@ type fileConfig struct {
 		} `json:"max_per_user"`
 	} `json:"keys"`
 	// Tools: tools.exec_enabled allows custom tools, which run commands
-	// on this host (off by default).
+	// on this host (off by default); tools.sandbox is where they and the
+	// stdio MCP servers run: "bwrap" (bubblewrap, the default; without a
+	// working bwrap they refuse to run) or "none" (unsandboxed, warned
+	// about at start); tools.sandbox_paths are more host paths they see,
+	// read-only.
 	Tools struct {
-		ExecEnabled bool `json:"exec_enabled"`
+		ExecEnabled  bool     `json:"exec_enabled"`
+		Sandbox      string   `json:"sandbox"`
+		SandboxPaths []string `json:"sandbox_paths"`
 	} `json:"tools"`
 	Plans struct {
 		Standard int64 `json:"standard"`
@@ -146,6 +155,7 @@ func defaultConfig() fileConfig {
 	c.Gateway.TraceDays = gwd.TraceDays
 	c.Gateway.MaxUploadBytes = 20 << 20
 	c.Keys.RotationGracePeriod = dur(24 * time.Hour)
+	c.Tools.Sandbox = toolexec.SandboxBwrap
 	c.Keys.MaxPerUser.Standard, c.Keys.MaxPerUser.Premium = 100, 1000
 	c.Plans.Standard, c.Plans.Premium = 1000, 10000
 	c.Services = map[string]serviceConfig{}
@@ -248,6 +258,8 @@ func (c *fileConfig) validateValues() error {
 		{c.Snapshot.Retain < 1, "snapshot.retain", ">= 1"},
 		{c.WAL.MaxBatch < 1, "wal.max_batch", "> 0"},
 		{c.Actors.Shards < 1 || c.Actors.Shards > 4096, "actors.shards", "in 1..4096"},
+		{!oneOf(c.Tools.Sandbox, toolexec.SandboxBwrap, toolexec.SandboxNone), "tools.sandbox", `"bwrap" or "none"`},
+		{slices.ContainsFunc(c.Tools.SandboxPaths, func(p string) bool { return !filepath.IsAbs(p) }), "tools.sandbox_paths", "absolute paths"},
 	}
 	for _, x := range checks {
 		if x.bad {

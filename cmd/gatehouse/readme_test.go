@@ -246,6 +246,7 @@ set -Eeuo pipefail
 		"--host", "127.0.0.1", "--port", "0", "--gateway-host", "127.0.0.1", "--gateway-port", "0"}
 	if config != "" {
 		serve = append(serve, "--config", config)
+		declareSandboxPath(t, filepath.Join(dir, config), readmeMCP)
 	}
 	if demo {
 		serve = append(serve, "--demo-echo")
@@ -261,6 +262,39 @@ set -Eeuo pipefail
 		}
 	}
 	return startServe(t, dir, env, serve...)
+}
+
+// declareSandboxPath adds path (made absolute) to tools.sandbox_paths in
+// the config file: the walk-through's MCP server is swapped for the copy
+// pinned in the repository, outside /usr, which the tools' sandbox shows
+// only when declared (npx, as the README has it, fetches into the
+// workspace, which the sandbox shows).
+func declareSandboxPath(t *testing.T, configFile, path string) {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(configFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("%s: %v", configFile, err)
+	}
+	tools, _ := cfg["tools"].(map[string]any)
+	if tools == nil {
+		tools = map[string]any{}
+	}
+	paths, _ := tools["sandbox_paths"].([]any)
+	tools["sandbox_paths"], cfg["tools"] = append(paths, abs), tools
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(configFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkAnswers finds each example answer of blocks in out, in order.

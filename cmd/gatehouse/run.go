@@ -20,6 +20,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/app"
+	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/httpapi"
 	gwapi "gatehouse/httpapi/gateway"
 	"gatehouse/snapshot"
@@ -122,10 +123,12 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	// every listener drained, before the system stops.
 	acfg := app.DefaultConfig()
 	acfg.Webhook.Code = gwapi.WebhookCode
+	acfg.Sandbox = sandboxConfig(cfg)
 	gwApp, err := app.New(acfg, n.gw, lg)
 	if err != nil {
 		return fmt.Errorf("gateway services: %w", err)
 	}
+	checkSandbox(cfg, gwApp.Sandbox, lg)
 	closeApp := sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
@@ -191,6 +194,38 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	}
 	errs = append(errs, closeApp())
 	return shutdown(ctx, n, lg, errs)
+}
+
+// sandboxConfig is tools.sandbox's: the data dir, the master key file and
+// the config file are hidden from tools, should a shown directory hold
+// them.
+func sandboxConfig(cfg fileConfig) toolexec.SandboxConfig {
+	sc := toolexec.SandboxConfig{Mode: cfg.Tools.Sandbox, ReadOnly: cfg.Tools.SandboxPaths}
+	for _, p := range []string{cfg.DataDir, cfg.MasterKeyFile, cfg.file} {
+		if abs, err := filepath.Abs(p); p != "" && err == nil {
+			sc.Hide = append(sc.Hide, abs)
+		}
+	}
+	return sc
+}
+
+// checkSandbox logs, once at start, what tools.sandbox means for custom
+// tools and stdio MCP servers: a warning when they run unsandboxed, an
+// error when they cannot run at all.
+func checkSandbox(cfg fileConfig, sb *toolexec.Sandbox, lg *slog.Logger) {
+	if sb.Mode() == toolexec.SandboxNone {
+		lg.Warn(`tools.sandbox is "none": custom tools and stdio MCP servers run unsandboxed, as the server's user, and can read its files and processes`,
+			"exec_enabled", cfg.Tools.ExecEnabled)
+		return
+	}
+	if !cfg.Tools.ExecEnabled {
+		return
+	}
+	if err := sb.Check(); err != nil {
+		lg.Error("custom tools and stdio MCP servers will refuse to run", "err", err)
+		return
+	}
+	lg.Info("custom tools and stdio MCP servers run sandboxed", "sandbox", sb.Mode())
 }
 
 // shutdown, once the listeners are drained, flushes usage and takes a

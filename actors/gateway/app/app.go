@@ -9,6 +9,7 @@ import (
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolbox"
+	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/actors/gateway/webhook"
 	"gatehouse/actors/gateway/workspace"
 )
@@ -17,15 +18,27 @@ import (
 type Config struct {
 	// Webhook configures the webhook channel's callbacks.
 	Webhook webhook.Config
+	// Sandbox is where custom tools and stdio MCP servers run (cmd:
+	// tools.sandbox, bwrap by default). Its zero value is bwrap.
+	Sandbox toolexec.SandboxConfig
 }
 
-// DefaultConfig returns the services' defaults.
-func DefaultConfig() Config { return Config{Webhook: webhook.DefaultConfig()} }
+// DefaultConfig returns the services' defaults. Its Sandbox is "none",
+// as tools ran before the sandbox, so that embedders and tests keep
+// running theirs (an MCP server from a package outside /usr needs its
+// path in Sandbox.ReadOnly under bwrap); the gatehouse binary sets
+// bwrap unless the operator chose "none".
+func DefaultConfig() Config {
+	return Config{Webhook: webhook.DefaultConfig(), Sandbox: toolexec.SandboxConfig{Mode: toolexec.SandboxNone}}
+}
 
 // Validate names the first bad field.
 func (c Config) Validate() error {
 	if err := c.Webhook.Validate(); err != nil {
 		return fmt.Errorf("app: Webhook: %w", err)
+	}
+	if err := c.Sandbox.Validate(); err != nil {
+		return fmt.Errorf("app: Sandbox: %w", err)
 	}
 	return nil
 }
@@ -37,6 +50,9 @@ type App struct {
 	// Toolbox gives runs their custom and MCP tools and reports on the
 	// MCP connections.
 	Toolbox *toolbox.Box
+	// Sandbox is where custom tools and stdio MCP servers run; its Check
+	// says whether they can.
+	Sandbox *toolexec.Sandbox
 	// Webhooks is the webhook channel.
 	Webhooks *webhook.Service
 	// Workspaces are the agents' workspace files.
@@ -51,14 +67,18 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	sb, err := toolexec.NewSandbox(cfg.Sandbox)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	rt := runtime.New(g, g)
-	box := toolbox.New(g, g.Logger())
+	box := toolbox.New(g, sb, g.Logger())
 	rt.SetToolbox(box)
 	wh, err := webhook.New(cfg.Webhook, g, rt, lg)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	return &App{Runtime: rt, Toolbox: box, Webhooks: wh, Workspaces: workspace.New(g)}, nil
+	return &App{Runtime: rt, Toolbox: box, Sandbox: sb, Webhooks: wh, Workspaces: workspace.New(g)}, nil
 }
 
 // Close ends the background work and closes the connections, waiting

@@ -1,8 +1,11 @@
 // Package mcppool keeps the gateway's connections to MCP servers, one per
 // server, through the official Go SDK: stdio servers are started under
-// the same rules as custom tools (no shell, only their own environment
-// and a minimal PATH, in a workspace, their process group killed on
-// close), streamable-HTTP and SSE servers are reached with their headers.
+// the same rules as custom tools (in the tools' sandbox, which shows them
+// their workspace and the system directories only; no shell, only their
+// own environment and a minimal PATH, their process group, and with it
+// the sandbox's PID namespace, killed on close; without a working
+// sandbox they refuse to start), streamable-HTTP and SSE servers are
+// reached with their headers.
 // A connection opens on first use, lists the server's tools, and is
 // reopened with a doubling backoff (0.5 s to 30 s) after it dies; a
 // changed configuration reopens it; Forget closes it.
@@ -17,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,6 +81,7 @@ const (
 // Pool holds the connections. Safe for concurrent use.
 type Pool struct {
 	lg     *slog.Logger
+	sb     *toolexec.Sandbox
 	client *mcp.Client
 	mu     sync.Mutex
 	conns  map[uuid.UUID]*conn
@@ -96,12 +101,13 @@ type conn struct {
 	backoff time.Duration
 }
 
-// New returns an empty pool.
-func New(lg *slog.Logger) *Pool {
+// New returns an empty pool whose stdio servers run in sb (nil: they
+// refuse to start, toolexec.ErrNoSandbox).
+func New(sb *toolexec.Sandbox, lg *slog.Logger) *Pool {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{lg: lg.With("component", "mcppool"), client: mcp.NewClient(&mcp.Implementation{Name: "gatehouse", Version: "1"}, nil),
+	return &Pool{lg: lg.With("component", "mcppool"), sb: sb, client: mcp.NewClient(&mcp.Implementation{Name: "gatehouse", Version: "1"}, nil),
 		conns: map[uuid.UUID]*conn{}}
 }
 
@@ -266,7 +272,7 @@ func (p *Pool) ready(ctx context.Context, c *conn, spec Spec) (*mcp.ClientSessio
 		c.backoff = min(max(c.backoff*2, minBackoff), maxBackoff)
 		c.err, c.next = err, time.Now().Add(c.backoff)
 		p.lg.Warn("mcp server unreachable", "server", spec.Name, "err", err, "retry_in", c.backoff)
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, spec.Name, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, spec.Name, err)
 	}
 	c.session, c.cmd, c.err, c.backoff = s, cmd, nil, 0
 	go p.watch(c, s)
@@ -296,18 +302,10 @@ func (p *Pool) connect(ctx context.Context, spec Spec) (*mcp.ClientSession, *exe
 	hc := &http.Client{Transport: headerTransport{headers: spec.Headers}}
 	switch spec.Transport {
 	case Stdio:
-		if spec.Workspace == "" {
-			return nil, nil, errors.New("no workspace for a stdio server")
-		}
-		if err := os.MkdirAll(spec.Workspace, 0o700); err != nil {
+		var err error
+		if cmd, err = p.stdioCommand(spec); err != nil {
 			return nil, nil, err
 		}
-		bin, err := toolexec.LookPath(spec.Command)
-		if err != nil {
-			return nil, nil, err
-		}
-		cmd = exec.Command(bin, spec.Args...)
-		cmd.Dir, cmd.Env = spec.Workspace, toolexec.Environ(spec.Env, spec.Workspace)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 	case Streamable:
@@ -325,6 +323,35 @@ func (p *Pool) connect(ctx context.Context, spec Spec) (*mcp.ClientSession, *exe
 		return nil, nil, err
 	}
 	return s, cmd, nil
+}
+
+// stdioCommand is spec's server command, in the sandbox, in its
+// workspace (created).
+func (p *Pool) stdioCommand(spec Spec) (*exec.Cmd, error) {
+	if p.sb == nil {
+		return nil, fmt.Errorf("%w: none configured", toolexec.ErrNoSandbox)
+	}
+	if spec.Workspace == "" {
+		return nil, errors.New("no workspace for a stdio server")
+	}
+	ws, err := filepath.Abs(spec.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return nil, err
+	}
+	bin, err := toolexec.LookPath(spec.Command)
+	if err != nil {
+		return nil, err
+	}
+	path, argv, err := p.sb.Wrap(bin, spec.Args, ws, ws)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, argv...)
+	cmd.Dir, cmd.Env = ws, toolexec.Environ(spec.Env, ws)
+	return cmd, nil
 }
 
 // headerTransport adds a server's headers to every request.

@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway/toolexec/toolexectest"
 )
 
 // TestWaitBoundedByContext: while one caller connects to a server that
 // never answers (its 30 s connect timeout), another waits only as long as
 // its own context allows, and Forget ends the hanging attempt's process.
 func TestWaitBoundedByContext(t *testing.T) {
-	p := New(nil)
+	p := New(toolexectest.None(t), nil)
 	defer p.Close()
 	spec := Spec{ID: uuid.New(), Name: "silent", Transport: Stdio, Command: "sleep", Args: []string{"60"}, Workspace: t.TempDir()}
 

@@ -41,18 +41,20 @@ var _ Source = (*gateway.Gateway)(nil)
 // Box is the production Toolbox. It is safe for concurrent use.
 type Box struct {
 	src  Source
+	sb   *toolexec.Sandbox
 	pool *mcppool.Pool
 	lg   *slog.Logger
 }
 
 var _ runtime.Toolbox = (*Box)(nil)
 
-// New returns a Box over src; Close closes its MCP connections.
-func New(src Source, lg *slog.Logger) *Box {
+// New returns a Box over src whose custom tools and stdio MCP servers run
+// in sb (nil: they refuse to run); Close closes its MCP connections.
+func New(src Source, sb *toolexec.Sandbox, lg *slog.Logger) *Box {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Box{src: src, pool: mcppool.New(lg), lg: lg.With("component", "toolbox")}
+	return &Box{src: src, sb: sb, pool: mcppool.New(sb, lg), lg: lg.With("component", "toolbox")}
 }
 
 // Close closes every MCP connection.
@@ -95,7 +97,7 @@ func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]runtim
 	}
 	out := make([]runtime.Tool, 0, len(cts))
 	for _, ct := range cts {
-		out = append(out, customTool(ct, ws))
+		out = append(out, customTool(ct, ws, b.sb))
 		taken[ct.Name] = true
 	}
 	access, err := b.src.MCPAccessFor(ctx, a.ID, user)
@@ -165,13 +167,13 @@ func secretValues(sec gateway.MCPSecrets) []string {
 }
 
 // customTool is ct as a runtime tool.
-func customTool(ct gateway.RunnableTool, workspace string) runtime.Tool {
+func customTool(ct gateway.RunnableTool, workspace string, sb *toolexec.Sandbox) runtime.Tool {
 	secrets := make([]string, 0, len(ct.Env))
 	for _, v := range ct.Env {
 		secrets = append(secrets, v)
 	}
 	spec := toolexec.Spec{Argv: ct.Command, Workspace: workspace, Dir: ct.WorkingDir, Env: ct.Env,
-		Timeout: time.Duration(ct.TimeoutSeconds) * time.Second}
+		Timeout: time.Duration(ct.TimeoutSeconds) * time.Second, Sandbox: sb}
 	return runtime.Tool{
 		Name: ct.Name, Description: ct.Description, Parameters: ct.Parameters, Kind: gateway.SpanTool, Secrets: secrets,
 		Call: func(ctx context.Context, args json.RawMessage) (string, error) {

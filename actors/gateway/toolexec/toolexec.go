@@ -1,11 +1,21 @@
 // Package toolexec runs a custom tool's command on the host under the
-// gateway's exec rules: no shell (the argv as given), the tool's JSON
-// arguments on stdin, a working directory inside the agent's workspace,
-// an environment made of the tool's own variables and a minimal PATH only
-// (never the server's: no gateway token, master key or provider keys can
-// leak to a tool), its whole process group killed at the timeout, and its
-// output capped. A non-zero exit is the tool's failure (*ExitError, with
-// the output), not the gateway's.
+// gateway's exec rules: inside a Sandbox (bubblewrap: the tool sees its
+// workspace, the system directories read-only, a private /proc and PID
+// namespace, an empty /tmp; never the data dir or the server's
+// processes), no shell (the argv as given), the tool's JSON arguments on
+// stdin, a working directory inside the agent's workspace, an environment
+// made of the tool's own variables and a minimal PATH only (never the
+// server's: no gateway token, master key or provider keys can leak to a
+// tool), everything it started killed at the timeout (the sandbox's PID
+// namespace ends with it), and its output capped. A non-zero exit is the
+// tool's failure (*ExitError, with the output), not the gateway's.
+//
+//	sb, err := toolexec.NewSandbox(toolexec.DefaultSandboxConfig())
+//	if err := sb.Check(); err != nil { … } // bwrap missing: tools refuse to run
+//	out, err := toolexec.Run(ctx, toolexec.Spec{Argv: []string{"wc", "-w"},
+//		Workspace: ws, Sandbox: sb, Timeout: 10 * time.Second}, args)
+//
+// Run and Sandbox are safe for concurrent use.
 package toolexec
 
 import (
@@ -42,6 +52,9 @@ type Spec struct {
 	Env map[string]string
 	// Timeout kills the process group after this long.
 	Timeout time.Duration
+	// Sandbox is where the command runs; nil refuses to run it
+	// (ErrNoSandbox).
+	Sandbox *Sandbox
 }
 
 // ExitError is a tool that ran and failed: a non-zero exit, a signal, or
@@ -70,11 +83,22 @@ func Run(ctx context.Context, spec Spec, args json.RawMessage) (string, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return "", fmt.Errorf("%w: empty command", ErrSpec)
 	}
-	dir, err := workDir(spec.Workspace, spec.Dir)
+	ws, err := filepath.Abs(spec.Workspace)
+	if err != nil || spec.Workspace == "" {
+		return "", fmt.Errorf("%w: no workspace", ErrSpec)
+	}
+	dir, err := workDir(ws, spec.Dir)
 	if err != nil {
 		return "", err
 	}
 	bin, err := LookPath(spec.Argv[0])
+	if err != nil {
+		return "", err
+	}
+	if spec.Sandbox == nil {
+		return "", fmt.Errorf("%w: none configured", ErrNoSandbox)
+	}
+	path, argv, err := spec.Sandbox.Wrap(bin, spec.Argv[1:], ws, dir)
 	if err != nil {
 		return "", err
 	}
@@ -83,14 +107,16 @@ func Run(ctx context.Context, spec Spec, args json.RawMessage) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, spec.Argv[1:]...)
+	cmd := exec.CommandContext(ctx, path, argv...)
 	cmd.Dir = dir
-	cmd.Env = Environ(spec.Env, spec.Workspace)
+	cmd.Env = Environ(spec.Env, ws)
 	cmd.Stdin = bytes.NewReader(args)
 	out := &capped{max: MaxOutput}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// The whole group: a shell script's children die with it.
+	// The whole group: a shell script's children die with it; under bwrap
+	// the group is bwrap, whose death ends the PID namespace, and so
+	// every process in it, setsid or not.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second // a grandchild holding the pipes open
 	err = cmd.Run()
