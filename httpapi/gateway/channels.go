@@ -25,9 +25,9 @@ type channelList struct {
 	Data []gateway.ChannelInstance `json:"data"`
 }
 
-func (s *Server) listChannels(ctx context.Context, _ Caller, _ None) (channelList, error) {
+func (s *Server) listChannels(ctx context.Context, c Caller, _ None) (channelList, error) {
 	cs, err := s.d.Channels.ListChannels(ctx)
-	return channelList{Data: cs}, err
+	return channelList{Data: shownAll(c, cs)}, err
 }
 
 type channelCreateIn struct {
@@ -43,8 +43,9 @@ type channelUpdateIn struct {
 	gateway.ChannelInput
 }
 
-func (s *Server) getChannel(ctx context.Context, _ Caller, in idIn) (gateway.ChannelInstance, error) {
-	return s.d.Channels.GetChannel(ctx, in.ID)
+func (s *Server) getChannel(ctx context.Context, c Caller, in idIn) (gateway.ChannelInstance, error) {
+	ch, err := s.d.Channels.GetChannel(ctx, in.ID)
+	return shown(c, ch), err
 }
 
 func (s *Server) updateChannel(ctx context.Context, _ Caller, in channelUpdateIn) (gateway.ChannelInstance, error) {

@@ -40,9 +40,9 @@ type mcpList struct {
 	Data []gateway.MCPServer `json:"data"`
 }
 
-func (s *Server) listMCP(ctx context.Context, _ Caller, _ None) (mcpList, error) {
+func (s *Server) listMCP(ctx context.Context, c Caller, _ None) (mcpList, error) {
 	l, err := s.d.MCP.ListMCPServers(ctx)
-	return mcpList{Data: l}, err
+	return mcpList{Data: shownAll(c, l)}, err
 }
 
 type mcpCreateIn struct {
@@ -59,7 +59,7 @@ type mcpView struct {
 	Status mcppool.Status `json:"status"`
 }
 
-func (s *Server) getMCP(ctx context.Context, _ Caller, in idIn) (mcpView, error) {
+func (s *Server) getMCP(ctx context.Context, c Caller, in idIn) (mcpView, error) {
 	srv, err := s.d.MCP.GetMCPServer(ctx, in.ID)
 	if err != nil {
 		return mcpView{}, err
@@ -68,7 +68,10 @@ func (s *Server) getMCP(ctx context.Context, _ Caller, in idIn) (mcpView, error)
 	if err != nil {
 		return mcpView{}, err
 	}
-	return mcpView{MCPServer: srv, Status: st}, nil
+	if !c.Trusted() && st.Error != "" { // it names the URL or the command
+		st.Error = "unavailable"
+	}
+	return mcpView{MCPServer: shown(c, srv), Status: st}, nil
 }
 
 type mcpUpdateIn struct {
@@ -142,7 +145,10 @@ type grantList struct {
 	Data []gateway.MCPGrant `json:"data"`
 }
 
-func (s *Server) agentGrants(ctx context.Context, _ Caller, in agentGrantsIn) (grantList, error) {
+func (s *Server) agentGrants(ctx context.Context, c Caller, in agentGrantsIn) (grantList, error) {
+	if _, err := s.visibleAgent(ctx, c, in.AgentID); err != nil { // a stranger's agent: 404
+		return grantList{}, err
+	}
 	gs, err := s.d.MCP.AgentMCPGrants(ctx, in.AgentID)
 	return grantList{Data: nonNil(gs)}, resource(err, errAgentNotFound, nil)
 }

@@ -68,12 +68,12 @@ func (q providerReq) input(cur gateway.Provider) gateway.ProviderInput {
 	return in
 }
 
-func (s *Server) listProviders(ctx context.Context, _ Caller, _ None) (providerList, error) {
+func (s *Server) listProviders(ctx context.Context, c Caller, _ None) (providerList, error) {
 	ps, err := s.d.Providers.ListProviders(ctx)
 	if err != nil {
 		return providerList{}, err
 	}
-	return providerList{Data: nonNil(ps)}, nil
+	return providerList{Data: shownAll(c, nonNil(ps))}, nil
 }
 
 func (s *Server) createProvider(ctx context.Context, _ Caller, req providerReq) (gateway.Provider, error) {
@@ -87,12 +87,12 @@ func (s *Server) createProvider(ctx context.Context, _ Caller, req providerReq) 
 	return p, nil
 }
 
-func (s *Server) getProvider(ctx context.Context, _ Caller, in idIn) (gateway.Provider, error) {
+func (s *Server) getProvider(ctx context.Context, c Caller, in idIn) (gateway.Provider, error) {
 	p, err := s.d.Providers.GetProvider(ctx, in.ID)
 	if err != nil {
 		return gateway.Provider{}, resource(err, errProvNotFound, nil)
 	}
-	return p, nil
+	return shown(c, p), nil
 }
 
 func (s *Server) updateProvider(ctx context.Context, _ Caller, in providerUpdate) (gateway.Provider, error) {

@@ -378,3 +378,25 @@ func nonNil[T any](s []T) []T {
 	}
 	return s
 }
+
+// publicView is a domain view with a redacted form for callers who are
+// not trusted backends (actors/gateway/public.go).
+type publicView[T any] interface{ Public() T }
+
+// shown is v as c may see it.
+func shown[T publicView[T]](c Caller, v T) T {
+	if c.Trusted() {
+		return v
+	}
+	return v.Public()
+}
+
+// shownAll is vs as c may see them (in place).
+func shownAll[T publicView[T]](c Caller, vs []T) []T {
+	if !c.Trusted() {
+		for i := range vs {
+			vs[i] = vs[i].Public()
+		}
+	}
+	return vs
+}

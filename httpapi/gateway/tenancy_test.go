@@ -145,3 +145,32 @@ func TestWebhookSenderIsNotAUser(t *testing.T) {
 		t.Errorf("alice's sessions = %v, want none: the sender's session is not hers", l)
 	}
 }
+
+// TestReadKeysSeeNoAdminConfig (issue 21, 16): a user's read key sees the
+// operators' providers, tools, MCP servers and channel instances by name
+// and state only, never URLs, commands, config or secret hints, and a
+// stranger's agent is 404 on the grant routes too.
+func TestReadKeysSeeNoAdminConfig(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken, gw: func(c *gateway.Config) { c.ToolsExecEnabled = true }})
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"oa","provider_type":"openai_compat","api_base":"http://127.0.0.1:1/v1-secret-base","api_key":"sk-provider-secret-9876"}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"bobs","provider":"oa","model":"m"}`, as("bob")...)
+	e.must(201, "POST", "/v1/tools/custom", gwToken, `{"name":"wc","description":"counts words","command":["/opt/secret-bin/wc","-w"],"env":{"TOKEN":"t0ken"}}`)
+	e.must(201, "POST", "/v1/mcp/servers", gwToken, `{"name":"ev","transport":"streamable-http","url":"http://127.0.0.1:1/mcp-secret-path","headers":{"X-Auth":"hdr-secret"}}`)
+	e.must(201, "POST", "/v1/mcp/servers/ev/grants/agent", gwToken, `{"agent_id":"bobs"}`)
+	e.must(201, "POST", "/v1/channel-instances", gwToken, `{"name":"desk","channel_type":"webhook","agent_id":"bobs","config":{"async":true,"callback_url":"http://127.0.0.1:9/cb-secret"},"credentials":{"secret":"chan-secret-0123456789"}}`)
+	read := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"r","scopes":["operator.read"],"user_id":"alice"}`).body["key"].(string)
+	for _, path := range []string{"/v1/providers", "/v1/providers/oa", "/v1/tools/custom", "/v1/tools/custom/wc", "/v1/mcp/servers", "/v1/mcp/servers/ev", "/v1/channel-instances", "/v1/channel-instances/desk"} {
+		r := e.must(200, "GET", path, read, "")
+		for _, leak := range []string{"secret-base", "mcp-secret-path", "cb-secret", "9876", "secret-bin", "TOKEN", "X-Auth", "0123", "callback_url"} {
+			if strings.Contains(r.raw, leak) {
+				t.Errorf("read key GET %s shows %q: %s", path, leak, r.raw)
+			}
+		}
+	}
+	if r := e.do("GET", "/v1/mcp/grants/agent/bobs", read, ""); r.status != 404 {
+		t.Errorf("read key GET bob's agent's grants = %d %s, want 404", r.status, r.raw)
+	}
+	if r := e.must(200, "GET", "/v1/providers/oa", gwToken, ""); !strings.Contains(r.raw, "secret-base") {
+		t.Errorf("the gateway token sees the provider's endpoint: %s", r.raw)
+	}
+}

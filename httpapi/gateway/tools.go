@@ -41,7 +41,7 @@ type toolPage struct {
 	Offset int                  `json:"offset"`
 }
 
-func (s *Server) listTools(ctx context.Context, _ Caller, in toolsIn) (toolPage, error) {
+func (s *Server) listTools(ctx context.Context, c Caller, in toolsIn) (toolPage, error) {
 	var err error
 	if in.Limit, err = pageBounds(in.Limit, in.Offset); err != nil {
 		return toolPage{}, err
@@ -56,7 +56,7 @@ func (s *Server) listTools(ctx context.Context, _ Caller, in toolsIn) (toolPage,
 	}
 	page := toolPage{Data: []gateway.CustomTool{}, Total: len(ts), Limit: in.Limit, Offset: in.Offset}
 	if in.Offset < len(ts) {
-		page.Data = ts[in.Offset:min(in.Offset+in.Limit, len(ts))]
+		page.Data = shownAll(c, ts[in.Offset:min(in.Offset+in.Limit, len(ts))])
 	}
 	return page, nil
 }
@@ -74,8 +74,9 @@ func (s *Server) createTool(ctx context.Context, _ Caller, in toolCreateIn) (gat
 	return s.d.Tools.CreateCustomTool(ctx, in.CustomToolInput)
 }
 
-func (s *Server) getTool(ctx context.Context, _ Caller, in idIn) (gateway.CustomTool, error) {
-	return s.d.Tools.GetCustomTool(ctx, in.ID)
+func (s *Server) getTool(ctx context.Context, c Caller, in idIn) (gateway.CustomTool, error) {
+	t, err := s.d.Tools.GetCustomTool(ctx, in.ID)
+	return shown(c, t), err
 }
 
 func (s *Server) updateTool(ctx context.Context, _ Caller, in toolUpdateIn) (gateway.CustomTool, error) {

@@ -140,8 +140,8 @@ func TestDeliverAsync(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no callback")
 	}
-	if p := turns.seen.Load(); p == nil || p.User != "u-7" || p.BoundAgent != inst.AgentID || p.Trusted {
-		t.Errorf("turn ran for %+v, want the sender bound to the instance's agent", p)
+	if p := turns.seen.Load(); p == nil || p.User != gateway.ChannelUser(inst.ID, "u-7") || p.BoundAgent != inst.AgentID || p.Trusted {
+		t.Errorf("turn ran for %+v, want the sender (in its instance's namespace) bound to the instance's agent", p)
 	}
 }
 
