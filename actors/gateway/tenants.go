@@ -24,7 +24,7 @@ import (
 // sessionTenant is the routing key of user's session key, memoryTenant
 // that of a user's memory entries ("" for entries of every user).
 func sessionTenant(user, key string) string { return "s:" + sessionName(user, key) }
-func memoryTenant(user string) string { return "u:" + user }
+func memoryTenant(user string) string       { return "u:" + user }
 
 // tenantOf is the shard of routing key k among n (FNV-1a: the same in
 // every process, so restore places an entity where live traffic finds it).
