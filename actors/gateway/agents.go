@@ -45,6 +45,9 @@ func (r *registry) putAgent(id uuid.UUID, ref, user string, in AgentInput) (Agen
 	now := r.clock.Now().UTC()
 	var a agentRec
 	if ref == "" {
+		if r.agentsOf(user) >= r.quota.Agents {
+			return Agent{}, errQuota("agents", "agents_per_user", int64(r.quota.Agents))
+		}
 		a = agentRec{ID: id, OwnerID: user, Status: AgentActive, TimeoutSeconds: 60, CreatedAt: now}
 	} else {
 		cur, err := r.editable(ref, user, in)
@@ -67,6 +70,17 @@ func (r *registry) putAgent(id uuid.UUID, ref, user string, in AgentInput) (Agen
 		return Agent{}, fmt.Errorf("log agent: %w", err)
 	}
 	return a.view(), nil
+}
+
+// agentsOf is how many agents user owns.
+func (r *registry) agentsOf(user string) int {
+	n := 0
+	for _, a := range r.part.agents.rows {
+		if a.OwnerID == user {
+			n++
+		}
+	}
+	return n
 }
 
 var agentKeyRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)

@@ -19,6 +19,10 @@ var (
 	ErrInUse = errors.New("gateway: still in use")
 	// ErrDisabled: the feature is turned off in the configuration.
 	ErrDisabled = errors.New("gateway: disabled by configuration")
+	// ErrQuota: a per-user cap (Config.Quotas) would be exceeded; the
+	// text names the cap. Not a rate limit: retrying does not help until
+	// something is deleted or the cap raised.
+	ErrQuota = errors.New("gateway: quota exceeded")
 	// ErrTooLarge: an upload over its limit.
 	ErrTooLarge = errors.New("gateway: too large")
 	// ErrInvalid wraps every validation failure; the text names the field.

@@ -46,6 +46,8 @@ type Config struct {
 	// TenantShards is the number of tenant shard actors, which own
 	// sessions (by key) and memory entries (by user).
 	TenantShards int
+	// Quotas cap what one user may hold.
+	Quotas Quotas
 	// DefaultAgent is the agent (id or agent_key) a run that names none
 	// gets when it acts for no user (the gateway token without a user,
 	// cmd: gateway.default_agent); "": such a run has no default agent.
@@ -71,7 +73,8 @@ type Config struct {
 // 400 days of usage,
 // and the token buckets off (burst 5 once enabled, 16 bucket shards).
 func DefaultConfig() Config {
-	return Config{KeyShards: 8, MaxTraces: 10_000, TraceDays: 30, UsageDays: 400, MaxActivity: 10_000, RateLimitBurst: 5, BucketShards: 16, TenantShards: 16}
+	return Config{KeyShards: 8, MaxTraces: 10_000, TraceDays: 30, UsageDays: 400, MaxActivity: 10_000, RateLimitBurst: 5, BucketShards: 16, TenantShards: 16,
+		Quotas: DefaultQuotas()}
 }
 
 // Validate names the first bad field.
@@ -95,6 +98,8 @@ func (c Config) Validate() error {
 		return errors.New("gateway: BucketShards must be in 1..1024")
 	case c.TenantShards < 1 || c.TenantShards > 1024:
 		return errors.New("gateway: TenantShards must be in 1..1024")
+	case c.Quotas.MemoryEntries < 1 || c.Quotas.MediaBytes < 1 || c.Quotas.Sessions < 1 || c.Quotas.Agents < 1 || c.Quotas.PendingMCPRequests < 1:
+		return errors.New("gateway: every quota (gateway.quotas.*) must be >= 1")
 	}
 	return nil
 }
@@ -227,7 +232,7 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}
 		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return ks }))
 	}
-	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg, pub: &g.view}
+	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg, pub: &g.view, quota: g.cfg.Quotas}
 	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
 	g.startTenants(env, st.tenants)

@@ -546,6 +546,15 @@ func (r *registry) putRequest(q mcpRequestRec, server, agentRef string) (MCPRequ
 	if !ok {
 		return MCPRequest{}, fmt.Errorf("server_id: mcp server %q: %w", server, ErrNotFound)
 	}
+	pending := 0
+	for _, o := range r.part.mcpRequests.rows {
+		if o.UserID == q.UserID && o.Status == RequestPending {
+			pending++
+		}
+	}
+	if pending >= r.quota.PendingMCPRequests {
+		return MCPRequest{}, errQuota("pending MCP access requests", "mcp_requests_pending_per_user", int64(r.quota.PendingMCPRequests))
+	}
 	q.ServerID, q.Status, q.CreatedAt = s.ID, RequestPending, r.clock.Now().UTC()
 	if agentRef != "" {
 		a, ok := r.part.agents.get(agentRef)

@@ -106,9 +106,43 @@ func (g *Gateway) PutMedia(ctx context.Context, r io.Reader, limit int64, filena
 }
 
 func (r *registry) putMedia(rec mediaRec) error {
+	if rec.UserID != "" && r.mediaBytesOf(rec.UserID)+rec.Size > r.quota.MediaBytes {
+		return errQuota("media bytes", "media_bytes_per_user", r.quota.MediaBytes)
+	}
 	au := audit{action: "media.upload", entityType: string(kindMedia), entityID: rec.ID.String(),
 		summary: fmt.Sprintf("uploaded %s of %d bytes (%s)", rec.MimeType, rec.Size, rec.Ref)}
 	return r.commit(au, entitySaved{&rec})
+}
+
+// mediaBytesOf is the size of user's media.
+func (r *registry) mediaBytesOf(user string) int64 {
+	var n int64
+	for _, m := range r.part.media.rows {
+		if m.UserID == user {
+			n += m.Size
+		}
+	}
+	return n
+}
+
+// delMedia deletes media id if by may (MayReadMedia's owner rule: its
+// uploader, or a trusted backend); its bytes go at the next snapshot's
+// collection. ErrNotFound for anyone else.
+func (r *registry) delMedia(id uuid.UUID, by Principal) error {
+	m, ok := r.part.media.rows[id]
+	if !ok || !(by.SeesAll() || by.User != "" && m.UserID == by.User) {
+		return ErrNotFound
+	}
+	au := audit{action: "media.delete", entityType: string(kindMedia), entityID: id.String(),
+		summary: fmt.Sprintf("deleted %s of %d bytes", m.MimeType, m.Size)}
+	return r.commit(au, entityDeleted{kind: kindMedia, id: id})
+}
+
+// DeleteMedia deletes a media file for its uploader or a trusted backend,
+// freeing its bytes against Quotas.MediaBytes at once (the blob itself at
+// the next snapshot). ErrNotFound.
+func (g *Gateway) DeleteMedia(ctx context.Context, p Principal, id uuid.UUID) error {
+	return do(ctx, g, func(r *registry) error { return r.delMedia(id, p) })
 }
 
 // GetMedia returns a media file's metadata; ErrNotFound.

@@ -254,6 +254,9 @@ func (t *tenantShard) putMemory(e memoryRec, agent string) (MemoryEntry, error) 
 		}
 		e.AgentID = a.ID
 	}
+	if _, replaces := t.part.memory.rows[e.ID]; !replaces && e.UserID != "" && t.part.memoryOf(e.UserID) >= t.quota.MemoryEntries {
+		return MemoryEntry{}, errQuota("memory entries", "memory_entries_per_user", int64(t.quota.MemoryEntries))
+	}
 	e.CreatedAt = t.clock.Now().UTC()
 	au := audit{action: "memory.create", entityType: string(kindMemory), entityID: e.ID.String(),
 		summary: fmt.Sprintf("saved a memory entry of %d bytes for user %q", len(e.Content), e.UserID)}

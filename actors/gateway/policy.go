@@ -52,10 +52,10 @@ func (p Principal) MayRead(owner string) bool {
 }
 
 // MayReadMedia reports whether p may read a media file uploaded by
-// owner: its uploader's, anyone's when uploaded for no user, every one
-// for a trusted backend.
+// owner: its uploader's (a user), every one for a trusted backend; a file
+// uploaded for no user is the operators' alone.
 func (p Principal) MayReadMedia(owner string) bool {
-	return p.SeesAll() || owner == "" || owner == p.User
+	return p.SeesAll() || owner != "" && owner == p.User
 }
 
 // AdminsSessions reports whether p sees and manages every session: a

@@ -39,8 +39,8 @@ func TestPrincipalPolicy(t *testing.T) {
 	if p := (Principal{User: "bob"}); !p.MayRead("bob") || p.MayRead("alice") || (Principal{}).MayRead("") {
 		t.Error("MayRead: a user reads their own records only; nobody untrusted reads none")
 	}
-	if p := (Principal{User: "bob"}); !p.MayReadMedia("bob") || !p.MayReadMedia("") || p.MayReadMedia("alice") || !(Principal{Trusted: true}).MayReadMedia("alice") {
-		t.Error("MayReadMedia: one's own, anyone's uploaded for no user; every one for a trusted backend")
+	if p := (Principal{User: "bob"}); !p.MayReadMedia("bob") || p.MayReadMedia("") || p.MayReadMedia("alice") || (Principal{}).MayReadMedia("") || !(Principal{Trusted: true}).MayReadMedia("alice") {
+		t.Error("MayReadMedia: one's own; every one for a trusted backend; one uploaded for no user the operators' alone")
 	}
 	if (Principal{Trusted: true, User: "x"}).ReaderOf() != EveryUser || (Principal{User: "x"}).ReaderOf() != "x" || (Principal{}).ReaderOf() != "" {
 		t.Error("ReaderOf: every agent for a trusted backend, else the user's (none for no user)")

@@ -26,6 +26,7 @@ type registry struct {
 	// pubVersion is the part's version it holds. nil on a reader.
 	pub        *atomic.Pointer[registryPart]
 	pubVersion uint64
+	quota      Quotas
 }
 
 // publish makes the part's current state the readers' view, if it

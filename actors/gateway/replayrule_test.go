@@ -45,7 +45,7 @@ func replayEvents() []event {
 	}
 	s2 := &sessionRec{ID: legacySessionID("s-2"), Key: "s-2", AgentID: fxAgent, UserID: "bob", Channel: "http", CreatedAt: fxAt, UpdatedAt: fxAt}
 	audit := &activityRec{Activity: Activity{ID: uuid.MustParse("019ab000-0000-7000-8000-0000000000a9"), At: fxAt, ActorType: ActorToken,
-		ActorID: "gateway_token", UserID: "bob", Action: "session.delete", EntityType: "session", EntityID: "s-2"}, Tenant: sessionTenant("bob", "s-2")}
+		ActorID: "gateway_token", UserID: "bob", Action: "session.delete", EntityType: "session", EntityID: "s-2"}, Tenant: sessionTenant("bob")}
 	return append(evs, turn(5), entitySaved{s2}, turn(7), sessionTurnAppended{&turnJSON{V: turnVersion, SessionID: s2.ID, PromptTokens: 2, At: fxAt}},
 		entityDeleted{kind: kindSession, id: s2.ID}, entitySaved{audit},
 		entityDeleted{kind: kindMemory, id: uuid.MustParse("019ab000-0000-7000-8000-0000000000e1")}, runRecorded{fxRuns()[0]})

@@ -178,6 +178,9 @@ func (r *tenantShard) openTurn(m beginTurn) (Turn, error) {
 	if ok && x.AgentID != a.ID {
 		return Turn{}, fmt.Errorf("session %q belongs to another agent: %w", m.key, ErrInvalid)
 	}
+	if !ok && r.part.sessionsOf[m.user] >= r.quota.Sessions {
+		return Turn{}, errQuota("sessions", "sessions_per_user", int64(r.quota.Sessions))
+	}
 	if !ok {
 		x = &sessionRec{ID: sessionID(m.user, m.key), Key: m.key, AgentID: a.ID, UserID: m.user, Channel: m.channel,
 			CreatedAt: now, UpdatedAt: now}
@@ -239,7 +242,10 @@ func (r *tenantPart) saveSession(seq uint64, x *sessionRec) {
 	if seq != 0 {
 		x.Seq = seq
 	}
-	r.sessions.save(x)
+	if old, ok := r.sessions.save(x); ok {
+		r.countSession(old.UserID, -1)
+	}
+	r.countSession(x.UserID, 1)
 }
 
 // nextTurn frees the session and begins the next waiting turn, if any.
@@ -296,17 +302,15 @@ func (r *tenantShard) abortTurn(key, user string) error {
 	return nil
 }
 
-// sessionOp runs op (get, patch, delete, reset) on session key for user
-// (any user's for admin).
+// sessionOp runs op (get, patch, delete, reset) on session x.
 func (r *tenantShard) sessionOp(op string, x *sessionRec, label *string) (Session, error) {
-	key := x.Key
 	next := *x
 	switch op {
 	case "get":
 		return x.view(true), nil
 	case "delete":
 		au := audit{action: "session.delete", entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("deleted session %q", x.Key)}
-		if err := r.commit(sessionTenant(x.UserID, key), au, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
+		if err := r.commit(sessionTenant(x.UserID), au, entityDeleted{kind: kindSession, id: x.ID}); err != nil {
 			return Session{}, fmt.Errorf("log session delete: %w", err)
 		}
 		return x.view(false), nil
@@ -321,7 +325,7 @@ func (r *tenantShard) sessionOp(op string, x *sessionRec, label *string) (Sessio
 	}
 	next.UpdatedAt = r.clock.Now().UTC()
 	au := audit{action: "session." + op, entityType: string(kindSession), entityID: x.Key, summary: fmt.Sprintf("%s session %q", map[string]string{"patch": "relabelled", "reset": "reset"}[op], x.Key)}
-	if err := r.commit(sessionTenant(x.UserID, key), au, entitySaved{&next}); err != nil {
+	if err := r.commit(sessionTenant(x.UserID), au, entitySaved{&next}); err != nil {
 		return Session{}, fmt.Errorf("log session: %w", err)
 	}
 	return next.view(false), nil
@@ -383,7 +387,7 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 	reply := make(chan turnReply, 1)
 	m.reply = reply
 	g.tenantAsks.Inc()
-	g.root.Send(g.tenants[g.tenantFor(sessionTenant(user, key))], tenantCommand{run: func(t *tenantShard) { t.beginTurn(m) }})
+	g.root.Send(g.tenants[g.tenantFor(sessionTenant(user))], tenantCommand{run: func(t *tenantShard) { t.beginTurn(m) }})
 	return func(ctx context.Context) (Turn, error) {
 		select {
 		case r := <-reply:
@@ -403,13 +407,13 @@ func (g *Gateway) queueTurn(m beginTurn) func(ctx context.Context) (Turn, error)
 // EndTurn appends a finished turn to user's session key (durable on
 // return) and begins the next waiting one.
 func (g *Gateway) EndTurn(ctx context.Context, user, key string, res TurnResult) (Session, error) {
-	return callTenant(ctx, g, g.tenantFor(sessionTenant(user, key)), func(t *tenantShard) (Session, error) { return t.endTurn(user, key, res) })
+	return callTenant(ctx, g, g.tenantFor(sessionTenant(user)), func(t *tenantShard) (Session, error) { return t.endTurn(user, key, res) })
 }
 
 // AbortTurn cancels the running turn of user's session key; ErrInUse when
 // none runs, ErrNotFound.
 func (g *Gateway) AbortTurn(ctx context.Context, key, user string) error {
-	_, err := callTenant(ctx, g, g.tenantFor(sessionTenant(user, key)), func(t *tenantShard) (struct{}, error) {
+	_, err := callTenant(ctx, g, g.tenantFor(sessionTenant(user)), func(t *tenantShard) (struct{}, error) {
 		return struct{}{}, t.abortTurn(key, user)
 	})
 	return err
@@ -424,7 +428,7 @@ func (g *Gateway) SessionOp(ctx context.Context, op, key, user string, admin boo
 		return Session{}, fmt.Errorf("label must be at most 200 printable characters: %w", ErrInvalid)
 	}
 	if !admin || user != "" {
-		return callTenant(ctx, g, g.tenantFor(sessionTenant(user, key)), func(t *tenantShard) (Session, error) {
+		return callTenant(ctx, g, g.tenantFor(sessionTenant(user)), func(t *tenantShard) (Session, error) {
 			x, ok := t.part.sessions.named(sessionName(user, key))
 			if !ok {
 				return Session{}, fmt.Errorf("session %q: %w", key, ErrNotFound)

@@ -87,7 +87,7 @@ func (st *state) owner(k kind, id uuid.UUID, ent entity) part {
 	case ownerTenant:
 		switch x := ent.(type) {
 		case *sessionRec:
-			return st.tenants[tenantOf(sessionTenant(x.UserID, x.Key), len(st.tenants))]
+			return st.tenants[tenantOf(sessionTenant(x.UserID), len(st.tenants))]
 		case *memoryRec:
 			return st.tenants[tenantOf(memoryTenant(x.UserID), len(st.tenants))]
 		}

@@ -21,10 +21,11 @@ import (
 // on. A shard reads agents from the registry's published view, never by
 // asking the registry, so nothing waits on another actor.
 
-// sessionTenant is the routing key of user's session key, memoryTenant
-// that of a user's memory entries ("" for entries of every user).
-func sessionTenant(user, key string) string { return "s:" + sessionName(user, key) }
-func memoryTenant(user string) string       { return "u:" + user }
+// sessionTenant is the routing key of user's sessions, memoryTenant that
+// of a user's memory entries ("" for entries of every user): each user's
+// on one shard, so that shard checks the user's caps (Quotas) alone.
+func sessionTenant(user string) string { return "s:" + user }
+func memoryTenant(user string) string  { return "u:" + user }
 
 // tenantOf is the shard of routing key k among n (FNV-1a: the same in
 // every process, so restore places an entity where live traffic finds it).
@@ -37,16 +38,18 @@ func tenantOf(k string, n int) int {
 // tenantPart is one tenant shard's state: sessions (by id, and by key),
 // memory entries with their index, and the audit entries of its changes.
 type tenantPart struct {
-	sessions table[*sessionRec]
-	memory   *memIndex
-	activity activityLog
+	sessions   table[*sessionRec]
+	sessionsOf map[string]int // sessions by user, for Quotas.Sessions
+	memory     *memIndex
+	activity   activityLog
 }
 
 func newTenantPart(maxActivity int) *tenantPart {
 	return &tenantPart{
-		sessions: newTable(func(x *sessionRec) string { return sessionName(x.UserID, x.Key) }),
-		memory:   newMemIndex(),
-		activity: newActivityLog(maxActivity),
+		sessions:   newTable(func(x *sessionRec) string { return sessionName(x.UserID, x.Key) }),
+		sessionsOf: map[string]int{},
+		memory:     newMemIndex(),
+		activity:   newActivityLog(maxActivity),
 	}
 }
 
@@ -70,7 +73,9 @@ func (p *tenantPart) apply(seq uint64, ev event) {
 	case entityDeleted:
 		switch e.kind {
 		case kindSession:
-			p.sessions.drop(e.id)
+			if x, ok := p.sessions.drop(e.id); ok {
+				p.countSession(x.UserID, -1)
+			}
 		case kindMemory:
 			p.memory.drop(e.id)
 		default:
@@ -81,6 +86,24 @@ func (p *tenantPart) apply(seq uint64, ev event) {
 	default:
 		panic(fmt.Sprintf("gateway: tenant part cannot apply %T", ev))
 	}
+}
+
+// countSession adds d to user's count of sessions.
+func (p *tenantPart) countSession(user string, d int) {
+	if p.sessionsOf[user] += d; p.sessionsOf[user] <= 0 {
+		delete(p.sessionsOf, user)
+	}
+}
+
+// memoryOf is how many memory entries of user the part holds.
+func (p *tenantPart) memoryOf(user string) int {
+	n := 0
+	for g, st := range p.memory.groups {
+		if g.user == user {
+			n += st.n
+		}
+	}
+	return n
 }
 
 // holds reports whether the part holds entity k/id.
@@ -114,6 +137,7 @@ type tenantShard struct {
 	lg    *slog.Logger
 	part  *tenantPart
 	view  func() *registryPart // the registry's published view (agents)
+	quota Quotas
 	turns map[string]*turnState
 	by    *Actor // who sent the command being handled (nil: internal)
 }
@@ -183,7 +207,7 @@ func (t *tenantShard) purgeOrphans() error {
 func (g *Gateway) startTenants(env actors.ExtensionEnv, parts []*tenantPart) {
 	g.tenants = make([]*actor.PID, len(parts))
 	for i, p := range parts {
-		ts := &tenantShard{idx: i, log: g.log, clock: g.clock, lg: g.lg, part: p, view: g.view.Load}
+		ts := &tenantShard{idx: i, log: g.log, clock: g.clock, lg: g.lg, part: p, view: g.view.Load, quota: g.cfg.Quotas}
 		g.tenants[i] = g.root.Spawn(env.Props(func() actor.Actor { return ts }))
 	}
 }

@@ -86,6 +86,14 @@ type fileConfig struct {
 		UsageDays int `json:"usage_days"`
 		// MaxUploadBytes caps a media upload.
 		MaxUploadBytes int `json:"max_upload_bytes"`
+		// Quotas cap what one user may hold (gateway.Quotas).
+		Quotas struct {
+			MemoryEntries      int   `json:"memory_entries_per_user"`
+			MediaBytes         int64 `json:"media_bytes_per_user"`
+			Sessions           int   `json:"sessions_per_user"`
+			Agents             int   `json:"agents_per_user"`
+			PendingMCPRequests int   `json:"mcp_requests_pending_per_user"`
+		} `json:"quotas"`
 		// DefaultAgent is the agent (id or agent_key) a run naming none
 		// gets when it acts for no user; empty: none.
 		DefaultAgent string `json:"default_agent"`
@@ -153,6 +161,8 @@ func defaultConfig() fileConfig {
 	gwd := gateway.DefaultConfig()
 	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
 	c.Gateway.TraceDays = gwd.TraceDays
+	q := &c.Gateway.Quotas
+	q.MemoryEntries, q.MediaBytes, q.Sessions, q.Agents, q.PendingMCPRequests = gwd.Quotas.MemoryEntries, gwd.Quotas.MediaBytes, gwd.Quotas.Sessions, gwd.Quotas.Agents, gwd.Quotas.PendingMCPRequests
 	c.Gateway.MaxUploadBytes = 20 << 20
 	c.Keys.RotationGracePeriod = dur(24 * time.Hour)
 	c.Tools.Sandbox = toolexec.SandboxBwrap
@@ -250,6 +260,11 @@ func (c *fileConfig) validateValues() error {
 		{c.Gateway.MaxTraces < 1, "gateway.max_traces", ">= 1"},
 		{c.Gateway.UsageDays < 1, "gateway.usage_days", ">= 1"},
 		{c.Gateway.TraceDays < 0, "gateway.trace_days", ">= 0 (0: no age limit)"},
+		{c.Gateway.Quotas.MemoryEntries < 1, "gateway.quotas.memory_entries_per_user", ">= 1"},
+		{c.Gateway.Quotas.MediaBytes < 1, "gateway.quotas.media_bytes_per_user", ">= 1"},
+		{c.Gateway.Quotas.Sessions < 1, "gateway.quotas.sessions_per_user", ">= 1"},
+		{c.Gateway.Quotas.Agents < 1, "gateway.quotas.agents_per_user", ">= 1"},
+		{c.Gateway.Quotas.PendingMCPRequests < 1, "gateway.quotas.mcp_requests_pending_per_user", ">= 1"},
 		{c.Gateway.MaxUploadBytes < 1 || c.Gateway.MaxUploadBytes > 1<<30, "gateway.max_upload_bytes", "in 1..1073741824"},
 		{c.Plans.Standard < 1 || c.Plans.Standard > 1e9, "plans.standard", "in 1..1000000000"},
 		{c.Keys.MaxPerUser.Standard < 1 || c.Keys.MaxPerUser.Standard > 1e6, "keys.max_per_user.standard", "in 1..1000000"},

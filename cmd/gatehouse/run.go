@@ -292,6 +292,8 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 	gwcfg.WorkspaceDir = filepath.Join(cfg.DataDir, "workspaces")
 	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
 	gwcfg.DefaultAgent = cfg.Gateway.DefaultAgent
+	q := cfg.Gateway.Quotas
+	gwcfg.Quotas = gateway.Quotas{MemoryEntries: q.MemoryEntries, MediaBytes: q.MediaBytes, Sessions: q.Sessions, Agents: q.Agents, PendingMCPRequests: q.PendingMCPRequests}
 	gwcfg.Registerer = gwReg
 	gw, err := gateway.New(gwcfg)
 	if err != nil {

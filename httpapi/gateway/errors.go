@@ -45,6 +45,9 @@ type apiError struct {
 	msg    msgID
 	args   []any
 	output string // a failed tool's output (tools.invoke)
+	// final: a cap, not a rate (gateway.ErrQuota): retrying does not help,
+	// so no Retry-After and retryable false.
+	final bool
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg.text(langEN, e.args...) }
@@ -151,6 +154,10 @@ func classify(err error) (e *apiError, unexpected bool) {
 		return newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgInUse, readable(err)), false
 	case errors.Is(err, gateway.ErrInvalid):
 		return newError(fasthttp.StatusBadRequest, codeInvalid, msgInvalid, readable(err)), false
+	case errors.Is(err, gateway.ErrQuota):
+		e := newError(fasthttp.StatusTooManyRequests, codeExhausted, msgQuota, readable(err))
+		e.final = true
+		return e, false
 	case errors.Is(err, listener.ErrTooLarge), errors.Is(err, fasthttp.ErrBodyTooLarge), errors.Is(err, gateway.ErrTooLarge):
 		return errTooLarge, false
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -162,7 +169,7 @@ func classify(err error) (e *apiError, unexpected bool) {
 // readable strips the package prefixes, leaving the part naming the field.
 func readable(err error) string {
 	msg := err.Error()
-	for _, s := range []error{gateway.ErrInvalid, gateway.ErrInUse, gateway.ErrExists, gateway.ErrDisabled} {
+	for _, s := range []error{gateway.ErrInvalid, gateway.ErrInUse, gateway.ErrExists, gateway.ErrDisabled, gateway.ErrQuota} {
 		msg = strings.ReplaceAll(msg, ": "+s.Error(), "")
 	}
 	return strings.TrimPrefix(msg, "gateway: ")
@@ -192,6 +199,9 @@ func errorType(e *apiError) string {
 
 // retryOf reports whether a client may retry e, and after how long.
 func retryOf(e *apiError) (bool, int64) {
+	if e.final {
+		return false, 0
+	}
 	switch e.code {
 	case codeExhausted:
 		return true, rateRetryMs
@@ -243,7 +253,7 @@ func (s *Server) mapError(err error, lang int, method, path string) (*apiError, 
 func (s *Server) writeError(rc *fasthttp.RequestCtx, lang int, err error) {
 	e, d := s.mapError(err, lang, string(rc.Method()), string(rc.Path()))
 	rc.Response.ResetBody()
-	if e.code == codeExhausted {
+	if e.code == codeExhausted && !e.final {
 		rc.Response.Header.Set("Retry-After", rateRetryHeader)
 	}
 	if listener.WriteJSON(rc, e.status, ErrorBody{Error: d}) != nil { // a plain struct: never

@@ -44,6 +44,7 @@ const (
 	msgAgentExists      msgID = "agent_exists"
 	msgProviderExists   msgID = "provider_exists"
 	msgInvalid          msgID = "invalid"
+	msgQuota            msgID = "quota"
 	msgInvalidJSON      msgID = "invalid_json"
 	msgTooLarge         msgID = "too_large"
 	msgInUse            msgID = "in_use"
@@ -93,6 +94,7 @@ var catalogue = map[msgID][3]string{
 	msgAgentExists:      {"an agent with this agent_key already exists", "đã có agent với agent_key này", "已存在使用此 agent_key 的智能体"},
 	msgProviderExists:   {"a provider with this name already exists", "đã có nhà cung cấp với tên này", "已存在同名提供商"},
 	msgInvalid:          {"invalid request: %s", "yêu cầu không hợp lệ: %s", "请求无效：%s"},
+	msgQuota:            {"quota reached: %s", "đã đạt hạn mức: %s", "已达配额：%s"},
 	msgInvalidJSON:      {"request body is not valid JSON: %s", "nội dung yêu cầu không phải JSON hợp lệ: %s", "请求体不是有效的 JSON：%s"},
 	msgTooLarge:         {"request body too large", "nội dung yêu cầu quá lớn", "请求体过大"},
 	msgInUse:            {"precondition failed: %s", "điều kiện tiên quyết không thỏa: %s", "前置条件不满足：%s"},

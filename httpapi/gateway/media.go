@@ -21,6 +21,9 @@ type MediaStore interface {
 	PutMedia(ctx context.Context, r io.Reader, limit int64, filename, user string) (gateway.Media, error)
 	GetMedia(ctx context.Context, id uuid.UUID) (gateway.Media, error)
 	OpenMedia(m gateway.Media) (io.ReadCloser, error)
+	// DeleteMedia deletes a file for its uploader or a trusted backend;
+	// gateway.ErrNotFound for anyone else.
+	DeleteMedia(ctx context.Context, p gateway.Principal, id uuid.UUID) error
 }
 
 // mediaAdapter adapts *gateway.Gateway (OpenMedia returns its own reader
@@ -81,6 +84,16 @@ type mediaIn struct {
 	ID          string `path:"id" json:"-"`
 	Range       string `header:"Range" json:"-"`
 	IfNoneMatch string `header:"If-None-Match" json:"-"`
+}
+
+// deleteMedia deletes a media file for its uploader (or a trusted
+// backend), which frees its bytes against the uploader's quota.
+func (s *Server) deleteMedia(ctx context.Context, c Caller, in idIn) (None, error) {
+	id, err := uuid.Parse(in.ID)
+	if err != nil {
+		return None{}, errNotFound
+	}
+	return None{}, s.d.Media.DeleteMedia(ctx, c.principal(), id)
 }
 
 // getMedia serves a media file: its allow-listed type (anything else as

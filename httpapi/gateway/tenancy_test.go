@@ -174,3 +174,60 @@ func TestReadKeysSeeNoAdminConfig(t *testing.T) {
 		t.Errorf("the gateway token sees the provider's endpoint: %s", r.raw)
 	}
 }
+
+// TestQuotas (issue 21, 4): past each per-user cap a request is 429
+// RESOURCE_EXHAUSTED, not retryable and without Retry-After, its message
+// naming the cap; another user is not affected; deleting media frees its
+// bytes.
+func TestQuotas(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken, gw: func(c *gateway.Config) {
+		c.BlobDir = t.TempDir()
+		c.Quotas = gateway.Quotas{MemoryEntries: 2, MediaBytes: 100, Sessions: 2, Agents: 2, PendingMCPRequests: 1}
+	}})
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"echo","provider_type":"echo","settings":{"delay_ms":0}}`)
+	e.must(201, "POST", "/v1/mcp/servers", gwToken, `{"name":"ev","transport":"streamable-http","url":"http://127.0.0.1:1/mcp"}`)
+	e.must(201, "POST", "/v1/mcp/servers", gwToken, `{"name":"ev2","transport":"streamable-http","url":"http://127.0.0.1:1/mcp"}`)
+	capped := func(what string, r gwResp, setting string) {
+		t.Helper()
+		if r.status != 429 || r.errCode() != codeExhausted || r.header.Get("Retry-After") != "" || r.body["error"].(map[string]any)["retryable"] != false || !strings.Contains(r.errMsg(), setting) {
+			t.Errorf("%s past its cap = %d Retry-After %q %s, want 429 RESOURCE_EXHAUSTED, not retryable, naming %s", what, r.status, r.header.Get("Retry-After"), r.raw, setting)
+		}
+	}
+	agent := func(user, key string) gwResp {
+		return e.do("POST", "/v1/agents", gwToken, `{"agent_key":"`+key+`","provider":"echo","model":"m"}`, as(user)...)
+	}
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"a1","provider":"echo","model":"m"}`, as("alice")...)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"a2","provider":"echo","model":"m"}`, as("alice")...)
+	capped("a third agent", agent("alice", "a3"), "agents_per_user")
+	if r := agent("bob", "b1"); r.status != 201 {
+		t.Errorf("bob's first agent = %d %s", r.status, r.raw)
+	}
+	for i := range 2 {
+		e.must(201, "POST", "/v1/memory", gwToken, `{"content":"note `+strconv.Itoa(i)+`","user_id":"alice"}`, as("alice")...)
+	}
+	capped("a third memory entry", e.do("POST", "/v1/memory", gwToken, `{"content":"one more","user_id":"alice"}`, as("alice")...), "memory_entries_per_user")
+	wake := func(key string) gwResp {
+		return e.do("POST", "/v1/agents/a1/wake", gwToken, `{"message":"hi","session_key":"`+key+`"}`, as("alice")...)
+	}
+	e.must(200, "POST", "/v1/agents/a1/wake", gwToken, `{"message":"hi","session_key":"s1"}`, as("alice")...)
+	e.must(200, "POST", "/v1/agents/a1/wake", gwToken, `{"message":"hi","session_key":"s2"}`, as("alice")...)
+	if r := wake("s1"); r.status != 200 {
+		t.Errorf("a turn of an existing session at the cap = %d %s, want 200", r.status, r.raw)
+	}
+	capped("a third session", wake("s3"), "sessions_per_user")
+	e.must(201, "POST", "/v1/mcp/requests", gwToken, `{"server_id":"ev","reason":"x"}`, as("alice")...)
+	capped("a second pending request", e.do("POST", "/v1/mcp/requests", gwToken, `{"server_id":"ev2","reason":"x"}`, as("alice")...), "mcp_requests_pending_per_user")
+	write := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"w","scopes":["operator.write"],"user_id":"alice"}`).body["key"].(string)
+	m := postFile(t, e, write, "/v1/media/upload", "a.txt", []byte(strings.Repeat("a", 60)))
+	if m.status != 201 {
+		t.Fatalf("upload = %d %s", m.status, m.raw)
+	}
+	capped("media past the byte cap", postFile(t, e, write, "/v1/media/upload", "b.txt", []byte(strings.Repeat("b", 60))), "media_bytes_per_user")
+	bob := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"b","scopes":["operator.write"],"user_id":"bob"}`).body["key"].(string)
+	e.must(404, "DELETE", "/v1/media/"+m.body["id"].(string), bob, "") // not his
+	e.must(204, "DELETE", "/v1/media/"+m.body["id"].(string), write, "")
+	e.must(404, "GET", "/v1/media/"+m.body["id"].(string), write, "")
+	if r := postFile(t, e, write, "/v1/media/upload", "b.txt", []byte(strings.Repeat("b", 60))); r.status != 201 {
+		t.Errorf("upload after a delete freed the bytes = %d %s", r.status, r.raw)
+	}
+}
