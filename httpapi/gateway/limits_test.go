@@ -63,6 +63,7 @@ func TestDisconnectCancelsRun(t *testing.T) {
 	tests := []struct{ path, body string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`},
 		{"/v1/responses", `{"input":"hi"}`},
+		{"/v1/agents/default/wake", `{"message":"hi in s1","session_key":"s1"}`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -70,6 +71,7 @@ func TestDisconnectCancelsRun(t *testing.T) {
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "POST", e.url+tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Authorization", "Bearer "+gwToken)
+			req.Header.Set("X-Gateway-User-Id", "alice")
 			if resp, err := e.http.Do(req); err == nil {
 				resp.Body.Close()
 				t.Fatalf("POST %s answered %d while the upstream hangs", tt.path, resp.StatusCode)
@@ -96,5 +98,11 @@ func TestDisconnectCancelsRun(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
+	}
+	// The session's turn was still recorded, as failed: the question
+	// without an answer.
+	sess, err := e.gw.SessionOp(ctxT(t), "get", "s1", "alice", false, nil)
+	if err != nil || len(sess.Messages) != 1 || sess.Messages[0].Content != "hi in s1" {
+		t.Errorf("session s1 = %+v, %v; want the question recorded", sess.Messages, err)
 	}
 }
