@@ -71,8 +71,8 @@ func WatchPeer(conn net.Conn, interval time.Duration) (ctx context.Context, stop
 // peeker returns conn's check (true: the peer is gone), nil when conn's
 // socket cannot be reached.
 func peeker(conn net.Conn) func() bool {
-	for {
-		u, ok := conn.(interface{ NetConn() net.Conn }) // *tls.Conn
+	for { // a *tls.Conn: its socket (a close_notify is pending bytes, so such a close is missed)
+		u, ok := conn.(interface{ NetConn() net.Conn })
 		if !ok {
 			break
 		}
