@@ -175,8 +175,22 @@ func runPrincipal(c Caller, body string) (gateway.Principal, error) {
 
 // runContext is the context of a run that answers in one piece: the
 // request's values without its deadline, because a run is bounded by its
-// agent's timeout_seconds, not by the control plane's request timeout.
-func runContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+// agent's timeout_seconds, not by the control plane's request timeout;
+// but, over HTTP, it ends when the client goes away (the connection is
+// watched while the run waits: clientWatch), and the provider's request
+// with it. It needs no cancel: it ends at the latest when the handler
+// returns.
+func runContext(ctx context.Context) context.Context {
+	run := context.WithoutCancel(ctx)
+	w, ok := ctx.Value(clientWatchKey{}).(*clientWatch)
+	if !ok { // RPC over the WebSocket: its operations' contexts carry no watch
+		return run
+	}
+	run, cancel := context.WithCancelCause(run)
+	gone := w.gone()
+	context.AfterFunc(gone, func() { cancel(context.Cause(gone)) })
+	return run
+}
 
 // appendMessages appends msgs to dst, checking each role; field names
 // the array in the error.

@@ -139,6 +139,10 @@ func (st *stub) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(hang):
 		case <-r.Context().Done():
+			select { // seen by the disconnect tests
+			case st.cancelled <- struct{}{}:
+			default:
+			}
 		}
 		return
 	}

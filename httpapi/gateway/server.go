@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -261,6 +262,9 @@ func (s *Server) handler(rt *Route) fasthttp.RequestHandler {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 		defer cancel()
+		cw := &clientWatch{conn: rc.Conn()}
+		defer cw.stop() // before the connection goes back to the server
+		ctx = context.WithValue(ctx, clientWatchKey{}, cw)
 		out, err := s.serve(ctx, rc, rt)
 		if err != nil {
 			s.writeError(rc, lang, err)
@@ -303,6 +307,39 @@ func withActor(ctx context.Context, c Caller) context.Context {
 		a.ID = "open_mode"
 	}
 	return gateway.WithActor(ctx, a)
+}
+
+// clientWatch watches the client of one request, from the first call of
+// gone until the handler returns (stop). It is how a run answered in one
+// piece (runContext) notices a client that went away: fasthttp does not
+// tell a blocked handler.
+type clientWatch struct {
+	conn    net.Conn
+	once    sync.Once
+	ctx     context.Context
+	release func()
+}
+
+type clientWatchKey struct{}
+
+// gone returns a context that ends when the client goes away or the
+// handler returns.
+func (w *clientWatch) gone() context.Context {
+	w.once.Do(func() { w.ctx, w.release = listener.WatchPeer(w.conn, listener.PeerCheckInterval) })
+	if w.release == nil { // the handler has returned
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+	return w.ctx
+}
+
+// stop ends the watch; gone starts none after it.
+func (w *clientWatch) stop() {
+	w.once.Do(func() {})
+	if w.release != nil {
+		w.release()
+	}
 }
 
 // writeOutput answers rc with an operation's output.

@@ -5,7 +5,8 @@
 // shutdown), one route wrapper (per-route Prometheus metrics and a panic
 // guard that logs once and answers 500), an exact-match router, JSON
 // writing and strict JSON-object decoding, the Authorization: Bearer
-// parser and /metrics.
+// parser, /metrics, and WatchPeer, which tells a handler that waits long
+// that its client went away (fasthttp does not).
 //
 // A listener keeps its own error format: it gets the listener-level
 // failures (ErrPanic, ErrTooLarge, ErrRequestTimeout, ErrMalformed)

@@ -18,15 +18,26 @@
 // # Usage
 //
 //	rt := runtime.New(gw, gw) // *gateway.Gateway: Agents, Recorder, Sessions, Defaults, Prompts
-//	defer rt.Close(ctx)       // after the listeners drained
+//	_ = rt.SetLimits(runtime.DefaultLimits()) // optional, before the first run
+//	defer rt.Close(ctx)                       // after the listeners drained
 //	res, err := rt.Turn(ctx, gateway.Principal{User: "alice"}, runtime.TurnRequest{
 //		Agent: "default", Endpoint: "chat.completions", Channel: "http",
 //		Messages: []runtime.Message{{Role: "user", Content: "hi"}}})
-//	// ErrAgentNotFound (also for a caller who may not run it), ErrAgentDisabled,
-//	// ErrProviderDisabled, *TimeoutError, *ProviderError
+//	// ErrMessageTooLarge, ErrAgentNotFound (also for a caller who may not run it),
+//	// ErrAgentDisabled, ErrProviderDisabled, *TimeoutError, *ProviderError
 //
 // A stream that must name the run before it runs splits the turn: Begin
 // (errors before the stream starts), then RunTurn with its onDelta.
+//
+// # Bounds
+//
+// A run's cost follows what it keeps, not what it is sent (limits.go):
+// Begin refuses more than Limits.MaxMessageBytes of message text
+// (ErrMessageTooLarge, which wraps gateway.ErrTooLarge) before it reads
+// anything; a provider's answer is read up to Limits.MaxAnswerBytes and
+// no further (a *ProviderError); a trace preview redacts only the 200
+// characters it keeps and a margin (redact.go). A run ends with its
+// context: a transport cancels it when its client goes away.
 //
 // # Concurrency and ownership
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gatehouse/actors/gateway"
 )
@@ -168,7 +169,7 @@ func (rt *Runtime) runTool(ctx context.Context, rn *Run, t *Tool, tc ToolCall, p
 		}
 		out = msg
 	}
-	sp.OutputPreview = redact.preview(fmt.Sprintf("%d bytes: %s", len(out), out))
+	sp.OutputPreview = redact.preview(fmt.Sprintf("%d bytes: %s", len(out), head(out, PreviewRunes*utf8.UTFMax+redact.margin)))
 	if len(out) > MaxToolOutput {
 		out = out[:MaxToolOutput] + "\n[output truncated]"
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"strings"
 	"time"
@@ -50,14 +51,30 @@ func newLLMClients() *llmClients {
 
 func (c *llmClients) close() { c.http.CloseIdleConnections() }
 
-// forProvider returns the call for p; key is its opened credential.
-func (c *llmClients) forProvider(p gateway.Provider, key string) llmCall {
+// forProvider returns the call for p; key is its opened credential,
+// maxAnswer the bound of one answer (Limits.MaxAnswerBytes).
+func (c *llmClients) forProvider(p gateway.Provider, key string, maxAnswer int) llmCall {
 	if p.ProviderType == gateway.ProviderEcho {
 		return echoCall(p.Settings)
 	}
 	return func(ctx context.Context, req llmRequest, onDelta func(string) error) (Result, error) {
-		return c.openAICompat(ctx, p.APIBase, key, req, onDelta)
+		return c.openAICompat(ctx, p.APIBase, key, req, maxAnswer, onDelta)
 	}
+}
+
+// tooLarge is the failure of an answer past maxAnswer bytes.
+func tooLarge(maxAnswer int) error {
+	return providerError(fmt.Sprintf("answer larger than %d bytes", maxAnswer))
+}
+
+// answerSize is what res holds against the bound: content, tool names
+// and arguments.
+func answerSize(content string, calls []ToolCall) int {
+	n := len(content)
+	for _, c := range calls {
+		n += len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return n
 }
 
 // echoCall is the offline provider: it answers "echo: " and the last user
@@ -75,7 +92,7 @@ func echoCall(settings json.RawMessage) llmCall {
 		last := ""
 		var prompt int64
 		for _, m := range req.Messages {
-			prompt += int64(len(strings.Fields(m.Content)))
+			prompt += countWords(m.Content) // no slice of every word: a large message costs no memory
 			if m.Role == "user" || m.Role == "tool" {
 				last = m.Content
 			}
@@ -83,20 +100,21 @@ func echoCall(settings json.RawMessage) llmCall {
 		if tc, ok := echoToolCall(req); ok {
 			return Result{ToolCalls: []ToolCall{tc}, PromptTokens: prompt, CompletionTokens: 1, FinishReason: "tool_calls"}, nil
 		}
-		words := append([]string{"echo:"}, strings.Fields(last)...)
-		var out strings.Builder
+		out := strings.Builder{}
 		t := time.NewTimer(delay)
 		defer t.Stop()
-		for i, w := range words {
+		words := int64(0)
+		for w := range echoWords(last) {
 			t.Reset(delay)
 			select {
 			case <-ctx.Done():
 				return Result{}, ctx.Err()
 			case <-t.C:
 			}
-			if i > 0 {
+			if words > 0 {
 				w = " " + w
 			}
+			words++
 			out.WriteString(w)
 			if onDelta != nil {
 				if err := onDelta(w); err != nil {
@@ -104,8 +122,31 @@ func echoCall(settings json.RawMessage) llmCall {
 				}
 			}
 		}
-		return Result{Content: out.String(), PromptTokens: prompt, CompletionTokens: int64(len(words)), FinishReason: "stop"}, nil
+		return Result{Content: out.String(), PromptTokens: prompt, CompletionTokens: words, FinishReason: "stop"}, nil
 	}
+}
+
+// echoWords yields "echo:" and then the words of s.
+func echoWords(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if !yield("echo:") {
+			return
+		}
+		for w := range strings.FieldsSeq(s) {
+			if !yield(w) {
+				return
+			}
+		}
+	}
+}
+
+// countWords is len(strings.Fields(s)) without the slice.
+func countWords(s string) int64 {
+	var n int64
+	for range strings.FieldsSeq(s) {
+		n++
+	}
+	return n
 }
 
 // echoToolCall is the echo provider's tool convention, for offline demos
@@ -179,7 +220,8 @@ type oaToolDelta struct {
 
 // openAICompat calls POST {base}/chat/completions, streaming upstream only
 // when the client streams.
-func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llmRequest, onDelta func(string) error) (Result, error) {
+// The answer is bounded by maxAnswer bytes (Limits.MaxAnswerBytes).
+func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llmRequest, maxAnswer int, onDelta func(string) error) (Result, error) {
 	body := oaRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools}
 	if onDelta != nil {
 		body.Stream, body.StreamOptions = true, &oaStreamOption{IncludeUsage: true}
@@ -206,32 +248,56 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 		return Result{}, providerError(fmt.Sprintf("status %d", resp.StatusCode))
 	}
 	if onDelta == nil {
-		var out oaResponse
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil || len(out.Choices) == 0 {
-			if ctx.Err() != nil {
-				return Result{}, ctx.Err()
-			}
-			return Result{}, providerError("malformed answer")
-		}
-		res := Result{Content: out.Choices[0].Message.Content, ToolCalls: out.Choices[0].Message.ToolCalls, FinishReason: "stop"}
-		if fr := out.Choices[0].FinishReason; fr != nil {
-			res.FinishReason = *fr
-		}
-		if out.Usage != nil {
-			res.PromptTokens, res.CompletionTokens = out.Usage.PromptTokens, out.Usage.CompletionTokens
-		}
-		return res, nil
+		return readAnswer(ctx, resp.Body, maxAnswer)
 	}
-	return readSSE(ctx, resp.Body, onDelta)
+	return readSSE(ctx, resp.Body, maxAnswer, onDelta)
+}
+
+// readAnswer decodes a whole (non-streaming) answer: a body of at most
+// 2×maxAnswer+64 KiB, whose content and tool calls hold at most
+// maxAnswer bytes.
+func readAnswer(ctx context.Context, body io.Reader, maxAnswer int) (Result, error) {
+	limit := 2*int64(maxAnswer) + 64<<10
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	switch {
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	case err != nil:
+		return Result{}, providerError("answer broken")
+	case int64(len(b)) > limit:
+		return Result{}, tooLarge(maxAnswer)
+	}
+	var out oaResponse
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Choices) == 0 {
+		return Result{}, providerError("malformed answer")
+	}
+	res := Result{Content: out.Choices[0].Message.Content, ToolCalls: out.Choices[0].Message.ToolCalls, FinishReason: "stop"}
+	if answerSize(res.Content, res.ToolCalls) > maxAnswer {
+		return Result{}, tooLarge(maxAnswer)
+	}
+	if fr := out.Choices[0].FinishReason; fr != nil {
+		res.FinishReason = *fr
+	}
+	if out.Usage != nil {
+		res.PromptTokens, res.CompletionTokens = out.Usage.PromptTokens, out.Usage.CompletionTokens
+	}
+	return res, nil
 }
 
 // readSSE parses an OpenAI chat-completion stream, passing each content
-// delta on as it arrives.
-func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (Result, error) {
+// delta on as it arrives. It stops reading, and fails, once the content
+// and tool calls hold more than maxAnswer bytes: what it keeps is
+// bounded, whatever the provider sends.
+func readSSE(ctx context.Context, body io.Reader, maxAnswer int, onDelta func(string) error) (Result, error) {
 	res := Result{FinishReason: "stop"}
 	var content strings.Builder
 	var calls []ToolCall
+	var args []strings.Builder // calls' arguments, joined at the end (not O(n²))
+	size := 0                  // content and tool calls so far
 	done := func() Result {
+		for i := range calls {
+			calls[i].Function.Arguments = args[i].String()
+		}
 		res.Content, res.ToolCalls = content.String(), calls
 		return res
 	}
@@ -262,14 +328,18 @@ func readSSE(ctx context.Context, body io.Reader, onDelta func(string) error) (R
 					return Result{}, providerError("malformed tool call")
 				}
 				for len(calls) <= d.Index {
-					calls = append(calls, ToolCall{Type: "function"})
+					calls, args = append(calls, ToolCall{Type: "function"}), append(args, strings.Builder{})
 				}
 				tc := &calls[d.Index]
 				if d.ID != "" {
 					tc.ID = d.ID
 				}
 				tc.Function.Name += d.Function.Name
-				tc.Function.Arguments += d.Function.Arguments
+				args[d.Index].WriteString(d.Function.Arguments)
+				size += len(d.ID) + len(d.Function.Name) + len(d.Function.Arguments)
+			}
+			if size += len(c.Delta.Content); size > maxAnswer {
+				return Result{}, tooLarge(maxAnswer)
 			}
 			if c.Delta.Content == "" {
 				continue

@@ -10,6 +10,13 @@ import (
 // keeps.
 const PreviewRunes = 200
 
+// previewMargin is how much text past the preview's cut is redacted with
+// it, so that a secret straddling the cut is still matched whole (or by
+// a prefix long enough to match) and never shown in part. Secret-shaped
+// tokens are far shorter; the run's provider key and a tool's secrets
+// widen the margin to their own length.
+const previewMargin = 4 << 10
+
 // secretShaped matches what looks like a credential in free text: API
 // keys of the common shapes (OpenAI/Anthropic sk-…, gateway_…,
 // svc_live_…, GitHub, AWS, Slack tokens), bearer tokens, and JWTs.
@@ -18,13 +25,17 @@ var secretShaped = regexp.MustCompile(`(?i)\b(sk-[a-z0-9_-]{8,}|gateway_[a-f0-9]
 // redactor turns text into a trace preview: secrets out, then
 // truncated. The run's own provider key is removed wherever it appears,
 // whatever its shape.
-type redactor struct{ literals []string }
+type redactor struct {
+	literals []string
+	margin   int // previewMargin, or the longest literal if longer
+}
 
 func newRedactor(literals ...string) *redactor {
-	r := &redactor{}
+	r := &redactor{margin: previewMargin}
 	for _, l := range literals {
 		if len(l) >= 6 { // shorter is not a real credential, and would blank ordinary words
 			r.literals = append(r.literals, l)
+			r.margin = max(r.margin, len(l))
 		}
 	}
 	return r
@@ -34,18 +45,20 @@ func newRedactor(literals ...string) *redactor {
 func (r *redactor) with(literals ...string) *redactor {
 	n := newRedactor(literals...)
 	n.literals = append(n.literals, r.literals...)
+	n.margin = max(n.margin, r.margin)
 	return n
 }
 
-// preview redacts s and keeps its first PreviewRunes runes.
+// preview redacts s and keeps its first PreviewRunes runes. The work is
+// bounded by what is kept, whatever len(s): s is cut first to
+// PreviewRunes runes plus the margin, that window is redacted, then cut
+// to PreviewRunes runes.
 func (r *redactor) preview(s string) string {
+	s, cut := window(s, r.margin)
 	for _, l := range r.literals {
 		s = strings.ReplaceAll(s, l, "[redacted]")
 	}
 	s = secretShaped.ReplaceAllString(s, "[redacted]")
-	if utf8.RuneCountInString(s) <= PreviewRunes {
-		return s
-	}
 	n := 0
 	for i := range s {
 		if n == PreviewRunes {
@@ -53,5 +66,33 @@ func (r *redactor) preview(s string) string {
 		}
 		n++
 	}
+	if cut {
+		return s + "…"
+	}
 	return s
+}
+
+// window returns the head of s that a preview reads: its first
+// PreviewRunes runes and margin bytes more (cut on a rune boundary), and
+// whether anything was cut off.
+func window(s string, margin int) (string, bool) {
+	n := 0
+	for i := range s {
+		if n == PreviewRunes {
+			return head(s, i+margin), i+margin < len(s)
+		}
+		n++
+	}
+	return s, false
+}
+
+// head is s cut to at most n bytes, on a rune boundary.
+func head(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

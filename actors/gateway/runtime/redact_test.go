@@ -28,3 +28,18 @@ func TestPreview(t *testing.T) {
 		t.Errorf("long preview = %d runes", utf8.RuneCountInString(got))
 	}
 }
+
+func BenchmarkPreview1MiB(b *testing.B) { benchPreview(b, 1<<20) }
+func BenchmarkPreview1KiB(b *testing.B) { benchPreview(b, 1<<10) }
+
+// benchPreview previews a message of size bytes with a secret near its
+// start.
+func benchPreview(b *testing.B, size int) {
+	r := newRedactor("weird-provider-credential-42")
+	s := "key sk-proj-AbCdEfGh123456789 " + strings.Repeat("lorem ipsum ", size/12)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		_ = r.preview(s)
+	}
+}

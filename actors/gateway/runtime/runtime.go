@@ -115,6 +115,7 @@ type Runtime struct {
 	delegations Delegations
 	skills      Skills
 	lg          *slog.Logger
+	limits      Limits
 
 	// Background runs (summoning) end with bgCtx at Close.
 	bgCtx  context.Context
@@ -133,7 +134,7 @@ func (rt *Runtime) SetToolbox(tb Toolbox) { rt.toolbox = tb }
 // also Sessions, Defaults and Prompts (the gateway) give turns their
 // sessions, default agents, and summoning and regenerating.
 func New(agents Agents, rec Recorder) *Runtime {
-	rt := &Runtime{agents: agents, rec: rec, llm: newLLMClients(), now: time.Now, lg: slog.New(slog.DiscardHandler)}
+	rt := &Runtime{agents: agents, rec: rec, llm: newLLMClients(), now: time.Now, limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
 	if c, ok := rec.(interface{ Now() time.Time }); ok {
 		rt.now = c.Now
 	}
@@ -200,7 +201,7 @@ func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provi
 	all = append(all, req.Messages...)
 	rn := &Run{
 		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
-		call: rt.llm.forProvider(p, key), user: req.User, endpoint: req.Endpoint,
+		call: rt.llm.forProvider(p, key, rt.limits.MaxAnswerBytes), user: req.User, endpoint: req.Endpoint,
 		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name,
 		redact: newRedactor(key), req: llmRequest{Model: a.Model, Messages: all}, skills: skills,
 	}

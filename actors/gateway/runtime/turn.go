@@ -107,11 +107,20 @@ func (rt *Runtime) Turn(ctx context.Context, p gateway.Principal, req TurnReques
 // Begin resolves the agent, decides whether p may run it, and only then
 // begins the session turn (if any) and prepares the run. A refused
 // caller gets ErrAgentNotFound, having caused no tool resolution, no MCP
-// connection and no provider call. Other errors: ErrAgentDisabled,
+// connection and no provider call. Messages larger than the Limits are
+// refused first, with ErrMessageTooLarge. Other errors: ErrAgentDisabled,
 // ErrProviderDisabled, gateway.ErrInvalid (a bad session key), the
 // registry's. A begun Turn must be run, once, with RunTurn, which ends
 // its session turn.
 func (rt *Runtime) Begin(ctx context.Context, p gateway.Principal, req TurnRequest) (*Turn, error) {
+	if err := rt.checkSize(req.Messages); err != nil {
+		if req.Queued != nil { // queued by the transport: free the session's queue, asking nothing
+			if _, werr := req.Queued(ctx); werr == nil {
+				rt.endTurn(ctx, &Turn{SessionKey: req.SessionKey}, Result{}, err)
+			}
+		}
+		return nil, err
+	}
 	if req.SessionKey == "" && req.Queued == nil {
 		a, prov, err := rt.decide(ctx, p, req.Agent, req.AnyStatus)
 		if err != nil {
