@@ -182,12 +182,16 @@ func runPrincipal(c Caller, body string) (gateway.Principal, error) {
 // returns.
 func runContext(ctx context.Context) context.Context {
 	run := context.WithoutCancel(ctx)
-	w, ok := ctx.Value(clientWatchKey{}).(*clientWatch)
-	if !ok { // RPC over the WebSocket: its operations' contexts carry no watch
-		return run
+	var gone context.Context
+	switch w := ctx.Value(clientWatchKey{}).(type) {
+	case *clientWatch: // HTTP: the request's connection, watched
+		gone = w.gone()
+	default: // an RPC over the WebSocket: the socket's life during the call
+		if gone, _ = ctx.Value(socketLifeKey{}).(context.Context); gone == nil {
+			return run
+		}
 	}
 	run, cancel := context.WithCancelCause(run)
-	gone := w.gone()
 	context.AfterFunc(gone, func() { cancel(context.Cause(gone)) })
 	return run
 }

@@ -322,6 +322,13 @@ type clientWatch struct {
 
 type clientWatchKey struct{}
 
+// socketLifeKey holds, in a WebSocket RPC call's context, a context that
+// ends when the socket closes or the call returns (runContext).
+type socketLifeKey struct{}
+
+// errCallDone ends a WebSocket call's socketLife once it has answered.
+var errCallDone = errors.New("gateway: call answered")
+
 // gone returns a context that ends when the client goes away or the
 // handler returns.
 func (w *clientWatch) gone() context.Context {

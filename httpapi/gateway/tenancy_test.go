@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -229,5 +230,25 @@ func TestQuotas(t *testing.T) {
 	e.must(404, "GET", "/v1/media/"+m.body["id"].(string), write, "")
 	if r := postFile(t, e, write, "/v1/media/upload", "b.txt", []byte(strings.Repeat("b", 60))); r.status != 201 {
 		t.Errorf("upload after a delete freed the bytes = %d %s", r.status, r.raw)
+	}
+}
+
+// TestWSCloseCancelsRun (issue 21, 3): a run asked for over the WebSocket
+// RPC and answered in one piece ends when the socket closes, with its
+// provider request, as over HTTP.
+func TestWSCloseCancelsRun(t *testing.T) {
+	st, up := newStub(t)
+	st.hang = 30 * time.Second
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	seedStubAgent(e, up.URL, 60)
+	ws := dialWS(t, e)
+	ws.mustOK("connect", map[string]any{"token": gwToken, "user_id": "alice"})
+	ws.send("chat.completions", map[string]any{"model": "gateway:default", "messages": []map[string]any{{"role": "user", "content": "hi"}}})
+	time.Sleep(200 * time.Millisecond) // the run reaches the upstream
+	_ = ws.c.Close()
+	select {
+	case <-st.cancelled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the upstream request was not cancelled after the socket closed")
 	}
 }

@@ -348,6 +348,12 @@ func (w *wsConn) hello() wsHello {
 func (w *wsConn) call(f wsFrame) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.s.cfg.RequestTimeout)
 	defer cancel()
+	// A run answered in one piece outlives the request timeout but not the
+	// socket (runContext): life ends with the socket or with this call, so
+	// nothing stays registered on a long-lived socket.
+	life, endLife := context.WithCancelCause(w.ctx)
+	defer endLife(errCallDone)
+	ctx = context.WithValue(ctx, socketLifeKey{}, life)
 	switch f.Method {
 	case "connect":
 		w.respond(f.ID, nil, errInvalid("already connected"))
