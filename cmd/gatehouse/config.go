@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
 )
 
@@ -94,6 +95,10 @@ type fileConfig struct {
 			Agents             int   `json:"agents_per_user"`
 			PendingMCPRequests int   `json:"mcp_requests_pending_per_user"`
 		} `json:"quotas"`
+		// MaxMessageBytes bounds a turn's message text (413 beyond) and
+		// MaxAnswerBytes what a provider may answer in one call.
+		MaxMessageBytes int `json:"max_message_bytes"`
+		MaxAnswerBytes  int `json:"max_answer_bytes"`
 		// DefaultAgent is the agent (id or agent_key) a run naming none
 		// gets when it acts for no user; empty: none.
 		DefaultAgent string `json:"default_agent"`
@@ -161,6 +166,7 @@ func defaultConfig() fileConfig {
 	gwd := gateway.DefaultConfig()
 	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
 	c.Gateway.TraceDays = gwd.TraceDays
+	c.Gateway.MaxMessageBytes, c.Gateway.MaxAnswerBytes = runtime.DefaultMaxMessageBytes, runtime.DefaultMaxAnswerBytes
 	q := &c.Gateway.Quotas
 	q.MemoryEntries, q.MediaBytes, q.Sessions, q.Agents, q.PendingMCPRequests = gwd.Quotas.MemoryEntries, gwd.Quotas.MediaBytes, gwd.Quotas.Sessions, gwd.Quotas.Agents, gwd.Quotas.PendingMCPRequests
 	c.Gateway.MaxUploadBytes = 20 << 20
@@ -260,6 +266,8 @@ func (c *fileConfig) validateValues() error {
 		{c.Gateway.MaxTraces < 1, "gateway.max_traces", ">= 1"},
 		{c.Gateway.UsageDays < 1, "gateway.usage_days", ">= 1"},
 		{c.Gateway.TraceDays < 0, "gateway.trace_days", ">= 0 (0: no age limit)"},
+		{c.Gateway.MaxMessageBytes < 1, "gateway.max_message_bytes", ">= 1"},
+		{c.Gateway.MaxAnswerBytes < 1, "gateway.max_answer_bytes", ">= 1"},
 		{c.Gateway.Quotas.MemoryEntries < 1, "gateway.quotas.memory_entries_per_user", ">= 1"},
 		{c.Gateway.Quotas.MediaBytes < 1, "gateway.quotas.media_bytes_per_user", ">= 1"},
 		{c.Gateway.Quotas.Sessions < 1, "gateway.quotas.sessions_per_user", ">= 1"},

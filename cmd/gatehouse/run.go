@@ -124,6 +124,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	acfg := app.DefaultConfig()
 	acfg.Webhook.Code = gwapi.WebhookCode
 	acfg.Sandbox = sandboxConfig(cfg)
+	acfg.Limits.MaxMessageBytes, acfg.Limits.MaxAnswerBytes = cfg.Gateway.MaxMessageBytes, cfg.Gateway.MaxAnswerBytes
 	gwApp, err := app.New(acfg, n.gw, lg)
 	if err != nil {
 		return fmt.Errorf("gateway services: %w", err)

@@ -21,6 +21,9 @@ type Config struct {
 	// Sandbox is where custom tools and stdio MCP servers run (cmd:
 	// tools.sandbox, bwrap by default). Its zero value is bwrap.
 	Sandbox toolexec.SandboxConfig
+	// Limits bound a turn's message text and a provider's answer (cmd:
+	// gateway.max_message_bytes, gateway.max_answer_bytes).
+	Limits runtime.Limits
 }
 
 // DefaultConfig returns the services' defaults. Its Sandbox is "none",
@@ -29,7 +32,7 @@ type Config struct {
 // path in Sandbox.ReadOnly under bwrap); the gatehouse binary sets
 // bwrap unless the operator chose "none".
 func DefaultConfig() Config {
-	return Config{Webhook: webhook.DefaultConfig(), Sandbox: toolexec.SandboxConfig{Mode: toolexec.SandboxNone}}
+	return Config{Webhook: webhook.DefaultConfig(), Sandbox: toolexec.SandboxConfig{Mode: toolexec.SandboxNone}, Limits: runtime.DefaultLimits()}
 }
 
 // Validate names the first bad field.
@@ -39,6 +42,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Sandbox.Validate(); err != nil {
 		return fmt.Errorf("app: Sandbox: %w", err)
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("app: Limits: %w", err)
 	}
 	return nil
 }
@@ -72,6 +78,9 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	rt := runtime.New(g, g)
+	if err := rt.SetLimits(cfg.Limits); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	box := toolbox.New(g, sb, g.Logger())
 	rt.SetToolbox(box)
 	wh, err := webhook.New(cfg.Webhook, g, rt, lg)
