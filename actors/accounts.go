@@ -112,6 +112,7 @@ type patchUser struct {
 	plan         *Plan
 	license      *bool
 	role         *Role
+	keyLimit     *int64
 	passwordHash string
 	reply        chan userReply
 }
@@ -235,6 +236,9 @@ func (a *accounts) patchUser(m patchUser) userReply {
 	}
 	if m.passwordHash != "" {
 		u.PasswordHash = m.passwordHash
+	}
+	if m.keyLimit != nil {
+		u.KeyRateLimit = *m.keyLimit
 	}
 	evs := []accountEvent{userSaved{u: u}}
 	// A new password, role or license ends every session of the user, in

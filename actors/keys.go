@@ -90,6 +90,9 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if !ok {
 		limit = s.cfg.Plans[PlanStandard]
 	}
+	if k.Owner.KeyRateLimit > 0 { // an admin's limit for this user's keys
+		limit = k.Owner.KeyRateLimit
+	}
 	secret, h, err := newSecretHash()
 	if err != nil {
 		return KeyInfo{}, "", err

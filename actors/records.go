@@ -352,6 +352,9 @@ type userRecord struct {
 	LicenseActive bool      `json:"license_active"`
 	CreatedAt     int64     `json:"created_at"`
 	PasswordHash  string    `json:"password_hash"` // argon2id, encoded
+	// KeyRateLimit caps the rate limit of the keys the user creates (0:
+	// their plan's); later, optional.
+	KeyRateLimit int64 `json:"key_rate_limit,omitempty"`
 }
 
 // sessionRecord is the durable form of a session; Hash is SHA-256 of the token.

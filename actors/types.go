@@ -42,6 +42,10 @@ type User struct {
 	LicenseActive bool
 	CreatedAt     time.Time
 	PasswordHash  string
+	// KeyRateLimit caps the per-hour limit of keys the user creates (0:
+	// their plan's limit): an admin's limit outlives the key it was set
+	// on (see UserPatch.KeyRateLimit).
+	KeyRateLimit int64
 }
 
 // NewUser is the input of CreateUser.
@@ -59,6 +63,8 @@ type UserPatch struct {
 	LicenseActive *bool
 	Role          *Role
 	Password      *string
+	// KeyRateLimit sets the user's key limit, 0 back to the plan's.
+	KeyRateLimit *int64
 }
 
 // Session is a logged-in session. Token is the raw cookie value, returned

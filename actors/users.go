@@ -37,7 +37,7 @@ func validatePassword(pw string) error {
 func (u userRecord) user() User {
 	return User{
 		ID: u.ID, Email: u.Email, Role: u.Role, Plan: u.Plan, LicenseActive: u.LicenseActive,
-		CreatedAt: time.Unix(u.CreatedAt, 0).UTC(), PasswordHash: u.PasswordHash,
+		CreatedAt: time.Unix(u.CreatedAt, 0).UTC(), PasswordHash: u.PasswordHash, KeyRateLimit: u.KeyRateLimit,
 	}
 }
 
@@ -89,7 +89,10 @@ func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 
 // UpdateUser changes a user's plan, license, role or password.
 func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (User, error) {
-	m := patchUser{id: id, plan: p.Plan, license: p.LicenseActive, role: p.Role, reply: make(chan userReply, 1)}
+	m := patchUser{id: id, plan: p.Plan, license: p.LicenseActive, role: p.Role, keyLimit: p.KeyRateLimit, reply: make(chan userReply, 1)}
+	if p.KeyRateLimit != nil && (*p.KeyRateLimit < 0 || *p.KeyRateLimit > maxRateLimit) {
+		return User{}, fmt.Errorf("keyRateLimit must be an integer in 0..%d (0: the plan's): %w", maxRateLimit, ErrInvalidArgument)
+	}
 	if p.Plan != nil && !p.Plan.Valid() {
 		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, ErrInvalidArgument)
 	}

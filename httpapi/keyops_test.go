@@ -190,3 +190,35 @@ func TestKeyUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminKeyLimitOutlivesKey (issue 21, 13): an admin's limit on a
+// user's key is the user's key limit from then on, shown on the user:
+// deleting the key and creating another does not escape it; an admin sets
+// it back to the plan's with null.
+func TestAdminKeyLimitOutlivesKey(t *testing.T) {
+	w := newWorld(t)
+	id, _ := w.createKey(t, w.aliceCk, "k1")
+	mustStatus(t, w.do(t, request{method: "PATCH", path: "/api/keys/" + id.String(), body: `{"rateLimit":10}`, cookie: w.adminCk}), 200, "")
+	mustStatus(t, w.do(t, request{method: "DELETE", path: "/api/keys/" + id.String(), cookie: w.aliceCk}), 200, "")
+	limitOf := func(id uuid.UUID) any {
+		t.Helper()
+		r := w.do(t, request{method: "GET", path: "/api/keys/" + id.String(), cookie: w.aliceCk})
+		mustStatus(t, r, 200, "")
+		return r.json["key"].(map[string]any)["rateLimit"]
+	}
+	id2, _ := w.createKey(t, w.aliceCk, "k2")
+	if got := limitOf(id2); got != 10.0 {
+		t.Errorf("a new key after the admin's limit = rateLimit %v, want 10", got)
+	}
+	r := w.do(t, request{method: "GET", path: "/api/users", cookie: w.adminCk})
+	mustStatus(t, r, 200, "")
+	if !strings.Contains(string(r.body), `"keyRateLimit":10`) {
+		t.Errorf("users = %s, want alice's keyRateLimit 10", r.body)
+	}
+	mustStatus(t, w.do(t, request{method: "PATCH", path: "/api/users/" + w.alice.ID.String(), body: `{"keyRateLimit":null}`, cookie: w.adminCk}), 200, "")
+	id3, _ := w.createKey(t, w.aliceCk, "k3")
+	if got := limitOf(id3); got == 10.0 {
+		t.Errorf("after the admin cleared it, a new key = rateLimit %v, want the plan's", got)
+	}
+	mustStatus(t, w.do(t, request{method: "PATCH", path: "/api/users/" + w.alice.ID.String(), body: `{"keyRateLimit":-1}`, cookie: w.adminCk}), 400, "VALIDATION_ERROR")
+}

@@ -171,6 +171,13 @@ func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	if err != nil {
 		return err
 	}
+	if p.RateLimit != nil && k.Owner != u.ID {
+		// An admin's limit on a user's key is the user's key limit from now
+		// on: deleting the key and creating another does not escape it.
+		if _, err := s.users.UpdateUser(ctx, k.Owner, actors.UserPatch{KeyRateLimit: p.RateLimit}); err != nil {
+			return err
+		}
+	}
 	k, err = s.keys.UpdateKey(ctx, k.ID, p)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 
@@ -16,6 +17,7 @@ type userRequest struct {
 	Role          json.RawMessage `json:"role"`
 	Plan          json.RawMessage `json:"plan"`
 	LicenseActive json.RawMessage `json:"licenseActive"`
+	KeyRateLimit  json.RawMessage `json:"keyRateLimit"`
 }
 
 // createUser: POST /api/users (admin). role defaults to "user", plan to
@@ -128,12 +130,30 @@ func (s *Server) updateUser(ctx context.Context, rc *fasthttp.RequestCtx, _ acto
 	if ok {
 		p.Password = &pw
 	}
+	if n, ok, err := optKeyLimit(req.KeyRateLimit); err != nil {
+		return err
+	} else if ok {
+		p.KeyRateLimit = &n
+	}
 	u, err := s.users.UpdateUser(ctx, id, p)
 	if err != nil {
 		return err
 	}
 	writeJSON(rc, fasthttp.StatusOK, newUserView(u))
 	return nil
+}
+
+// optKeyLimit decodes keyRateLimit: an integer in 1..maxRateLimit, or null
+// (or 0) for the plan's limit again.
+func optKeyLimit(raw json.RawMessage) (int64, bool, error) {
+	switch {
+	case len(raw) == 0:
+		return 0, false, nil
+	case absent(raw), string(bytes.TrimSpace(raw)) == "0":
+		return 0, true, nil
+	}
+	n, ok, err := optRateLimit(raw, "keyRateLimit")
+	return n, ok, err
 }
 
 // pathID parses the {id} path parameter. Only the canonical 36-character

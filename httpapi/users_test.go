@@ -39,7 +39,7 @@ func TestCreateUser(t *testing.T) {
 		body: `{"email":"ivy@example.com","password":"password123","plan":"premium","licenseActive":true}`})
 	want := map[string]any{
 		"id": r.json["id"], "email": "ivy@example.com", "role": "user", "plan": "premium",
-		"licenseActive": true, "createdAt": "2026-11-22T10:00:00Z",
+		"licenseActive": true, "createdAt": "2026-11-22T10:00:00Z", "keyRateLimit": nil,
 	}
 	if diff := cmp.Diff(want, r.json); diff != "" {
 		t.Errorf("create user body (-want +got):\n%s", diff)
@@ -87,7 +87,7 @@ func TestListAndPatchUsers(t *testing.T) {
 	r = w.do(t, request{method: "PATCH", path: path, body: `{}`, cookie: w.adminCk})
 	want := map[string]any{
 		"id": w.carol.ID.String(), "email": "carol@example.com", "role": "admin", "plan": "premium",
-		"licenseActive": true, "createdAt": "2026-11-22T10:00:00Z",
+		"licenseActive": true, "createdAt": "2026-11-22T10:00:00Z", "keyRateLimit": nil,
 	}
 	if diff := cmp.Diff(want, r.json); diff != "" {
 		t.Errorf("patched user (-want +got):\n%s", diff)

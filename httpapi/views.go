@@ -29,13 +29,21 @@ type userView struct {
 	Plan          actors.Plan `json:"plan"`
 	LicenseActive bool        `json:"licenseActive"`
 	CreatedAt     isoTime     `json:"createdAt"`
+	// KeyRateLimit is the limit of the keys the user creates: an admin's
+	// (PATCH /api/users/{id}, or a PATCH of one of the user's keys), null
+	// for their plan's.
+	KeyRateLimit *int64 `json:"keyRateLimit"`
 }
 
 func newUserView(u actors.User) userView {
-	return userView{
+	v := userView{
 		ID: u.ID, Email: u.Email, Role: u.Role, Plan: u.Plan,
 		LicenseActive: u.LicenseActive, CreatedAt: isoTime(u.CreatedAt),
 	}
+	if u.KeyRateLimit > 0 {
+		v.KeyRateLimit = &u.KeyRateLimit
+	}
+	return v
 }
 
 // keyListView is one entry of GET /api/keys.
