@@ -416,17 +416,28 @@ type command struct{ run func(r *registry) }
 // as theirs, see send) and waits for its result: the wait's error, or
 // else fn's own.
 func call[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error)) (R, error) {
+	g.regAsks.Inc()
+	wrap := func(run func(*registry)) any { return command{run: run} }
+	return askOp(ctx, g, g.registry, wrap, func(r *registry) (R, error) {
+		v, err := fn(r)
+		r.publish() // before the answer: the caller reads its own write
+		return v, err
+	})
+}
+
+// askOp sends pid the message wrap makes of an operation on the actor's
+// state A, on behalf of ctx's caller, and waits for the operation's
+// result: the wait's error, or else fn's own (call, callTenant).
+func askOp[A, R any](ctx context.Context, g *Gateway, pid *actor.PID, wrap func(func(A)) any, fn func(A) (R, error)) (R, error) {
 	type result struct {
 		v   R
 		err error
 	}
 	reply := make(chan result, 1)
-	g.regAsks.Inc()
-	g.send(ctx, g.registry, command{run: func(r *registry) {
-		v, err := fn(r)
-		r.publish() // before the answer: the caller reads its own write
+	g.send(ctx, pid, wrap(func(a A) {
+		v, err := fn(a)
 		reply <- result{v, err}
-	}})
+	}))
 	res, err := await(ctx, reply)
 	if err != nil {
 		var zero R

@@ -218,22 +218,9 @@ func (g *Gateway) tenantFor(k string) int { return tenantOf(k, len(g.tenants)) }
 // callTenant runs fn on tenant shard i on behalf of ctx's caller and
 // waits for its result (see call).
 func callTenant[R any](ctx context.Context, g *Gateway, i int, fn func(t *tenantShard) (R, error)) (R, error) {
-	type result struct {
-		v   R
-		err error
-	}
-	reply := make(chan result, 1)
 	g.tenantAsks.Inc()
-	g.send(ctx, g.tenants[i], tenantCommand{run: func(t *tenantShard) {
-		v, err := fn(t)
-		reply <- result{v, err}
-	}})
-	res, err := await(ctx, reply)
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	return res.v, res.err
+	wrap := func(run func(*tenantShard)) any { return tenantCommand{run: run} }
+	return askOp(ctx, g, g.tenants[i], wrap, fn)
 }
 
 // eachTenant runs fn on the shards (nil: every shard), all at once, and
