@@ -395,7 +395,7 @@ async function usersPage() {
   const refresh = async () => {
     const users = (await api('GET', '/api/users')).users;
     list.replaceChildren(h('table', { class: 'users' },
-      h('thead', {}, h('tr', {}, ['Email', 'Role', 'Plan', 'License', 'Created', ''].map((t) => h('th', { scope: 'col' }, t)))),
+      h('thead', {}, h('tr', {}, ['Email', 'Role', 'Plan', 'License', 'Key limit', 'Created', ''].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, users.map((u) => {
         // A refused change redraws the row as it is.
         const patch = (body) => guarded(err, () => api('PATCH', '/api/users/' + u.id, body)).then(refresh);
@@ -410,6 +410,10 @@ async function usersPage() {
           h('td', {}, h('label', { class: 'switch' }, h('input', { type: 'checkbox', class: 'user-license',
             checked: u.licenseActive, onchange: (e) => patch({ licenseActive: e.target.checked }) }),
           u.licenseActive ? 'on' : 'off')),
+          // The limit of the keys the user creates: an admin's, or the plan's (empty).
+          h('td', {}, h('input', { type: 'number', min: 1, class: 'user-key-limit', 'aria-label': 'key limit per hour',
+            placeholder: 'plan', value: u.keyRateLimit ?? '',
+            onchange: (e) => patch({ keyRateLimit: e.target.value === '' ? null : Number(e.target.value) }) })),
           h('td', {}, when(u.createdAt)),
           h('td', {}, h('a', { href: `#/users/${u.id}/keys`, class: 'view-keys' }, 'View keys')));
       }))));
