@@ -252,3 +252,30 @@ func TestWSCloseCancelsRun(t *testing.T) {
 		t.Fatal("the upstream request was not cancelled after the socket closed")
 	}
 }
+
+// TestSessionKeysPerOwner (issue 21, 7): bob taking the key "s1" first
+// neither blocks alice's "s1" nor shows her bob's; asking for a key of
+// another user answers as for a key nobody has (no existence oracle).
+func TestSessionKeysPerOwner(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("helper", `{"delay_ms":0}`, "") // alice's
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"bobs","provider":"echo","model":"m"}`, as("bob")...)
+	e.must(200, "POST", "/v1/agents/bobs/wake", gwToken, `{"message":"bob was here","session_key":"s1"}`, as("bob")...)
+	alice := dialWS(t, e)
+	alice.mustOK("connect", map[string]any{"token": gwToken, "user_id": "alice"})
+	mine, _ := alice.call("chat.history", map[string]any{"sessionKey": "s1"})
+	none, _ := alice.call("chat.history", map[string]any{"sessionKey": "never-used"})
+	if mine.OK || none.OK || mine.Error.Code != none.Error.Code || mine.Error.Message != none.Error.Message {
+		t.Errorf("another user's key = %+v, a key nobody has = %+v: an existence oracle", mine.Error, none.Error)
+	}
+	e.must(200, "POST", "/v1/agents/helper/wake", gwToken, `{"message":"alice's own","session_key":"s1"}`, as("alice")...)
+	h := string(alice.mustOK("chat.history", map[string]any{"sessionKey": "s1"}))
+	if strings.Contains(h, "bob was here") || !strings.Contains(h, "alice's own") {
+		t.Errorf("alice's s1 = %s, want her own turn only", h)
+	}
+	bob := dialWS(t, e)
+	bob.mustOK("connect", map[string]any{"token": gwToken, "user_id": "bob"})
+	if h := string(bob.mustOK("chat.history", map[string]any{"sessionKey": "s1"})); strings.Contains(h, "alice's own") {
+		t.Errorf("bob's s1 = %s, shows alice's turn", h)
+	}
+}
