@@ -279,3 +279,19 @@ func TestSessionKeysPerOwner(t *testing.T) {
 		t.Errorf("bob's s1 = %s, shows alice's turn", h)
 	}
 }
+
+// TestDelegateHidesStrangersAgents (issue 21, also): the delegate tool
+// answers alike for a stranger's disabled agent and for no agent at all.
+func TestDelegateHidesStrangersAgents(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"echo","provider_type":"echo","settings":{"delay_ms":0}}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"lead","provider":"echo","model":"m"}`, as("alice")...)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"hidden","provider":"echo","model":"m"}`, as("bob")...)
+	e.must(200, "PUT", "/v1/agents/hidden", gwToken, `{"status":"disabled"}`, as("bob")...)
+	alice := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"a","scopes":["operator.write"],"user_id":"alice"}`).body["key"].(string)
+	disabled := e.chat(alice, "lead", `/tool delegate {"agent":"hidden","task":"x"}`)
+	missing := e.chat(alice, "lead", `/tool delegate {"agent":"nosuch","task":"x"}`)
+	if strings.ReplaceAll(disabled, "hidden", "X") != strings.ReplaceAll(missing, "nosuch", "X") {
+		t.Errorf("a stranger's disabled agent = %q, no agent = %q: they must read alike", disabled, missing)
+	}
+}
