@@ -54,7 +54,9 @@
 //     hourly usage rows (Config.UsageDays days back from the newest run's
 //     day, default 400). A run is appended with AppendAsync and
 //     applied on its commit notice; the runs part carries a WAL watermark,
-//     so replay after a snapshot never counts a run twice.
+//     so replay after a snapshot never counts a run twice. After each run
+//     it publishes the traces, which trace queries read in their caller's
+//     goroutine.
 //
 // # State and apply
 //

@@ -142,7 +142,9 @@ type Gateway struct {
 	// view is the registry part as of its last commit, immutable: reads
 	// (read) are answered from it in the caller's goroutine, so they
 	// never wait behind a write's fsync or another caller's operation.
-	view     atomic.Pointer[registryPart]
+	view atomic.Pointer[registryPart]
+	// traces are the run traces as the runs actor last published them.
+	traces   atomic.Pointer[[]*runRec]
 	runs     *actor.PID
 	authPool *actors.Pool[authMsg]
 }
@@ -236,7 +238,8 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
 	g.startTenants(env, st.tenants)
-	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs}
+	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs, view: &g.traces}
+	ra.publish()
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root
 	g.authPool = actors.NewPool(func() *authMsg { return &authMsg{reply: make(chan authReply, 1)} })

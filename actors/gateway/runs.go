@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,6 +28,15 @@ type runsActor struct {
 
 	recorded, committed uint64 // runs sent to the WAL, and answered by it
 	waiters             []runsWaiter
+	// view receives the traces after each applied run: trace reads scan
+	// it in their caller's goroutine (see runState.dropOldest).
+	view *atomic.Pointer[[]*runRec]
+}
+
+// publish makes the current traces the readers' view.
+func (a *runsActor) publish() {
+	ts := a.part.traces
+	a.view.Store(&ts)
 }
 
 type recordRun struct{ run *runRec }
@@ -46,12 +56,6 @@ type runsWaiter struct {
 	reply chan struct{}
 }
 
-type queryTraces struct {
-	f     TraceFilter
-	id    string
-	reply chan TracePage
-}
-
 type queryUsage struct {
 	q     UsageQuery
 	reply chan []usageRec
@@ -69,8 +73,6 @@ func (a *runsActor) Receive(ctx actor.Context) {
 	case syncRuns:
 		a.waiters = append(a.waiters, runsWaiter{upto: a.recorded, reply: m.reply})
 		a.release()
-	case queryTraces:
-		m.reply <- a.traces(m)
 	case queryUsage:
 		m.reply <- a.usage(m)
 	case captureRuns:
@@ -95,6 +97,7 @@ func (a *runsActor) committedRun(m runCommitted) {
 		a.lg.Error("run record not logged", "run_id", m.ev.run.ID, "err", m.err)
 	} else {
 		a.part.apply(m.seq, m.ev)
+		a.publish()
 	}
 	a.release()
 }
@@ -109,22 +112,21 @@ func (a *runsActor) release() {
 	})
 }
 
-// traces answers one trace by id (with its spans) or a page of the
-// traces matching the filter, newest first.
-func (a *runsActor) traces(m queryTraces) TracePage {
-	if m.id != "" {
-		for i := len(a.part.traces) - 1; i >= 0; i-- {
-			if t := a.part.traces[i]; t.ID == m.id {
+// tracePage answers one trace by id (with its spans) or a page of the
+// traces matching f, newest first, from traces (oldest first).
+func tracePage(traces []*runRec, id string, f TraceFilter) TracePage {
+	if id != "" {
+		for i := len(traces) - 1; i >= 0; i-- {
+			if t := traces[i]; t.ID == id {
 				return TracePage{Traces: []Trace{t.view(true)}, Total: 1}
 			}
 		}
 		return TracePage{}
 	}
-	f := m.f
 	limit := cmp.Or(f.Limit, 100)
 	page := TracePage{Traces: []Trace{}}
-	for i := len(a.part.traces) - 1; i >= 0; i-- {
-		t := a.part.traces[i]
+	for i := len(traces) - 1; i >= 0; i-- {
+		t := traces[i]
 		if !f.matches(t) {
 			continue
 		}
@@ -169,10 +171,14 @@ func (g *Gateway) syncRuns(ctx context.Context) error {
 
 // TracePage lists traces matching f, newest first: f.Offset of them
 // skipped, at most f.Limit (0: 100) returned, with their Total.
+//
+// It reads the traces the runs actor published last, in the caller's
+// goroutine: a trace query never waits behind recording or another query.
 func (g *Gateway) TracePage(ctx context.Context, f TraceFilter) (TracePage, error) {
-	reply := make(chan TracePage, 1)
-	g.root.Send(g.runs, queryTraces{f: f, reply: reply})
-	return await(ctx, reply)
+	if err := ctx.Err(); err != nil {
+		return TracePage{}, err
+	}
+	return tracePage(*g.traces.Load(), "", f), nil
 }
 
 // Traces returns the newest traces matching f (with their spans), newest
@@ -186,12 +192,10 @@ func (g *Gateway) Traces(ctx context.Context, f TraceFilter) ([]Trace, error) {
 // Trace returns one trace with its spans; ErrNotFound if it is unknown or
 // aged out.
 func (g *Gateway) Trace(ctx context.Context, id string) (Trace, error) {
-	reply := make(chan TracePage, 1)
-	g.root.Send(g.runs, queryTraces{id: id, reply: reply})
-	p, err := await(ctx, reply)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return Trace{}, err
 	}
+	p := tracePage(*g.traces.Load(), id, TraceFilter{})
 	if len(p.Traces) == 0 {
 		return Trace{}, ErrNotFound
 	}

@@ -408,7 +408,7 @@ func (rs *runState) apply(seq uint64, ev event) {
 	}
 	rs.traces = append(rs.traces, t)
 	if over := len(rs.traces) - rs.maxTraces; over > 0 {
-		rs.traces = slices.Delete(rs.traces, 0, over)
+		rs.dropOldest(over)
 	}
 	rs.count(t)
 	if t.UserID != "" {
@@ -428,6 +428,15 @@ func (rs *runState) apply(seq uint64, ev event) {
 		rs.prune()
 	}
 }
+
+// dropOldest drops the n oldest traces by moving the start of the slice,
+// never by moving its elements: a published view (runsActor.publish) is a
+// slice header over the same array, so appends (at the end) and drops (of
+// the start) never change what it holds (which is why the dropped slots are
+// not cleared: a view may still show them). The array is copied, live part
+// only, when an append outgrows it, and the dropped runs go with the old
+// one.
+func (rs *runState) dropOldest(n int) { rs.traces = rs.traces[n:] }
 
 // count adds t to its usage row.
 func (rs *runState) count(t *runRec) {
@@ -474,7 +483,7 @@ func (rs *runState) prune() {
 			n++
 		}
 		if n > 0 {
-			rs.traces = slices.Delete(rs.traces, 0, n)
+			rs.dropOldest(n)
 		}
 	}
 }
@@ -513,7 +522,7 @@ func cmpInstance(x, y instanceRec) int {
 func (rs *runState) restore(im runsImage) {
 	rs.seq, rs.traces = im.seq, im.traces
 	if over := len(rs.traces) - rs.maxTraces; over > 0 {
-		rs.traces = slices.Delete(rs.traces, 0, over)
+		rs.dropOldest(over)
 	}
 	clear(rs.usage)
 	clear(rs.instances)

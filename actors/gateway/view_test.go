@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"fmt"
 	"testing"
+	"time"
 )
 
 // TestViewIsImmutable: a published view of the registry part keeps what
@@ -55,4 +57,32 @@ func mustProviderID(t *testing.T, gw *Gateway) [16]byte {
 		t.Fatal("no provider echo")
 	}
 	return p.ID
+}
+
+// TestTracesViewImmutable: a published traces view (a slice header) keeps
+// what it showed while runs are appended and the oldest dropped, through
+// the reallocations of the array.
+func TestTracesViewImmutable(t *testing.T) {
+	rs := newRunState(3, 0, 400)
+	type seen struct {
+		view []*runRec
+		ids  []string
+	}
+	var views []seen
+	for i := range 40 {
+		rs.apply(uint64(i+1), runRecorded{&runRec{ID: fmt.Sprint("r", i), StartedAt: fxAt.Add(time.Duration(i) * time.Minute)}})
+		v := rs.traces
+		var ids []string
+		for _, r := range v {
+			ids = append(ids, r.ID)
+		}
+		views = append(views, seen{v, ids})
+	}
+	for i, s := range views {
+		for j, r := range s.view {
+			if r == nil || r.ID != s.ids[j] {
+				t.Fatalf("view %d changed at %d: %v, want %s", i, j, r, s.ids[j])
+			}
+		}
+	}
 }
