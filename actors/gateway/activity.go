@@ -84,6 +84,7 @@ type audit struct {
 	entityType string
 	entityID   string
 	summary    string
+	tenant     string // the tenant shard's routing key ("": not a tenant shard's change)
 }
 
 // verbOf is the audit verb of a put: create, else update.
@@ -106,7 +107,7 @@ func (au audit) entry(by *Actor, now time.Time) *activityRec {
 	return &activityRec{Activity: Activity{
 		ID: id, At: now.UTC(), ActorType: by.Type, ActorID: by.ID, UserID: by.UserID, IP: by.IP,
 		Action: au.action, EntityType: au.entityType, EntityID: au.entityID, Summary: au.summary,
-	}}
+	}, Tenant: au.tenant}
 }
 
 // recentLog is a part's newest entities of one kind (audit entries,
@@ -245,6 +246,15 @@ func page(total, offset, limit, def int) (lo, hi int) {
 	}
 	lo = min(max(offset, 0), total)
 	return lo, min(lo+max(limit, 1), total)
+}
+
+// as handles the message w carries with *by set to its caller for the
+// time of the call: how every actor that audits changes (key shards, the
+// registry, tenant shards) receives one.
+func (w withActor) as(by **Actor, handle func(any)) {
+	*by = w.by
+	handle(w.m)
+	*by = nil
 }
 
 // withActor carries a message sent on behalf of an API caller.

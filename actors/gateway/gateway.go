@@ -397,18 +397,6 @@ func await[T any](ctx context.Context, ch <-chan T) (T, error) {
 	return v, err
 }
 
-// answer is a reply that carries its own error.
-type answer interface{ failure() error }
-
-// ask sends m, which answers on reply, to the registry on behalf of ctx's
-// caller (see send) and waits for the answer; the error is the wait's, or
-// else the answer's own.
-func ask[R answer](ctx context.Context, g *Gateway, m any, reply chan R) (R, error) {
-	g.send(ctx, g.registry, m)
-	r, err := await(ctx, reply)
-	return r, cmpErr(r.failure(), err)
-}
-
 // command is the registry's one generic message: run applies an
 // operation to the registry (its one writer) and answers on a channel the
 // caller waits on. It replaces a message type, a reply type and a switch

@@ -76,9 +76,7 @@ func (s *keyShard) Receive(ctx actor.Context) { s.handle(ctx.Message()) }
 func (s *keyShard) handle(msg any) {
 	switch m := msg.(type) {
 	case withActor:
-		s.by = m.by
-		s.handle(m.m)
-		s.by = nil
+		m.as(&s.by, s.handle)
 	case queryActivity:
 		m.reply <- queryActivityLog(&s.part.activity, m.f)
 	case *authMsg:

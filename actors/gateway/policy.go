@@ -108,6 +108,18 @@ func (p Principal) ReaderOf() string {
 	return p.User
 }
 
+// AgentReader is the user p lists and gets agents as on the agent routes:
+// its user (a trusted backend acting for one sees what that user sees),
+// EveryUser for a trusted backend acting for nobody, "" (no agent) for a
+// credential bound to no user. ReaderOf is the wider view of the routes
+// that read an agent's records (a trusted backend: every agent).
+func (p Principal) AgentReader() string {
+	if p.User == "" && p.Trusted {
+		return EveryUser
+	}
+	return p.User
+}
+
 // IsOperator reports whether a is shared with user as operator.
 func IsOperator(a *Agent, user string) bool {
 	for _, sh := range a.Shares {

@@ -66,6 +66,10 @@ func fxRuns() []*runRec {
 
 var eventCmp = cmp.AllowUnexported(entitySaved{}, entityDeleted{}, runRecorded{}, sessionTurnAppended{})
 
+// legacySessionID is a session id of builds that kept keys global (the
+// golden session's, so its file stays as it was).
+func legacySessionID(key string) uuid.UUID { return uuid.NewSHA1(sessionNS, []byte(key)) }
+
 // goldenEvents are the records this build writes, one golden file each
 // (one per entity kind for entitySaved).
 func goldenEvents() []struct {

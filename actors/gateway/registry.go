@@ -63,9 +63,7 @@ func do(ctx context.Context, g *Gateway, fn func(r *registry) error) error {
 func (r *registry) handle(msg any) {
 	switch m := msg.(type) {
 	case withActor:
-		r.by = m.by
-		r.handle(m.m)
-		r.by = nil
+		m.as(&r.by, r.handle)
 	case command:
 		m.run(r)
 	case queryActivity:

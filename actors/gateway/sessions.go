@@ -88,13 +88,10 @@ var sessionNS = uuid.MustParse("0f6f0c52-8d0e-4d8f-9c8e-2a4b7e1d3c55")
 // sessionID is the id of user's session key. Session keys are scoped
 // per owner: alice's "s1" and bob's "s1" are two sessions, and nobody can
 // take (or learn of) another user's key. Sessions made before keys were
-// scoped keep the id of their key alone (legacySessionID).
+// scoped keep the id of their key alone (SHA-1 of the key in sessionNS).
 func sessionID(user, key string) uuid.UUID {
 	return uuid.NewSHA1(sessionNS, []byte(user+"\x00"+key))
 }
-
-// legacySessionID is a session id of builds that kept keys global.
-func legacySessionID(key string) uuid.UUID { return uuid.NewSHA1(sessionNS, []byte(key)) }
 
 // sessionName is a session's name in its shard's table: owner and key.
 func sessionName(user, key string) string { return user + "\x00" + key }

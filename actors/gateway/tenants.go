@@ -151,9 +151,7 @@ func (t *tenantShard) Receive(ctx actor.Context) { t.handle(ctx.Message()) }
 func (t *tenantShard) handle(msg any) {
 	switch m := msg.(type) {
 	case withActor:
-		t.by = m.by
-		t.handle(m.m)
-		t.by = nil
+		m.as(&t.by, t.handle)
 	case tenantCommand:
 		m.run(t)
 	case queryActivity:
@@ -164,28 +162,20 @@ func (t *tenantShard) handle(msg any) {
 }
 
 // commit appends evs, and the audit entry of the change (routed back to
-// this shard by tenant) when an API caller made it, then applies them.
+// this shard by tenant) when an API caller made it, then applies them
+// (commitAs).
 func (t *tenantShard) commit(tenant string, au audit, evs ...event) error {
-	if e := au.entry(t.by, t.clock.Now()); e != nil {
-		e.Tenant = tenant
-		evs = append(evs, entitySaved{e})
-	}
-	return commitAll(t.log, t.part, evs...)
+	au.tenant = tenant
+	return commitAs(t.log, t.part, t.by, t.clock.Now(), au, evs...)
 }
 
 // agent finds an agent by id or agent_key in the registry's view.
 func (t *tenantShard) agent(ref string) (*agentRec, bool) { return t.view().agents.get(ref) }
 
-// purgeAgent deletes the sessions and memory entries of agent id, unless
-// the agent exists again (ids are never reused, so it does not).
+// purgeAgent deletes the sessions and memory entries of agent id (ids are
+// never reused).
 func (t *tenantShard) purgeAgent(id uuid.UUID) error {
-	var evs []event
-	evs = t.part.memory.deletes(evs, func(m *memoryRec) bool { return m.AgentID == id })
-	evs = t.part.sessions.deletes(evs, func(x *sessionRec) bool { return x.AgentID == id })
-	if len(evs) == 0 {
-		return nil
-	}
-	return commitAll(t.log, t.part, evs...)
+	return t.purge(func(a uuid.UUID) bool { return a == id })
 }
 
 // purgeOrphans deletes the sessions and memory entries whose agent no
@@ -193,7 +183,12 @@ func (t *tenantShard) purgeAgent(id uuid.UUID) error {
 // purge did not reach this shard.
 func (t *tenantShard) purgeOrphans() error {
 	agents := t.view().agents.rows
-	gone := func(id uuid.UUID) bool { _, ok := agents[id]; return id != uuid.Nil && !ok }
+	return t.purge(func(id uuid.UUID) bool { _, ok := agents[id]; return id != uuid.Nil && !ok })
+}
+
+// purge deletes, in one write, the sessions and memory entries of the
+// agents gone selects.
+func (t *tenantShard) purge(gone func(agent uuid.UUID) bool) error {
 	var evs []event
 	evs = t.part.memory.deletes(evs, func(m *memoryRec) bool { return gone(m.AgentID) })
 	evs = t.part.sessions.deletes(evs, func(x *sessionRec) bool { return gone(x.AgentID) })

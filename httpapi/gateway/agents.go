@@ -46,18 +46,9 @@ type agentList struct {
 	Data []gateway.Agent `json:"data"`
 }
 
-// agentReader is the user c reads agents as: its user, every user for a
-// trusted backend acting for nobody, and nobody ("": no agent) for a
-// credential bound to no user.
-func (c Caller) agentReader() string {
-	if c.UserID == "" && c.Trusted() {
-		return gateway.EveryUser
-	}
-	return c.UserID
-}
 
 func (s *Server) listAgents(ctx context.Context, c Caller, _ None) (agentList, error) {
-	as, err := s.d.Agents.ListAgents(ctx, c.agentReader())
+	as, err := s.d.Agents.ListAgents(ctx, c.principal().AgentReader())
 	if err != nil {
 		return agentList{}, err
 	}
@@ -76,7 +67,7 @@ func (s *Server) createAgent(ctx context.Context, c Caller, req gateway.AgentInp
 }
 
 func (s *Server) getAgent(ctx context.Context, c Caller, in idIn) (gateway.Agent, error) {
-	a, err := s.d.Agents.GetAgent(ctx, c.agentReader(), in.ID)
+	a, err := s.d.Agents.GetAgent(ctx, c.principal().AgentReader(), in.ID)
 	if err != nil {
 		return gateway.Agent{}, resource(err, errAgentNotFound, nil)
 	}

@@ -28,7 +28,7 @@ func (s *Server) listModels(ctx context.Context, c Caller, _ None) (modelList, e
 	if c.UserID == "" && !c.Trusted() {
 		return out, nil
 	}
-	as, err := s.d.Agents.ListAgents(ctx, c.agentReader())
+	as, err := s.d.Agents.ListAgents(ctx, c.principal().AgentReader())
 	if err != nil {
 		return out, err
 	}

@@ -148,16 +148,13 @@ func runProxy(ctx context.Context, cfg bench.Config, command string, allocs bool
 	if err != nil {
 		return "", err
 	}
-	err = s.Run(ctx)
-	s.Stop()
-	if err != nil {
-		return "", err
-	}
-	meta := bench.Meta{Date: time.Now(), Command: command}
-	if allocs {
-		meta.Extra = allocBenchmarks(ctx)
-	}
-	return s.Report(meta), nil
+	return runSuite(ctx, s, func() bench.Meta {
+		meta := bench.Meta{Date: time.Now(), Command: command}
+		if allocs {
+			meta.Extra = allocBenchmarks(ctx)
+		}
+		return meta
+	})
 }
 
 // runAgents runs the agent gateway's cases (isolation, turn) and returns
@@ -167,12 +164,25 @@ func runAgents(ctx context.Context, cfg bench.AgentConfig, command string) (stri
 	if err != nil {
 		return "", err
 	}
-	err = s.Run(ctx)
+	return runSuite(ctx, s, func() bench.Meta { return bench.Meta{Date: time.Now(), Command: command} })
+}
+
+// suite is a started set of bench cases.
+type suite interface {
+	Run(ctx context.Context) error
+	Stop()
+	Report(meta bench.Meta) string
+}
+
+// runSuite runs s, stops it, and reports it with the meta made after the
+// run (its targets stopped first, so that extra measurements run alone).
+func runSuite(ctx context.Context, s suite, meta func() bench.Meta) (string, error) {
+	err := s.Run(ctx)
 	s.Stop()
 	if err != nil {
 		return "", err
 	}
-	return s.Report(bench.Meta{Date: time.Now(), Command: command}), nil
+	return s.Report(meta()), nil
 }
 
 // load runs the load generator alone against a gatehouse proxy (for
