@@ -45,10 +45,12 @@ func (s *AgentSuite) reportTurns(p func(string, ...any)) {
 	p("**Turn cost**: %d sequential `POST /v1/chat/completions` (non-streaming, one user message) of one user with its agent, "+
 		"after 5 unmeasured%s; the echo provider answers at once, so this is the gateway's own time per turn. "+
 		"WAL records/turn is the increase of `gatehouse_wal_appended_records_total` over the turns, per turn "+
-		"(the whole process, measured from %v before the turns to %v after them so that batched records land). The registry round trips before the provider is called are not reported: no metric counts them.", s.cfg.Turns, interleaved, s.cfg.TurnSettle, s.cfg.TurnSettle)
+		"(the whole process, measured from %v before the turns to %v after them so that batched records land). "+
+		"Registry asks/turn is the increase of `gatehouse_gateway_actor_asks_total{actor=\"registry\"}` (the gateway's /metrics) "+
+		"over the turns, per turn: the round trips a turn makes to the registry; — for a build without the counter.", s.cfg.Turns, interleaved, s.cfg.TurnSettle, s.cfg.TurnSettle)
 	p("")
-	p("| gatehouse | turns | p50 | p99 | max | failed | turns/s | WAL records/turn | p50 × baseline |")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| gatehouse | turns | p50 | p99 | max | failed | turns/s | WAL records/turn | registry asks/turn | p50 × baseline |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var base *Turns
 	for _, tr := range s.Turns {
 		if tr.Baseline {
@@ -57,17 +59,20 @@ func (s *AgentSuite) reportTurns(p func(string, ...any)) {
 	}
 	for _, tr := range s.Turns {
 		h := &tr.Latency
-		rate, wal, vs := "—", "—", "—"
+		rate, wal, asks, vs := "—", "—", "—", "—"
 		if mean := meanOf(h); mean > 0 {
 			rate = thousands(float64(time.Second) / float64(mean))
 		}
 		if !math.IsNaN(tr.WALPerTurn) {
 			wal = fmt.Sprintf("%.2f", tr.WALPerTurn)
 		}
+		if !math.IsNaN(tr.RegistryAsksPerTurn) {
+			asks = fmt.Sprintf("%.2f", tr.RegistryAsksPerTurn)
+		}
 		if base != nil && !tr.Baseline && base.Latency.Quantile(0.5) > 0 {
 			vs = fmt.Sprintf("%.2f", float64(h.Quantile(0.5))/float64(base.Latency.Quantile(0.5)))
 		}
-		p("| %s | %d | %s | %s | %s | %d | %s | %s | %s |", tr.Name, h.Count(), span(h.Quantile(0.5)), span(h.Quantile(0.99)), span(h.Max()), tr.Failed, rate, wal, vs)
+		p("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s |", tr.Name, h.Count(), span(h.Quantile(0.5)), span(h.Quantile(0.99)), span(h.Max()), tr.Failed, rate, wal, asks, vs)
 	}
 	for _, tr := range s.Turns {
 		if tr.FirstErr != nil {

@@ -25,6 +25,10 @@ type Turns struct {
 	// whole process, batched records included); NaN if /metrics did not
 	// have it.
 	WALPerTurn float64
+	// RegistryAsksPerTurn is gatehouse_gateway_actor_asks_total{actor=
+	// "registry"}'s increase over the measured turns, per turn, read from
+	// the gateway's own /metrics; NaN for a build without the counter.
+	RegistryAsksPerTurn float64
 
 	metrics string
 	c       *gwClient
@@ -33,7 +37,8 @@ type Turns struct {
 // NewTurns returns the turn-cost case of the gateway at addr, for
 // turnUser with its key; metrics is the process's /metrics listener.
 func NewTurns(name, addr, metrics, key string) *Turns {
-	return &Turns{Name: name, WALPerTurn: math.NaN(), metrics: metrics, c: newGWClient(addr, key, turnUser, 1, 30*time.Second)}
+	return &Turns{Name: name, WALPerTurn: math.NaN(), RegistryAsksPerTurn: math.NaN(), metrics: metrics,
+		c: newGWClient(addr, key, turnUser, 1, 30*time.Second)}
 }
 
 // RunTurns measures n sequential chat turns on each of trs, in rounds
@@ -42,8 +47,8 @@ func NewTurns(name, addr, metrics, key string) *Turns {
 // counter settle after the warm-up and again settle after the last round.
 func RunTurns(ctx context.Context, trs []*Turns, n, rounds int, settle time.Duration) {
 	rounds = max(min(rounds, n), 1)
-	before := make([]float64, len(trs))
-	okBefore := make([]bool, len(trs))
+	before, asksBefore := make([]float64, len(trs)), make([]float64, len(trs))
+	okBefore, asksOK := make([]bool, len(trs)), make([]bool, len(trs))
 	for _, tr := range trs {
 		for i := range 5 {
 			_ = tr.turn(ctx, -1-i)
@@ -52,6 +57,7 @@ func RunTurns(ctx context.Context, trs []*Turns, n, rounds int, settle time.Dura
 	sleepCtx(ctx, settle)
 	for i, tr := range trs {
 		before[i], okBefore[i] = walRecords(ctx, tr.metrics)
+		asksBefore[i], asksOK[i] = tr.registryAsks(ctx)
 	}
 	for r := range rounds {
 		for _, tr := range trs {
@@ -62,6 +68,9 @@ func RunTurns(ctx context.Context, trs []*Turns, n, rounds int, settle time.Dura
 	for i, tr := range trs {
 		if after, ok := walRecords(ctx, tr.metrics); ok && okBefore[i] && n > 0 {
 			tr.WALPerTurn = (after - before[i]) / float64(n)
+		}
+		if after, ok := tr.registryAsks(ctx); ok && asksOK[i] && n > 0 {
+			tr.RegistryAsksPerTurn = (after - asksBefore[i]) / float64(n)
 		}
 		tr.c.close()
 	}
@@ -87,6 +96,16 @@ func (tr *Turns) run(ctx context.Context, n int) {
 
 func (tr *Turns) turn(ctx context.Context, i int) error {
 	return tr.c.do(ctx, "POST", "/v1/chat/completions", chatBody(turnUser, "turn "+strconv.Itoa(i)+": what is next?"), 200, nil)
+}
+
+// registryAsks reads the registry's asks from the gateway's /metrics
+// (with the turns' key); false when the build has no such counter.
+func (tr *Turns) registryAsks(ctx context.Context) (float64, bool) {
+	var text []byte
+	if err := tr.c.do(ctx, "GET", "/metrics", nil, 200, &text); err != nil {
+		return 0, false
+	}
+	return promValue(text, `gatehouse_gateway_actor_asks_total{actor="registry"}`)
 }
 
 // walRecords reads gatehouse_wal_appended_records_total from the
