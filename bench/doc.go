@@ -45,9 +45,10 @@
 // agent and a bound API key (AgentSuite):
 //
 //   - turn: sequential chat completions of one user (Turns), p50/p99/max
-//     and the WAL records written per turn (from
-//     gatehouse_wal_appended_records_total; no metric counts the
-//     registry's round trips per turn, so they are not reported);
+//     and, per turn, the WAL records written (from
+//     gatehouse_wal_appended_records_total) and the registry asks made
+//     (gatehouse_gateway_actor_asks_total, from the gateway's /metrics;
+//     "—" for a -vs build without it);
 //   - isolation: user "noisy" saves 3,000 memory entries of 200 words
 //     (MemoryText), then user "quiet" is measured (GET /v1/agents in one
 //     loop, a chat in another, one request at a time each) for 10 s
