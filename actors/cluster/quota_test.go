@@ -58,7 +58,7 @@ func FuzzDecodeQuota(f *testing.F) {
 // committed record) and graceful hand-offs, and checks that no sliding
 // hour ever holds more admissions than the limit.
 func TestAllowanceNeverOverAdmits(t *testing.T) {
-	for seed := range uint64(300) {
+	for seed := range uint64(150) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		limit := []int64{1, 3, 10, 100, 250, 1000}[rng.IntN(6)]
 		var (
@@ -160,5 +160,24 @@ func TestTakeOverCountsOutstanding(t *testing.T) {
 	c := TakeOver(&s, now+3)
 	if got := c.Win.Used(now + 3); got != 4 {
 		t.Fatalf("after settle successor counts %d, want 4", got)
+	}
+}
+
+func TestDesiredSpreads(t *testing.T) {
+	ids := []string{"node-0", "node-1", "node-2"}
+	count := map[string]int{}
+	for s := range 256 {
+		count[desired(ids, s)]++
+	}
+	for _, id := range ids {
+		if c := count[id]; c < 256/3-30 || c > 256/3+30 {
+			t.Errorf("%s wins %d of 256 shards", id, c)
+		}
+	}
+	// Removing a member moves only its shards.
+	for s := range 256 {
+		if w := desired(ids, s); w != "node-2" && desired(ids[:2], s) != w {
+			t.Errorf("shard %d moved from %s though node-2 left", s, w)
+		}
 	}
 }
