@@ -186,11 +186,13 @@ func (a *Allowance) Admit(t, limit int64) (d ratelimit.Decision, starved bool) {
 	return a.Win.Allow(t, limit), false
 }
 
-// Reserve returns the chunk to reserve now under limit at second t, and
-// the Quota record to commit for it (fenced) before the chunk may be spent;
-// n is 0 when the balance is high enough or a reservation is in flight.
-// The record counts the balance and the new chunk as outstanding, so a
-// successor that reads it counts every token this owner may still spend.
+// Reserve returns the tokens to reserve now under limit at second t, and
+// the Quota record to commit for them (fenced) before they may be spent;
+// n is 0 when the balance is above half a chunk or a reservation is in
+// flight. A reservation tops the balance up to one chunk, so the tokens
+// outstanding never exceed a chunk. The record counts the balance and the
+// new tokens as outstanding, so a successor that reads it counts every
+// token this owner may still spend.
 func (a *Allowance) Reserve(t, limit int64) (n uint32, rec Quota) {
 	if a.pending > 0 {
 		return 0, Quota{}
@@ -204,7 +206,7 @@ func (a *Allowance) Reserve(t, limit int64) (n uint32, rec Quota) {
 	if room <= 0 {
 		return 0, Quota{}
 	}
-	n = uint32(min(int64(chunk), room))
+	n = uint32(min(int64(chunk-a.Balance), room))
 	a.pending = n
 	return n, Summarize(&a.Win, a.Balance+n, t)
 }

@@ -82,6 +82,9 @@ func TestAllowanceNeverOverAdmits(t *testing.T) {
 				changes++
 			default:
 				if n, rec := a.Reserve(now, limit); n > 0 {
+					if rec.Outstanding > Chunk(limit) {
+						t.Fatalf("seed %d: %d outstanding, chunk %d", seed, rec.Outstanding, Chunk(limit))
+					}
 					switch rng.IntN(10) {
 					case 0: // failed, not applied
 						a.Failed(n)
