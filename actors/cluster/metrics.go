@@ -45,4 +45,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) etcd(op string, d time.Duration) { m.latency.WithLabelValues(op).Observe(d.Seconds()) }
+func (m *metrics) etcd(op string, d time.Duration) {
+	m.latency.WithLabelValues(op).Observe(d.Seconds())
+}

@@ -37,7 +37,7 @@ type Node struct {
 	kick    chan struct{}
 	commits chan *commitReq
 	// mute, in tests, stops keepalives as a partition from etcd would.
-	mute atomic.Bool
+	mute    atomic.Bool
 	cancel  context.CancelFunc
 	stopped chan struct{} // closed when the loops are stopped
 	wg      sync.WaitGroup
@@ -228,7 +228,9 @@ func (n *Node) memberKey(id string) string { return n.cfg.Prefix + "/members/" +
 func (n *Node) membersPrefix() string      { return n.cfg.Prefix + "/members/" }
 func (n *Node) shardKey(s int) string      { return n.cfg.Prefix + "/shards/" + fmt.Sprintf("%04d", s) }
 func (n *Node) shardsPrefix() string       { return n.cfg.Prefix + "/shards/" }
-func (n *Node) dataPrefix(s int) string    { return n.cfg.Prefix + "/data/" + fmt.Sprintf("%04d", s) + "/" }
+func (n *Node) dataPrefix(s int) string {
+	return n.cfg.Prefix + "/data/" + fmt.Sprintf("%04d", s) + "/"
+}
 
 func (n *Node) shardOfKey(k string) (int, bool) {
 	s, err := strconv.Atoi(strings.TrimPrefix(k, n.shardsPrefix()))
