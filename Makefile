@@ -18,9 +18,11 @@ build:
 run: build
 	./$(BIN) serve --data-dir $(DATA_DIR) $(if $(CONFIG),--config $(CONFIG)) $(if $(DEMO),--demo-echo)
 
-## test: every test, with the race detector
+## test: every test, with the race detector. The cluster tests (real etcd
+## members, lease timing) run after the others rather than beside them.
 test: test-deps gw-test-deps web-test-deps
-	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $(PKGS)
+	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $$($(GO) list $(PKGS) | grep -v '/actors/cluster')
+	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/...
 
 ## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse),
 ## the tools the README's walk-through uses for TestREADME (curl, jq,
@@ -67,6 +69,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzAPIRequests -fuzztime=60s ./httpapi
 	$(GO) test -run='^$$' -fuzz=FuzzGatewayRequests -fuzztime=60s ./httpapi/gateway
 	$(GO) test -run='^$$' -fuzz=FuzzParseSkillZip -fuzztime=60s ./actors/gateway
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeQuota -fuzztime=60s ./actors/cluster
+	$(GO) test -run='^$$' -fuzz=FuzzWire -fuzztime=60s ./actors/cluster/transport
 
 ## bench: every case of the suite, printed and appended to bench/RESULTS.md:
 ## the side-by-side proxy table (upstream direct, bare fasthttp hop, nginx,
