@@ -448,6 +448,15 @@ func (n *Node) reconcile(ctx context.Context) {
 		if n.mute.Load() {
 			return // partitioned, in tests: cannot register either
 		}
+		// A lease given up on the local deadline may still live on the
+		// server (renewals timed out under load): revoke it, best effort,
+		// so its shard keys go now rather than at its expiry.
+		n.mu.Lock()
+		old := n.lease
+		n.mu.Unlock()
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		n.cli.Revoke(rctx, old)
+		cancel()
 		if err := n.register(ctx); err != nil {
 			n.cfg.Logger.Warn("cluster: register again", "node", n.cfg.NodeID, "err", err)
 			return
