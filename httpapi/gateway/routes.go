@@ -29,9 +29,9 @@ func (s *Server) table() []Route {
 		{Method: put, Path: "/v1/providers/{id}", RPC: "providers.update", Scope: admin, Tag: "providers", Summary: "Update a provider (absent fields keep their value)", Op: op(s.updateProvider)},
 		{Method: del, Path: "/v1/providers/{id}", RPC: "providers.delete", Scope: admin, Tag: "providers", Summary: "Delete a provider no agent uses", Status: noContent, Op: op(s.deleteProvider)},
 
-		{Method: get, Path: "/v1/agents", RPC: "agents.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List agents the user owns or that are shared with them", Op: op(s.listAgents)},
+		{Method: get, Path: "/v1/agents", RPC: "agents.list", Scope: read, Tag: "agents", Summary: "List agents the user owns or that are shared with them (a trusted caller acting for no user: every agent)", Op: op(s.listAgents)},
 		{Method: post, Path: "/v1/agents", RPC: "agents.create", Scope: write, NeedUser: true, Tag: "agents", Summary: "Create an agent owned by the user", Status: created, Op: op(s.createAgent)},
-		{Method: get, Path: "/v1/agents/{id}", RPC: "agents.get", Scope: read, NeedUser: true, Tag: "agents", Summary: "Get an agent by id or agent_key", Op: op(s.getAgent)},
+		{Method: get, Path: "/v1/agents/{id}", RPC: "agents.get", Scope: read, Tag: "agents", Summary: "Get an agent by id or agent_key (a trusted caller acting for no user: any agent)", Op: op(s.getAgent)},
 		{Method: put, Path: "/v1/agents/{id}", RPC: "agents.update", Scope: write, NeedUser: true, Tag: "agents", Summary: "Update an agent (owner only)", Op: op(s.updateAgent)},
 		{Method: del, Path: "/v1/agents/{id}", RPC: "agents.delete", Scope: write, NeedUser: true, Tag: "agents", Summary: "Delete an agent (owner only)", Status: noContent, Op: op(s.deleteAgent)},
 		{Method: get, Path: "/v1/agents/{id}/sharing", RPC: "agents.sharing.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List an agent's shares (owner and operators)", Op: op(s.listShares)},

@@ -242,8 +242,19 @@ func (s *Server) router() fasthttp.RequestHandler {
 	for i := range s.routes {
 		rt := &s.routes[i]
 		r.Handle(rt.Method, rt.Path, s.handler(rt))
+		if rt.Path == "/health" { // HEAD answers as GET does (fasthttp sends no body to a HEAD)
+			r.Handle(fasthttp.MethodHead, rt.Path, s.handler(rt))
+		}
 	}
 	r.Handle(fasthttp.MethodGet, "/ws", s.l.Wrap("/ws", s.serveWS))
+	// The root points a browser at the docs, relatively (behind TLS or a
+	// proxy an absolute Location would name the wrong scheme or host).
+	toDocs := s.l.Wrap("/", func(rc *fasthttp.RequestCtx) {
+		rc.Response.Header.Set(fasthttp.HeaderLocation, "/docs")
+		rc.SetStatusCode(fasthttp.StatusFound)
+	})
+	r.Handle(fasthttp.MethodGet, "/", toDocs)
+	r.Handle(fasthttp.MethodHead, "/", toDocs)
 	return r.Handler
 }
 
