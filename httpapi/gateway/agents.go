@@ -46,7 +46,6 @@ type agentList struct {
 	Data []gateway.Agent `json:"data"`
 }
 
-
 // listAgents lists the agents c's user may use; a trusted backend acting
 // for no user (the gateway token without X-Gateway-User-Id) lists every
 // agent, as /v1/models does. An untrusted key bound to no user has none

@@ -15,7 +15,7 @@ func (s *Server) table() []Route {
 	return []Route{
 		{Method: get, Path: "/health", RPC: "health", Public: true, Tag: "system", Summary: "Liveness probe (no authentication)", Op: op(s.health)},
 		{Method: get, Path: "/metrics", RPC: "metrics", Scope: read, Tag: "system", Summary: "Prometheus metrics", Content: "text/plain", Op: op(s.metrics)},
-		{Method: get, Path: "/docs", RPC: "docs.page", Scope: read, QueryToken: true, Tag: "docs", Summary: "Interactive API documentation (OpenAPI viewer)", Content: "text/html", Op: op(s.docsPage)},
+		{Method: get, Path: "/docs", RPC: rpcDocsPage, Scope: read, QueryToken: true, Tag: "docs", Summary: "Interactive API documentation (OpenAPI viewer)", Content: "text/html", Op: op(s.docsPage)},
 		{Method: get, Path: "/docs/openapi.json", RPC: "docs.openapi", Scope: read, QueryToken: true, Tag: "docs", Summary: "This OpenAPI 3.1 document", Content: "application/json", Op: op(s.docsSpec)},
 		{Method: get, Path: "/docs/assets/{file}", RPC: "docs.asset", Scope: read, QueryToken: true, Tag: "docs", Summary: "A file of the bundled viewer", Content: "application/octet-stream", Op: op(s.docsAsset)},
 
