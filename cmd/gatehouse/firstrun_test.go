@@ -168,3 +168,35 @@ func TestVersionStamped(t *testing.T) {
 		t.Errorf("version = %q (%v), want commit %s", out, err, head)
 	}
 }
+
+// TestMakeDebsWithoutRoot: the Makefile installs Debian packages only as
+// root where apt-get exists; otherwise it names what is missing and goes
+// on, or fails under CI=true.
+func TestMakeDebsWithoutRoot(t *testing.T) {
+	mk := lookTool(t, "make", "install make")
+	for _, tt := range []struct {
+		name, uid, ci string
+		fail          bool
+	}{{"user", "1000", "", false}, {"user under CI", "1000", "true", true}, {"root without apt-get", "0", "", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := t.TempDir() // the PATH: only a fake id, so every tool is missing
+			if err := os.WriteFile(filepath.Join(bin, "id"), []byte("#!/bin/sh\necho "+tt.uid+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(mk, "--no-print-directory", "test-debs")
+			cmd.Dir, cmd.Env = "../..", []string{"PATH=" + bin, "CI=" + tt.ci, "HOME=" + t.TempDir()}
+			out, err := cmd.CombinedOutput()
+			if (err != nil) != tt.fail {
+				t.Fatalf("make test-debs: %v, want failure %v\n%s", err, tt.fail, out)
+			}
+			for _, want := range []string{"missing: curl jq zip openssl bwrap", "Debian packages: curl jq zip openssl bubblewrap", "TestREADME"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(string(out), "apt-get update") {
+				t.Errorf("ran apt-get:\n%s", out)
+			}
+		})
+	}
+}
