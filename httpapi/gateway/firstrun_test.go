@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors/gateway"
 )
 
 // TestDocsHint: /docs without a usable token is a page saying how to open
@@ -133,4 +135,29 @@ func TestAgentsForNoUser(t *testing.T) {
 		t.Errorf("bob: agents %v, want bobs", got)
 	}
 	e.must(200, "GET", "/v1/agents/bobs", gwToken, "")
+}
+
+// TestMCPStarting: while a granted MCP server is still starting (a first
+// npx download; here one that never answers), tools/invoke of its tool
+// is a retryable 503 with Retry-After, not a 404 "no tool", and the
+// server's status says starting, not connected.
+func TestMCPStarting(t *testing.T) {
+	ws := t.TempDir()
+	e := newGWEnv(t, gwOpts{token: gwToken, gw: func(c *gateway.Config) { c.ToolsExecEnabled, c.WorkspaceDir = true, ws }})
+	e.seedAgent("a1", `{"delay_ms":0}`, "")
+	e.must(201, "POST", "/v1/mcp/servers", gwToken, `{"name":"slow","transport":"stdio","command":"sleep","args":["120"]}`)
+	e.must(201, "POST", "/v1/mcp/servers/slow/grants/agent", gwToken, `{"agent_id":"a1"}`)
+	r := e.do("POST", "/v1/tools/invoke", gwToken, `{"tool":"slow.echo","args":{},"agentId":"a1"}`, "X-Gateway-User-Id", "alice")
+	d, _ := r.body["error"].(map[string]any)
+	if r.status != 503 || r.header.Get("Retry-After") != "2" || d["retryable"] != true || !strings.Contains(r.errMsg(), "MCP server starting: slow") {
+		t.Errorf("invoke during the start = %d Retry-After %q %s", r.status, r.header.Get("Retry-After"), r.raw)
+	}
+	st := e.must(200, "GET", "/v1/mcp/servers/slow", gwToken, "").body["status"].(map[string]any)
+	if st["connected"] != false || st["starting"] != true {
+		t.Errorf("status during the start = %v", st)
+	}
+	if r := e.do("POST", "/v1/tools/invoke", gwToken, `{"tool":"nope","args":{},"agentId":"a1"}`, "X-Gateway-User-Id", "bob"); r.status != 404 {
+		t.Errorf("invoke for a user without the agent = %d %s", r.status, r.raw)
+	}
+	e.must(204, "DELETE", "/v1/mcp/servers/slow", gwToken, "")
 }

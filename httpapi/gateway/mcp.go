@@ -30,6 +30,9 @@ type MCPLive interface {
 	// Status connects to server ref if needed and reports its state and
 	// tools.
 	Status(ctx context.Context, ref string) (mcppool.Status, error)
+	// Starting names the MCP servers agent's runs for user may use that
+	// are being connected right now (their tools are not listed yet).
+	Starting(ctx context.Context, agent uuid.UUID, user string) ([]string, error)
 	// Forget closes server id's connection (changed or deleted).
 	Forget(id uuid.UUID)
 }
