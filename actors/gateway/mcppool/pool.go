@@ -56,13 +56,13 @@ type Spec struct {
 	URL       string
 	Headers   map[string]string
 	Env       map[string]string
-	Workspace string        // stdio: the working directory (created)
+	Workspace string // stdio: the working directory (created)
 	// Cache, for stdio, is the npm cache every stdio server shares
 	// (created; npm_config_cache, shown read-write in the sandbox); empty:
 	// npm's default under the workspace (HOME).
 	Cache   string
 	Timeout time.Duration // per call; 0: 60 s
-	Version   time.Time     // the configuration's UpdatedAt: a new one reopens
+	Version time.Time     // the configuration's UpdatedAt: a new one reopens
 }
 
 // Tool is one of a server's tools.
