@@ -54,18 +54,16 @@ Open <code>/docs?token=&lt;token&gt;</code>, or enter it here; the docs' "Try it
 // answered with docsHint's page, not JSON.
 const rpcDocsPage = "docs.page"
 
-// docsHint answers a refused /docs with a page saying how to open it,
-// with the error's status (401, 403); other errors it leaves (false).
+// docsHint answers /docs refused for its credential (none, or not a
+// live one) with a page saying how to open it, and the 401; other errors
+// (a scope, a user binding) it leaves to the JSON envelope (false).
 func (s *Server) docsHint(rc *fasthttp.RequestCtx, err error) bool {
-	e, _ := classify(err)
 	var problem string
 	switch {
 	case errors.Is(err, errTokenMissing):
 		problem = "No token was given."
 	case errors.Is(err, errTokenInvalid):
 		problem = "The token was refused: it is not the gateway token nor a live gateway API key."
-	case e != nil && e.status == fasthttp.StatusForbidden:
-		problem = "This key may not read the docs: it needs the scope operator.read."
 	default:
 		return false
 	}
@@ -73,7 +71,7 @@ func (s *Server) docsHint(rc *fasthttp.RequestCtx, err error) bool {
 	if docsHintTmpl.Execute(&b, problem) != nil {
 		return false
 	}
-	rc.SetStatusCode(e.status)
+	rc.SetStatusCode(fasthttp.StatusUnauthorized)
 	rc.SetContentType("text/html; charset=utf-8")
 	for k, v := range map[string]string{"Cache-Control": "no-store", "Content-Security-Policy": docsCSP, "Referrer-Policy": "no-referrer"} {
 		rc.Response.Header.Set(k, v)
