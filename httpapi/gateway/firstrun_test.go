@@ -156,6 +156,11 @@ func TestMCPStarting(t *testing.T) {
 	if st["connected"] != false || st["starting"] != true {
 		t.Errorf("status during the start = %v", st)
 	}
+	// The list shows each server's connection as it is, connecting none.
+	list := e.must(200, "GET", "/v1/mcp/servers", gwToken, "").body["data"].([]any)
+	if st := list[0].(map[string]any)["status"].(map[string]any); len(list) != 1 || st["connected"] != false || st["starting"] != true {
+		t.Errorf("list during the start = %v", list)
+	}
 	if r := e.do("POST", "/v1/tools/invoke", gwToken, `{"tool":"nope","args":{},"agentId":"a1"}`, "X-Gateway-User-Id", "bob"); r.status != 404 {
 		t.Errorf("invoke for a user without the agent = %d %s", r.status, r.raw)
 	}

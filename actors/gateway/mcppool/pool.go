@@ -187,16 +187,29 @@ func (p *Pool) Status(ctx context.Context, spec Spec) Status {
 
 // Starting reports whether a connection attempt to server id is under
 // way, without waiting or starting one.
-func (p *Pool) Starting(id uuid.UUID) bool {
+func (p *Pool) Starting(id uuid.UUID) bool { return p.Peek(id).Starting }
+
+// Peek reports server id's connection as it is now, without waiting or
+// connecting: connected, starting, or down with the last error ("" for
+// a server not used yet).
+func (p *Pool) Peek(id uuid.UUID) Status {
 	p.mu.Lock()
 	c := p.conns[id]
 	p.mu.Unlock()
+	st := Status{Tools: []Tool{}}
 	if c == nil {
-		return false
+		return st
 	}
 	c.mustAcquire()
 	defer c.release()
-	return c.dialing != nil
+	st.Connected, st.Starting = c.session != nil, c.dialing != nil
+	if c.session != nil && c.tools != nil {
+		st.Tools = c.tools
+	}
+	if c.session == nil && c.err != nil {
+		st.Error = fmt.Sprintf("%s: %v", ErrUnavailable, c.err)
+	}
+	return st
 }
 
 // Call runs tool name with args (a JSON object) and returns its text

@@ -75,6 +75,12 @@ func TestSlowFirstStart(t *testing.T) {
 	if !p.Starting(spec.ID) {
 		t.Error("Starting = false during the start")
 	}
+	if s := p.Peek(spec.ID); s.Connected || !s.Starting {
+		t.Errorf("Peek during the start = %+v", s)
+	}
+	if s := p.Peek(uuid.New()); s.Connected || s.Starting || s.Error != "" {
+		t.Errorf("Peek of a server never used = %+v", s)
+	}
 	st, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel2()
 	if s := p.Status(st, spec); s.Connected || !s.Starting {
@@ -88,5 +94,8 @@ func TestSlowFirstStart(t *testing.T) {
 	}
 	if s := p.Status(long, spec); !s.Connected || s.Starting || p.Starting(spec.ID) {
 		t.Errorf("Status once started = %+v", s)
+	}
+	if s := p.Peek(spec.ID); !s.Connected || len(s.Tools) != 2 {
+		t.Errorf("Peek once started = %+v", s)
 	}
 }

@@ -102,6 +102,9 @@ func waitCtx(ctx context.Context, d time.Duration) (context.Context, context.Can
 	return context.WithTimeout(ctx, d)
 }
 
+// Peek reports server id's connection as it is now, without connecting.
+func (b *Box) Peek(id uuid.UUID) mcppool.Status { return b.pool.Peek(id) }
+
 // Starting names the MCP servers agent's runs for user may use whose
 // connection is being opened right now (a first start may take a minute):
 // a tool of theirs missing from the agent's tools is not there yet.
