@@ -6,12 +6,39 @@ DATA_DIR  ?= ./data
 
 OPENAI_CLIENT := cmd/gatehouse/testdata/openaiclient
 
-.PHONY: all build run test test-deps test-crash fuzz bench bench-agents bench-deps bench-go verify fix clean
+# The version and commit `gatehouse version` prints, stamped at link time
+# so that a build without VCS data (-buildvcs=false, a tarball) has them.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: all build run test test-deps test-debs test-crash fuzz bench bench-agents bench-deps bench-go verify fix clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/gatehouse
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gatehouse
+
+# need_debs: for each <command>:<Debian package> pair of $(1) whose command
+# is missing, apt-get installs the package, only as root and only where
+# apt-get exists (Debian, Ubuntu). Otherwise it names what is missing and
+# goes on (the tests that need it skip), or fails when CI=true. $(2) says
+# what needs them.
+define need_debs
+	@missing=; pkgs=; \
+	for pair in $(1); do cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+		command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || { missing="$$missing $$cmd"; pkgs="$$pkgs $$pkg"; }; \
+	done; \
+	if [ -z "$$missing" ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$pkgs; \
+	elif [ "$$CI" = true ]; then \
+		echo "missing:$$missing (Debian packages:$$pkgs), needed by $(2); not installed (not root, or no apt-get): install them" >&2; exit 1; \
+	else \
+		echo "missing:$$missing (Debian packages:$$pkgs), needed by $(2); not installed (not root, or no apt-get): going on without them (what needs them skips, and fails when CI=true)"; \
+	fi
+endef
 
 ## run: start the server on embedded defaults (data under ./data);
 ## CONFIG=file.json takes a config, DEMO=1 adds the demo service "echo"
@@ -24,30 +51,20 @@ test: test-deps gw-test-deps web-test-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $$($(GO) list $(PKGS) | grep -v '/actors/cluster')
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/...
 
-## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse),
-## the tools the README's walk-through uses for TestREADME (curl, jq,
-## zip, openssl), and bubblewrap (bwrap), the sandbox custom tools and stdio
-## MCP servers run in, from Debian's packages when missing. Without them
-## those tests skip, and fail under CI=true.
-test-deps:
+## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse)
+## and test-debs. Without them those tests skip, and fail under CI=true.
+test-deps: test-debs
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix $(OPENAI_CLIENT) --no-audit --no-fund --loglevel=error; \
 	else \
 		echo "npm not found: TestOpenAIClient will skip (and fail when CI=true)"; \
 	fi
-	@missing=; for t in curl jq zip openssl; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
-	if [ -n "$$missing" ]; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
-	fi
-	@if ! command -v bwrap >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ]; then \
-			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap; \
-		elif [ "$$CI" = true ]; then \
-			echo "bwrap not found and not root: install Debian's bubblewrap for the sandbox tests"; exit 1; \
-		else \
-			echo "bwrap not found (not root: not installed): the sandbox tests will skip (and fail when CI=true)"; \
-		fi; \
-	fi
+
+## test-debs: the tools the README's walk-through uses for TestREADME (curl,
+## jq, zip, openssl) and bubblewrap (bwrap), the sandbox custom tools and
+## stdio MCP servers run in, from Debian's packages when missing (need_debs).
+test-debs:
+	$(call need_debs,curl:curl jq:jq zip:zip openssl:openssl bwrap:bubblewrap,TestREADME and the sandbox tests)
 
 ## test-crash: the crash tests, 20 times in a row
 test-crash:
@@ -84,12 +101,7 @@ bench-agents:
 
 ## bench-deps: nginx and wrk from Debian's packages, for the bench, when missing
 bench-deps:
-	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx; \
-	fi
-	@if ! command -v wrk >/dev/null 2>&1; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk; \
-	fi
+	$(call need_debs,nginx:nginx wrk:wrk,the bench's nginx and wrk rows)
 
 ## bench-go: every Go benchmark, into bench/latest.txt
 bench-go:
@@ -151,6 +163,4 @@ gw-test-deps: chromium
 
 ## chromium: Debian's chromium for the browser tests, only when missing
 chromium:
-	@if ! command -v chromium >/dev/null 2>&1; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
-	fi
+	$(call need_debs,chromium:chromium,the browser tests)

@@ -29,7 +29,7 @@ func writeJSON(rc *fasthttp.RequestCtx, status int, v any) {
 	if listener.WriteJSON(rc, status, v) != nil { // only plain structs reach here: a broken invariant, answered as 500
 		rc.SetStatusCode(fasthttp.StatusInternalServerError)
 		rc.SetContentType("application/json")
-		rc.SetBodyString(`{"error":"` + codeInternal + `","message":"internal error"}`)
+		rc.SetBodyString(`{"error":"` + codeInternal + `","message":"internal error"}` + "\n")
 	}
 }
 

@@ -262,7 +262,8 @@ func (s *Server) validateKey(ctx context.Context, rc *fasthttp.RequestCtx) error
 // writeValidOK writes validate's 200 body by hand: this endpoint is a hot
 // path for callers that check keys themselves, and json.Marshal of
 // validateBody cost a reflection walk and three allocations per call. The
-// output is byte-for-byte what json.Marshal writes (TestWriteValidOK).
+// output is byte-for-byte what json.Marshal writes, and the newline every
+// JSON answer ends with (TestWriteValidOK).
 func writeValidOK(rc *fasthttp.RequestCtx, userID uuid.UUID, limit int64, active bool) {
 	var buf [128]byte
 	b := append(buf[:0], `{"valid":true,"userId":"`...)
@@ -271,7 +272,7 @@ func writeValidOK(rc *fasthttp.RequestCtx, userID uuid.UUID, limit int64, active
 	b = strconv.AppendInt(b, limit, 10)
 	b = append(b, `,"isActive":`...)
 	b = strconv.AppendBool(b, active)
-	b = append(b, '}')
+	b = append(b, "}\n"...)
 	rc.SetStatusCode(fasthttp.StatusOK)
 	rc.SetContentType("application/json")
 	rc.SetBody(b)

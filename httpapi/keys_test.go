@@ -284,6 +284,7 @@ func TestWriteValidOK(t *testing.T) {
 		writeValidOK(&rc, tt.id, tt.limit, tt.active)
 		id, limit, active := tt.id, tt.limit, tt.active
 		want, _ := json.Marshal(validateBody{Valid: true, UserID: &id, RateLimit: &limit, IsActive: &active})
+		want = append(want, '\n')
 		if got := rc.Response.Body(); string(got) != string(want) {
 			t.Errorf("writeValidOK() = %s, want %s", got, want)
 		}

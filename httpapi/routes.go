@@ -72,7 +72,14 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 			s.writeError(rc, errNotFound)
 		}
 	})
-	r.Handle(get, "/", s.l.Wrap("/", func(rc *fasthttp.RequestCtx) { rc.Redirect(console.Root, fasthttp.StatusFound) }))
+	// A relative Location: behind TLS or a proxy an absolute one would
+	// name the wrong scheme or host (fasthttp's Redirect builds one).
+	toConsole := s.l.Wrap("/", func(rc *fasthttp.RequestCtx) {
+		rc.Response.Header.Set(fasthttp.HeaderLocation, console.Root)
+		rc.SetStatusCode(fasthttp.StatusFound)
+	})
+	r.Handle(get, "/", toConsole)
+	r.Handle(fasthttp.MethodHead, "/", toConsole)
 
 	// The proxy takes every method and is dispatched on its prefix before
 	// the router: the router's catch-all would copy the path on every
@@ -99,7 +106,7 @@ func (s *Server) newRouter() *router.Router {
 	r.NotFound = s.wrap(listener.RouteUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errNotFound })
 	r.MethodNotAllowed = s.wrap(listener.RouteUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errMethodNotAllowed })
 
-	s.handle(r, fasthttp.MethodGet, "/health", func(_ context.Context, rc *fasthttp.RequestCtx) error {
+	health := func(_ context.Context, rc *fasthttp.RequestCtx) error {
 		if h, ok := s.keys.(healthReporter); ok {
 			if err := h.Health(); err != nil {
 				// Not live: only a restart recovers a failed WAL.
@@ -112,7 +119,10 @@ func (s *Server) newRouter() *router.Router {
 		}
 		writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
 		return nil
-	})
+	}
+	// HEAD answers as GET does (fasthttp sends no body to a HEAD).
+	s.handle(r, fasthttp.MethodGet, "/health", health)
+	s.handle(r, fasthttp.MethodHead, "/health", health)
 	return r
 }
 

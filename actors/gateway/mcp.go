@@ -455,6 +455,15 @@ func (g *Gateway) MCPWorkspace(server uuid.UUID) string {
 	return g.cfg.WorkspaceDir + "/mcp-" + server.String()
 }
 
+// MCPCache is the npm cache every stdio server shares (what `npx` fetches
+// is downloaded once, not once per server); "" without a workspace dir.
+func (g *Gateway) MCPCache() string {
+	if g.cfg.WorkspaceDir == "" {
+		return ""
+	}
+	return g.cfg.WorkspaceDir + "/mcp-npm-cache"
+}
+
 // Grants and requests.
 
 func (r *registry) putGrant(server string, g MCPGrant, agentRef string) (MCPGrant, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,11 @@ import (
 // server must be stopped (the data dir lock says so otherwise); the
 // admin's sessions end.
 func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) string, stderr io.Writer) error {
+	// A mistyped --data-dir must not become a new, empty data dir with a
+	// master key of its own.
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "wal.db")); err != nil {
+		return fmt.Errorf("reset-password: %s holds no gatehouse data (no wal.db): give the server's data dir with --data-dir, GATEHOUSE_DATA_DIR or --config", cfg.DataDir)
+	}
 	n, err := openNode(cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		return err
@@ -31,6 +37,9 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	u, err := n.sys.UserByEmail(ctx, email)
+	if errors.Is(err, actors.ErrUserNotFound) {
+		return fmt.Errorf("reset-password: no user %s in %s (GATEHOUSE_ADMIN_EMAIL names the admin, default admin@localhost)", email, cfg.DataDir)
+	}
 	if err != nil {
 		return fmt.Errorf("reset password of %s: %w", email, err)
 	}
@@ -42,7 +51,7 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 		}
 	}
 	if _, err := n.sys.UpdateUser(ctx, u.ID, actors.UserPatch{Password: &password}); err != nil {
-		return fmt.Errorf("reset password of %s: %w", email, err)
+		return fmt.Errorf("reset password of %s: %w", email, adminError(err))
 	}
 	if generated {
 		fmt.Fprintf(stderr, "new password for %s (shown once): %s\n", email, password)
@@ -52,9 +61,31 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 	return nil
 }
 
-// versionLine is the build's module version, commit and Go version.
+// adminError turns an invalid bootstrap admin field into an error naming
+// the variable that set it, without the actors package's sentinel text
+// ("GATEHOUSE_ADMIN_PASSWORD: password must be 8-72 bytes"). Other errors
+// pass unchanged.
+func adminError(err error) error {
+	if !errors.Is(err, actors.ErrInvalidArgument) {
+		return err
+	}
+	msg := strings.TrimSuffix(err.Error(), ": "+actors.ErrInvalidArgument.Error())
+	msg = strings.TrimPrefix(msg, "bootstrap admin: ")
+	name := "GATEHOUSE_ADMIN_PASSWORD"
+	if strings.HasPrefix(msg, "email") {
+		name = "GATEHOUSE_ADMIN_EMAIL"
+	}
+	return fmt.Errorf("%s: %s", name, msg)
+}
+
+// version and commit are stamped by `make build` (-ldflags -X), so that a
+// build without VCS information (-buildvcs=false, a source tarball) still
+// names them; empty: the module's build info.
+var version, commit string
+
+// versionLine is the build's version, commit and Go version.
 func versionLine() string {
-	v, commit, dirty, goVersion := "(devel)", "unknown", "", "unknown"
+	v, rev, dirty, goVersion := "(devel)", "unknown", "", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
 		if bi.Main.Version != "" {
@@ -63,7 +94,7 @@ func versionLine() string {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				commit = s.Value
+				rev = s.Value
 			case "vcs.modified":
 				if s.Value == "true" {
 					dirty = " (modified)"
@@ -71,7 +102,13 @@ func versionLine() string {
 			}
 		}
 	}
-	return fmt.Sprintf("gatehouse %s, commit %s%s, %s", v, commit, dirty, goVersion)
+	if version != "" {
+		v = version
+	}
+	if commit != "" {
+		rev, dirty = commit, ""
+	}
+	return fmt.Sprintf("gatehouse %s, commit %s%s, %s", v, rev, dirty, goVersion)
 }
 
 // lockDataDir takes the data dir's lock file for this process: a second

@@ -31,21 +31,68 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	return code, string(out)
 }
 
-// TestCLI: help exits 0 and names the subcommands and the admin
-// variables; version prints the Go version; a second server on the same
-// data dir names the one holding it.
+// runSplit is runBinary with stdout and stderr apart, in dir ("" for
+// this one).
+func runSplit(t *testing.T, dir string, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = dir, append(environWithout("GATEHOUSE_"), env...)
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, o.String(), e.String()
+}
+
+// TestCLI: help and the version go to stdout and exit 0: the overview of
+// the subcommands on gatehouse --help, each subcommand's own description
+// and flags on its -h; an unknown subcommand says so; a second server on
+// the same data dir names the one holding it.
 func TestCLI(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"help"}, {"serve", "--help"}} {
-		code, out := runBinary(t, nil, args...)
-		if code != 0 || strings.Contains(out, "flag: help requested") || !strings.Contains(out, "reset-password") || !strings.Contains(out, "GATEHOUSE_ADMIN_PASSWORD") {
-			t.Errorf("%v = %d:\n%s", args, code, out)
+	tests := []struct {
+		args          []string
+		want, notWant []string
+	}{
+		{[]string{"--help"}, []string{"gatehouse serve [flags]", "reset-password", "GATEHOUSE_ADMIN_PASSWORD", "--version"}, nil},
+		{[]string{"help"}, []string{"gatehouse serve [flags]", "reset-password"}, nil},
+		{[]string{"serve", "--help"}, []string{"usage: gatehouse serve [flags]", "-gateway-port", "GATEHOUSE_GATEWAY_PORT", "-data-dir", "-demo-echo"},
+			[]string{"reset-password", "flag: help requested"}},
+		{[]string{"serve", "-h"}, []string{"usage: gatehouse serve [flags]", "-port"}, []string{"reset-password"}},
+		{[]string{"reset-password", "--help"}, []string{"usage: gatehouse reset-password [flags]", "Sets a new password", "GATEHOUSE_ADMIN_PASSWORD", "server stopped", "-data-dir"},
+			[]string{"gatehouse serve [flags]"}},
+		{[]string{"version"}, []string{"gatehouse ", "go1."}, nil},
+		{[]string{"--version"}, []string{"gatehouse ", "go1."}, nil},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runSplit(t, "", nil, tt.args...)
+		if code != 0 || stderr != "" {
+			t.Errorf("%v = %d, stderr %q", tt.args, code, stderr)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: stdout lacks %q:\n%s", tt.args, w, stdout)
+			}
+		}
+		for _, w := range tt.notWant {
+			if strings.Contains(stdout, w) {
+				t.Errorf("%v: stdout has %q:\n%s", tt.args, w, stdout)
+			}
 		}
 	}
-	if code, out := runBinary(t, nil, "version"); code != 0 || !strings.Contains(out, "gatehouse ") || !strings.Contains(out, "go1.") {
-		t.Errorf("version = %d %q", code, out)
-	}
-	if code, _ := runBinary(t, nil, "frobnicate"); code == 0 {
-		t.Error("an unknown subcommand exited 0")
+	for _, args := range [][]string{{"frobnicate"}, {}} {
+		code, stdout, stderr := runSplit(t, "", nil, args...)
+		want := map[int]string{0: "no subcommand", 1: `unknown subcommand "frobnicate"`}[len(args)]
+		if code == 0 || stdout != "" || !strings.Contains(stderr, want) || !strings.Contains(stderr, "gatehouse serve [flags]") {
+			t.Errorf("%v = %d, stdout %q, stderr %q; want %q and the overview", args, code, stdout, stderr, want)
+		}
 	}
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, nil)

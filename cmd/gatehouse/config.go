@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -289,10 +292,22 @@ func (c *fileConfig) validateValues() error {
 			return c.invalid(x.name, "must be "+x.want)
 		}
 	}
+	if sameSocket(c.Server.Host, c.Server.Port, c.Gateway.Host, c.Gateway.Port) {
+		return c.invalid("gateway.port", fmt.Sprintf("must differ from server.port (%d): the two listeners cannot share a port", c.Server.Port))
+	}
 	if c.Server.MetricsAddr != "" {
 		host, port, err := net.SplitHostPort(c.Server.MetricsAddr)
-		if err != nil || net.ParseIP(host) == nil && host != "localhost" || port == "" {
+		n, perr := strconv.Atoi(port)
+		if err != nil || net.ParseIP(host) == nil && host != "localhost" || perr != nil || n < 0 || n > 65535 {
 			return c.invalid("server.metrics_addr", `must be host:port with an IP address or localhost, e.g. "127.0.0.1:9464"`)
+		}
+		for _, l := range []struct {
+			key, host string
+			port      int
+		}{{"server.port", c.Server.Host, c.Server.Port}, {"gateway.port", c.Gateway.Host, c.Gateway.Port}} {
+			if sameSocket(host, n, l.host, l.port) {
+				return c.invalid("server.metrics_addr", fmt.Sprintf("must differ from %s (%d): two listeners cannot share a port", l.key, l.port))
+			}
 		}
 	}
 	if c.Gateway.Token == "" && !loopback(c.Gateway.Host) {
@@ -345,6 +360,23 @@ func (c *fileConfig) invalid(key, problem string) error {
 	return fmt.Errorf("%s: %s %s", src, key, problem)
 }
 
+// sameSocket reports whether two listen addresses collide: the same port
+// (0, any free port, never does) on hosts that overlap (the same one, an
+// unspecified one such as 0.0.0.0, or localhost and a loopback address).
+func sameSocket(h1 string, p1 int, h2 string, p2 int) bool {
+	if p1 != p2 || p1 == 0 {
+		return false
+	}
+	a, b := net.ParseIP(h1), net.ParseIP(h2)
+	switch {
+	case h1 == h2, a != nil && a.IsUnspecified(), b != nil && b.IsUnspecified():
+		return true
+	case h1 == "localhost" || h2 == "localhost":
+		return loopback(h1) && loopback(h2)
+	}
+	return a != nil && a.Equal(b)
+}
+
 // loopback reports whether host only accepts local connections.
 func loopback(host string) bool {
 	ip := net.ParseIP(host)
@@ -379,4 +411,38 @@ func (c fileConfig) masked() string {
 	c.Services = svcs
 	b, _ := json.Marshal(c)
 	return string(b)
+}
+
+// maskedAttrs is masked as log attributes, one per setting, grouped as in
+// the file ("server.port=8080" in text logs, nested objects in JSON ones),
+// in key order.
+func (c fileConfig) maskedAttrs() []any {
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(c.masked()))
+	dec.UseNumber() // 1073741824, not 1.073741824e+09
+	if err := dec.Decode(&m); err != nil {
+		return []any{slog.String("error", err.Error())}
+	}
+	return attrsOf(m)
+}
+
+func attrsOf(m map[string]any) []any {
+	keys := slices.Sorted(maps.Keys(m))
+	out := make([]any, 0, len(keys))
+	for _, k := range keys {
+		switch v := m[k].(type) {
+		case map[string]any:
+			if len(v) == 0 {
+				out = append(out, slog.String(k, "{}"))
+				continue
+			}
+			out = append(out, slog.Group(k, attrsOf(v)...))
+		case []any:
+			b, _ := json.Marshal(v)
+			out = append(out, slog.String(k, string(b)))
+		default:
+			out = append(out, slog.Any(k, v))
+		}
+	}
+	return out
 }

@@ -82,7 +82,18 @@ func TestParseServe(t *testing.T) {
 			wantErr: "config FILE: server.port must be in 0..65535"},
 		{name: "token from env masked", env: map[string]string{"GATEHOUSE_GATEWAY_HOST": "0.0.0.0", "GATEHOUSE_GATEWAY_TOKEN": "short-secret"},
 			wantErr: "GATEHOUSE_GATEWAY_TOKEN=***: gateway.token must be at least 32 characters"},
-		{name: "port not a number", env: map[string]string{"GATEHOUSE_PORT": "eighty"}, wantErr: "--port"},
+		{name: "port not a number", env: map[string]string{"GATEHOUSE_PORT": "eighty"}, wantErr: "GATEHOUSE_PORT=eighty: server.port must be an integer"},
+		{name: "port flag not a number", args: []string{"--gateway-port", "x"}, wantErr: "--gateway-port=x: gateway.port must be an integer"},
+		{name: "same port twice", args: []string{"--port", "9000", "--gateway-port", "9000"},
+			wantErr: "--gateway-port=9000: gateway.port must differ from server.port (9000): the two listeners cannot share a port"},
+		{name: "same port, other hosts", args: []string{"--port", "9000", "--gateway-port", "9000", "--gateway-host", "127.0.0.2", "--gateway-token", "t"},
+			check: func(t *testing.T, c fileConfig) {
+				if c.Gateway.Port != 9000 || c.Server.Port != 9000 {
+					t.Errorf("ports %d %d", c.Server.Port, c.Gateway.Port)
+				}
+			}},
+		{name: "metrics on the api port", file: `{"server":{"metrics_addr":"127.0.0.1:8080"}}`,
+			wantErr: "config FILE: server.metrics_addr must differ from server.port (8080)"},
 		{name: "bad plan", file: `{"plans":{"standard":0}}`, wantErr: "config FILE: plans.standard must be in 1..1000000000"},
 		{name: "bad upstream", file: `{"services":{"x":{"upstream":"ftp://h"}}}`, wantErr: "config FILE: services.x.upstream must be an http:// or https:// URL"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, env: map[string]string{"GATEHOUSE_LOG_FORMAT": "json"},
@@ -96,7 +107,7 @@ func TestParseServe(t *testing.T) {
 				args = append([]string{"--config", file(tt.file)}, args...)
 			}
 			getenv := func(k string) string { return tt.env[k] }
-			c, err := parseServe(args, getenv, io.Discard)
+			c, err := parseServe("serve", args, getenv, io.Discard, io.Discard)
 			if tt.wantErr != "" {
 				want := tt.wantErr
 				if tt.file != "" {

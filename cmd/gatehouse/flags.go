@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,11 +16,12 @@ type setting struct {
 	set              func(c *fileConfig, v string) error
 }
 
-func intSetter(name string, dst func(*fileConfig) *int) func(*fileConfig, string) error {
+// intSetter's error completes "<flag or variable>=<value>: <key> ...".
+func intSetter(dst func(*fileConfig) *int) func(*fileConfig, string) error {
 	return func(c *fileConfig, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("--%s: %q is not an integer", name, v)
+			return errors.New("must be an integer")
 		}
 		*dst(c) = n
 		return nil
@@ -33,9 +35,9 @@ func strSetter(dst func(*fileConfig) *string) func(*fileConfig, string) error {
 var settings = []setting{
 	{"data-dir", "data_dir", "directory for the WAL, snapshots and master key", strSetter(func(c *fileConfig) *string { return &c.DataDir })},
 	{"host", "server.host", "key-management and proxy listen address", strSetter(func(c *fileConfig) *string { return &c.Server.Host })},
-	{"port", "server.port", "key-management and proxy port (0: any free port)", intSetter("port", func(c *fileConfig) *int { return &c.Server.Port })},
+	{"port", "server.port", "key-management and proxy port (0: any free port)", intSetter(func(c *fileConfig) *int { return &c.Server.Port })},
 	{"gateway-host", "gateway.host", "agent gateway listen address", strSetter(func(c *fileConfig) *string { return &c.Gateway.Host })},
-	{"gateway-port", "gateway.port", "agent gateway port (0: any free port)", intSetter("gateway-port", func(c *fileConfig) *int { return &c.Gateway.Port })},
+	{"gateway-port", "gateway.port", "agent gateway port (0: any free port)", intSetter(func(c *fileConfig) *int { return &c.Gateway.Port })},
 	{"gateway-token", "gateway.token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
 	{"master-key-file", "master_key_file", "file holding the 64-hex-character master key (default <data-dir>/master.key)", strSetter(func(c *fileConfig) *string { return &c.MasterKeyFile })},
 	{"log-format", "log.format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},
@@ -46,23 +48,59 @@ func envName(flagName string) string {
 	return "GATEHOUSE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseServe builds the effective config: embedded defaults, then the
-// config file, then each flag, or its environment variable when the flag
-// was not given.
-func parseServe(args []string, getenv func(string) string, stderr io.Writer) (fileConfig, error) {
-	fs := flag.NewFlagSet("gatehouse serve", flag.ContinueOnError)
+// subcommands describe themselves in their -h, above their flags.
+var subcommands = map[string]string{
+	"serve": `usage: gatehouse serve [flags]
+
+Runs the server: key management, the proxy and the web console on one
+listener (--port, default 8080), the agent gateway on another
+(--gateway-port, default 18790). Each flag may be given instead by its
+GATEHOUSE_* environment variable, or by the config file's key (README,
+"Configuration"); a flag wins over its variable, which wins over the file.`,
+	"reset-password": `usage: gatehouse reset-password [flags]
+
+Sets a new password for the admin named by GATEHOUSE_ADMIN_EMAIL (default
+admin@localhost): GATEHOUSE_ADMIN_PASSWORD, or a generated one printed
+once. Run it with the server stopped, on the server's data dir (--data-dir
+or --config as the server was started): it refuses a directory that holds
+no gatehouse data. The admin's sessions end.`,
+}
+
+// parseServe builds the effective config of subcommand cmd: embedded
+// defaults, then the config file, then each flag, or its environment
+// variable when the flag was not given. -h prints cmd's help on stdout
+// and returns flag.ErrHelp.
+func parseServe(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) (fileConfig, error) {
+	fs := flag.NewFlagSet("gatehouse "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	help := false
+	fs.Usage = func() {
+		w := stderr
+		if help {
+			w = stdout
+		}
+		fmt.Fprintf(w, "%s\n\nflags:\n", subcommands[cmd])
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
 	configPath := fs.String("config", "", "JSON config file (env GATEHOUSE_CONFIG)")
 	demo := fs.Bool("demo-echo", false, "demo: add a service \"echo\" answered by a built-in echo upstream on loopback (env GATEHOUSE_DEMO_ECHO=1)")
 	vals := make(map[string]*string, len(settings))
 	for _, s := range settings {
 		vals[s.name] = fs.String(s.name, "", s.usage+" (env "+envName(s.name)+")")
 	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		help = help || a == "-h" || a == "-help" || a == "--help" || a == "--h"
+	}
 	if err := fs.Parse(args); err != nil {
 		return fileConfig{}, err
 	}
 	if fs.NArg() > 0 {
-		return fileConfig{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return fileConfig{}, fmt.Errorf("unexpected argument %q (gatehouse %s -h lists the flags)", fs.Arg(0), cmd)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -83,10 +121,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (fi
 			v = getenv(by)
 		}
 		if given[s.name] || v != "" {
-			if err := s.set(&cfg, v); err != nil {
-				return fileConfig{}, err
-			}
 			cfg.setBy(s.key, by, v)
+			if err := s.set(&cfg, v); err != nil {
+				return fileConfig{}, cfg.invalid(s.key, err.Error())
+			}
 		}
 	}
 	cfg.masterKey = getenv("GATEHOUSE_MASTER_KEY")

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ const usage = `usage:
                                      default admin@localhost): GATEHOUSE_ADMIN_PASSWORD or a
                                      generated one, printed once; run it with the server stopped
   gatehouse version                  print the version, the commit and the Go version
+                                     (also gatehouse --version)
 
 The config file keys (JSON) and the GATEHOUSE_* environment variables are in
 the README; GATEHOUSE_ADMIN_EMAIL and GATEHOUSE_ADMIN_PASSWORD name the
@@ -45,26 +47,29 @@ var errHelp = errors.New("help shown")
 const shutdownTimeout = 30 * time.Second
 
 // run is main without the process: it returns when ctx is cancelled (after
-// a clean shutdown) or on a startup error.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// a clean shutdown) or on a startup error. What was asked for (help, the
+// version) goes to stdout; logs, the one-time password and errors to
+// stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd := ""
 	if len(args) > 0 {
 		cmd = args[0]
 	}
 	switch cmd {
 	case "serve", "reset-password":
-	case "version":
-		fmt.Fprintln(stderr, versionLine())
+	case "version", "--version", "-version", "-v":
+		fmt.Fprintln(stdout, versionLine())
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stdout, usage)
 		return errHelp
+	case "":
+		return errors.New("no subcommand\n\n" + usage)
 	default:
-		return errors.New(usage)
+		return fmt.Errorf("unknown subcommand %q\n\n%s", cmd, usage)
 	}
-	cfg, err := parseServe(args[1:], getenv, stderr)
+	cfg, err := parseServe(cmd, args[1:], getenv, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "\n"+usage)
 		return errHelp
 	}
 	if err != nil {
@@ -74,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return resetPassword(ctx, cfg, getenv, stderr)
 	}
 	lg := newLogger(cfg, stderr)
-	lg.Info("starting", "config", cfg.masked())
+	lg.Info("starting", "version", versionLine(), slog.Group("config", cfg.maskedAttrs()...))
 	return serve(ctx, cfg, getenv, lg, stderr)
 }
 
@@ -141,18 +146,18 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		return err
 	}
 	type server struct {
-		name, addr string
-		srv        interface {
+		name, addr, flag string
+		srv              interface {
 			Serve(net.Listener) error
 			Shutdown(context.Context) error
 		}
 	}
 	servers := []server{
-		{"api", net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port)), api},
-		{"gateway", net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port)), gw},
+		{"api", net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port)), "--port or GATEHOUSE_PORT", api},
+		{"gateway", net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port)), "--gateway-port or GATEHOUSE_GATEWAY_PORT", gw},
 	}
 	if cfg.Server.MetricsAddr != "" {
-		servers = append(servers, server{"metrics", cfg.Server.MetricsAddr, httpapi.NewHealthServer("metrics", lg, reg, reg)})
+		servers = append(servers, server{"metrics", cfg.Server.MetricsAddr, "server.metrics_addr", httpapi.NewHealthServer("metrics", lg, reg, reg)})
 	}
 	// Bind every listener first: the bootstrap admin (whose generated
 	// password is shown once) is created only once they all bound, so a
@@ -165,13 +170,18 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	}
 	for _, l := range servers {
 		ln, err := net.Listen("tcp", l.addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			closeAll()
+			return fmt.Errorf("listen %s: %w: another program (another gatehouse?) holds %s; choose another port with %s (0: any free port)",
+				l.name, err, l.addr, l.flag)
+		}
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("listen %s: %w", l.name, err)
 		}
 		lns = append(lns, ln)
 	}
-	if err := bootstrapAdmin(ctx, n.sys, getenv, stderr, lg); err != nil {
+	if err := bootstrapAdmin(ctx, n.sys, cfg.DataDir, getenv, stderr, lg); err != nil {
 		closeAll()
 		return err
 	}
@@ -181,6 +191,8 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		lg.Info("listening", "listener", l.name, "addr", ln.Addr().String())
 		go func() { errc <- l.srv.Serve(ln) }()
 	}
+	announce(cfg, lns[0].Addr(), lns[1].Addr(), lg, stderr)
+	go gwapi.PrepareDocs() // compress the /docs viewer before its first visitor
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -363,16 +375,20 @@ func writeFileSync(path string, b []byte, mode os.FileMode) error {
 // bootstrapAdmin creates the admin named by GATEHOUSE_ADMIN_EMAIL (default
 // admin@localhost) if no such user exists, with GATEHOUSE_ADMIN_PASSWORD or
 // a generated password printed once on stderr (never logged).
-func bootstrapAdmin(ctx context.Context, sys *actors.System, getenv func(string) string, stderr io.Writer, lg *slog.Logger) error {
+func bootstrapAdmin(ctx context.Context, sys *actors.System, dataDir string, getenv func(string) string, stderr io.Writer, lg *slog.Logger) error {
 	email := bootstrapEmail(getenv)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	created, generated, err := sys.EnsureAdmin(ctx, email, getenv("GATEHOUSE_ADMIN_PASSWORD"))
 	if err != nil {
-		return err
+		return adminError(err)
 	}
 	if created {
 		lg.Info("created bootstrap admin", "email", email)
+	} else if getenv("GATEHOUSE_ADMIN_PASSWORD") != "" {
+		lg.Warn("GATEHOUSE_ADMIN_PASSWORD ignored: the admin already exists in this data dir, with the password it was created with; "+
+			"to change it, stop the server and run `gatehouse reset-password` (same --data-dir or --config; it takes GATEHOUSE_ADMIN_PASSWORD), "+
+			"or start over with an empty data dir", "email", email, "data_dir", dataDir)
 	}
 	if generated != "" {
 		fmt.Fprintf(stderr, "\n  bootstrap admin %s, password (shown once): %s\n\n", email, generated)

@@ -46,8 +46,14 @@ type agentList struct {
 	Data []gateway.Agent `json:"data"`
 }
 
-
+// listAgents lists the agents c's user may use; a trusted backend acting
+// for no user (the gateway token without X-Gateway-User-Id) lists every
+// agent, as /v1/models does. An untrusted key bound to no user has none
+// to list.
 func (s *Server) listAgents(ctx context.Context, c Caller, _ None) (agentList, error) {
+	if c.UserID == "" && !c.Trusted() {
+		return agentList{Data: []gateway.Agent{}}, nil
+	}
 	as, err := s.d.Agents.ListAgents(ctx, c.principal().AgentReader())
 	if err != nil {
 		return agentList{}, err

@@ -116,7 +116,7 @@ func (s *Server) inbound(ctx context.Context, _ Caller, in inboundIn) (Body, err
 
 func jsonBody(status int, v any) Body {
 	b, _ := json.Marshal(v) // plain structs: never fails
-	return Body{Status: status, ContentType: "application/json", Data: b}
+	return Body{Status: status, ContentType: "application/json", Data: append(b, '\n')}
 }
 
 // WebhookCode is the callback's error code of a failed async turn: the

@@ -14,7 +14,7 @@ import (
 func TestDocsPage(t *testing.T) {
 	e := newGWEnv(t, gwOpts{token: gwToken})
 	if r := e.do("GET", "/docs", "", ""); r.status != 401 {
-		t.Errorf("GET /docs without a token = %d, want 401", r.status)
+		t.Errorf("GET /docs without a token = %d, want 401", r.status) // and a hint: TestDocsHint
 	}
 	r := e.must(200, "GET", "/docs?token="+gwToken, "", "")
 	if !strings.Contains(r.raw, "/docs/assets/swagger-ui-bundle.js?token="+gwToken) || !strings.Contains(r.raw, "/docs/assets/gatehouse-init.js?token="+gwToken) {
@@ -63,7 +63,9 @@ func TestDocsInChromium(t *testing.T) {
 	if n := strings.Count(dom, `class="opblock opblock-`); n != len(e.srv.routes) {
 		t.Errorf("rendered %d operations, want %d", n, len(e.srv.routes))
 	}
-	for _, want := range []string{"/v1/chat/completions", "/v1/responses", "/v1/agents/{id}/wake", "/v1/api-keys", "gatehouse agent gateway"} {
+	// "Try it out" is authorized with the page's ?token= (Authorize shows
+	// its lock closed): the first Execute sends the token.
+	for _, want := range []string{"/v1/chat/completions", "/v1/responses", "/v1/agents/{id}/wake", "/v1/api-keys", "gatehouse agent gateway", "btn authorize locked"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)
 		}

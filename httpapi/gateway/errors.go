@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -48,6 +49,9 @@ type apiError struct {
 	// final: a cap, not a rate (gateway.ErrQuota): retrying does not help,
 	// so no Retry-After and retryable false.
 	final bool
+	// retryAfter, when > 0, is the Retry-After (seconds) of a 503 worth
+	// retrying soon (an MCP server starting).
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg.text(langEN, e.args...) }
@@ -83,6 +87,17 @@ var (
 	errNotFound       = newError(fasthttp.StatusNotFound, codeNotFound, msgNotFound) // any resource: gateway.ErrNotFound
 	errNoSuchMethod   = newError(fasthttp.StatusNotFound, codeNotFound, msgNoSuchMethod)
 )
+
+// mcpStartingRetry is the Retry-After of errMCPStarting, in seconds.
+const mcpStartingRetry = 2
+
+// errMCPStarting: the named MCP servers are still connecting (a first
+// start may download them): 503, retryable, with Retry-After.
+func errMCPStarting(names string) error {
+	e := newError(fasthttp.StatusServiceUnavailable, codeUnavailable, msgMCPStarting, names)
+	e.retryAfter = mcpStartingRetry
+	return e
+}
 
 func errScope(s gateway.Scope) error {
 	return newError(fasthttp.StatusForbidden, codeUnauthorized, msgScopeDenied, string(s))
@@ -206,6 +221,9 @@ func retryOf(e *apiError) (bool, int64) {
 	case codeExhausted:
 		return true, rateRetryMs
 	case codeUnavailable:
+		if e.retryAfter > 0 {
+			return true, int64(e.retryAfter) * 1000
+		}
 		return true, unavailRetryMs
 	case codeAgentTimeout:
 		return true, 0
@@ -255,6 +273,9 @@ func (s *Server) writeError(rc *fasthttp.RequestCtx, lang int, err error) {
 	rc.Response.ResetBody()
 	if e.code == codeExhausted && !e.final {
 		rc.Response.Header.Set("Retry-After", rateRetryHeader)
+	}
+	if e.retryAfter > 0 {
+		rc.Response.Header.Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	if listener.WriteJSON(rc, e.status, ErrorBody{Error: d}) != nil { // a plain struct: never
 		rc.SetStatusCode(fasthttp.StatusInternalServerError)

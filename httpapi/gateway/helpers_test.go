@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 		// A stopped server's worker-pool cleaner sleeps out
 		// MaxIdleWorkerDuration (10 s), then sees the stop and exits.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		// fasthttp compresses on a few global workers, started once
+		// (webassets.Encode, for /docs).
+		goleak.IgnoreTopFunction("github.com/valyala/fasthttp/stackless.funcWorker"),
 	)
 }
 

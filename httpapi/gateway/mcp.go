@@ -30,6 +30,12 @@ type MCPLive interface {
 	// Status connects to server ref if needed and reports its state and
 	// tools.
 	Status(ctx context.Context, ref string) (mcppool.Status, error)
+	// Starting names the MCP servers agent's runs for user may use that
+	// are being connected right now (their tools are not listed yet).
+	Starting(ctx context.Context, agent uuid.UUID, user string) ([]string, error)
+	// Peek reports server id's connection as it is now, without
+	// connecting or waiting.
+	Peek(id uuid.UUID) mcppool.Status
 	// Forget closes server id's connection (changed or deleted).
 	Forget(id uuid.UUID)
 }
@@ -37,12 +43,28 @@ type MCPLive interface {
 var _ MCPStore = (*gateway.Gateway)(nil)
 
 type mcpList struct {
-	Data []gateway.MCPServer `json:"data"`
+	Data []mcpView `json:"data"`
 }
 
+// listMCP lists the servers with their connections as they are now
+// (connected, starting, the last error), connecting to none.
 func (s *Server) listMCP(ctx context.Context, c Caller, _ None) (mcpList, error) {
 	l, err := s.d.MCP.ListMCPServers(ctx)
-	return mcpList{Data: shownAll(c, l)}, err
+	if err != nil {
+		return mcpList{}, err
+	}
+	out := mcpList{Data: make([]mcpView, 0, len(l))}
+	for _, srv := range shownAll(c, l) {
+		st := s.d.MCPLive.Peek(srv.ID)
+		if !srv.Enabled {
+			st = mcppool.Status{Error: "disabled", Tools: []mcppool.Tool{}}
+		}
+		if !c.Trusted() && st.Error != "" && st.Error != "disabled" { // it names the URL or the command
+			st.Error = "unavailable"
+		}
+		out.Data = append(out.Data, mcpView{MCPServer: srv, Status: st})
+	}
+	return out, nil
 }
 
 type mcpCreateIn struct {

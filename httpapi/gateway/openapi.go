@@ -189,7 +189,8 @@ func (s *Server) openAPI() ([]byte, error) {
 			}},
 		},
 	}
-	return json.MarshalIndent(doc, "", "  ")
+	b, err := json.MarshalIndent(doc, "", "  ")
+	return append(b, '\n'), err
 }
 
 // content describes the success answer of a route whose output is out.

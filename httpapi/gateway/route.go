@@ -13,6 +13,7 @@ import (
 
 	"gatehouse/actors/gateway"
 	"gatehouse/httpapi/listener"
+	"gatehouse/httpapi/webassets"
 )
 
 // Route declares one endpoint, once: the router, the OpenAPI document and
@@ -118,6 +119,9 @@ type Body struct {
 	ContentType string
 	Header      map[string]string
 	Data        []byte
+	// Encoded, when set, holds Data compressed ahead of time: HTTP sends
+	// the form the request's Accept-Encoding accepts.
+	Encoded *webassets.Encoded
 	// Stream, when set, is sent instead of Data: Size bytes (-1: chunked);
 	// the transport closes it if it is an io.Closer.
 	Stream io.Reader

@@ -203,7 +203,7 @@ func TestDispatch(t *testing.T) {
 	}{
 		{"unknown method", alice, "agents.explode", `{}`, codeNotFound},
 		{"scope", reader, "agents.create", `{"agent_key":"x","provider":"echo","model":"m"}`, codeUnauthorized},
-		{"user required", Caller{Admin: true}, "agents.list", `{}`, codeInvalid},
+		{"user required", Caller{Admin: true}, "agents.create", `{"agent_key":"x","provider":"echo","model":"m"}`, codeInvalid},
 		{"op error", alice, "agents.get", `{"id":"ghost"}`, codeNotFound},
 		{"bad params", alice, "providers.create", `[1]`, codeInvalid},
 	}

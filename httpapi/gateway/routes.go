@@ -15,7 +15,7 @@ func (s *Server) table() []Route {
 	return []Route{
 		{Method: get, Path: "/health", RPC: "health", Public: true, Tag: "system", Summary: "Liveness probe (no authentication)", Op: op(s.health)},
 		{Method: get, Path: "/metrics", RPC: "metrics", Scope: read, Tag: "system", Summary: "Prometheus metrics", Content: "text/plain", Op: op(s.metrics)},
-		{Method: get, Path: "/docs", RPC: "docs.page", Scope: read, QueryToken: true, Tag: "docs", Summary: "Interactive API documentation (OpenAPI viewer)", Content: "text/html", Op: op(s.docsPage)},
+		{Method: get, Path: "/docs", RPC: rpcDocsPage, Scope: read, QueryToken: true, Tag: "docs", Summary: "Interactive API documentation (OpenAPI viewer)", Content: "text/html", Op: op(s.docsPage)},
 		{Method: get, Path: "/docs/openapi.json", RPC: "docs.openapi", Scope: read, QueryToken: true, Tag: "docs", Summary: "This OpenAPI 3.1 document", Content: "application/json", Op: op(s.docsSpec)},
 		{Method: get, Path: "/docs/assets/{file}", RPC: "docs.asset", Scope: read, QueryToken: true, Tag: "docs", Summary: "A file of the bundled viewer", Content: "application/octet-stream", Op: op(s.docsAsset)},
 
@@ -29,9 +29,9 @@ func (s *Server) table() []Route {
 		{Method: put, Path: "/v1/providers/{id}", RPC: "providers.update", Scope: admin, Tag: "providers", Summary: "Update a provider (absent fields keep their value)", Op: op(s.updateProvider)},
 		{Method: del, Path: "/v1/providers/{id}", RPC: "providers.delete", Scope: admin, Tag: "providers", Summary: "Delete a provider no agent uses", Status: noContent, Op: op(s.deleteProvider)},
 
-		{Method: get, Path: "/v1/agents", RPC: "agents.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List agents the user owns or that are shared with them", Op: op(s.listAgents)},
+		{Method: get, Path: "/v1/agents", RPC: "agents.list", Scope: read, Tag: "agents", Summary: "List agents the user owns or that are shared with them (a trusted caller acting for no user: every agent)", Op: op(s.listAgents)},
 		{Method: post, Path: "/v1/agents", RPC: "agents.create", Scope: write, NeedUser: true, Tag: "agents", Summary: "Create an agent owned by the user", Status: created, Op: op(s.createAgent)},
-		{Method: get, Path: "/v1/agents/{id}", RPC: "agents.get", Scope: read, NeedUser: true, Tag: "agents", Summary: "Get an agent by id or agent_key", Op: op(s.getAgent)},
+		{Method: get, Path: "/v1/agents/{id}", RPC: "agents.get", Scope: read, Tag: "agents", Summary: "Get an agent by id or agent_key (a trusted caller acting for no user: any agent)", Op: op(s.getAgent)},
 		{Method: put, Path: "/v1/agents/{id}", RPC: "agents.update", Scope: write, NeedUser: true, Tag: "agents", Summary: "Update an agent (owner only)", Op: op(s.updateAgent)},
 		{Method: del, Path: "/v1/agents/{id}", RPC: "agents.delete", Scope: write, NeedUser: true, Tag: "agents", Summary: "Delete an agent (owner only)", Status: noContent, Op: op(s.deleteAgent)},
 		{Method: get, Path: "/v1/agents/{id}/sharing", RPC: "agents.sharing.list", Scope: read, NeedUser: true, Tag: "agents", Summary: "List an agent's shares (owner and operators)", Op: op(s.listShares)},

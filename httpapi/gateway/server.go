@@ -18,6 +18,7 @@ import (
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/app"
 	"gatehouse/httpapi/listener"
+	"gatehouse/httpapi/webassets"
 )
 
 // Config configures the agent gateway listener.
@@ -116,9 +117,10 @@ type Server struct {
 	lg           *slog.Logger
 	routes       []Route
 	rpc          map[string]*Route
-	spec         []byte // the OpenAPI document, built once
-	token        []byte // cfg.Token
-	ws           wsHub  // open WebSocket connections
+	spec         []byte                    // the OpenAPI document, built once
+	specEncoded  func() *webassets.Encoded // spec compressed, on first use
+	token        []byte                    // cfg.Token
+	ws           wsHub                     // open WebSocket connections
 }
 
 // New builds the gateway server. lg nil discards logs; reg and gather nil
@@ -167,6 +169,7 @@ func newServer(cfg Config, d Deps, lg *slog.Logger, reg prometheus.Registerer, g
 	if s.spec, err = s.openAPI(); err != nil {
 		return nil, fmt.Errorf("gateway openapi: %w", err)
 	}
+	s.specEncoded = sync.OnceValue(func() *webassets.Encoded { return webassets.Encode(s.spec) })
 	routed := s.router()
 	s.l.SetHandler(func(rc *fasthttp.RequestCtx) {
 		if err := checkFilePath(rc.URI().PathOriginal()); err != nil {
@@ -242,8 +245,19 @@ func (s *Server) router() fasthttp.RequestHandler {
 	for i := range s.routes {
 		rt := &s.routes[i]
 		r.Handle(rt.Method, rt.Path, s.handler(rt))
+		if rt.Path == "/health" { // HEAD answers as GET does (fasthttp sends no body to a HEAD)
+			r.Handle(fasthttp.MethodHead, rt.Path, s.handler(rt))
+		}
 	}
 	r.Handle(fasthttp.MethodGet, "/ws", s.l.Wrap("/ws", s.serveWS))
+	// The root points a browser at the docs, relatively (behind TLS or a
+	// proxy an absolute Location would name the wrong scheme or host).
+	toDocs := s.l.Wrap("/", func(rc *fasthttp.RequestCtx) {
+		rc.Response.Header.Set(fasthttp.HeaderLocation, "/docs")
+		rc.SetStatusCode(fasthttp.StatusFound)
+	})
+	r.Handle(fasthttp.MethodGet, "/", toDocs)
+	r.Handle(fasthttp.MethodHead, "/", toDocs)
 	return r.Handler
 }
 
@@ -266,6 +280,9 @@ func (s *Server) handler(rt *Route) fasthttp.RequestHandler {
 		defer cw.stop() // before the connection goes back to the server
 		ctx = context.WithValue(ctx, clientWatchKey{}, cw)
 		out, err := s.serve(ctx, rc, rt)
+		if err != nil && rt.RPC == rpcDocsPage && s.docsHint(rc, err) {
+			return
+		}
 		if err != nil {
 			s.writeError(rc, lang, err)
 			return
@@ -375,6 +392,15 @@ func (s *Server) writeOutput(rc *fasthttp.RequestCtx, rt *Route, lang int, out a
 		}
 		if v.Stream != nil {
 			rc.SetBodyStream(v.Stream, int(v.Size))
+			return
+		}
+		if v.Encoded != nil {
+			body, enc := v.Encoded.For(rc.Request.Header.Peek(fasthttp.HeaderAcceptEncoding))
+			rc.Response.Header.Set(fasthttp.HeaderVary, fasthttp.HeaderAcceptEncoding)
+			if enc != "" {
+				rc.Response.Header.Set(fasthttp.HeaderContentEncoding, enc)
+			}
+			rc.Response.SetBodyRaw(body) // shared and never written: no copy
 			return
 		}
 		rc.SetBody(v.Data)

@@ -190,7 +190,7 @@ func TestGatewayHeadersAndBody(t *testing.T) {
 		{"tenant uuid", "GET", "/v1/providers", "", []string{"X-Gateway-Tenant-Id", "6f1c2a8e-6a43-4c1e-9a55-0d2c6d1e9b11"}, 200, ""},
 		{"tenant slug", "GET", "/v1/providers", "", []string{"X-Gateway-Tenant-Id", "acme-corp"}, 200, ""},
 		{"tenant bad", "GET", "/v1/providers", "", []string{"X-Gateway-Tenant-Id", "no spaces!"}, 400, codeInvalid},
-		{"agents need user", "GET", "/v1/agents", "", nil, 400, codeInvalid},
+		{"agents need user", "POST", "/v1/agents", `{"agent_key":"x","provider":"echo","model":"m"}`, nil, 400, codeInvalid},
 		{"bad json", "POST", "/v1/providers", "{", nil, 400, codeInvalid},
 		{"wrong type", "POST", "/v1/providers", `{"name":5}`, nil, 400, codeInvalid},
 		{"method not allowed", "PATCH", "/v1/providers", "", nil, 405, codeInvalid},

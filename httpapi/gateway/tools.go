@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,6 +144,11 @@ func (s *Server) invoke(ctx context.Context, c Caller, in invokeIn) (invokeOut, 
 		}
 	}
 	if tool == nil {
+		// A tool of a server still starting (a first npx download) is not
+		// there yet: say so, retryable, rather than "no such tool".
+		if starting, err := s.d.MCPLive.Starting(ctx, a.ID, c.UserID); err == nil && len(starting) > 0 {
+			return invokeOut{}, errMCPStarting(strings.Join(starting, ", "))
+		}
 		return invokeOut{}, newError(fasthttp.StatusNotFound, codeNotFound, msgInvalid, fmt.Sprintf("agent %s has no tool %q", a.AgentKey, in.Tool))
 	}
 	out := invokeOut{Tool: tool.Name, AgentID: a.ID, Kind: tool.Kind, Description: tool.Description, Parameters: tool.Parameters}

@@ -18,9 +18,11 @@ var (
 	ErrNotUTF8   = errors.New("body is not valid UTF-8")
 )
 
-// WriteJSON writes v as the JSON body with the given status. It writes
-// nothing and returns the error if v does not marshal (a broken
-// invariant: only plain structs reach it).
+// WriteJSON writes v as the JSON body with the given status, ending in a
+// newline (as every JSON answer of both listeners does, so that a shell's
+// prompt does not run on after curl's output). It writes nothing and
+// returns the error if v does not marshal (a broken invariant: only plain
+// structs reach it).
 func WriteJSON(rc *fasthttp.RequestCtx, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -28,7 +30,7 @@ func WriteJSON(rc *fasthttp.RequestCtx, status int, v any) error {
 	}
 	rc.SetStatusCode(status)
 	rc.SetContentType("application/json")
-	rc.SetBody(b)
+	rc.SetBody(append(b, '\n'))
 	return nil
 }
 

@@ -185,7 +185,7 @@ func TestListener(t *testing.T) {
 	if n := strings.Count(logs.String(), "handler panic"); n != 1 {
 		t.Errorf("panic logged %d times, want once:\n%s", n, logs.String())
 	}
-	if code, body := do("POST", "/echo", "0123456789"); code != 200 || body != `{"n":10}` {
+	if code, body := do("POST", "/echo", "0123456789"); code != 200 || body != `{"n":10}`+"\n" {
 		t.Errorf("POST /echo = %d %s", code, body)
 	}
 	if code, _ := do("POST", "/echo", strings.Repeat("x", 17)); code != 599 {

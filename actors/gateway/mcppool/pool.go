@@ -8,7 +8,12 @@
 // reached with their headers.
 // A connection opens on first use, lists the server's tools, and is
 // reopened with a doubling backoff (0.5 s to 30 s) after it dies; a
-// changed configuration reopens it; Forget closes it.
+// changed configuration reopens it; Forget closes it. An attempt runs on
+// its own clock (up to dialTimeout: a first `npx` may download its
+// package for a minute), not its caller's: a caller waits as long as its
+// context allows and then gets ErrStarting, and the attempt goes on for
+// the next caller. Stdio servers share one npm cache (Spec.Cache), so a
+// package is downloaded once for all of them.
 package mcppool
 
 import (
@@ -17,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,9 +56,13 @@ type Spec struct {
 	URL       string
 	Headers   map[string]string
 	Env       map[string]string
-	Workspace string        // stdio: the working directory (created)
-	Timeout   time.Duration // per call; 0: 60 s
-	Version   time.Time     // the configuration's UpdatedAt: a new one reopens
+	Workspace string // stdio: the working directory (created)
+	// Cache, for stdio, is the npm cache every stdio server shares
+	// (created; npm_config_cache, shown read-write in the sandbox); empty:
+	// npm's default under the workspace (HOME).
+	Cache   string
+	Timeout time.Duration // per call; 0: 60 s
+	Version time.Time     // the configuration's UpdatedAt: a new one reopens
 }
 
 // Tool is one of a server's tools.
@@ -64,18 +74,28 @@ type Tool struct {
 
 // Status is a server's connection as last seen.
 type Status struct {
-	Connected bool   `json:"connected"`
-	Error     string `json:"error,omitempty"`
-	Tools     []Tool `json:"tools"`
+	Connected bool `json:"connected"`
+	// Starting: a connection attempt is under way (connected is false).
+	Starting bool   `json:"starting,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Tools    []Tool `json:"tools"`
 }
 
-// ErrUnavailable: the server cannot be reached now (the error says why
-// and when the next attempt is).
-var ErrUnavailable = errors.New("mcp server unavailable")
+var (
+	// ErrUnavailable: the server cannot be reached now (the error says
+	// why and when the next attempt is).
+	ErrUnavailable = errors.New("mcp server unavailable")
+	// ErrStarting: a connection attempt is still under way; retry
+	// shortly. It is an ErrUnavailable too.
+	ErrStarting = fmt.Errorf("%w: starting", ErrUnavailable)
+)
 
 const (
 	minBackoff = 500 * time.Millisecond
 	maxBackoff = 30 * time.Second
+	// dialTimeout bounds one connection attempt, the tool listing
+	// included: a first `npx -y pkg` downloads pkg before it answers.
+	dialTimeout = 3 * time.Minute
 )
 
 // Pool holds the connections. Safe for concurrent use.
@@ -85,11 +105,11 @@ type Pool struct {
 	client *mcp.Client
 	mu     sync.Mutex
 	conns  map[uuid.UUID]*conn
+	dials  sync.WaitGroup // attempts under way: Close waits for them
 }
 
-// conn is one server's connection; its fields are guarded by lock,
-// which is held while connecting (up to 30 s): a caller waits for it only
-// as long as its own context allows.
+// conn is one server's connection; its fields are guarded by lock, which
+// is held briefly (never while connecting: dial runs apart).
 type conn struct {
 	lock    chan struct{} // capacity 1: held when full
 	spec    Spec
@@ -99,6 +119,11 @@ type conn struct {
 	err     error
 	next    time.Time // no attempt before
 	backoff time.Duration
+	// dialing is closed when the attempt under way ends (nil: none);
+	// cancelDial ends it early (Forget, a changed spec).
+	dialing    chan struct{}
+	cancelDial context.CancelFunc
+	forgotten  bool
 }
 
 // New returns an empty pool whose stdio servers run in sb (nil: they
@@ -138,29 +163,51 @@ func (c *conn) mustAcquire() { c.lock <- struct{}{} }
 
 func (c *conn) release() { <-c.lock }
 
-// Tools lists spec's tools, connecting first if needed.
+// Tools lists spec's tools, connecting first if needed (ErrStarting
+// when ctx ends before the connection is up).
 func (p *Pool) Tools(ctx context.Context, spec Spec) ([]Tool, error) {
-	c := p.conn(spec)
-	if err := c.acquire(ctx, spec.Name); err != nil {
-		return nil, err
-	}
-	defer c.release()
-	if _, err := p.ready(ctx, c, spec); err != nil {
-		return nil, err
-	}
-	return c.tools, nil
+	_, tools, err := p.ready(ctx, spec)
+	return tools, err
 }
 
 // Status reports spec's connection, trying to connect if it is down and
-// its backoff allows.
+// its backoff allows, waiting for it as long as ctx allows: connected
+// while it is up, starting while an attempt runs.
 func (p *Pool) Status(ctx context.Context, spec Spec) Status {
 	tools, err := p.Tools(ctx, spec)
-	st := Status{Connected: err == nil, Tools: tools}
+	st := Status{Connected: err == nil, Starting: errors.Is(err, ErrStarting), Tools: tools}
 	if err != nil {
 		st.Error = err.Error()
 	}
 	if st.Tools == nil {
 		st.Tools = []Tool{}
+	}
+	return st
+}
+
+// Starting reports whether a connection attempt to server id is under
+// way, without waiting or starting one.
+func (p *Pool) Starting(id uuid.UUID) bool { return p.Peek(id).Starting }
+
+// Peek reports server id's connection as it is now, without waiting or
+// connecting: connected, starting, or down with the last error ("" for
+// a server not used yet).
+func (p *Pool) Peek(id uuid.UUID) Status {
+	p.mu.Lock()
+	c := p.conns[id]
+	p.mu.Unlock()
+	st := Status{Tools: []Tool{}}
+	if c == nil {
+		return st
+	}
+	c.mustAcquire()
+	defer c.release()
+	st.Connected, st.Starting = c.session != nil, c.dialing != nil
+	if c.session != nil && c.tools != nil {
+		st.Tools = c.tools
+	}
+	if c.session == nil && c.err != nil {
+		st.Error = fmt.Sprintf("%s: %v", ErrUnavailable, c.err)
 	}
 	return st
 }
@@ -171,11 +218,7 @@ func (p *Pool) Status(ctx context.Context, spec Spec) Status {
 // the next use.
 func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMessage) (string, error) {
 	c := p.conn(spec)
-	if err := c.acquire(ctx, spec.Name); err != nil {
-		return "", err
-	}
-	s, err := p.ready(ctx, c, spec)
-	c.release()
+	s, _, err := p.ready(ctx, spec)
 	if err != nil {
 		return "", err
 	}
@@ -237,46 +280,93 @@ func textOf(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// ready returns c's session, (re)connecting when it is down, its spec
-// changed, and the backoff allows. c's lock is held.
-func (p *Pool) ready(ctx context.Context, c *conn, spec Spec) (*mcp.ClientSession, error) {
-	if c.session != nil && !c.spec.Version.Equal(spec.Version) {
-		p.closeLocked(c)
-		c.backoff, c.next = 0, time.Time{}
-	}
-	c.spec = spec
-	if c.session != nil {
-		return c.session, nil
-	}
-	if now := time.Now(); now.Before(c.next) {
-		return nil, fmt.Errorf("%w: %s: %v (next attempt in %s)", ErrUnavailable, spec.Name, c.err, c.next.Sub(now).Round(time.Millisecond))
-	}
-	s, cmd, err := p.connect(ctx, spec)
-	if err == nil {
-		var lt *mcp.ListToolsResult
-		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		lt, err = s.ListTools(lctx, nil)
-		cancel()
-		if err == nil {
-			c.tools = make([]Tool, 0, len(lt.Tools))
-			for _, t := range lt.Tools {
-				schema, _ := json.Marshal(t.InputSchema)
-				c.tools = append(c.tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+// ready returns spec's session and tools, (re)connecting when it is
+// down, its spec changed, and the backoff allows. The attempt runs in
+// dial, on its own clock; ready waits for it as long as ctx allows
+// (ErrStarting after that).
+func (p *Pool) ready(ctx context.Context, spec Spec) (*mcp.ClientSession, []Tool, error) {
+	c := p.conn(spec)
+	for {
+		if err := c.acquire(ctx, spec.Name); err != nil {
+			return nil, nil, err
+		}
+		if !c.spec.Version.Equal(spec.Version) {
+			p.closeLocked(c) // a changed configuration: a new connection at once
+			c.backoff, c.next = 0, time.Time{}
+		}
+		c.spec = spec
+		if c.session != nil {
+			s, tools := c.session, c.tools
+			c.release()
+			return s, tools, nil
+		}
+		if c.dialing == nil {
+			if now := time.Now(); now.Before(c.next) {
+				err := fmt.Errorf("%w: %s: %w (next attempt in %s)", ErrUnavailable, spec.Name, c.err, c.next.Sub(now).Round(time.Millisecond))
+				c.release()
+				return nil, nil, err
 			}
-		} else {
+			dctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+			c.dialing, c.cancelDial = make(chan struct{}), cancel
+			p.dials.Add(1)
+			go p.dial(dctx, c, spec, c.dialing)
+		}
+		done := c.dialing
+		c.release()
+		select {
+		case <-done: // the attempt ended: its outcome is on c
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("%w: %s: still connecting (a first start may download the server): %w", ErrStarting, spec.Name, ctx.Err())
+		}
+	}
+}
+
+// dial runs one connection attempt for c with spec and records its
+// outcome: the session, or the error and the next attempt's time. An
+// attempt whose conn was forgotten or reconfigured meanwhile is closed.
+func (p *Pool) dial(ctx context.Context, c *conn, spec Spec, done chan struct{}) {
+	defer p.dials.Done()
+	defer close(done)
+	s, cmd, tools, err := p.open(ctx, spec)
+	c.mustAcquire()
+	defer c.release()
+	c.cancelDial()
+	c.dialing, c.cancelDial = nil, nil
+	if c.forgotten || !c.spec.Version.Equal(spec.Version) {
+		if err == nil {
 			_ = s.Close()
 			killGroup(cmd)
 		}
+		return
 	}
 	if err != nil {
 		c.backoff = min(max(c.backoff*2, minBackoff), maxBackoff)
 		c.err, c.next = err, time.Now().Add(c.backoff)
 		p.lg.Warn("mcp server unreachable", "server", spec.Name, "err", err, "retry_in", c.backoff)
-		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, spec.Name, err)
+		return
 	}
-	c.session, c.cmd, c.err, c.backoff = s, cmd, nil, 0
+	c.session, c.cmd, c.tools, c.err, c.backoff = s, cmd, tools, nil, 0
 	go p.watch(c, s)
-	return s, nil
+}
+
+// open connects to spec and lists its tools.
+func (p *Pool) open(ctx context.Context, spec Spec) (*mcp.ClientSession, *exec.Cmd, []Tool, error) {
+	s, cmd, err := p.connect(ctx, spec)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lt, err := s.ListTools(ctx, nil)
+	if err != nil {
+		_ = s.Close()
+		killGroup(cmd)
+		return nil, nil, nil, fmt.Errorf("list tools: %w", err)
+	}
+	tools := make([]Tool, 0, len(lt.Tools))
+	for _, t := range lt.Tools {
+		schema, _ := json.Marshal(t.InputSchema)
+		tools = append(tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	return s, cmd, tools, nil
 }
 
 // watch marks c down when its session ends, so the next use reconnects.
@@ -315,9 +405,7 @@ func (p *Pool) connect(ctx context.Context, spec Spec) (*mcp.ClientSession, *exe
 	default:
 		return nil, nil, fmt.Errorf("transport %q", spec.Transport)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	s, err := p.client.Connect(cctx, t, nil)
+	s, err := p.client.Connect(ctx, t, nil)
 	if err != nil {
 		killGroup(cmd)
 		return nil, nil, err
@@ -345,12 +433,31 @@ func (p *Pool) stdioCommand(spec Spec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, argv, err := p.sb.Wrap(bin, spec.Args, ws, ws)
+	env := spec.Env
+	var shared []string
+	if spec.Cache != "" {
+		cache, err := filepath.Abs(spec.Cache)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(cache, 0o700); err != nil {
+			return nil, err
+		}
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		if _, set := env["npm_config_cache"]; !set {
+			env["npm_config_cache"] = cache
+		}
+		shared = append(shared, cache)
+	}
+	path, argv, err := p.sb.WrapShared(bin, spec.Args, ws, ws, shared...)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, argv...)
-	cmd.Dir, cmd.Env = ws, toolexec.Environ(spec.Env, ws)
+	cmd.Dir, cmd.Env = ws, toolexec.Environ(env, ws)
 	return cmd, nil
 }
 
@@ -374,6 +481,9 @@ func killGroup(cmd *exec.Cmd) {
 }
 
 func (p *Pool) closeLocked(c *conn) {
+	if c.cancelDial != nil {
+		c.cancelDial() // dial sees the change and closes what it opened
+	}
 	s, cmd := c.session, c.cmd
 	c.session, c.cmd, c.tools = nil, nil, nil
 	if s != nil {
@@ -390,13 +500,16 @@ func (p *Pool) Forget(id uuid.UUID) {
 	p.mu.Unlock()
 	if c != nil {
 		c.mustAcquire()
+		c.forgotten = true
 		p.closeLocked(c)
 		c.release()
 	}
 }
 
-// Close closes every connection.
+// Close closes every connection, and waits for the attempts under way
+// to end (each is cancelled).
 func (p *Pool) Close() {
+	defer p.dials.Wait()
 	p.mu.Lock()
 	ids := make([]uuid.UUID, 0, len(p.conns))
 	for id := range p.conns {

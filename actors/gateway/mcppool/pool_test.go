@@ -3,6 +3,8 @@ package mcppool
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,9 +13,10 @@ import (
 	"gatehouse/actors/gateway/toolexec/toolexectest"
 )
 
-// TestWaitBoundedByContext: while one caller connects to a server that
-// never answers (its 30 s connect timeout), another waits only as long as
-// its own context allows, and Forget ends the hanging attempt's process.
+// TestWaitBoundedByContext: while a connection attempt to a server that
+// never answers runs (up to dialTimeout), every caller waits only as long
+// as its own context allows (ErrStarting), and Close ends the hanging
+// attempt's process.
 func TestWaitBoundedByContext(t *testing.T) {
 	p := New(toolexectest.None(t), nil)
 	defer p.Close()
@@ -48,5 +51,51 @@ func TestWaitBoundedByContext(t *testing.T) {
 	}
 	if err := <-first; !errors.Is(err, ErrUnavailable) {
 		t.Errorf("first caller: %v, want ErrUnavailable (the server never answered)", err)
+	}
+}
+
+// TestSlowFirstStart: a server that takes a while to start (npx
+// downloading it) is connected in the background: a caller whose context
+// ends first gets ErrStarting (an ErrUnavailable), Starting and Status
+// say so, and a later caller finds it up, its status connected.
+func TestSlowFirstStart(t *testing.T) {
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(toolexectest.None(t), nil)
+	defer p.Close()
+	spec := Spec{ID: uuid.New(), Name: "slow", Transport: Stdio, Command: self, Args: []string{"-test.run=^$"},
+		Env: map[string]string{serverEnv: "1", "MCPPOOL_TEST_DELAY_MS": "1500"}, Workspace: t.TempDir(), Cache: t.TempDir()}
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := p.Tools(short, spec); !errors.Is(err, ErrStarting) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Tools during the start = %v, want ErrStarting", err)
+	}
+	if !p.Starting(spec.ID) {
+		t.Error("Starting = false during the start")
+	}
+	if s := p.Peek(spec.ID); s.Connected || !s.Starting {
+		t.Errorf("Peek during the start = %+v", s)
+	}
+	if s := p.Peek(uuid.New()); s.Connected || s.Starting || s.Error != "" {
+		t.Errorf("Peek of a server never used = %+v", s)
+	}
+	st, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if s := p.Status(st, spec); s.Connected || !s.Starting {
+		t.Errorf("Status during the start = %+v, want starting", s)
+	}
+	long, cancel3 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel3()
+	tools, err := p.Tools(long, spec)
+	if err != nil || len(tools) != 2 {
+		t.Fatalf("Tools once started = %v, %v; want the 2 tools", tools, err)
+	}
+	if s := p.Status(long, spec); !s.Connected || s.Starting || p.Starting(spec.ID) {
+		t.Errorf("Status once started = %+v", s)
+	}
+	if s := p.Peek(spec.ID); !s.Connected || len(s.Tools) != 2 {
+		t.Errorf("Peek once started = %+v", s)
 	}
 }

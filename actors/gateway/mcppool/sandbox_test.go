@@ -39,11 +39,17 @@ type probe struct {
 	Pids        []string `json:"pids"`
 	MasterKey   string   `json:"master_key"`
 	DataDir     []string `json:"data_dir"`
+	// CacheErr is what writing into $npm_config_cache gave ("" when it
+	// worked).
+	CacheErr string `json:"cache_err"`
 }
 
 // serveMCP serves two tools on stdio: probe, and spawn, which starts a
 // detached `setsid sleep <marker>`.
 func serveMCP() {
+	if ms, err := strconv.Atoi(os.Getenv("MCPPOOL_TEST_DELAY_MS")); err == nil {
+		time.Sleep(time.Duration(ms) * time.Millisecond) // a slow first start (npx downloading)
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "probe", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "probe"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, probe, error) {
 		var p probe
@@ -62,6 +68,13 @@ func serveMCP() {
 		ents, _ = os.ReadDir("../..")
 		for _, e := range ents {
 			p.DataDir = append(p.DataDir, e.Name())
+		}
+		p.CacheErr = "npm_config_cache unset"
+		if dir := os.Getenv("npm_config_cache"); dir != "" {
+			p.CacheErr = ""
+			if err := os.WriteFile(filepath.Join(dir, "written-by-"+strconv.Itoa(os.Getpid())), []byte("x"), 0o600); err != nil {
+				p.CacheErr = err.Error()
+			}
 		}
 		return nil, p, nil
 	})
@@ -99,8 +112,9 @@ func TestStdioSandboxed(t *testing.T) {
 	sb := toolexectest.Bwrap(t, toolexec.SandboxConfig{ReadOnly: []string{filepath.Dir(self)}, Hide: []string{dataDir}})
 	p := New(sb, nil)
 	defer p.Close()
+	cache := filepath.Join(dataDir, "workspaces", "mcp-npm-cache")
 	spec := Spec{ID: uuid.New(), Name: "probe", Transport: Stdio, Command: self, Args: []string{"-test.run=^$"},
-		Env: map[string]string{serverEnv: "1", "DECLARED": "yes"}, Workspace: ws, Timeout: 10 * time.Second}
+		Env: map[string]string{serverEnv: "1", "DECLARED": "yes"}, Workspace: ws, Cache: cache, Timeout: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := p.Call(ctx, spec, "probe", json.RawMessage(`{}`))
@@ -111,7 +125,7 @@ func TestStdioSandboxed(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("probe printed %q: %v", out, err)
 	}
-	allowed := []string{"PATH", "HOME", "TMPDIR", "LANG", "PWD", serverEnv, "DECLARED"}
+	allowed := []string{"PATH", "HOME", "TMPDIR", "LANG", "PWD", serverEnv, "DECLARED", "npm_config_cache"}
 	for name, env := range map[string][]string{"its own": got.Environ, "pid 1's": got.Pid1Environ, "its parent's": got.PPidEnviron} {
 		for _, kv := range env {
 			if k, _, _ := strings.Cut(kv, "="); !slices.Contains(allowed, k) {
@@ -127,6 +141,11 @@ func TestStdioSandboxed(t *testing.T) {
 	}
 	if got.MasterKey != "" || slices.Contains(got.DataDir, "master.key") {
 		t.Errorf("the server saw the data dir: %v, key %q", got.DataDir, got.MasterKey)
+	}
+	// The shared npm cache is the one directory beside its workspace it
+	// may write: what one server's npx fetched, the next one finds.
+	if ents, err := os.ReadDir(cache); got.CacheErr != "" || err != nil || len(ents) != 1 {
+		t.Errorf("the shared npm cache: %s; on the host %d entries (%v)", got.CacheErr, len(ents), err)
 	}
 
 	marker := toolexectest.Marker()

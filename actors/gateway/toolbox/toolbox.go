@@ -34,6 +34,8 @@ type Source interface {
 	MCPServerSecrets(ctx context.Context, ref string) (gateway.MCPServer, gateway.MCPSecrets, error)
 	// MCPWorkspace is a stdio server's working directory.
 	MCPWorkspace(server uuid.UUID) string
+	// MCPCache is the npm cache the stdio servers share.
+	MCPCache() string
 }
 
 var _ Source = (*gateway.Gateway)(nil)
@@ -72,13 +74,52 @@ func (b *Box) Status(ctx context.Context, ref string) (mcppool.Status, error) {
 	if !s.Enabled {
 		return mcppool.Status{Error: "disabled", Tools: []mcppool.Tool{}}, nil
 	}
-	return b.pool.Status(ctx, b.spec(s, sec)), nil
+	wctx, cancel := waitCtx(ctx, statusWait)
+	defer cancel()
+	return b.pool.Status(wctx, b.spec(s, sec)), nil
 }
 
 func (b *Box) spec(s gateway.MCPServer, sec gateway.MCPSecrets) mcppool.Spec {
 	return mcppool.Spec{ID: s.ID, Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args, URL: s.URL,
-		Headers: sec.Headers, Env: sec.Env, Workspace: b.src.MCPWorkspace(s.ID), Timeout: time.Duration(s.TimeoutSec) * time.Second,
-		Version: s.UpdatedAt}
+		Headers: sec.Headers, Env: sec.Env, Workspace: b.src.MCPWorkspace(s.ID), Cache: b.src.MCPCache(),
+		Timeout: time.Duration(s.TimeoutSec) * time.Second, Version: s.UpdatedAt}
+}
+
+// statusWait and toolsWait bound how long a status request and a run
+// wait for a server that is starting: the attempt goes on without them,
+// and the next one finds it up. A run's wait is at most half of what is
+// left of its context, so that the run itself still has time.
+const (
+	statusWait = 3 * time.Second
+	toolsWait  = 8 * time.Second
+)
+
+// waitCtx is ctx bounded to d, and to half of what ctx has left.
+func waitCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// Peek reports server id's connection as it is now, without connecting.
+func (b *Box) Peek(id uuid.UUID) mcppool.Status { return b.pool.Peek(id) }
+
+// Starting names the MCP servers agent's runs for user may use whose
+// connection is being opened right now (a first start may take a minute):
+// a tool of theirs missing from the agent's tools is not there yet.
+func (b *Box) Starting(ctx context.Context, agent uuid.UUID, user string) ([]string, error) {
+	access, err := b.src.MCPAccessFor(ctx, agent, user)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, acc := range access {
+		if b.pool.Starting(acc.Server.ID) {
+			out = append(out, acc.Server.Name)
+		}
+	}
+	return out, nil
 }
 
 // Tools lists a's tools for user: custom tools, then the granted MCP
@@ -106,7 +147,9 @@ func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]runtim
 	}
 	for _, acc := range access {
 		spec := b.spec(acc.Server, acc.Secrets)
-		tools, err := b.pool.Tools(ctx, spec)
+		wctx, cancel := waitCtx(ctx, toolsWait)
+		tools, err := b.pool.Tools(wctx, spec)
+		cancel()
 		if err != nil {
 			b.lg.Warn("mcp server left out of a run", "server", acc.Server.Name, "agent", a.AgentKey, "err", err)
 			continue

@@ -146,13 +146,20 @@ func (s *Sandbox) probe() error {
 // (Environ): bwrap passes it on, and holds nothing else itself. Wrap
 // fails with ErrNoSandbox when the sandbox cannot run.
 func (s *Sandbox) Wrap(bin string, args []string, workspace, dir string) (string, []string, error) {
+	return s.WrapShared(bin, args, workspace, dir)
+}
+
+// WrapShared is Wrap with more directories (absolute, existing) shown
+// read-write at their own paths: a cache several servers share (the
+// stdio MCP servers' npm cache).
+func (s *Sandbox) WrapShared(bin string, args []string, workspace, dir string, shared ...string) (string, []string, error) {
 	if err := s.Check(); err != nil {
 		return "", nil, err
 	}
 	if s.cfg.Mode == SandboxNone {
 		return bin, args, nil
 	}
-	path, argv := s.bwrapArgv(append([]string{bin}, args...), workspace, dir)
+	path, argv := s.bwrapArgv(append([]string{bin}, args...), workspace, dir, shared...)
 	return path, argv, nil
 }
 
@@ -161,7 +168,7 @@ func (s *Sandbox) Wrap(bin string, args []string, workspace, dir string) (string
 // killed with its parent; a private /proc, a minimal /dev, an empty /tmp;
 // the system directories and ReadOnly read-only, Hide covered, and the
 // workspace read-write at its own path. The network is the host's.
-func (s *Sandbox) bwrapArgv(argv []string, workspace, dir string) (string, []string) {
+func (s *Sandbox) bwrapArgv(argv []string, workspace, dir string, shared ...string) (string, []string) {
 	a := []string{
 		"--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL", "--die-with-parent", "--new-session",
@@ -194,6 +201,9 @@ func (s *Sandbox) bwrapArgv(argv []string, workspace, dir string) (string, []str
 		} else if err == nil {
 			a = append(a, "--tmpfs", h)
 		}
+	}
+	for _, d := range shared {
+		a = append(a, "--bind", d, d)
 	}
 	a = append(a, "--bind", workspace, workspace, "--chdir", dir, "--")
 	return s.cfg.Bwrap, append(a, argv...)
