@@ -94,8 +94,8 @@ type wheelConn struct {
 	w       *deadlineWheel
 	timeout int64        // ns
 	due     atomic.Int64 // Unix ns at which the exchange times out; 0: none
-	mu      sync.Mutex // orders interrupt against the next exchange's start
-	fired   bool       // the real deadline was set in the past
+	mu      sync.Mutex   // orders interrupt against the next exchange's start
+	fired   bool         // the real deadline was set in the past
 	closed  sync.Once
 }
 
