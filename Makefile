@@ -47,7 +47,7 @@ run: build
 
 ## test: every test, with the race detector. The cluster tests (real etcd
 ## members, lease timing) run after the others rather than beside them.
-test: test-deps gw-test-deps web-test-deps
+test: test-deps gw-test-deps web-test-deps bench-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $$($(GO) list $(PKGS) | grep -v '/actors/cluster')
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/...
 
@@ -91,7 +91,9 @@ fuzz:
 
 ## bench: every case of the suite, printed and appended to bench/RESULTS.md:
 ## the side-by-side proxy table (upstream direct, bare fasthttp hop, nginx,
-## gatehouse), the agent gateway's turn cost and its noisy-neighbour isolation
+## gatehouse, and its peers nginx+Lua and HAProxy doing key auth + limit;
+## bench-deps installs them, TestPeers in make test checks them), the agent
+## gateway's turn cost and its noisy-neighbour isolation
 bench: bench-deps
 	$(GO) run ./bench/cmd/benchsuite -results bench/RESULTS.md
 
@@ -99,9 +101,21 @@ bench: bench-deps
 bench-agents:
 	$(GO) run ./bench/cmd/benchsuite -cases isolation,turn -results bench/RESULTS.md
 
-## bench-deps: nginx and wrk from Debian's packages, for the bench, when missing
+## bench-deps: nginx (with ngx_lua), HAProxy and wrk from Debian's packages,
+## for the bench, when missing (apt only as root; otherwise a message, an
+## error under CI=true)
+BENCH_PKGS := nginx libnginx-mod-http-lua haproxy wrk
 bench-deps:
-	$(call need_debs,nginx:nginx wrk:wrk,the bench's nginx and wrk rows)
+	@missing=""; \
+	for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	elif [ "$$CI" = true ]; then \
+		echo "bench-deps: missing$$missing, and not root to install them" >&2; exit 1; \
+	else \
+		echo "bench-deps: missing$$missing (not root: skipped; install them with apt-get)"; \
+	fi
 
 ## bench-go: every Go benchmark, into bench/latest.txt
 bench-go:

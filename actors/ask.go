@@ -25,6 +25,13 @@ func Ask[R any](ctx context.Context, root *actor.RootContext, pid *actor.PID, ms
 // Await waits for one value on ch, ctx's end or watchdog's closing (nil:
 // none); see Ask.
 func Await[R any](ctx context.Context, ch <-chan R, watchdog <-chan struct{}) (r R, ok bool, err error) {
+	// Inline actors (inlineProps) usually answered before Send returned:
+	// one receive then, instead of a three-way select.
+	select {
+	case r = <-ch:
+		return r, true, nil
+	default:
+	}
 	select {
 	case r = <-ch:
 		return r, true, nil

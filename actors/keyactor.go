@@ -76,9 +76,11 @@ const inlineThroughput = 300
 //
 // The rule that makes it safe: such actors never block (the WAL is only
 // appended to asynchronously from them), and goroutines that must not run
-// actor code (the WAL writer) post through the courier.
+// actor code (the WAL writer) post through the courier. Their mailbox is
+// inlineMailbox (mailbox.go): no allocation per run.
 func (d *keyDeps) inlineProps(p actor.Producer) *actor.Props {
-	return actor.PropsFromProducer(p, actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)))
+	return actor.PropsFromProducer(p, actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)),
+		actor.WithMailbox(newInlineMailbox))
 }
 
 // keyActor owns one live key: its record, limiter window and usage. Admitted

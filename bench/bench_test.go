@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,16 +136,35 @@ func TestReport(t *testing.T) {
 		}
 		return r
 	}
-	s := &Suite{cfg: DefaultConfig(), Nginx: "nginx/1.22.1"}
+	s := &Suite{cfg: DefaultConfig(), Nginx: "nginx/1.22.1", HAProxy: "HAProxy 2.6.12"}
 	for _, x := range []struct {
 		kind string
 		rps  float64
-	}{{KindDirect, 100000}, {KindBare, 40000}, {KindNginx, 30000}, {KindGateway, 36000}, {KindFixed, 100000}, {KindValidate, 90000}} {
-		s.Targets = append(s.Targets, &Target{Name: x.kind, Kind: x.kind, Rounds: []*Result{round(x.rps, time.Millisecond)},
-			CPU: time.Second, Latency: round(x.rps/10, 100*time.Microsecond), Requests: [][]byte{nil}, Wrk: []float64{x.rps * 1.1}})
+		cpu  time.Duration // per round; the second round is 5/4 of it
+		keys int
+	}{
+		{KindDirect, 100000, time.Second, 1}, {KindBare, 40000, time.Second, 1}, {KindNginx, 30000, time.Second, 1},
+		{KindGateway, 36000, 1800 * time.Millisecond, 1}, {KindNginxLua, 35000, 1400 * time.Millisecond, 1}, {KindHAProxy, 30000, 1500 * time.Millisecond, 1},
+		{KindGateway, 30000, 1500 * time.Millisecond, 2}, {KindNginxLua, 29000, 1740 * time.Millisecond, 2}, {KindHAProxy, 29000, 1595 * time.Millisecond, 2},
+		{KindFixed, 100000, time.Second, 1}, {KindValidate, 90000, time.Second, 1},
+	} {
+		s.Targets = append(s.Targets, &Target{Name: fmt.Sprintf("%s %d", x.kind, x.keys), Kind: x.kind,
+			Rounds:   []*Result{round(x.rps, time.Millisecond), round(x.rps, time.Millisecond)},
+			RoundCPU: []time.Duration{x.cpu, x.cpu * 5 / 4}, Latency: round(x.rps/10, 100*time.Microsecond),
+			Requests: make([][]byte, x.keys), Wrk: []float64{x.rps * 1.1}})
 	}
 	out := s.Report(Meta{Date: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), Command: "make bench"})
-	for _, want := range []string{"## 2026-11-22 10:00 UTC", "| gatehouse | 36,000 | 36,000–36,000 |", "| 0.90 | 1.20 | 39,600 | 0.90 | 0 |", "✔ gatehouse: 0.90× the bare hop", "✔ validate: 0.90× the bare fixed-body handler"} {
+	for _, want := range []string{
+		"## 2026-11-22 10:00 UTC", "HAProxy 2.6.12",
+		"| gatehouse 1 | 36,000 | 36,000–36,000 | 1000 µs | 1000 µs | 1000 µs | 50.0 µs |", "| 0.90 | 1.20 | 39,600 | 0.90 | 0 |",
+		// CPU/req: 50 µs vs 40 and 50; req/s vs 35,000 and 30,000.
+		"| gatehouse 1 | 50.0 µs | 40.0 µs | 50.0 µs | 1.25 | 1.00 | 1.03 | 1.20 |",
+		"| gatehouse 2 | 50.0 µs | 60.0 µs | 55.0 µs | 0.83 | 0.91 | 1.03 | 1.03 |",
+		"✘ gatehouse 1: CPU/req 1.25× the better peer's (target ≤ 1.0); ✔ req/s 1.03× nginx+Lua, 1.20× HAProxy",
+		"✔ gatehouse 2: CPU/req 0.91× the better peer's",
+		"✔ gatehouse 1: p99 1.00× the bare hop's (target ≤ 1.5); ✔ 0.90× the bare hop's req/s (target ≥ 0.90)",
+		"✔ validate: 0.90× the bare fixed-body handler",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}

@@ -22,7 +22,17 @@
 //     dir, WAL with fsync, usage counting and the limiter on; the bootstrap
 //     admin creates a user and 50,000 keys through the API and raises their
 //     limits (Provision), so that nothing is refused. Cases: one hot key,
-//     and the first 5,000 and all 50,000 keys in rotation (-keys).
+//     and the first 5,000 and all 50,000 keys in rotation (-keys);
+//   - its peers, what a platform team would deploy instead, doing the same
+//     work per request with the same keys and limits (peers.go, issue 25):
+//     nginx + ngx_lua as Kong OSS works (key-auth and rate-limiting with
+//     the local policy: the key's SHA-256 through LuaJIT's FFI, a
+//     lua_shared_dict lookup, a fixed-hour counter) and HAProxy 2.6
+//     (sha2(256), a map file, a stick table with http_req_rate(1h)), both
+//     sending the key id upstream instead of the key and answering the
+//     same five rate-limit headers; Debian's libnginx-mod-http-lua and
+//     haproxy (`make bench-deps`). TestPeers checks that they do that
+//     work (401s, 429 past the limit, the headers).
 //
 // It then loads each target with the same request bytes (Run: a closed
 // loop over N keep-alive connections for a fixed time, latencies in a
@@ -32,8 +42,11 @@
 // `make bench-deps`) loads the same target with the same request (a Lua
 // script rotating its keys), to keep the suite's load generator honest.
 // It prints a Markdown table (req/s, p50/p99/p999, the server's CPU per
-// request from /proc, the ratios to the bare hop and to nginx, wrk's req/s
-// and ratio, issue 13's targets checked) and appends it, dated, with the
+// request from /proc — its processes' user + system time over the
+// requests served, in the cheapest round —, the ratios to the bare hop and
+// to nginx, wrk's req/s and ratio), a summary of each gatehouse case
+// against the peers with as many keys (CPU per request and req/s as
+// ratios to each), issue 25's targets checked, and appends it, dated, with the
 // machine, its load average and the command, to bench/RESULTS.md. Flags: -conns, -duration,
 // -rounds, -keys, -body, -vs (also gatehouse at a git revision), -results,
 // -keep (keep the work dir and logs), -cases.

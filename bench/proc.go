@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,24 +31,11 @@ type Proc struct {
 // line for which match returns true, handing back match's string (an
 // address, typically).
 func StartProc(dir, name string, argv, env []string, timeout time.Duration, match func(line string) (string, bool)) (*Proc, string, error) {
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	p, err := spawn(dir, name, argv, env)
 	if err != nil {
 		return nil, "", err
 	}
-	p := &Proc{Name: name, cmd: exec.Command(argv[0], argv[1:]...), log: logf, lines: make(chan string, 64), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	pr, pw := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = pw, pw
-	// No orphan if the suite dies: SIGTERM, so that nginx's master takes
-	// its workers down with it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, "", fmt.Errorf("start %s: %w", name, err)
-	}
-	go func() { _ = p.cmd.Wait(); pw.Close(); close(p.done) }()
-	go p.copyLines(pr)
-
+	logf := p.log
 	deadline := time.After(timeout)
 	for {
 		select {
@@ -67,6 +55,60 @@ func StartProc(dir, name string, argv, env []string, timeout time.Duration, matc
 			return nil, "", fmt.Errorf("%s not ready after %v; see %s", name, timeout, logf.Name())
 		}
 	}
+}
+
+// StartProcPort starts argv as StartProc does, for a server that prints
+// nothing once ready (HAProxy): it waits until addr accepts connections.
+func StartProcPort(dir, name string, argv, env []string, timeout time.Duration, addr string) (*Proc, error) {
+	p, err := spawn(dir, name, argv, env)
+	if err != nil {
+		return nil, err
+	}
+	go func() { // output goes to the log only
+		for range p.lines {
+		}
+	}()
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return p, nil
+		}
+		select {
+		case <-p.done:
+			p.Stop()
+			return nil, fmt.Errorf("%s exited before it was ready; see %s", name, p.log.Name())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("%s not listening on %s after %v; see %s", name, addr, timeout, p.log.Name())
+		}
+	}
+}
+
+// spawn starts argv with env added to the suite's environment, its
+// output copied to dir/name.log and, line by line, to p.lines.
+func spawn(dir, name string, argv, env []string) (*Proc, error) {
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{Name: name, cmd: exec.Command(argv[0], argv[1:]...), log: logf, lines: make(chan string, 64), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	// No orphan if the suite dies: SIGTERM, so that nginx's master takes
+	// its workers down with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = p.cmd.Wait(); pw.Close(); close(p.done) }()
+	go p.copyLines(pr)
+	return p, nil
 }
 
 func (p *Proc) copyLines(r io.Reader) {

@@ -73,12 +73,12 @@ type Target struct {
 	Keys     []string // the keys its requests use (wrk rotates them)
 	Baseline bool     // built from Config.Vs: reported, not judged
 
-	Rounds  []*Result
-	Wrk     []float64     // wrk's req/s, one per round (when wrk is installed)
-	CPU     time.Duration // server CPU over the measured windows
-	LoadCPU time.Duration // the load generator's CPU, likewise
-	Latency *Result       // at Config.LatencyConns
-	Failed  error         // the first run that failed outright, if any
+	Rounds   []*Result
+	Wrk      []float64       // wrk's req/s, one per round (when wrk is installed)
+	RoundCPU []time.Duration // server CPU over each round's measured window
+	LoadCPU  time.Duration   // the load generator's CPU over all of them
+	Latency  *Result         // at Config.LatencyConns
+	Failed   error           // the first run that failed outright, if any
 
 	wrkScript string // the path of its wrk Lua script, once written (runWrk)
 }
@@ -90,7 +90,9 @@ const (
 	KindNginx    = "nginx"
 	KindGateway  = "gatehouse"
 	KindValidate = "validate"
-	KindFixed    = "fixed" // a bare fasthttp handler answering a fixed body: validate's baseline
+	KindFixed    = "fixed"     // a bare fasthttp handler answering a fixed body: validate's baseline
+	KindNginxLua = "nginx+lua" // a peer: nginx + ngx_lua doing key auth + limit (peers.go)
+	KindHAProxy  = "haproxy"   // a peer: HAProxy doing key auth + limit (peers.go)
 )
 
 // Suite holds the servers of one run.
@@ -100,10 +102,13 @@ type Suite struct {
 	procs   []*Proc
 	Targets []*Target
 	Nginx   string // version
+	HAProxy string // version
 }
 
-// Start starts the stub upstream, the bare hop, nginx and gatehouse (built
-// from this module, with nkeys keys provisioned), each in its own process.
+// Start starts the stub upstream, the bare hop, nginx, gatehouse (built
+// from this module, with the largest of Config.Keys keys provisioned) and
+// the peers doing its work (nginx+Lua, HAProxy: peers.go) given the same
+// keys, each in its own process.
 func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -119,6 +124,14 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		return nil, err
 	}
 	s.Nginx = NginxVersion(nginx)
+	haproxy, err := HAProxyPath()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := NginxLuaModules(); err != nil {
+		return nil, err
+	}
+	s.HAProxy = HAProxyVersion(haproxy)
 	s.wrk, _ = exec.LookPath("wrk")
 	addrLine := func(line string) (string, bool) { return strings.CutPrefix(line, "listening ") }
 	s.logf("starting the stub upstream and the bare hop")
@@ -171,14 +184,26 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		}
 	}
 
+	var all []string // every key provisioned: the largest case's
+	for _, t := range mine {
+		if len(t.Keys) > len(all) {
+			all = t.Keys
+		}
+	}
+	peers, err := s.startPeers(nginx, haproxy, stubAddr, all)
+	if err != nil {
+		return nil, err
+	}
+
 	hot := mine[0].Requests
 	s.Targets = []*Target{
 		{Name: "upstream direct", Kind: KindDirect, Addr: stubAddr, Requests: hot, Server: stub},
 		{Name: "bare fasthttp hop (no auth)", Kind: KindBare, Addr: bareAddr, Requests: hot, Server: bare},
 		{Name: "nginx keep-alive proxy", Kind: KindNginx, Addr: ngxAddr, Requests: hot, Server: ngx},
 	}
-	// Each gatehouse case beside its baseline's, so both meet the same
-	// moment; validate (the last) after its own baseline, the fixed body.
+	// Each gatehouse case beside its baseline's and the peers', so all
+	// meet the same moment; validate (the last) after its own baseline,
+	// the fixed body.
 	last := len(mine) - 1
 	for i, t := range mine {
 		if i == last {
@@ -188,11 +213,67 @@ func Start(ctx context.Context, cfg Config) (_ *Suite, err error) {
 		if theirs != nil {
 			s.Targets = append(s.Targets, theirs[i])
 		}
+		if i < last {
+			for _, p := range peers {
+				s.Targets = append(s.Targets, p.target(t))
+			}
+		}
 	}
 	for _, t := range s.Targets {
 		t.Status = 200
 	}
 	return s, nil
+}
+
+// peer is a started peer (nginx+Lua or HAProxy).
+type peer struct {
+	name, kind, addr string
+	proc             *Proc
+}
+
+// target is the peer's target of the gatehouse case g: the same requests
+// and keys.
+func (p peer) target(g *Target) *Target {
+	name := p.name + ", 1 hot key"
+	if len(g.Requests) > 1 {
+		name = fmt.Sprintf("%s, %d keys", p.name, len(g.Requests))
+	}
+	return &Target{Name: name, Kind: p.kind, Addr: p.addr, Requests: g.Requests, Server: p.proc, Keys: g.Keys}
+}
+
+// startPeers starts nginx+Lua and HAProxy in front of upstream, each with
+// its files in its own directory, given secrets (PeerKeys) with the limit
+// gatehouse's keys have.
+func (s *Suite) startPeers(nginx, haproxy, upstream string, secrets []string) ([]peer, error) {
+	keys := filepath.Join(s.cfg.Dir, "peer-keys")
+	if err := PeerKeys(keys, secrets); err != nil {
+		return nil, err
+	}
+	var peers []peer
+	for _, p := range []struct {
+		name, kind, dir string
+		start           func(dir string) (*Proc, string, error)
+	}{
+		{"nginx + Lua (key auth + limit)", KindNginxLua, "nginx-lua", func(dir string) (*Proc, string, error) {
+			return StartNginxLua(nginx, dir, upstream, keys, PeerLimit)
+		}},
+		{"HAProxy (key auth + limit)", KindHAProxy, "haproxy", func(dir string) (*Proc, string, error) {
+			return StartHAProxy(haproxy, dir, upstream, keys, PeerLimit)
+		}},
+	} {
+		dir := filepath.Join(s.cfg.Dir, p.dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		s.logf("starting %s", p.name)
+		proc, addr, err := p.start(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, proc)
+		peers = append(peers, peer{name: p.name, kind: p.kind, addr: addr, proc: proc})
+	}
+	return peers, nil
 }
 
 // startGatehouse starts the gatehouse binary bin with its data under dir
@@ -254,7 +335,7 @@ func (s *Suite) Run(ctx context.Context) error {
 				continue
 			}
 			t.Rounds = append(t.Rounds, res)
-			t.CPU += cpu
+			t.RoundCPU = append(t.RoundCPU, cpu)
 			t.LoadCPU += load
 			s.logf("round %d/%d  %-36s %9.0f req/s  p99 %v  errors %d", r+1, s.cfg.Rounds, t.Name, res.Throughput(), res.Latency.Quantile(0.99), res.Errors)
 			if s.wrk != "" && t.Kind != KindDirect {

@@ -59,8 +59,17 @@ func newUpstream(name string, svc Service) (*upstream, error) {
 		StreamResponseBody: true,
 		// net.Dialer rather than fasthttp's default dialer, whose DNS cache
 		// keeps a goroutine for the life of the process; connections are
-		// kept alive, so dials (and lookups) are rare.
-		DialTimeout: dialUpstream,
+		// kept alive, so dials (and lookups) are rare. The service's
+		// timeout bounds the dial, and the wheel each exchange
+		// (proxydeadline.go): requests go out without a deadline of their own.
+		DialTimeout: func(addr string, _ time.Duration) (net.Conn, error) {
+			c, err := dialUpstream(addr, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return newWheelConn(c, upstreamWheel, timeout), nil
+		},
+		RetryIfErr: retryUpstream,
 	}
 	return up, nil
 }
@@ -74,6 +83,18 @@ func (up *upstream) injects(k []byte) bool {
 		}
 	}
 	return false
+}
+
+// retryUpstream is fasthttp's own rule (an idempotent request is sent
+// again after a failed attempt, on another connection: a kept-alive one
+// may have been closed by the upstream meanwhile), except after a
+// timeout: with a per-request deadline fasthttp stopped there, as the
+// deadline had passed, and so does the wheel's timeout.
+func retryUpstream(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	if errors.Is(err, fasthttp.ErrTimeout) {
+		return false, false
+	}
+	return false, req.Header.IsGet() || req.Header.IsHead() || req.Header.IsPut()
 }
 
 func dialUpstream(addr string, timeout time.Duration) (net.Conn, error) {
@@ -181,7 +202,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, r
 		return err
 	}
 	resp := fasthttp.AcquireResponse()
-	err = up.client.DoTimeout(req, resp, up.timeout)
+	err = up.client.Do(req, resp) // timed by the wheel (proxydeadline.go)
 	fasthttp.ReleaseRequest(req)
 	unread, clientErr := body.release()
 	if unread {

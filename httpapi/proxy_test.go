@@ -269,3 +269,32 @@ func TestProxyRateLimit(t *testing.T) {
 		t.Errorf("429 headers disagree: %v", r.headers)
 	}
 }
+
+// TestProxyUpstreamRateLimitHeadersReplaced (issue 25): an upstream's own
+// rate-limit headers do not reach the client beside gatehouse's: the
+// answer carries each of the five once, with gatehouse's value.
+func TestProxyUpstreamRateLimitHeadersReplaced(t *testing.T) {
+	p := newProxyWorld(t)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + testHost + "/api/proxy/echo/v1/x")
+	req.Header.Set("X-API-Key", p.secret)
+	resp.Header.DisableNormalizing() // the names as sent
+	if err := p.client.DoTimeout(req, resp, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode() != 202 {
+		t.Fatalf("proxied answer = %d %s", resp.StatusCode(), resp.Body())
+	}
+	seen := map[string][]string{}
+	for k, v := range resp.Header.All() {
+		seen[strings.ToLower(string(k))] = append(seen[strings.ToLower(string(k))], string(k)+": "+string(v))
+	}
+	for _, name := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"} {
+		got := seen[strings.ToLower(name)]
+		if len(got) != 1 || strings.Contains(got[0], "upstream-value") {
+			t.Errorf("%s lines = %q, want one of gatehouse's", name, got)
+		}
+	}
+}

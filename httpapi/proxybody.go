@@ -119,19 +119,21 @@ func proxyBodyTooLarge(rc *fasthttp.RequestCtx, limit int) bool {
 }
 
 // copyResponseHeader copies the upstream's status and headers to rc,
-// minus its hop-by-hop headers. The status line is ours too: an HTTP/1.0
-// upstream must not make the answer to an HTTP/1.1 client read "HTTP/1.0".
+// minus its hop-by-hop headers and its own rate-limit headers (gatehouse
+// sets the five, and a copy of the upstream's would travel beside each).
+// The status line is ours too: an HTTP/1.0 upstream must not make the
+// answer to an HTTP/1.1 client read "HTTP/1.0".
 func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
 	h := &rc.Response.Header
 	resp.Header.CopyTo(h)
 	h.SetProtocol(http11)
 	h.ResetConnectionClose()
-	// One pass finds the hop-by-hop headers present: the usual answer has
+	// One pass finds the headers to drop present: the usual answer has
 	// none, and six unconditional deletions each scanned every header.
-	var buf4 [4][]byte
-	drop := buf4[:0]
+	var buf8 [8][]byte
+	drop := buf8[:0]
 	for k := range resp.Header.All() {
-		if hopByHop(k) {
+		if hopByHop(k) || limitHeader(k) {
 			drop = append(drop, k)
 		}
 	}
@@ -141,6 +143,16 @@ func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
 	// An upstream's cookies would be set on gatehouse's own origin, next
 	// to its session cookie: never passed through.
 	h.DelAllCookies()
+}
+
+// limitHeader reports whether k (canonical form, as fasthttp normalizes
+// it) is one of the rate-limit headers gatehouse sets (setLimitHeaders).
+func limitHeader(k []byte) bool {
+	switch string(k) {
+	case "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit", "Ratelimit-Policy":
+		return true
+	}
+	return false
 }
 
 // relayBody hands the upstream's body (a stream, see newUpstream) to rc

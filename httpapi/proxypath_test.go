@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,24 @@ func TestHasDotSegmentEdges(t *testing.T) {
 	}
 	if !hasDotSegment([]byte("%2e")) || hasDotSegment([]byte("%2e%2e%2e")) {
 		t.Error("hasDotSegment misreads percent-encoded dots")
+	}
+}
+
+func TestAppendRemoteIP(t *testing.T) {
+	tests := []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(203, 0, 113, 9), Port: 1}, "203.0.113.9"},
+		{&net.TCPAddr{IP: net.IP{10, 0, 0, 255}, Port: 1}, "10.0.0.255"},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.1"), Port: 1}, "192.0.2.1"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 1}, "2001:db8::1"},
+		{&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"}, "fe80::1%eth0"},
+		{&net.UnixAddr{Name: "/tmp/s", Net: "unix"}, "/tmp/s"},
+	}
+	for _, tt := range tests {
+		if got := string(appendRemoteIP([]byte("x, "), tt.addr)); got != "x, "+tt.want {
+			t.Errorf("appendRemoteIP(%v) = %q, want %q", tt.addr, got, "x, "+tt.want)
+		}
 	}
 }

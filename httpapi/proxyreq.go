@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"net"
+	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -109,16 +110,18 @@ func buildUpstreamRequest(req *fasthttp.Request, rc *fasthttp.RequestCtx, up *up
 		xff = append(append(xff, prev...), commaSpace...)
 	}
 	req.Header.SetCanonical(hdrXFF, appendRemoteIP(xff, rc.RemoteAddr()))
-	req.Header.SetCanonical(hdrXFHost, rc.Request.Header.Host())
+	// The rest were dropped from the copy above (dropped, up.injects):
+	// appended without looking for a copy to replace.
+	req.Header.AddBytesKV(hdrXFHost, rc.Request.Header.Host())
 	if rc.IsTLS() {
-		req.Header.SetCanonical(hdrXFProto, protoHTTPS)
+		req.Header.AddBytesKV(hdrXFProto, protoHTTPS)
 	} else {
-		req.Header.SetCanonical(hdrXFProto, protoHTTP)
+		req.Header.AddBytesKV(hdrXFProto, protoHTTP)
 	}
-	req.Header.SetCanonical(hdrUserID, appendUUID(buf[:0], res.UserID))
-	req.Header.SetCanonical(hdrKeyID, appendUUID(buf[:0], res.KeyID))
+	req.Header.AddBytesKV(hdrUserID, appendUUID(buf[:0], res.UserID))
+	req.Header.AddBytesKV(hdrKeyID, appendUUID(buf[:0], res.KeyID))
 	for _, kv := range up.headers {
-		req.Header.SetCanonical(kv[0], kv[1])
+		req.Header.SetCanonical(kv[0], kv[1]) // may be a special header (Host, User-Agent…)
 	}
 }
 
@@ -157,12 +160,25 @@ func trimOWS(b []byte) []byte {
 	return b
 }
 
-// appendRemoteIP appends the client's IP without allocating.
+// appendRemoteIP appends the client's IP without allocating: an IPv4
+// address (or an IPv4-mapped IPv6 one) in dotted decimal, written
+// directly (netip's conversion was a visible cost per request), any
+// other as netip writes it.
 func appendRemoteIP(dst []byte, a net.Addr) []byte {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap().AppendTo(dst)
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return append(dst, a.String()...)
 	}
-	return append(dst, a.String()...)
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		for i, b := range ip4 {
+			if i > 0 {
+				dst = append(dst, '.')
+			}
+			dst = strconv.AppendUint(dst, uint64(b), 10)
+		}
+		return dst
+	}
+	return ta.AddrPort().Addr().AppendTo(dst)
 }
 
 // appendUUID appends the canonical form of id.

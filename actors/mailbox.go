@@ -1,0 +1,184 @@
+package actors
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// inlineMailbox is the mailbox of shards and key actors (inlineProps):
+// protoactor's default mailbox (actor/mailbox.go) without what they do
+// not use (message batches, mailbox middlewares). Its run function is
+// bound once: the default's schedule allocates a method value for every
+// run, and an authorization runs two mailboxes (shard, key actor), so
+// that was two allocations per proxied request (issue 25). Both queues
+// are plain slices under one mutex, so a live key actor's mailbox is one
+// heap object and a slice instead of a ring buffer and a linked queue.
+//
+// The protocol is the default's: a poster that finds the mailbox idle
+// marks it running and hands its run to the dispatcher (the synchronized
+// dispatcher runs it on the poster's goroutine); the run processes
+// system messages first, user messages unless suspended, and yields the
+// processor every Throughput messages; a panic in the actor escalates
+// to its supervisor with the message that caused it.
+type inlineMailbox struct {
+	mu          sync.Mutex
+	user, sys   fifo
+	status      atomic.Int32 // mailboxIdle or mailboxRunning
+	userN, sysN atomic.Int32
+	suspended   atomic.Bool
+	invoker     actor.MessageInvoker
+	dispatcher  actor.Dispatcher
+	process     func() // processMessages, bound once
+}
+
+const (
+	mailboxIdle int32 = iota
+	mailboxRunning
+)
+
+var _ actor.Mailbox = (*inlineMailbox)(nil)
+
+func newInlineMailbox() actor.Mailbox {
+	m := &inlineMailbox{}
+	m.process = m.processMessages
+	return m
+}
+
+// PostUserMessage queues a message for the actor and schedules a run.
+func (m *inlineMailbox) PostUserMessage(msg any) {
+	m.mu.Lock()
+	m.user.push(msg)
+	m.mu.Unlock()
+	m.userN.Add(1)
+	m.schedule()
+}
+
+// PostSystemMessage queues a lifecycle message (start, stop, watch…).
+func (m *inlineMailbox) PostSystemMessage(msg any) {
+	m.mu.Lock()
+	m.sys.push(msg)
+	m.mu.Unlock()
+	m.sysN.Add(1)
+	m.schedule()
+}
+
+// RegisterHandlers is called once by protoactor when the actor spawns.
+func (m *inlineMailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+	m.invoker, m.dispatcher = invoker, dispatcher
+}
+
+// Start is a no-op: there are no mailbox middlewares to tell.
+func (m *inlineMailbox) Start() {}
+
+// UserMessageCount returns how many user messages wait.
+func (m *inlineMailbox) UserMessageCount() int { return int(m.userN.Load()) }
+
+func (m *inlineMailbox) schedule() {
+	if m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+		m.dispatcher.Schedule(m.process)
+	}
+}
+
+func (m *inlineMailbox) processMessages() {
+	for {
+		m.run()
+		m.status.Store(mailboxIdle)
+		// A message posted after run saw the queues empty, but before the
+		// status was idle, found the mailbox running and did not schedule:
+		// take it here.
+		if m.sysN.Load() <= 0 && (m.suspended.Load() || m.userN.Load() <= 0) {
+			return
+		}
+		if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+			return // that poster scheduled a run of its own
+		}
+	}
+}
+
+func (m *inlineMailbox) run() {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	i, t := 0, m.dispatcher.Throughput()
+	for {
+		if i > t {
+			i = 0
+			runtime.Gosched()
+		}
+		i++
+		var ok bool
+		if msg, ok = m.popSys(); ok {
+			m.sysN.Add(-1)
+			switch msg.(type) {
+			case *actor.SuspendMailbox:
+				m.suspended.Store(true)
+			case *actor.ResumeMailbox:
+				m.suspended.Store(false)
+			default:
+				m.invoker.InvokeSystemMessage(msg)
+			}
+			continue
+		}
+		if m.suspended.Load() {
+			return
+		}
+		if msg, ok = m.popUser(); !ok {
+			return
+		}
+		m.userN.Add(-1)
+		m.invoker.InvokeUserMessage(msg)
+	}
+}
+
+func (m *inlineMailbox) popSys() (any, bool) {
+	if m.sysN.Load() == 0 {
+		return nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sys.pop()
+}
+
+func (m *inlineMailbox) popUser() (any, bool) {
+	m.mu.Lock()
+	msg, ok := m.user.pop()
+	m.mu.Unlock()
+	return msg, ok
+}
+
+// fifo is a slice queue: push appends, pop takes from head. It reuses its
+// array once drained, and moves what is left to the front when more than
+// half of it is taken, so a mailbox that never quite drains stays bounded
+// by what waits in it.
+type fifo struct {
+	buf  []any
+	head int
+}
+
+func (q *fifo) push(v any) {
+	if q.head > 32 && q.head > len(q.buf)/2 {
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+	q.buf = append(q.buf, v)
+}
+
+func (q *fifo) pop() (any, bool) {
+	if q.head == len(q.buf) {
+		return nil, false
+	}
+	v := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
+	return v, true
+}
