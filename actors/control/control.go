@@ -183,7 +183,7 @@ type Control struct {
 	seal  *actors.Sealer
 	lg    *slog.Logger
 
-	view atomic.Pointer[View]
+	view  atomic.Pointer[View]
 	subMu sync.Mutex
 	subs  []func(*View)
 }

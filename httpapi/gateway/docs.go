@@ -90,3 +90,10 @@ var docsAssets = sync.OnceValues(func() (*webassets.Table, error) {
 	}
 	return webassets.Load(sub, "application/octet-stream")
 })
+
+// DocsAssets is the vendored viewer's files, for the key service's
+// /api/docs (httpapi), which shares them.
+func DocsAssets() (*webassets.Table, error) { return docsAssets() }
+
+// DocsCSP is the viewer page's Content-Security-Policy, shared likewise.
+const DocsCSP = docsCSP
