@@ -62,6 +62,7 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 			r.Handle(rt.method, rt.path, s.wrap(rt.path, s.guard(rt)))
 		}
 	}
+	s.router = r
 	routed := r.Handler
 	return func(rc *fasthttp.RequestCtx) {
 		if bytes.HasPrefix(rc.Request.URI().PathOriginal(), proxyPrefix) {

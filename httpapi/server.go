@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fasthttp/router"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -91,9 +92,10 @@ type Server struct {
 	// lock.
 	config  map[string]*upstream
 	table   atomic.Pointer[serviceTable]
-	tableMu sync.Mutex // serializes rebuilds
-	routes  []route    // the route table (table.go)
-	spec    []byte     // the OpenAPI document built from it
+	tableMu sync.Mutex     // serializes rebuilds
+	routes  []route        // the route table (table.go)
+	router  *router.Router // built from it (kept for TestOpenAPIDocument)
+	spec    []byte         // the OpenAPI document built from it
 	now     func() time.Time
 	// unhealthy is set once /health has reported a failed WAL: probes come
 	// every few seconds, and the failure was logged when it happened.
