@@ -233,11 +233,11 @@ func TestGeneratedClientWalkthrough(t *testing.T) {
 	out := runNode(t, dir, nil, "out/walkthrough.js", "http://"+ln.Addr().String(), adminToken, "echo")
 	var got struct {
 		UserEmail, TokenPrefix, MeID, UserID, KeyPrefix, ValidUser, ProxyBody, ProxyLimit, RotatedPrefix string
-		TokenScopes                                                                                   []string
-		Valid, Revoked                                                                                bool
-		ProxyStatus, AfterStatus, GraceHours, UsageTotal, UsageUsed                                   int
-		AfterError                                                                                    map[string]any
-		Tokens                                                                                        []string
+		TokenScopes                                                                                      []string
+		Valid, Revoked                                                                                   bool
+		ProxyStatus, AfterStatus, GraceHours, UsageTotal, UsageUsed                                      int
+		AfterError                                                                                       map[string]any
+		Tokens                                                                                           []string
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("walk-through output %s: %v", out, err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
 )
 
 // namedUpstream answers every request with its name; /slow after delay.
@@ -41,7 +40,9 @@ func namedUpstream(tb testing.TB, name string, delay time.Duration) string {
 
 func TestServicesAPI(t *testing.T) {
 	a, b := namedUpstream(t, "A", 0), namedUpstream(t, "B", 0)
-	w := newWorld(t, func(c *Config) { c.Services = map[string]Service{"cfg": {Upstream: a, Headers: map[string]string{"X-Upstream-Auth": "config-secret-0123456789"}}} })
+	w := newWorld(t, func(c *Config) {
+		c.Services = map[string]Service{"cfg": {Upstream: a, Headers: map[string]string{"X-Upstream-Auth": "config-secret-0123456789"}}}
+	})
 	_, key := w.createKey(t, w.aliceCk, "k")
 	call := func(svc string) response {
 		return w.do(t, request{method: "GET", path: "/api/proxy/" + svc + "/v1/x", headers: []string{"X-API-Key", key}})

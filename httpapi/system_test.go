@@ -8,8 +8,8 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
-	"gatehouse/actors/control"
 	"gatehouse/actors/clock"
+	"gatehouse/actors/control"
 )
 
 // testSystem is the real actor system on a temp dir (actorstest: WAL
