@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/actors"
+	"gatehouse/actors/control"
 )
 
 // namedUpstream answers every request with its name; /slow after delay.
@@ -227,5 +230,45 @@ func TestServiceChangesUnderLoad(t *testing.T) {
 	t.Logf("steady service: %d ok, %d failed during 10 add/change/delete rounds", ok.Load(), failed.Load())
 	if failed.Load() != 0 || ok.Load() == 0 {
 		t.Fatalf("steady service: %d ok, %d failed (first: %v)", ok.Load(), failed.Load(), firstErr.Load())
+	}
+}
+
+// TestAdmitAllocatesNoMore: the API's service table and a key's services
+// list add no allocation to the proxy's admission (service lookup, key,
+// limit): a limited key on an API service costs what an unlimited key on
+// a config service does (what Authorize itself allocates, if anything).
+func TestAdmitAllocatesNoMore(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.Services = map[string]Service{"cfg": {Upstream: "http://127.0.0.1:1"}} })
+	ctx := context.Background()
+	if _, err := e.sys.ctl.CreateService(ctx, "llm", control.ServiceInput{Upstream: "http://127.0.0.1:1/base", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	u := e.addUser(t, "alloc@example.com", actors.RoleUser, actors.PlanPremium, true)
+	allocs := func(service string, limit []string) float64 {
+		info, secret, err := e.sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: service})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.sys.ctl.SetKeyServices(ctx, info.ID, limit); err != nil {
+			t.Fatal(err)
+		}
+		var req fasthttp.Request
+		req.SetRequestURI("/api/proxy/" + service + "/v1/chat/completions")
+		req.Header.SetHost(testHost)
+		req.Header.Set("X-API-Key", secret)
+		var rc fasthttp.RequestCtx
+		rc.Init(&req, clientAddr, nil)
+		if _, _, _, err := e.srv.admit(ctx, &rc); err != nil {
+			t.Fatal(err)
+		}
+		return testing.AllocsPerRun(200, func() {
+			if _, _, _, err := e.srv.admit(ctx, &rc); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	base := allocs("cfg", nil)
+	if n := allocs("llm", []string{"cfg", "llm"}); n > base {
+		t.Errorf("admit of a limited key on an API service allocates %.1f times, an unlimited one on a config service %.1f", n, base)
 	}
 }
