@@ -19,7 +19,7 @@ run: build
 	./$(BIN) serve --data-dir $(DATA_DIR) $(if $(CONFIG),--config $(CONFIG)) $(if $(DEMO),--demo-echo)
 
 ## test: every test, with the race detector
-test: test-deps gw-test-deps web-test-deps
+test: test-deps gw-test-deps web-test-deps api-test-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $(PKGS)
 
 ## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse),
@@ -45,6 +45,18 @@ test-deps:
 		else \
 			echo "bwrap not found (not root: not installed): the sandbox tests will skip (and fail when CI=true)"; \
 		fi; \
+	fi
+
+## api-test-deps: the pinned client generator (openapi-typescript,
+## openapi-fetch, typescript) for TestGeneratedClientWalkthrough
+## (httpapi); without npm it skips (and fails when CI=true).
+API_CLIENT := httpapi/testdata/apiclient
+.PHONY: api-test-deps
+api-test-deps:
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(API_CLIENT) --no-audit --no-fund --loglevel=error; \
+	else \
+		echo "npm not found: TestGeneratedClientWalkthrough will skip (and fail when CI=true)"; \
 	fi
 
 ## test-crash: the crash tests, 20 times in a row
