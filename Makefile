@@ -79,6 +79,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzAPIRequests -fuzztime=60s ./httpapi
 	$(GO) test -run='^$$' -fuzz=FuzzGatewayRequests -fuzztime=60s ./httpapi/gateway
 	$(GO) test -run='^$$' -fuzz=FuzzParseSkillZip -fuzztime=60s ./actors/gateway
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=60s ./actors/control
 
 ## bench: every case of the suite, printed and appended to bench/RESULTS.md:
 ## the side-by-side proxy table (upstream direct, bare fasthttp hop, nginx,
