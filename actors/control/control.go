@@ -446,4 +446,4 @@ func timeOrZero(sec int64) time.Time {
 	return time.Unix(sec, 0).UTC()
 }
 
-func hashOf(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
+func hashOf(secret string) tokenHash { return sha256.Sum256([]byte(secret)) }

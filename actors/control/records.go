@@ -1,6 +1,7 @@
 package control
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -38,7 +39,7 @@ type tokenRec struct {
 	UserID    uuid.UUID `json:"user_id"`
 	Name      string    `json:"name"`
 	Scopes    []Scope   `json:"scopes"`
-	Hash      [32]byte  `json:"hash"` // SHA-256 of the full token
+	Hash      tokenHash `json:"hash"` // SHA-256 of the full token, hex
 	CreatedAt int64     `json:"created_at"`
 	ExpiresAt int64     `json:"expires_at,omitempty"` // 0: never
 	LastUsed  int64     `json:"last_used_at,omitempty"`
@@ -55,6 +56,19 @@ type serviceRec struct {
 	Description string            `json:"description,omitempty"`
 	CreatedAt   int64             `json:"created_at"`
 	UpdatedAt   int64             `json:"updated_at"`
+}
+
+// tokenHash is a token's SHA-256, hex in JSON.
+type tokenHash [32]byte
+
+func (h tokenHash) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(h[:])), nil }
+
+func (h *tokenHash) UnmarshalText(b []byte) error {
+	if len(b) != 64 {
+		return fmt.Errorf("token hash: %d characters: %w", len(b), actors.ErrCorrupt)
+	}
+	_, err := hex.Decode(h[:], b)
+	return err
 }
 
 // keyServicesRec limits one key to some services.

@@ -16,14 +16,14 @@ import (
 // owned by the Control before Start and by its actor after.
 type state struct {
 	tokens   map[uuid.UUID]*tokenRec
-	byHash   map[[32]byte]uuid.UUID
+	byHash   map[tokenHash]uuid.UUID
 	services map[string]*serviceRec
 	keySvcs  map[uuid.UUID][]string
 }
 
 func newState() *state {
 	return &state{
-		tokens: map[uuid.UUID]*tokenRec{}, byHash: map[[32]byte]uuid.UUID{},
+		tokens: map[uuid.UUID]*tokenRec{}, byHash: map[tokenHash]uuid.UUID{},
 		services: map[string]*serviceRec{}, keySvcs: map[uuid.UUID][]string{},
 	}
 }
