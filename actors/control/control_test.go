@@ -83,6 +83,16 @@ func TestTokensDurableAndChecked(t *testing.T) {
 	if _, err := ctl().CheckToken(ctx, secret, "192.0.2.3"); !errors.Is(err, ErrTokenInvalid) {
 		t.Errorf("revoked token after restart: %v", err)
 	}
+	// Only the token's hash is stored.
+	filepath.WalkDir(n.Dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(secret[len(TokenPrefix):])) {
+			t.Errorf("%s holds a token in the clear", p)
+		}
+		return nil
+	})
 	ts, err := ctl().ListTokens(ctx, user)
 	if err != nil || len(ts) != 1 || ts[0].ID != short.ID {
 		t.Errorf("ListTokens = %+v, %v", ts, err)

@@ -96,26 +96,6 @@ func (c *Control) RevokeToken(ctx context.Context, id, owner uuid.UUID) error {
 	return err
 }
 
-// RevokeUserTokens deletes every token of user (after a role change that
-// took away what they grant, or a deleted account).
-func (c *Control) RevokeUserTokens(ctx context.Context, user uuid.UUID) error {
-	_, err := call(ctx, c, func(a *ctlActor) (struct{}, error) {
-		var evs []event
-		for id, t := range a.st.tokens {
-			if t.UserID == user {
-				evs = append(evs, deleted(kindToken, id.String()))
-				delete(a.lastSeen, id)
-			}
-		}
-		if len(evs) == 0 {
-			return struct{}{}, nil
-		}
-		slices.SortFunc(evs, func(x, y event) int { return cmpString(x.id, y.id) })
-		return struct{}{}, a.commit(evs...)
-	})
-	return err
-}
-
 // CheckToken resolves a presented token for a client at ip and records
 // its use. Errors: ErrTokenInvalid (malformed, unknown, revoked),
 // ErrTokenExpired, a *ThrottledError once ip sent too many bad tokens.
@@ -198,14 +178,4 @@ func (a *ctlActor) sweep(now int64) {
 			delete(a.failures, ip)
 		}
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
