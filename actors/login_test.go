@@ -1,8 +1,8 @@
 package actors_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
