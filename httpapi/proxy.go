@@ -98,7 +98,8 @@ func (s *Server) proxy(ctx context.Context, rc *fasthttp.RequestCtx) error {
 // admit is the auth+limit path of the proxy. The checks run in the order
 // path (400), service (404, 503 disabled), body size (413), key (401),
 // limit (429), the key's services (403), so only a request of a valid
-// key for a live service costs quota. suffix aliases the request's path.
+// key for a live service costs quota (one refused by the key's services
+// list was authorized, and counts). suffix aliases the request's path.
 // It allocates nothing: the service table and the key's service list are
 // frozen values behind atomic pointers.
 func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstream, suffix []byte, res actors.AuthResult, err error) {
