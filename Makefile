@@ -47,7 +47,7 @@ run: build
 
 ## test: every test, with the race detector. The cluster tests (real etcd
 ## members, lease timing) run after the others rather than beside them.
-test: test-deps gw-test-deps web-test-deps bench-deps
+test: test-deps gw-test-deps web-test-deps api-test-deps bench-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $$($(GO) list $(PKGS) | grep -v '/actors/cluster')
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/...
 
@@ -65,6 +65,18 @@ test-deps: test-debs
 ## stdio MCP servers run in, from Debian's packages when missing (need_debs).
 test-debs:
 	$(call need_debs,curl:curl jq:jq zip:zip openssl:openssl bwrap:bubblewrap,TestREADME and the sandbox tests)
+
+## api-test-deps: the pinned client generator (openapi-typescript,
+## openapi-fetch, typescript) for TestGeneratedClientWalkthrough
+## (httpapi); without npm it skips (and fails when CI=true).
+API_CLIENT := httpapi/testdata/apiclient
+.PHONY: api-test-deps
+api-test-deps:
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(API_CLIENT) --no-audit --no-fund --loglevel=error; \
+	else \
+		echo "npm not found: TestGeneratedClientWalkthrough will skip (and fail when CI=true)"; \
+	fi
 
 ## test-crash: the crash tests, 20 times in a row
 test-crash:
@@ -88,6 +100,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseSkillZip -fuzztime=60s ./actors/gateway
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeQuota -fuzztime=60s ./actors/cluster
 	$(GO) test -run='^$$' -fuzz=FuzzWire -fuzztime=60s ./actors/cluster/transport
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=60s ./actors/control
 
 ## bench: every case of the suite, printed and appended to bench/RESULTS.md:
 ## the side-by-side proxy table (upstream direct, bare fasthttp hop, nginx,

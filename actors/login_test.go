@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +22,11 @@ import (
 func TestLoginHardening(t *testing.T) {
 	n := actorstest.New(t)
 	sys := n.Start()
-	ctx := actorstest.Ctx(t)
+	// About 30 argon2id hashes under -race, beside other packages' tests
+	// on 2 cores: the 10 s of actorstest.Ctx is not always enough (the
+	// throttling itself runs on the fake clock).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	u := mustUser(t, sys, "a@example.com", actors.PlanStandard, true)
 	release := actors.FillHashSlots(sys)
 	if _, _, err := sys.LoginFrom(ctx, "a@example.com", "correct horse", "10.0.0.1"); !errors.Is(err, actors.ErrBusy) {

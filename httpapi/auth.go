@@ -12,6 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/control"
+	"gatehouse/httpapi/listener"
 )
 
 // CookieName is the name of the session cookie.
@@ -20,11 +22,26 @@ const CookieName = "gatehouse_session"
 // userHandler is a handler that runs for an authenticated user.
 type userHandler func(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error
 
-// session runs h for the user of the request's session cookie: 401
-// without a valid session, 403 CSRF_REJECTED for a cross-site
-// state-changing request.
-func (s *Server) session(h userHandler) handlerFunc {
+// session runs h for the caller at the least token scope need: the user
+// of an access token (Authorization: Bearer svc_pat_…, see tokenUser),
+// or else of the request's session cookie. 401 without valid
+// credentials, 403 INSUFFICIENT_SCOPE for a token without need, 403
+// CSRF_REJECTED for a cross-site state-changing cookie request (bearer
+// requests are not subject to the cookie CSRF rules: a browser never
+// adds the header by itself).
+func (s *Server) session(need control.Scope, h userHandler) handlerFunc {
 	return func(ctx context.Context, rc *fasthttp.RequestCtx) error {
+		if tok, sent := listener.Bearer(&rc.Request.Header); sent {
+			u, t, err := s.tokenUser(ctx, rc, tok)
+			if err != nil {
+				return err
+			}
+			if !t.Grants(need) {
+				return &apiError{fasthttp.StatusForbidden, codeInsufficientScope, "this access token lacks the " + string(need) + " scope"}
+			}
+			rc.SetUserValue(tokenValue, t)
+			return h(ctx, rc, u)
+		}
 		token := rc.Request.Header.Cookie(CookieName)
 		if len(token) == 0 {
 			return errUnauthorized
@@ -40,9 +57,10 @@ func (s *Server) session(h userHandler) handlerFunc {
 	}
 }
 
-// admin is session restricted to admins (403 FORBIDDEN for others).
+// admin is session restricted to admins (403 FORBIDDEN for others) and,
+// for a token, to the admin scope.
 func (s *Server) admin(h userHandler) handlerFunc {
-	return s.session(func(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+	return s.session(control.ScopeAdmin, func(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
 		if u.Role != actors.RoleAdmin {
 			return errForbidden
 		}
@@ -144,7 +162,7 @@ func (s *Server) login(ctx context.Context, rc *fasthttp.RequestCtx) error {
 	}
 	maxAge := int(math.Ceil(sess.ExpiresAt.Sub(s.now()).Seconds()))
 	s.setSessionCookie(rc, sess.Token, max(maxAge, 1))
-	writeJSON(rc, fasthttp.StatusOK, map[string]any{"user": newSessionUserView(u)})
+	writeJSON(rc, fasthttp.StatusOK, sessionUserBody{User: newSessionUserView(u)})
 	return nil
 }
 
@@ -178,7 +196,7 @@ func (s *Server) logout(ctx context.Context, rc *fasthttp.RequestCtx) error {
 
 // me: GET /api/auth/me.
 func (s *Server) me(_ context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
-	writeJSON(rc, fasthttp.StatusOK, map[string]any{"user": newSessionUserView(u)})
+	writeJSON(rc, fasthttp.StatusOK, sessionUserBody{User: newSessionUserView(u)})
 	return nil
 }
 

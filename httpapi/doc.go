@@ -48,6 +48,11 @@
 //
 // # Routes
 //
+// Every route is declared once in the route table (table.go); the router
+// and the OpenAPI 3.1 document (GET /api/openapi.json, viewer at
+// /api/docs) are built from it, so a route cannot be served undocumented
+// (TestOpenAPIDocument).
+//
 //	GET    /health                         200 {status:"ok"}
 //	GET    /metrics                        Prometheus text
 //	POST   /api/auth/login                 200 {user}, cookie | 400 401 INVALID_CREDENTIALS
@@ -65,10 +70,22 @@
 //	POST   /api/keys/{id}/revoke      own  200 {success,message} | 401 404
 //	GET    /api/keys/{id}/usage?days= own  200 {dailyUsage,totalUsageCount,rateLimit} | 400 401 404
 //	POST   /api/keys/validate         key  200 {valid,userId,rateLimit,isActive} | 401 {valid:false,error}
-//	ANY    /api/proxy/{service}/v1/*  key  upstream's answer | 400 404 413 401 429 502 504
+//	ANY    /api/proxy/{service}/v1/*  key  upstream's answer | 400 404 413 401 429 403 SERVICE_NOT_ALLOWED 502 503 SERVICE_DISABLED 504
+//	GET    /api/openapi.json, /api/docs    the OpenAPI document and its viewer, no credentials
+//	POST   /api/tokens                ses  201 {id,token,name,scopes,userId,expiresAt,createdAt} | 400 401 403
+//	GET    /api/tokens[?viewAs=<uuid>] ses 200 {tokens} newest first | 400 401 403
+//	DELETE /api/tokens/{id}           own  200 {success,message} | 401 404 TOKEN_NOT_FOUND
+//	GET    /api/services              adm  200 {services} config's (readOnly) and the API's, by name
+//	POST   /api/services              adm  201 {service} | 400 401 403 409 SERVICE_EXISTS
+//	GET    /api/services/{name}       adm  200 {service} | 401 403 404 SERVICE_NOT_FOUND
+//	PUT    /api/services/{name}       adm  200 {service} | 400 401 403 404 409 SERVICE_READ_ONLY
+//	DELETE /api/services/{name}       adm  200 {success,message} | 401 403 404 409 SERVICE_READ_ONLY
 //
-// ses: a session cookie; adm: the session of an admin (403 FORBIDDEN for
-// others); own: the session of the key's owner or of an admin; another
+// ses: a session cookie, or an access token (Authorization: Bearer
+// svc_pat_…) with the read scope for GET and write for the rest (403
+// INSUFFICIENT_SCOPE); adm: the session of an admin, or an admin's token
+// with the admin scope (403 FORBIDDEN for others); own: the session or
+// token of the key's owner or of an admin; another
 // user's key, an unknown id and a malformed id all answer 404
 // KEY_NOT_FOUND, so nobody learns whether a key exists. key: an API key
 // in X-API-Key (preferred) or Authorization: Bearer. Unknown paths answer
@@ -90,18 +107,30 @@
 //	401 UNAUTHORIZED       no, unknown or expired session
 //	401 INVALID_CREDENTIALS wrong email or password
 //	401 MISSING_API_KEY / INVALID_API_KEY / KEY_EXPIRED / KEY_REVOKED
+//	401 INVALID_TOKEN      unknown, revoked or malformed access token, a
+//	                       svc_live_ key or another scheme in Authorization on a management route
+//	401 TOKEN_EXPIRED      the access token passed its expiresAt
+//	403 INSUFFICIENT_SCOPE the access token lacks the route's scope, or a token
+//	                       tries to create a token with more scopes than its own
+//	403 SERVICE_NOT_ALLOWED the key is limited to other services (proxy; nothing sent upstream)
 //	403 FORBIDDEN          admin only, or viewAs by a non-admin
 //	403 LICENSE_REQUIRED   creating a key without an active license
 //	403 CSRF_REJECTED      see below
 //	404 NOT_FOUND          unknown route or user
 //	404 KEY_NOT_FOUND      unknown, foreign or malformed key id
 //	404 UNKNOWN_SERVICE    proxy service not configured
+//	404 TOKEN_NOT_FOUND    unknown, foreign or malformed token id
+//	404 SERVICE_NOT_FOUND  no such service (of the API's)
 //	405 METHOD_NOT_ALLOWED
 //	409 EMAIL_TAKEN
+//	409 SERVICE_EXISTS     a service (config's or the API's) has that name
+//	409 SERVICE_READ_ONLY  PUT or DELETE of a config-file service
 //	413 PAYLOAD_TOO_LARGE  body over MaxBodyBytes (JSON) or MaxProxyBodyBytes (proxy)
-//	429 RATE_LIMIT_EXCEEDED {error, retryAfter}
+//	429 RATE_LIMIT_EXCEEDED {error, retryAfter}; also after too many failed
+//	                       logins or bad access tokens from one client
 //	502 UPSTREAM_UNAVAILABLE upstream refused, reset or answered garbage
 //	503 UNAVAILABLE        the services are shutting down or did not answer in time
+//	503 SERVICE_DISABLED   the proxied service is switched off (enabled: false)
 //	504 UPSTREAM_TIMEOUT   upstream (or a free connection to it) took over Service.Timeout
 //	500 INTERNAL           anything else; logged once, never with secrets
 //
@@ -117,7 +146,9 @@
 // yet: only its Origin/Referer is checked (against login CSRF), so that
 // `curl -d` (a form content type) can log in. The check runs
 // before the session is looked up; without a cookie the answer is 401.
-// Validate and the proxy authenticate by key, not cookie, and are exempt.
+// Validate and the proxy authenticate by key, not cookie, and are exempt;
+// so are requests with an access token (Authorization: Bearer): a
+// browser never adds that header by itself.
 //
 // # Decisions where the seed is silent
 //

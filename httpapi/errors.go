@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/control"
 	"gatehouse/actors/ratelimit"
 	"gatehouse/httpapi/listener"
 )
@@ -48,6 +49,16 @@ const (
 	codeUpstreamTimeout  = "UPSTREAM_TIMEOUT"
 	codeUnavailable      = "UNAVAILABLE"
 	codeInternal         = "INTERNAL"
+	// Access tokens and services (issue 23).
+	codeInvalidToken      = "INVALID_TOKEN"
+	codeTokenExpired      = "TOKEN_EXPIRED"
+	codeInsufficientScope = "INSUFFICIENT_SCOPE"
+	codeTokenNotFound     = "TOKEN_NOT_FOUND"
+	codeServiceNotFound   = "SERVICE_NOT_FOUND"
+	codeServiceExists     = "SERVICE_EXISTS"
+	codeServiceReadOnly   = "SERVICE_READ_ONLY"
+	codeServiceNotAllowed = "SERVICE_NOT_ALLOWED"
+	codeServiceDisabled   = "SERVICE_DISABLED"
 )
 
 // apiError is an error that already knows its status and code. Handlers
@@ -73,6 +84,14 @@ var (
 	errBodyRead         = &apiError{fasthttp.StatusBadRequest, codeBadRequest, "request body could not be read"}
 	errInvalidPath      = &apiError{fasthttp.StatusBadRequest, codeInvalidPath, "proxy path must be /api/proxy/{service}/v1/{path}"}
 	errUnknownService   = &apiError{fasthttp.StatusNotFound, codeUnknownService, "unknown service"}
+
+	errTokenInvalid      = &apiError{fasthttp.StatusUnauthorized, codeInvalidToken, "access token is invalid or revoked"}
+	errKeyNotToken       = &apiError{fasthttp.StatusUnauthorized, codeInvalidToken, "API keys (svc_live_…) are not accepted on the management API: send an access token (svc_pat_…)"}
+	errTokenNotFound     = &apiError{fasthttp.StatusNotFound, codeTokenNotFound, "access token not found"}
+	errNoControl         = &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "access tokens and API-managed services are not available on this server"}
+	errServiceReadOnly   = &apiError{fasthttp.StatusConflict, codeServiceReadOnly, "this service comes from the config file: change it there (it is read-only through the API)"}
+	errServiceNotAllowed = &apiError{fasthttp.StatusForbidden, codeServiceNotAllowed, "this API key is not allowed to use this service"}
+	errServiceDisabled   = &apiError{fasthttp.StatusServiceUnavailable, codeServiceDisabled, "this service is disabled"}
 )
 
 // invalidJSON reports a body that is not one well-formed JSON object.
@@ -139,6 +158,12 @@ var sentinels = []sentinel{
 	{actors.ErrBusy, fasthttp.StatusServiceUnavailable, codeUnavailable, "service busy: retry in a second"},
 	{actors.ErrSessionInvalid, fasthttp.StatusUnauthorized, codeUnauthorized, "session expired or invalid"},
 	{actors.ErrUnavailable, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
+	{control.ErrTokenInvalid, fasthttp.StatusUnauthorized, codeInvalidToken, "access token is invalid or revoked"},
+	{control.ErrTokenExpired, fasthttp.StatusUnauthorized, codeTokenExpired, "access token has expired"},
+	{control.ErrTokenThrottled, fasthttp.StatusTooManyRequests, codeRateLimited, "too many invalid access tokens: retry later"},
+	{control.ErrTokenNotFound, fasthttp.StatusNotFound, codeTokenNotFound, "access token not found"},
+	{control.ErrServiceNotFound, fasthttp.StatusNotFound, codeServiceNotFound, "service not found"},
+	{control.ErrServiceExists, fasthttp.StatusConflict, codeServiceExists, "a service with this name exists"},
 	{context.DeadlineExceeded, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
 	{context.Canceled, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
 	{fasthttp.ErrBodyTooLarge, fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "request body too large"},
@@ -205,7 +230,10 @@ func (s *Server) writeError(rc *fasthttp.RequestCtx, err error) {
 		retry := int64(1)
 		var rl *rateLimitedError
 		var te *actors.ThrottledError
+		var ce *control.ThrottledError
 		switch {
+		case errors.As(err, &ce):
+			retry = max(int64(math.Ceil(ce.RetryAfter.Seconds())), 1)
 		case errors.As(err, &rl) && rl.d.RetryAfter > 0:
 			retry = rl.d.RetryAfter
 		case errors.As(err, &te):

@@ -35,6 +35,13 @@ func FuzzAPIRequests(f *testing.F) {
 		{"GET", "/api/proxy/echo/v1/{id}", ""},
 		{"POST", "/api/proxy/echo/v1/{id}", ""},
 		{"GET", "/metrics", "admin"},
+		{"POST", "/api/tokens", "alice"},
+		{"GET", "/api/tokens", "admin"},
+		{"DELETE", "/api/tokens/{id}", "alice"},
+		{"POST", "/api/services", "admin"},
+		{"GET", "/api/services/{id}", "admin"},
+		{"PUT", "/api/services/{id}", "admin"},
+		{"DELETE", "/api/services/{id}", "admin"},
 	}
 	cookies := map[string]string{"admin": p.adminCk, "alice": p.aliceCk}
 	seeds := []struct{ id, query, body, key string }{
@@ -45,6 +52,8 @@ func FuzzAPIRequests(f *testing.F) {
 		{"%252e%252e", "limit=\xff", "{\"name\":\"\xff\xfe\"}", p.secret},
 		{p.keyID, "", `{"email":"admin@example.com","password":"wrong"}`, ""},
 		{"", "", `[1,2]`, "\x00"},
+		{"echo", "viewAs=x", `{"name":"t","scopes":["read","admin"],"expiresAt":"2030-01-01T00:00:00Z","userId":"` + p.bob.ID.String() + `"}`, ""},
+		{"svc", "", `{"name":"svc","upstream":"http://127.0.0.1:1/x","headers":{"A":"b\r\n"},"timeoutMs":1e3,"maxConns":-1,"enabled":"yes","services":["echo"]}`, ""},
 	}
 	for i := range routes {
 		for _, s := range seeds {

@@ -76,7 +76,7 @@ func newTestEnvFrom(tb testing.TB, tmpl string, configure ...func(*Config)) *tes
 	}
 	sys := newTestSystemFrom(tb, cfg, tmpl)
 	reg := prometheus.NewRegistry()
-	srv, err := New(cfg, sys, sys, testLogger(tb), reg, reg)
+	srv, err := New(cfg, sys, sys, testLogger(tb), reg, reg, WithControl(sys.ctl))
 	if err != nil {
 		tb.Fatalf("New() = %v", err)
 	}

@@ -28,9 +28,12 @@ type keyRequest struct {
 	Name      json.RawMessage `json:"name"`
 	ExpiresAt json.RawMessage `json:"expiresAt"`
 	RateLimit json.RawMessage `json:"rateLimit"`
+	Services  json.RawMessage `json:"services"`
 }
 
-// createKey: POST /api/keys {name, expiresAt?}.
+// createKey: POST /api/keys {name, expiresAt?, services?}. A key with
+// services reaches only those; its secret is answered only once the list
+// is durable (a failure deletes the key again).
 func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
 	var req keyRequest
 	if err := s.decodeBody(rc, &req); err != nil {
@@ -50,9 +53,21 @@ func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	if err != nil {
 		return err
 	}
+	services, _, err := s.optServices(req.Services)
+	if err != nil {
+		return err
+	}
 	info, secret, err := s.keys.CreateKey(ctx, actors.NewKey{Owner: u, Name: name, ExpiresAt: exp})
 	if err != nil {
 		return err
+	}
+	if len(services) > 0 {
+		if err := s.ctl.SetKeyServices(ctx, info.ID, services); err != nil {
+			if derr := s.keys.DeleteKey(context.WithoutCancel(ctx), info.ID); derr != nil {
+				s.lg.Error("key left without its services list", "key_id", info.ID, "err", derr)
+			}
+			return err
+		}
 	}
 	noStore(rc) // the full key is in this answer: no cache may keep it
 	writeJSON(rc, fasthttp.StatusCreated, createdKeyBody{ID: info.ID, Key: secret, Name: info.Name, Message: msgKeyCreated})
@@ -61,16 +76,9 @@ func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 
 // listKeys: GET /api/keys[?viewAs=<user_id>], newest first.
 func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
-	owner := u.ID
-	if view := rc.QueryArgs().Peek("viewAs"); rc.QueryArgs().Has("viewAs") {
-		if u.Role != actors.RoleAdmin {
-			return &apiError{fasthttp.StatusForbidden, codeForbidden, "viewAs requires the admin role"}
-		}
-		id, ok := parseID(string(view))
-		if !ok {
-			return invalidField("viewAs", "must be a user id (UUID)")
-		}
-		owner = id
+	owner, err := viewAs(rc, u)
+	if err != nil {
+		return err
 	}
 	keys, err := s.keys.ListKeys(ctx, owner)
 	if err != nil {
@@ -80,8 +88,9 @@ func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u actors
 	views := make([]keyListView, len(keys))
 	for i, k := range keys {
 		views[i] = newKeyListView(k)
+		views[i].Services = s.keyServices(k.ID)
 	}
-	writeJSON(rc, fasthttp.StatusOK, map[string]any{"keys": views})
+	writeJSON(rc, fasthttp.StatusOK, keysBody{Keys: views})
 	return nil
 }
 
@@ -97,7 +106,7 @@ func (s *Server) ownedKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors
 	if err != nil {
 		return actors.KeyInfo{}, err
 	}
-	if k.Owner != u.ID && u.Role != actors.RoleAdmin {
+	if k.Owner != u.ID && !actsAsAdmin(rc, u) {
 		return actors.KeyInfo{}, errKeyNotFound
 	}
 	return k, nil
@@ -109,8 +118,24 @@ func (s *Server) getKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.U
 	if err != nil {
 		return err
 	}
-	writeJSON(rc, fasthttp.StatusOK, map[string]any{"key": newKeyDetailView(k)})
+	writeJSON(rc, fasthttp.StatusOK, keyBody{Key: s.keyDetail(k)})
 	return nil
+}
+
+// keyServices is the key's services list, nil when it reaches every
+// service.
+func (s *Server) keyServices(id uuid.UUID) []string {
+	if s.ctl == nil {
+		return nil
+	}
+	l, _ := s.ctl.View().KeyServices(id)
+	return l
+}
+
+func (s *Server) keyDetail(k actors.KeyInfo) keyDetailView {
+	v := newKeyDetailView(k)
+	v.Services = s.keyServices(k.ID)
+	return v
 }
 
 // deleteKey: DELETE /api/keys/{id}.
@@ -121,6 +146,12 @@ func (s *Server) deleteKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	}
 	if err := s.keys.DeleteKey(ctx, k.ID); err != nil {
 		return err
+	}
+	if s.keyServices(k.ID) != nil {
+		if err := s.ctl.SetKeyServices(ctx, k.ID, nil); err != nil {
+			// The key is gone: its leftover list limits nothing.
+			s.lg.Warn("services list of a deleted key not removed", "key_id", k.ID, "err", err)
+		}
 	}
 	writeJSON(rc, fasthttp.StatusOK, successBody{Success: true})
 	return nil
@@ -156,8 +187,9 @@ func (s *Server) revokeKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	return nil
 }
 
-// updateKey: PATCH /api/keys/{id} (admin) {rateLimit?, name?, expiresAt?};
-// expiresAt null clears the expiry. At least one field is required.
+// updateKey: PATCH /api/keys/{id} (admin) {rateLimit?, name?, expiresAt?,
+// services?}; expiresAt null clears the expiry, services null or [] lets
+// the key reach every service. At least one field is required.
 func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
 	k, err := s.ownedKey(ctx, rc, u)
 	if err != nil {
@@ -167,7 +199,11 @@ func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	if err = s.decodeBody(rc, &req); err != nil {
 		return err
 	}
-	p, err := s.keyPatch(req)
+	services, setServices, err := s.optServices(req.Services)
+	if err != nil {
+		return err
+	}
+	p, err := s.keyPatch(req, setServices)
 	if err != nil {
 		return err
 	}
@@ -178,15 +214,21 @@ func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 			return err
 		}
 	}
-	k, err = s.keys.UpdateKey(ctx, k.ID, p)
-	if err != nil {
-		return err
+	if p.RateLimit != nil || p.Name != nil || p.ExpiresAt != nil {
+		if k, err = s.keys.UpdateKey(ctx, k.ID, p); err != nil {
+			return err
+		}
 	}
-	writeJSON(rc, fasthttp.StatusOK, map[string]any{"key": newKeyDetailView(k)})
+	if setServices {
+		if err := s.ctl.SetKeyServices(ctx, k.ID, services); err != nil {
+			return err
+		}
+	}
+	writeJSON(rc, fasthttp.StatusOK, keyBody{Key: s.keyDetail(k)})
 	return nil
 }
 
-func (s *Server) keyPatch(req keyRequest) (actors.KeyPatch, error) {
+func (s *Server) keyPatch(req keyRequest, services bool) (actors.KeyPatch, error) {
 	var p actors.KeyPatch
 	if n, ok, err := optRateLimit(req.RateLimit, "rateLimit"); err != nil {
 		return p, err
@@ -211,8 +253,8 @@ func (s *Server) keyPatch(req keyRequest) (actors.KeyPatch, error) {
 	} else if set {
 		p.ExpiresAt = &exp
 	}
-	if p.RateLimit == nil && p.Name == nil && p.ExpiresAt == nil {
-		return p, invalidField("body", "must set at least one of rateLimit, name, expiresAt")
+	if p.RateLimit == nil && p.Name == nil && p.ExpiresAt == nil && !services {
+		return p, invalidField("body", "must set at least one of rateLimit, name, expiresAt, services")
 	}
 	return p, nil
 }

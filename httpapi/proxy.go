@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/control"
 	"gatehouse/actors/ratelimit"
 )
 
@@ -24,6 +25,7 @@ type upstream struct {
 	timeout  time.Duration
 	client   *fasthttp.HostClient
 	lastWarn atomic.Int64 // Unix second of the last upstream failure logged
+	disabled bool         // an API service switched off: 503 SERVICE_DISABLED
 }
 
 // warnDue reports whether an upstream failure should be logged now: at
@@ -115,21 +117,36 @@ func (s *Server) proxy(ctx context.Context, rc *fasthttp.RequestCtx) error {
 }
 
 // admit is the auth+limit path of the proxy. The checks run in the order
-// path (400), service (404), body size (413), key (401), limit (429), so
-// only a forwardable request costs quota. suffix aliases the request's
-// path. It allocates nothing.
+// path (400), service (404, 503 disabled), body size (413), key (401),
+// limit (429), the key's services (403), so only a request of a valid
+// key for a live service costs quota (one refused by the key's services
+// list was authorized, and counts). suffix aliases the request's path.
+// It allocates nothing: the service table and the key's service list are
+// frozen values behind atomic pointers.
 func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstream, suffix []byte, res actors.AuthResult, err error) {
 	name, suffix, ok := parseProxyPath(rc.Request.URI().PathOriginal())
 	if !ok {
 		return nil, nil, res, errInvalidPath
 	}
-	if up = s.services[string(name)]; up == nil {
-		return nil, nil, res, s.errUnknown
+	tbl := s.table.Load()
+	if up = tbl.byName[string(name)]; up == nil {
+		return nil, nil, res, tbl.errUnknown
+	}
+	if up.disabled {
+		return nil, nil, res, errServiceDisabled
 	}
 	if proxyBodyTooLarge(rc, s.cfg.MaxProxyBodyBytes) {
 		return nil, nil, res, errTooLarge
 	}
 	res, err = s.authorize(ctx, rc)
+	if err == nil && s.ctl != nil {
+		// A key limited to some services: refused before anything is sent
+		// upstream (the request was authorized, so it counts).
+		if l, limited := s.ctl.View().KeyServices(res.KeyID); limited && !control.Allowed(l, name) {
+			s.setLimitHeaders(&rc.Response.Header, res.Limit)
+			return up, suffix, res, errServiceNotAllowed
+		}
+	}
 	return up, suffix, res, err
 }
 

@@ -7,13 +7,15 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/httpapi/console"
 	"gatehouse/httpapi/listener"
 )
 
 // Route patterns, as they appear in the "route" metrics label.
-const routeProxy = "/api/proxy/{service}/v1/{rest:*}"
+const (
+	routeProxy   = "/api/proxy/{service}/v1/{rest:*}"
+	routeConsole = "/console/{file:*}"
+)
 
 var (
 	proxyPrefix   = []byte("/api/proxy/")
@@ -24,67 +26,43 @@ var (
 // context and returns an error for writeError instead of writing it.
 type handlerFunc func(ctx context.Context, rc *fasthttp.RequestCtx) error
 
-// apiRoutes builds the management API, the proxy, /health and the
-// admin-only /metrics.
+// apiRoutes builds the management API, the proxy, /health, the
+// admin-only /metrics, the OpenAPI document and the console, all from the
+// route table (s.routes): a route is declared once, and the router, the
+// prefix dispatch and GET /api/openapi.json are built from the
+// declaration.
 func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	r := s.newRouter()
-	get, post, patch, del := fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPatch, fasthttp.MethodDelete
-
-	// The process's metrics reveal traffic and the key count: admins only
-	// here; scrapers use the separate metrics listener (NewHealthServer).
-	metrics := s.metricsHandler()
-	s.handle(r, get, "/metrics", s.admin(func(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
-		return metrics(ctx, rc)
-	}))
-	s.handle(r, post, "/api/auth/login", s.login)
-	s.handle(r, post, "/api/auth/logout", s.logout)
-	s.handle(r, post, "/api/auth/logout-all", s.session(s.logoutAll))
-	s.handle(r, get, "/api/auth/me", s.session(s.me))
-
-	s.handle(r, post, "/api/users", s.admin(s.createUser))
-	s.handle(r, get, "/api/users", s.admin(s.listUsers))
-	s.handle(r, patch, "/api/users/{id}", s.admin(s.updateUser))
-
-	s.handle(r, post, "/api/keys", s.session(s.createKey))
-	s.handle(r, get, "/api/keys", s.session(s.listKeys))
-	// validate is a hot path like the proxy: no per-request deadline, and
-	// its (meaningless) body is settled rather than buffered.
-	r.Handle(post, "/api/keys/validate", s.wrapHot("/api/keys/validate", func(ctx context.Context, rc *fasthttp.RequestCtx) error {
-		settleUnreadBody(rc)
-		return s.validateKey(ctx, rc)
-	}))
-	s.handle(r, get, "/api/keys/{id}", s.session(s.getKey))
-	s.handle(r, del, "/api/keys/{id}", s.session(s.deleteKey))
-	s.handle(r, patch, "/api/keys/{id}", s.admin(s.updateKey))
-	s.handle(r, post, "/api/keys/{id}/rotate", s.session(s.rotateKey))
-	s.handle(r, post, "/api/keys/{id}/revoke", s.session(s.revokeKey))
-	s.handle(r, get, "/api/keys/{id}/usage", s.session(s.keyUsage))
-
-	// The web console: a page and its assets, over the API above. It is
-	// dispatched on its prefix (the router cannot match "/console/" and
-	// the assets below it with one pattern).
-	cons := console.New()
-	serveConsole := s.l.Wrap(console.Prefix, func(rc *fasthttp.RequestCtx) {
+	var proxy, serveConsole fasthttp.RequestHandler
+	for i := range s.routes {
+		rt := &s.routes[i]
 		switch {
-		case !rc.IsGet() && !rc.IsHead():
-			s.writeError(rc, errMethodNotAllowed)
-		case !cons.Serve(rc):
-			s.writeError(rc, errNotFound)
+		case rt.path == routeProxy:
+			if proxy == nil {
+				// The proxy takes every method and is dispatched on its
+				// prefix before the router: the router's catch-all would
+				// copy the path on every request, and the proxy parses the
+				// raw path itself anyway.
+				proxy = s.wrapHot(routeProxy, rt.h)
+			}
+		case rt.path == routeConsole:
+			// The web console: a page and its assets, over the API above.
+			// It is dispatched on its prefix (the router cannot match
+			// "/console/" and the assets below it with one pattern).
+			serveConsole = s.l.Wrap(console.Prefix, func(rc *fasthttp.RequestCtx) {
+				if err := rt.h(context.Background(), rc); err != nil {
+					s.writeError(rc, err)
+				}
+			})
+		case rt.path == "/health":
+			// newRouter's (NewHealthServer serves it too).
+		case rt.hot:
+			r.Handle(rt.method, rt.path, s.wrapHot(rt.path, rt.h))
+		default:
+			r.Handle(rt.method, rt.path, s.wrap(rt.path, s.guard(rt)))
 		}
-	})
-	// A relative Location: behind TLS or a proxy an absolute one would
-	// name the wrong scheme or host (fasthttp's Redirect builds one).
-	toConsole := s.l.Wrap("/", func(rc *fasthttp.RequestCtx) {
-		rc.Response.Header.Set(fasthttp.HeaderLocation, console.Root)
-		rc.SetStatusCode(fasthttp.StatusFound)
-	})
-	r.Handle(get, "/", toConsole)
-	r.Handle(fasthttp.MethodHead, "/", toConsole)
-
-	// The proxy takes every method and is dispatched on its prefix before
-	// the router: the router's catch-all would copy the path on every
-	// request, and the proxy parses the raw path itself anyway.
-	proxy := s.wrapHot(routeProxy, s.proxy)
+	}
+	s.router = r
 	routed := r.Handler
 	return func(rc *fasthttp.RequestCtx) {
 		if bytes.HasPrefix(rc.Request.URI().PathOriginal(), proxyPrefix) {
@@ -99,6 +77,17 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 	}
 }
 
+// guard puts rt's authentication in front of its handler.
+func (s *Server) guard(rt *route) handlerFunc {
+	switch rt.auth {
+	case authUser:
+		return s.session(rt.needScope(), rt.uh)
+	case authAdmin:
+		return s.admin(rt.uh)
+	}
+	return rt.h
+}
+
 // newRouter returns a router with /health and the JSON 404 and
 // 405 answers (listener.NewRouter: paths match exactly).
 func (s *Server) newRouter() *router.Router {
@@ -106,24 +95,26 @@ func (s *Server) newRouter() *router.Router {
 	r.NotFound = s.wrap(listener.RouteUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errNotFound })
 	r.MethodNotAllowed = s.wrap(listener.RouteUnmatched, func(context.Context, *fasthttp.RequestCtx) error { return errMethodNotAllowed })
 
-	health := func(_ context.Context, rc *fasthttp.RequestCtx) error {
-		if h, ok := s.keys.(healthReporter); ok {
-			if err := h.Health(); err != nil {
-				// Not live: only a restart recovers a failed WAL.
-				if !s.unhealthy.Swap(true) {
-					s.lg.Warn("health check failing until restart", "err", err)
-				}
-				writeJSON(rc, fasthttp.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "write-ahead log failed: restart to recover"})
-				return nil
-			}
-		}
-		writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
-		return nil
-	}
 	// HEAD answers as GET does (fasthttp sends no body to a HEAD).
-	s.handle(r, fasthttp.MethodGet, "/health", health)
-	s.handle(r, fasthttp.MethodHead, "/health", health)
+	s.handle(r, fasthttp.MethodGet, "/health", s.health)
+	s.handle(r, fasthttp.MethodHead, "/health", s.health)
 	return r
+}
+
+// health: GET /health, without credentials.
+func (s *Server) health(_ context.Context, rc *fasthttp.RequestCtx) error {
+	if h, ok := s.keys.(healthReporter); ok {
+		if err := h.Health(); err != nil {
+			// Not live: only a restart recovers a failed WAL.
+			if !s.unhealthy.Swap(true) {
+				s.lg.Warn("health check failing until restart", "err", err)
+			}
+			writeJSON(rc, fasthttp.StatusServiceUnavailable, healthBody{Status: "unavailable", Reason: "write-ahead log failed: restart to recover"})
+			return nil
+		}
+	}
+	writeJSON(rc, fasthttp.StatusOK, healthBody{Status: "ok"})
+	return nil
 }
 
 // metricsHandler serves the listener's Gatherer.

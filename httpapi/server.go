@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
-	"slices"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fasthttp/router"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -81,24 +80,38 @@ var (
 // Server is the HTTP API of one listener. Create it with New or
 // NewHealthServer; it is safe for concurrent use.
 type Server struct {
-	cfg      Config
-	keys     KeyService
-	users    UserService
-	l        *listener.Listener
-	lg       *slog.Logger
-	services map[string]*upstream
-	// errUnknown is the 404 for an unknown service, naming the configured
-	// ones (built once: the hot path allocates nothing).
-	errUnknown *apiError
-	now        func() time.Time
+	cfg   Config
+	keys  KeyService
+	users UserService
+	l     *listener.Listener
+	lg    *slog.Logger
+	ctl   ControlService // nil: no tokens, config services only
+	// config are the config file's services, built once; table is every
+	// service the proxy serves (config's and the API's), rebuilt on each
+	// change of the API's (services.go) and read on the hot path without a
+	// lock.
+	config  map[string]*upstream
+	table   atomic.Pointer[serviceTable]
+	tableMu sync.Mutex     // serializes rebuilds
+	routes  []route        // the route table (table.go)
+	router  *router.Router // built from it (kept for TestOpenAPIDocument)
+	spec    []byte         // the OpenAPI document built from it
+	now     func() time.Time
 	// unhealthy is set once /health has reported a failed WAL: probes come
 	// every few seconds, and the failure was logged when it happened.
 	unhealthy atomic.Bool
 }
 
+// Option configures New.
+type Option func(*Server)
+
+// WithControl serves access tokens, the API's services and per-key
+// service lists from c (cmd wires the actors/control extension).
+func WithControl(c ControlService) Option { return func(s *Server) { s.ctl = c } }
+
 // New builds the management API and proxy server. keys and users must not
 // be nil; lg nil discards logs; reg and gather nil use a private registry.
-func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer) (*Server, error) {
+func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -115,20 +128,25 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 		return nil, err
 	}
 	s.keys, s.users = keys, users
-	s.services = make(map[string]*upstream, len(cfg.Services))
+	for _, o := range opts {
+		o(s)
+	}
+	s.config = make(map[string]*upstream, len(cfg.Services))
 	for name, svc := range cfg.Services {
 		up, err := newUpstream(name, svc)
 		if err != nil {
 			return nil, err
 		}
-		s.services[name] = up
+		s.config[name] = up
 	}
-	names := slices.Sorted(maps.Keys(s.services))
-	msg := "unknown service: none is configured (see \"services\" in the README)"
-	if len(names) > 0 {
-		msg = "unknown service: configured services are " + strings.Join(names, ", ")
+	s.rebuildServices(nil)
+	if s.ctl != nil {
+		s.ctl.Subscribe(s.rebuildServices)
 	}
-	s.errUnknown = &apiError{errUnknownService.status, errUnknownService.code, msg}
+	s.routes = s.buildRoutes()
+	if s.spec, err = s.openAPI(); err != nil {
+		return nil, fmt.Errorf("httpapi: openapi document: %w", err)
+	}
 	s.l.SetHandler(s.apiRoutes())
 	return s, nil
 }
@@ -176,8 +194,10 @@ func (s *Server) Serve(ln net.Listener) error { return s.l.Serve(ln) }
 // in-flight requests to finish. Idle upstream connections are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.l.Shutdown(ctx)
-	for _, up := range s.services {
-		up.client.CloseIdleConnections()
+	if t := s.table.Load(); t != nil {
+		for _, up := range t.byName {
+			up.client.CloseIdleConnections()
+		}
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
+	"gatehouse/actors/control"
 )
 
 // testSystem is the real actor system on a temp dir (actorstest: WAL
@@ -20,6 +21,7 @@ type testSystem struct {
 	*actors.System
 	clk  *clock.Fake
 	node *actorstest.Node
+	ctl  *control.Control // the running system's automation extension
 	down atomic.Bool
 }
 
@@ -39,14 +41,23 @@ func newTestSystem(tb testing.TB, cfg Config) *testSystem {
 // a new, empty one).
 func newTestSystemFrom(tb testing.TB, cfg Config, tmpl string) *testSystem {
 	tb.Helper()
-	opts := []actorstest.Option{actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod })}
+	ts := &testSystem{}
+	opts := []actorstest.Option{
+		actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod }),
+		actorstest.WithExtensions(func() []actors.Extension {
+			ts.ctl = control.New()
+			return []actors.Extension{ts.ctl}
+		}),
+	}
 	if tmpl != "" {
 		dir := tb.TempDir()
 		actorstest.CopyDir(tb, tmpl, dir)
 		opts = append(opts, actorstest.WithDir(dir))
 	}
 	n := actorstest.New(tb, opts...)
-	return &testSystem{System: n.Start(), clk: n.Clock, node: n}
+	ts.node, ts.clk = n, n.Clock
+	ts.System = n.Start()
+	return ts
 }
 
 func (s *testSystem) setUnavailable(v bool) { s.down.Store(v) }

@@ -100,7 +100,7 @@ func (s *Server) listUsers(ctx context.Context, rc *fasthttp.RequestCtx, _ actor
 	for i, u := range users {
 		views[i] = newUserView(u)
 	}
-	writeJSON(rc, fasthttp.StatusOK, map[string]any{"users": views})
+	writeJSON(rc, fasthttp.StatusOK, usersBody{Users: views})
 	return nil
 }
 

@@ -62,6 +62,9 @@ type keyListView struct {
 	// end of the previous secret's grace period.
 	RotatedAt         isoTime `json:"rotatedAt"`
 	GracePeriodEndsAt isoTime `json:"gracePeriodEndsAt"`
+	// Services (ours, issue 23): the services the key may reach; absent
+	// when it reaches every service.
+	Services []string `json:"services,omitempty"`
 }
 
 func newKeyListView(k actors.KeyInfo) keyListView {
@@ -86,6 +89,7 @@ type keyDetailView struct {
 	UsageCount        int64     `json:"usageCount"`
 	ExpiresAt         isoTime   `json:"expiresAt"`
 	CreatedAt         isoTime   `json:"createdAt"`
+	Services          []string  `json:"services,omitempty"`
 }
 
 func newKeyDetailView(k actors.KeyInfo) keyDetailView {
@@ -155,4 +159,25 @@ type validateBody struct {
 	RateLimit *int64     `json:"rateLimit,omitempty"`
 	IsActive  *bool      `json:"isActive,omitempty"`
 	Error     string     `json:"error,omitempty"`
+}
+
+type keysBody struct {
+	Keys []keyListView `json:"keys"`
+}
+
+type keyBody struct {
+	Key keyDetailView `json:"key"`
+}
+
+type usersBody struct {
+	Users []userView `json:"users"`
+}
+
+type sessionUserBody struct {
+	User sessionUserView `json:"user"`
+}
+
+type healthBody struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"gatehouse/actors"
+	"gatehouse/actors/control"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/app"
 	"gatehouse/actors/gateway/toolexec"
@@ -98,6 +99,7 @@ type node struct {
 	log    *wal.Log
 	sys    *actors.System
 	gw     *gateway.Gateway
+	ctl    *control.Control
 	unlock func() // the data dir lock
 }
 
@@ -313,12 +315,13 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 		l.Close()
 		return nil, err
 	}
-	sys, err := actors.New(acfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{gw}})
+	ctl := control.New() // access tokens, the API's services, per-key service lists
+	sys, err := actors.New(acfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{gw, ctl}})
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("start actors: %w", err)
 	}
-	return &node{log: l, sys: sys, gw: gw, unlock: unlock}, nil
+	return &node{log: l, sys: sys, gw: gw, ctl: ctl, unlock: unlock}, nil
 }
 
 func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
@@ -340,7 +343,7 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 			lg.Info("demo service echo: a built-in echo upstream", "upstream", up)
 		}
 	}
-	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg)
+	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg, httpapi.WithControl(n.ctl))
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)
 	}

@@ -167,3 +167,17 @@ var docsAssets = sync.OnceValues(func() (map[string]docsFile, error) {
 // first request (about half a second of CPU); a server calls it once it
 // is up, in a goroutine of its own.
 func PrepareDocs() { _, _ = docsAssets() }
+
+// DocsAsset is one of the vendored viewer's files and its compressed
+// forms, for the key service's /api/docs (httpapi), which shares them.
+func DocsAsset(name string) (contentType string, enc *webassets.Encoded, ok bool, err error) {
+	files, err := docsAssets()
+	if err != nil {
+		return "", nil, false, err
+	}
+	a, ok := files[name]
+	return a.ContentType, a.enc, ok, nil
+}
+
+// DocsCSP is the viewer page's Content-Security-Policy, shared likewise.
+const DocsCSP = docsCSP

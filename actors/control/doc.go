@@ -1,0 +1,19 @@
+// Package control is the key service's automation domain: access tokens
+// for the management API (svc_pat_…), the proxied services managed through
+// the API, and the per-key service lists that limit a key to some
+// services. It is an actors.Extension: its state lives in one actor (the
+// one writer), every change is a WAL record (types 200-201, full-state
+// upserts and deletes, so replay is exact by nature) and the whole state
+// is a section of every snapshot.
+//
+// Readers on the proxy's hot path (the service table, a key's service
+// list) never message the actor: after each change the actor publishes a
+// frozen View through an atomic pointer, and calls the subscribers (the
+// HTTP server rebuilds its upstream table from it before the change is
+// acknowledged).
+//
+// Secrets: a token is kept as its SHA-256 only; a service's header values
+// (upstream credentials) are sealed with the master key, bound to the
+// service and header names, in the WAL and snapshots, and opened only into
+// the in-memory View.
+package control

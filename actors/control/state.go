@@ -1,0 +1,135 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors"
+)
+
+// state is the domain's durable state. apply is its only writer; it is
+// owned by the Control before Start and by its actor after.
+type state struct {
+	tokens   map[uuid.UUID]*tokenRec
+	byHash   map[tokenHash]uuid.UUID
+	services map[string]*serviceRec
+	keySvcs  map[uuid.UUID][]string
+}
+
+func newState() *state {
+	return &state{
+		tokens: map[uuid.UUID]*tokenRec{}, byHash: map[tokenHash]uuid.UUID{},
+		services: map[string]*serviceRec{}, keySvcs: map[uuid.UUID][]string{},
+	}
+}
+
+// apply applies one event. Every event is a full-state upsert or a
+// delete, so applying one the state already reflects changes nothing.
+func (s *state) apply(e event) error {
+	switch e.kind {
+	case kindToken:
+		id, err := uuid.Parse(e.id)
+		if err != nil {
+			return fmt.Errorf("token id %q: %w", e.id, actors.ErrCorrupt)
+		}
+		if old, ok := s.tokens[id]; ok {
+			delete(s.byHash, old.Hash)
+			delete(s.tokens, id)
+		}
+		if e.data == nil {
+			return nil
+		}
+		var t tokenRec
+		if err := json.Unmarshal(e.data, &t); err != nil || t.ID != id {
+			return fmt.Errorf("token %s: %w", e.id, actors.ErrCorrupt)
+		}
+		s.tokens[id] = &t
+		s.byHash[t.Hash] = id
+	case kindService:
+		if e.data == nil {
+			delete(s.services, e.id)
+			return nil
+		}
+		var sv serviceRec
+		if err := json.Unmarshal(e.data, &sv); err != nil || sv.Name != e.id {
+			return fmt.Errorf("service %s: %w", e.id, actors.ErrCorrupt)
+		}
+		s.services[sv.Name] = &sv
+	case kindKeyServices:
+		id, err := uuid.Parse(e.id)
+		if err != nil {
+			return fmt.Errorf("key id %q: %w", e.id, actors.ErrCorrupt)
+		}
+		if e.data == nil {
+			delete(s.keySvcs, id)
+			return nil
+		}
+		var k keyServicesRec
+		if err := json.Unmarshal(e.data, &k); err != nil || k.KeyID != id {
+			return fmt.Errorf("key services %s: %w", e.id, actors.ErrCorrupt)
+		}
+		s.keySvcs[id] = k.Services
+	default:
+		return fmt.Errorf("control: unknown kind %q: %w", e.kind, actors.ErrCorrupt)
+	}
+	return nil
+}
+
+// sectionJSON is the snapshot section (version 1): every entity, sorted,
+// so equal states encode to equal bytes.
+type sectionJSON struct {
+	V           int              `json:"v"`
+	Tokens      []tokenRec       `json:"tokens"`
+	Services    []serviceRec     `json:"services"`
+	KeyServices []keyServicesRec `json:"key_services"`
+}
+
+func (s *state) encode() []byte {
+	sec := sectionJSON{V: dataVersion, Tokens: []tokenRec{}, Services: []serviceRec{}, KeyServices: []keyServicesRec{}}
+	for _, t := range s.tokens {
+		sec.Tokens = append(sec.Tokens, *t)
+	}
+	slices.SortFunc(sec.Tokens, func(a, b tokenRec) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	for _, sv := range s.services {
+		sec.Services = append(sec.Services, *sv)
+	}
+	slices.SortFunc(sec.Services, func(a, b serviceRec) int { return strings.Compare(a.Name, b.Name) })
+	for id, l := range s.keySvcs {
+		sec.KeyServices = append(sec.KeyServices, keyServicesRec{KeyID: id, Services: l})
+	}
+	slices.SortFunc(sec.KeyServices, func(a, b keyServicesRec) int { return bytes.Compare(a.KeyID[:], b.KeyID[:]) })
+	b, err := json.Marshal(sec)
+	if err != nil {
+		panic("control: marshal section") // plain structs: cannot fail
+	}
+	return b
+}
+
+func decodeSection(b []byte) (*state, error) {
+	var sec sectionJSON
+	if err := json.Unmarshal(b, &sec); err != nil {
+		return nil, fmt.Errorf("control section: %w: %w", actors.ErrCorrupt, err)
+	}
+	if sec.V > dataVersion {
+		return nil, fmt.Errorf("control section version %d is newer than this build's: %w", sec.V, actors.ErrCorrupt)
+	}
+	s := newState()
+	for i := range sec.Tokens {
+		t := sec.Tokens[i]
+		s.tokens[t.ID] = &t
+		s.byHash[t.Hash] = t.ID
+	}
+	for i := range sec.Services {
+		sv := sec.Services[i]
+		s.services[sv.Name] = &sv
+	}
+	for _, k := range sec.KeyServices {
+		s.keySvcs[k.KeyID] = k.Services
+	}
+	return s, nil
+}
