@@ -88,6 +88,10 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 			serveConsole(rc)
 			return
 		}
+		if isGatewayPath(rc.Path()) { // the console's bridge to the gateway (gatewaybridge.go)
+			s.serveGateway(rc)
+			return
+		}
 		routed(rc)
 	}
 }

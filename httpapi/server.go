@@ -94,6 +94,8 @@ type Server struct {
 	// unhealthy is set once /health has reported a failed WAL: probes come
 	// every few seconds, and the failure was logged when it happened.
 	unhealthy atomic.Bool
+	// bridge is the agent gateway mounted for the console (MountGateway).
+	bridge gatewayBridge
 }
 
 // New builds the management API and proxy server. keys and users must not
