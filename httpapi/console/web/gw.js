@@ -114,7 +114,7 @@ async function agentsPage(me) {
   h('label', { class: 'wide' }, 'System prompt', prompt),
   h('button', { type: 'submit' }, 'Create agent'), cerr);
   page('Agents', h('p', { class: 'muted' }, 'Your gateway user id is ', h('code', { id: 'my-gateway-user' }, me.id),
-    isAdmin(me) ? ' (as an admin you see every user’s agents).' : '.'),
+    ': these are the agents of X-Gateway-User-Id: ', h('code', {}, me.id), ' on the gateway (yours and those shared with you).'),
   providers.length ? form : h('p', { class: 'muted' }, 'No provider is configured yet: an admin adds one under Gateway admin.'),
   err, list);
   await refresh();
@@ -573,7 +573,7 @@ async function providersPage() {
   await refresh();
 }
 
-async function apiKeysPage() {
+async function apiKeysPage(me) {
   const list = h('div', { id: 'gw-key-list' });
   const revealSlot = h('div', { id: 'reveal-slot' });
   const err = h('div');
@@ -591,7 +591,8 @@ async function apiKeysPage() {
   };
   const name = h('input', { id: 'gw-key-name', required: true });
   const scope = h('select', { id: 'gw-key-scope' }, ['operator.read', 'operator.write', 'operator.admin'].map((s) => h('option', { value: s, selected: s === 'operator.write' }, s)));
-  const user = h('input', { id: 'gw-key-user', placeholder: 'the user it acts for' });
+  // A read or write key acts for one user (an admin key may act for any).
+  const user = h('input', { id: 'gw-key-user', placeholder: 'the user it acts for', value: me.id });
   const cerr = h('div');
   const form = h('form', { class: 'card inline', id: 'create-gw-key', onsubmit: onSubmit(cerr, async () => {
     const body = { name: name.value.trim(), scopes: [scope.value] };
