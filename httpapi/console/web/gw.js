@@ -471,7 +471,7 @@ async function usagePage(me) {
     tableBox.replaceChildren(table('usage', ['Day (UTC)', groupBy.value, 'Runs', 'In', 'Out', 'Tool calls'],
       grouped.data.map((p) => h('tr', {}, h('td', {}, p.bucket.slice(0, 10)), h('td', {}, label(p.group)),
         h('td', { class: 'num' }, num(p.runs)), h('td', { class: 'num' }, num(p.input_tokens)),
-        h('td', { class: 'num' }, num(p.output_tokens)), h('td', { class: 'num' }, num(p.tool_calls))))), 'No runs in this period.'));
+        h('td', { class: 'num' }, num(p.output_tokens)), h('td', { class: 'num' }, num(p.tool_calls)))), 'No runs in this period.'));
   });
   groupBy.addEventListener('change', load);
   range.addEventListener('change', load);
