@@ -100,11 +100,11 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			AgentKey, AgentID, Message, GatewayUser, Session  string
 			Answer, Meta, TraceTokens                         string
 			Streamed, History                                 []string
-			Spans                                             []struct{ Type, Label string }
+			Spans, ToolSpans                                  []struct{ Type, Label string }
 			RunsBefore, RunsAfter, ChartTotal, TokensIn       string
 			TokensOut, McpState, ApprovedRow, Activity, GwKey string
 			Listed, UserHasGatewayAdmin, SessionRows, Charts  int
-			AdminTraces, Bodies, TokenInBodies                int
+			AdminTraces, Bodies, TokenInBodies, UserTraces    int
 			Problems                                          []string
 		}
 	}
@@ -127,15 +127,18 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the answer shows its tokens", strings.Contains(f.Meta, "in") && strings.Contains(f.Meta, "out"), f.Meta},
 		{"the session's history comes back", len(f.History) == 2 && f.History[0] == "user: "+f.Message && f.History[1] == "assistant: "+wantAnswer, f.History},
 		{"the trace has its LLM span, labelled with duration and tokens", len(f.Spans) >= 1 && f.Spans[0].Type == "llm" && strings.Contains(f.Spans[0].Label, "ms") && strings.Contains(f.Spans[0].Label, " in / "), f.Spans},
+		{"a tool call's trace: LLM call, tool, LLM call", len(f.ToolSpans) == 3 && f.ToolSpans[0].Type == "llm" && f.ToolSpans[1].Type == "tool" &&
+			strings.Contains(f.ToolSpans[1].Label, "memory_save · ") && f.ToolSpans[2].Type == "llm", f.ToolSpans},
+		{"the user's traces list both runs", f.UserTraces == 2, f.UserTraces},
 		{"the trace counts tokens", strings.Contains(f.TraceTokens, " in, ") && !strings.HasPrefix(f.TraceTokens, "0 in"), f.TraceTokens},
 		{"usage was empty before", f.RunsBefore == "0", f.RunsBefore},
-		{"usage moved", f.RunsAfter == "1" && f.ChartTotal != "0" && f.ChartTotal != "" && f.TokensIn != "0" && f.TokensOut != "0", []string{f.RunsAfter, f.ChartTotal, f.TokensIn, f.TokensOut}},
+		{"usage moved", f.RunsAfter == "2" && f.ChartTotal != "0" && f.ChartTotal != "" && f.TokensIn != "0" && f.TokensOut != "0", []string{f.RunsAfter, f.ChartTotal, f.TokensIn, f.TokensOut}},
 		{"two usage charts are drawn", f.Charts == 2, f.Charts},
 		{"the session is listed", f.SessionRows == 1, f.SessionRows},
 		{"the MCP server shows it is not connected", strings.Contains(f.McpState, "not connected"), f.McpState},
 		{"the request is approved", strings.Contains(f.ApprovedRow, "approved"), f.ApprovedRow},
 		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
-		{"the admin sees the user's trace", f.AdminTraces >= 1, f.AdminTraces},
+		{"the admin sees the user's traces", f.AdminTraces == 2, f.AdminTraces},
 		{"the gateway API key is shown once", strings.HasPrefix(f.GwKey, "gateway_"), f.GwKey},
 		{"no gateway token reached the browser", f.Bodies > 20 && f.TokenInBodies == 0, []int{f.Bodies, f.TokenInBodies}},
 		{"no console error, CSP violation or failed request", len(f.Problems) == 0, f.Problems},
@@ -158,7 +161,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		t.Errorf("GET /v1/agents for alice's id = %+v, want %s", agents, f.AgentKey)
 	}
 
-	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans",
+	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": w.aliceID,
 		"activity": "mcp_request.review", "api-keys": "console-e2e"}
 	for _, s := range out.Shots {

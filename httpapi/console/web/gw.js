@@ -557,7 +557,7 @@ async function providersPage() {
   };
   const name = h('input', { id: 'provider-name', required: true });
   const type = h('select', { id: 'provider-type' }, h('option', { value: 'openai_compat' }, 'openai_compat'), h('option', { value: 'echo' }, 'echo (offline, for demos)'));
-  const base = h('input', { id: 'provider-base', placeholder: 'https://api.openai.com/v1' });
+  const base = h('input', { id: 'provider-base', placeholder: 'its OpenAI-compatible /v1 base URL' });
   const key = h('input', { id: 'provider-key', type: 'password', autocomplete: 'off' });
   const cerr = h('div');
   const form = h('form', { class: 'card inline', id: 'create-provider', onsubmit: onSubmit(cerr, async () => {

@@ -125,20 +125,35 @@ try {
   facts.streamed = await page.evaluate(() => window.seen);
   facts.meta = await text('.msg-meta');
   await shoot('chat');
-  // The session's history comes back with the page.
-  await page.reload({ waitUntil: 'networkidle0' });
+  // 4. The run's trace, from the answer's link: its spans on a time line, labelled.
+  const openTrace = async (name) => {
+    const href = await page.$$eval('.msg-meta .trace-link', (as) => as[as.length - 1].getAttribute('href'));
+    for (let i = 0; i < 20; i++) { // a run is recorded just after its answer
+      await page.goto(base + '/console/' + href, { waitUntil: 'networkidle0' });
+      await ready(href.slice(1));
+      if (await page.$('#trace-timeline g.span')) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const spans = await page.$$eval('#trace-timeline g.span', (gs) => gs.map((g) => ({ type: g.dataset.spanType, label: g.querySelector('text').textContent })));
+    await shoot(name);
+    return spans;
+  };
+  const chatURL = page.url();
+  facts.spans = await openTrace('trace');
+  facts.traceTokens = await text('#trace-tokens');
+
+  // The session's history comes back with the page; a tool call's run
+  // has an LLM call, the tool's span, and the LLM call after it.
+  await page.goto(chatURL, { waitUntil: 'networkidle0' });
   await readyPrefix(`/chat/${agentKey}/console-`);
   facts.history = await page.$$eval('#chat-log .msg', (ms) => ms.map((m) => m.dataset.role + ': ' + m.querySelector('.msg-text').textContent));
-
-  // 4. The run's trace: its spans on a time line, labelled.
-  await page.goto(base + `/console/#/traces`, { waitUntil: 'networkidle0' });
+  await page.type('#chat-input', '/tool memory_save {"content":"alice likes tea"}');
+  await page.click('#chat-send');
+  await page.waitForFunction(() => document.querySelector('#chat-answer')?.closest('.msg').querySelector('.trace-link'), { timeout: 20000 });
+  facts.toolSpans = await openTrace('trace-tool');
+  await page.goto(base + '/console/#/traces', { waitUntil: 'networkidle0' });
   await ready('/traces');
-  await page.click('#trace-list a.trace-link');
-  await readyPrefix('/traces/');
-  await page.waitForSelector('#trace-timeline g.span');
-  facts.spans = await page.$$eval('#trace-timeline g.span', (gs) => gs.map((g) => ({ type: g.dataset.spanType, label: g.querySelector('text').textContent })));
-  facts.traceTokens = await text('#trace-tokens');
-  await shoot('trace');
+  facts.userTraces = await page.$$eval('#trace-list tbody tr', (rs) => rs.length);
 
   // 5. Usage has moved (a run is recorded just after its answer: reload until it shows).
   for (let i = 0; i < 20; i++) {
