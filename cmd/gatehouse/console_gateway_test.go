@@ -66,8 +66,9 @@ func newBridgeWorld(t *testing.T) *bridgeWorld {
 // headless Chromium (Debian's package, through the pinned
 // puppeteer-core): a user creates an agent, edits its prompt, chats with
 // it and sees the answer streamed word by word (the echo provider), finds
-// the session's history again, opens the run's trace and sees its spans,
-// sees their usage move, and asks for an MCP server; an admin sees the
+// the session's history again, opens the run's trace and sees its spans
+// (a tool call's too), sees their usage move, and asks for an MCP server;
+// an admin sees the
 // server's connection state, approves the request, finds the review in
 // the activity log, sees the user's trace and makes a gateway API key.
 // Every page is kept as a screenshot in testdata/console/screenshots/gateway.
@@ -105,6 +106,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			TokensOut, McpState, ApprovedRow, Activity, GwKey string
 			Listed, UserHasGatewayAdmin, SessionRows, Charts  int
 			AdminTraces, Bodies, TokenInBodies, UserTraces    int
+			Request                                           struct{ ID, Status string }
 			Problems                                          []string
 		}
 	}
@@ -135,6 +137,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"usage moved", f.RunsAfter == "2" && f.ChartTotal != "0" && f.ChartTotal != "" && f.TokensIn != "0" && f.TokensOut != "0", []string{f.RunsAfter, f.ChartTotal, f.TokensIn, f.TokensOut}},
 		{"two usage charts are drawn", f.Charts == 2, f.Charts},
 		{"the session is listed", f.SessionRows == 1, f.SessionRows},
+		{"the user's request is pending", f.Request.ID != "" && f.Request.Status == "pending", f.Request},
 		{"the MCP server shows it is not connected", strings.Contains(f.McpState, "not connected"), f.McpState},
 		{"the request is approved", strings.Contains(f.ApprovedRow, "approved"), f.ApprovedRow},
 		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
@@ -163,7 +166,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": w.aliceID,
-		"activity": "mcp_request.review", "api-keys": "console-e2e"}
+		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {

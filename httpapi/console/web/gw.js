@@ -116,8 +116,36 @@ async function agentsPage(me) {
   page('Agents', h('p', { class: 'muted' }, 'Your gateway user id is ', h('code', { id: 'my-gateway-user' }, me.id),
     ': these are the agents of X-Gateway-User-Id: ', h('code', {}, me.id), ' on the gateway (yours and those shared with you).'),
   providers.length ? form : h('p', { class: 'muted' }, 'No provider is configured yet: an admin adds one under Gateway admin.'),
-  err, list);
+  err, list, await mcpAccess());
   await refresh();
+}
+
+// mcpAccess is the MCP servers section of the agents page: a user asks
+// for one (an admin reviews the request), and sees their requests.
+async function mcpAccess() {
+  let servers;
+  try { servers = (await gw('GET', '/mcp/servers')).data; } catch { return null; }
+  if (servers.length === 0) return null;
+  const mine = h('div', { id: 'my-mcp-requests' });
+  const names = new Map(servers.map((s) => [s.id, s.display_name || s.name]));
+  const refresh = async () => {
+    const rs = [];
+    for (const st of ['pending', 'approved', 'denied']) rs.push(...(await gw('GET', '/mcp/requests' + q({ status: st }))).data);
+    fill(mine, rs.length ? table('my-mcp-requests', ['Server', 'Reason', 'Asked', 'Status'], rs.map((r) => h('tr', { 'data-request-id': r.id },
+      h('td', {}, names.get(r.server_id) || r.server_id), h('td', {}, r.reason || '—'), h('td', {}, when(r.created_at)),
+      h('td', { class: 'request-status' }, r.status)))) : null);
+  };
+  const server = h('select', { id: 'mcp-request-server' }, servers.map((s) => h('option', { value: s.id }, s.display_name || s.name)));
+  const reason = h('input', { id: 'mcp-request-reason', required: true, maxlength: 500, placeholder: 'what it is for' });
+  const err = h('div');
+  const form = h('form', { class: 'inline', id: 'mcp-request', onsubmit: onSubmit(err, async () => {
+    await gw('POST', '/mcp/requests', { server_id: server.value, reason: reason.value.trim() });
+    reason.value = '';
+    await refresh();
+  }) }, h('label', {}, 'Server', server), h('label', { class: 'grow' }, 'Reason', reason), h('button', { type: 'submit' }, 'Ask for access'));
+  await refresh();
+  return h('section', { class: 'card' }, h('h2', {}, 'MCP servers'),
+    h('p', { class: 'muted' }, 'Ask an admin for access to a server for your runs.'), form, err, mine);
 }
 
 async function agentPage(me, id) {

@@ -172,13 +172,15 @@ try {
   facts.sessionRows = (await page.$$(`tr[data-session="${facts.session}"]`)).length;
   await shoot('sessions');
 
-  // 6. They ask for an MCP server (through the bridge, with their session).
-  facts.request = await page.evaluate(async (sid) => {
-    const r = await fetch('/api/gateway/v1/mcp/requests', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ server_id: sid, reason: 'the browser test needs it' }) });
-    return { status: r.status, body: await r.json() };
-  }, mcpID);
-  expect(facts.request.status === 201, 'the MCP request was created: ' + JSON.stringify(facts.request));
+  // 6. They ask for an MCP server, on the agents page.
+  await visit('/agents');
+  await page.select('#mcp-request-server', mcpID);
+  await page.type('#mcp-request-reason', 'the browser test needs it');
+  await page.click('#mcp-request button[type=submit]');
+  await page.waitForSelector('#my-mcp-requests tr[data-request-id]');
+  facts.request = { id: await page.$eval('#my-mcp-requests tr[data-request-id]', (tr) => tr.dataset.requestId),
+    status: await text('#my-mcp-requests .request-status') };
+  await shoot('mcp-request');
   await page.click('#logout');
   await ready('/login');
 
@@ -191,7 +193,7 @@ try {
   facts.mcpState = await text('tr[data-mcp="tools"] .mcp-state');
   await shoot('mcp');
   await visit('/gw/requests');
-  const row = `tr[data-request-id="${facts.request.body.id}"]`;
+  const row = `tr[data-request-id="${facts.request.id}"]`;
   await page.waitForSelector(row);
   await shoot('requests');
   await page.click(`${row} button.approve`);
