@@ -165,7 +165,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	}
 
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
-		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": w.aliceID,
+		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
 		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]

@@ -36,9 +36,24 @@ export function gatewayNav(me) {
   ];
 }
 
+// people maps console user ids (gateway user ids) to emails, for admins
+// (GET /api/users); person shows a user id as "me", an email or the id.
+let people = new Map();
+let self = null;
+function person(id) {
+  if (!id) return '—';
+  if (id === self) return 'me';
+  return people.get(id) || h('code', {}, id);
+}
+
 // gatewayRoute renders path if it is a gateway page; false if not.
 export async function gatewayRoute(route, me) {
   const path = route.split('?')[0];
+  self = me.id;
+  people = new Map();
+  if (isAdmin(me) && !/^\/(tokens|chat\/)/.test(path)) {
+    try { people = new Map((await api('GET', '/api/users')).users.map((u) => [u.id, u.email])); } catch { /* ids then */ }
+  }
   let m;
   if (path === '/agents') await agentsPage(me);
   else if ((m = path.match(/^\/agents\/([0-9a-f-]{36})$/))) await agentPage(me, m[1]);
@@ -87,7 +102,7 @@ async function agentsPage(me) {
         h('td', {}, a.display_name || '—'),
         h('td', {}, h('code', {}, a.model || '—')),
         h('td', {}, badge(a.status, a.status === 'active')),
-        h('td', {}, a.owner_id === me.id ? 'me' : h('code', {}, a.owner_id)),
+        h('td', {}, person(a.owner_id)),
         h('td', {}, String(a.shared_with.length)),
         h('td', {}, h('a', { href: '#/chat/' + encodeURIComponent(a.agent_key), class: 'chat-link' }, 'Chat')))),
       'No agents yet: create one above.'));
@@ -156,7 +171,7 @@ async function agentPage(me, id) {
     h('dt', {}, 'Key'), h('dd', {}, h('code', {}, a.agent_key)),
     h('dt', {}, 'Status'), h('dd', {}, badge(a.status, a.status === 'active')),
     h('dt', {}, 'Model'), h('dd', {}, h('code', {}, a.model)),
-    h('dt', {}, 'Owner'), h('dd', {}, a.owner_id === me.id ? 'me' : h('code', {}, a.owner_id)),
+    h('dt', {}, 'Owner'), h('dd', {}, person(a.owner_id)),
     h('dt', {}, 'Created'), h('dd', {}, when(a.created_at)),
     h('dt', {}, 'Updated'), h('dd', {}, when(a.updated_at)));
   renderFacts();
@@ -181,7 +196,7 @@ async function agentPage(me, id) {
       throw x;
     }
     shares.replaceChildren(table('shares', ['User', 'Role', ''], list.map((s) => h('tr', {},
-      h('td', {}, h('code', {}, s.user_id)), h('td', {}, s.role),
+      h('td', {}, person(s.user_id)), h('td', {}, s.role),
       h('td', {}, h('button', { type: 'button', class: 'secondary', onclick: () => guarded(serr, async () => {
         await gw('DELETE', `/agents/${id}/sharing/${encodeURIComponent(s.user_id)}`);
         await refreshShares();
@@ -325,7 +340,7 @@ async function sessionsPage(me) {
       const agent = names.get(s.agent_id) || s.agent_id;
       return h('tr', { 'data-session': s.key },
         h('td', {}, h('a', { href: `#/chat/${encodeURIComponent(agent)}/${encodeURIComponent(s.key)}` }, s.label || s.key)),
-        h('td', {}, agent), h('td', {}, s.user_id === me.id ? 'me' : h('code', {}, s.user_id)),
+        h('td', {}, agent), h('td', {}, person(s.user_id)),
         h('td', {}, s.channel || '—'), h('td', { class: 'num' }, num(s.message_count)),
         h('td', { class: 'num' }, `${num(s.prompt_tokens)} / ${num(s.completion_tokens)}`),
         h('td', {}, when(s.updated_at)));
@@ -350,7 +365,7 @@ async function tracesPage(me) {
       r.data.map((t) => h('tr', { 'data-trace-id': t.id },
         h('td', {}, h('a', { href: '#/traces/' + encodeURIComponent(t.id), class: 'trace-link' }, t.name)),
         h('td', {}, names.get(t.agent_id) || h('code', {}, t.agent_id)),
-        h('td', {}, t.user_id === me.id ? 'me' : h('code', {}, t.user_id || '—')),
+        h('td', {}, person(t.user_id)),
         h('td', {}, t.model || '—'), h('td', {}, badge(t.status, t.status === 'ok')),
         h('td', { class: 'num' }, `${num(t.tokens.input)} / ${num(t.tokens.output)}`),
         h('td', { class: 'num' }, String(t.span_count)), h('td', { class: 'num' }, ms(t.duration_ms)),
@@ -421,7 +436,7 @@ async function tracePage(me, id) {
     h('section', { class: 'card' }, h('dl', { class: 'facts' },
       h('dt', {}, 'Run'), h('dd', {}, h('code', { id: 'trace-id' }, t.id)),
       h('dt', {}, 'Agent'), h('dd', {}, names.get(t.agent_id) || h('code', {}, t.agent_id)),
-      h('dt', {}, 'User'), h('dd', {}, t.user_id === me.id ? 'me' : h('code', {}, t.user_id || '—')),
+      h('dt', {}, 'User'), h('dd', {}, person(t.user_id)),
       h('dt', {}, 'Status'), h('dd', {}, badge(t.status, t.status === 'ok'), t.error ? ' ' + t.error : ''),
       h('dt', {}, 'Model'), h('dd', {}, `${t.provider || '—'} / ${t.model || '—'}`),
       h('dt', {}, 'Tokens'), h('dd', { id: 'trace-tokens' }, `${num(t.tokens.input)} in, ${num(t.tokens.output)} out`),
@@ -609,7 +624,7 @@ async function apiKeysPage(me) {
     const ks = (await gw('GET', '/api-keys')).data;
     list.replaceChildren(table('gw-keys', ['Name', 'Key', 'Scopes', 'User', 'Created', 'Expires', 'Status', ''], ks.map((k) => h('tr', { 'data-key-id': k.id },
       h('td', {}, k.name), h('td', {}, h('code', {}, k.prefix + '…')), h('td', {}, k.scopes.join(', ')),
-      h('td', {}, k.user_id ? h('code', {}, k.user_id) : '—'), h('td', {}, when(k.created_at)),
+      h('td', {}, person(k.user_id)), h('td', {}, when(k.created_at)),
       h('td', {}, k.expires_at ? when(k.expires_at) : 'never'), h('td', {}, badge(k.revoked ? 'revoked' : 'active', !k.revoked)),
       h('td', {}, k.revoked ? null : h('button', { type: 'button', class: 'danger', onclick: () => guarded(err, async () => {
         if (!await confirmDialog('Revoke this API key?', `“${k.name}” stops working at once.`, 'Revoke')) return;
@@ -684,7 +699,7 @@ async function requestsPage() {
         await refresh();
       });
       return h('tr', { 'data-request-id': r.id },
-        h('td', {}, servers.get(r.server_id) || r.server_id), h('td', {}, h('code', {}, r.user_id)),
+        h('td', {}, servers.get(r.server_id) || r.server_id), h('td', {}, person(r.user_id)),
         h('td', {}, r.agent_id ? h('code', {}, r.agent_id) : '—'), h('td', {}, r.reason || '—'), h('td', {}, when(r.created_at)),
         h('td', {}, r.status),
         h('td', {}, r.status === 'pending' ? h('div', { class: 'actions' },
@@ -715,7 +730,7 @@ async function activityPage() {
     const r = await gw('GET', '/activity' + q({ ...Object.fromEntries(Object.entries(inputs).map(([k, el]) => [k, el.value.trim()])), limit: 100 }));
     list.replaceChildren(table('activity', ['When', 'Action', 'Entity', 'By', 'User', 'Summary'], r.data.map((a) => h('tr', { 'data-action': a.action },
       h('td', {}, when(a.at)), h('td', {}, h('code', {}, a.action)), h('td', {}, `${a.entity_type} `, h('code', {}, a.entity_id || '')),
-      h('td', {}, `${a.actor_type}`), h('td', {}, a.user_id ? h('code', {}, a.user_id) : '—'), h('td', {}, a.summary || '—'))),
+      h('td', {}, `${a.actor_type}`), h('td', {}, person(a.user_id)), h('td', {}, a.summary || '—'))),
     'Nothing matches.'), h('p', { class: 'muted' }, `${r.total} entries match.`));
   });
   const form = h('form', { class: 'card inline', id: 'activity-filter', onsubmit: (e) => { e.preventDefault(); load(); } },
