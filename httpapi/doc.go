@@ -66,6 +66,8 @@
 //	GET    /api/keys/{id}/usage?days= own  200 {dailyUsage,totalUsageCount,rateLimit} | 400 401 404
 //	POST   /api/keys/validate         key  200 {valid,userId,rateLimit,isActive} | 401 {valid:false,error}
 //	ANY    /api/proxy/{service}/v1/*  key  upstream's answer | 400 404 413 401 429 502 504
+//	ANY    /api/gateway/v1/*, GET /api/gateway/ws
+//	                                  ses  the agent gateway's operations for the session's user (gatewaybridge.go) | 401 403 CSRF_REJECTED, then the gateway's answers
 //
 // ses: a session cookie; adm: the session of an admin (403 FORBIDDEN for
 // others); own: the session of the key's owner or of an admin; another
