@@ -3,7 +3,7 @@
 // watch, rotate, revoke and delete their API keys, and admins manage
 // users and look at their keys; and where users work with the agent
 // gateway (agents, chat, sessions, traces, usage) and admins run it
-// (web/gw.js).
+// (web/gw*.js).
 //
 // The console has no endpoints of its own: its script calls the JSON API
 // the seed defines (/api/auth, /api/keys, /api/users), and the gateway's

@@ -171,9 +171,8 @@ export function revealPanel(title, key, extra) {
   return panel;
 }
 
-// currentUser is the logged-in user; every(ms, fn) runs fn every ms
-// while the page shows; onLeave(fn) runs fn when it goes.
-export const currentUser = () => me;
+// every(ms, fn) runs fn every ms while the page shows; onLeave(fn) runs
+// fn when it goes.
 export const every = (ms, fn) => timers.push(setInterval(fn, ms));
 export const onLeave = (fn) => leaving.push(fn);
 
