@@ -50,20 +50,21 @@ func newMountEnv(t *testing.T) *mountEnv {
 	return m
 }
 
-// as sends a request to the mounted gateway as user (admin when set).
-func (m *mountEnv) as(user string, admin bool, method, path, body string) gwResp {
+// as sends a request to the mounted gateway as user (admin when set),
+// with the headers extra (name, value pairs).
+func (m *mountEnv) as(user string, admin bool, method, path, body string, extra ...string) gwResp {
 	m.tb.Helper()
 	base := m.url
 	m.url = m.mounted
 	defer func() { m.url = base }()
-	hdr := []string{"X-Test-User", user}
+	var hdr []string
+	if user != "" {
+		hdr = append(hdr, "X-Test-User", user)
+	}
 	if admin {
 		hdr = append(hdr, "X-Test-Admin", "1")
 	}
-	if user == "" {
-		hdr = nil
-	}
-	return m.do(method, "/api/gateway"+path, "", body, hdr...)
+	return m.do(method, "/api/gateway"+path, "", body, append(hdr, extra...)...)
 }
 
 // TestMount: the mounted routes are the table's, with its checks, for
@@ -80,24 +81,30 @@ func TestMount(t *testing.T) {
 		method, path, body string
 		want               int
 		has                string
+		hdr                []string
 	}{
-		{"the authority answers a stranger", "", false, "GET", "/v1/agents", "", 401, "login required"},
-		{"a user creates an agent", "u-alice", false, "POST", "/v1/agents", `{"agent_key":"a1","provider":"echo","model":"m"}`, 201, `"owner_id":"u-alice"`},
-		{"and runs it", "u-alice", false, "POST", "/v1/agents/a1/wake", `{"message":"hi"}`, 200, `"content":"echo: hi"`},
-		{"streams over SSE", "u-alice", false, "POST", "/v1/chat/completions", `{"model":"gateway:a1","stream":true,"messages":[{"role":"user","content":"x"}]}`, 200, "data: [DONE]"},
-		{"another user does not see it", "u-bob", false, "GET", "/v1/agents/a1", "", 404, "NOT_FOUND"},
-		{"nor its traces", "u-bob", false, "GET", "/v1/traces?user_id=u-alice", "", 403, "UNAUTHORIZED"},
-		{"a user is no admin", "u-alice", false, "POST", "/v1/providers", `{"name":"p2","provider_type":"echo"}`, 403, "operator.admin"},
-		{"an admin is", "u-root", true, "POST", "/v1/providers", `{"name":"p2","provider_type":"echo"}`, 201, `"name":"p2"`},
-		{"an admin sees every user's traces", "u-root", true, "GET", "/v1/traces?user_id=u-alice", "", 200, `"user_id":"u-alice"`},
-		{"the changes are the console user's", "u-root", true, "GET", "/v1/activity?actor_type=console&action=agent.create", "", 200, `"actor_id":"u-alice"`},
-		{"no route outside /v1", "u-root", true, "GET", "/docs", "", 404, "NOT_FOUND"},
-		{"no public route", "u-root", true, "GET", "/health", "", 404, "NOT_FOUND"},
-		{"file paths are checked", "u-alice", false, "GET", "/v1/files/a1/%2e%2e/x", "", 400, "INVALID_REQUEST"},
+		{"the authority answers a stranger", "", false, "GET", "/v1/agents", "", 401, "login required", nil},
+		{"a user creates an agent", "u-alice", false, "POST", "/v1/agents", `{"agent_key":"a1","provider":"echo","model":"m"}`, 201, `"owner_id":"u-alice"`, nil},
+		{"and runs it", "u-alice", false, "POST", "/v1/agents/a1/wake", `{"message":"hi"}`, 200, `"content":"echo: hi"`, nil},
+		{"streams over SSE", "u-alice", false, "POST", "/v1/chat/completions", `{"model":"gateway:a1","stream":true,"messages":[{"role":"user","content":"x"}]}`, 200, "data: [DONE]", nil},
+		{"another user does not see it", "u-bob", false, "GET", "/v1/agents/a1", "", 404, "NOT_FOUND", nil},
+		{"nor its traces", "u-bob", false, "GET", "/v1/traces?user_id=u-alice", "", 403, "UNAUTHORIZED", nil},
+		{"a user is no admin", "u-alice", false, "POST", "/v1/providers", `{"name":"p2","provider_type":"echo"}`, 403, "operator.admin", nil},
+		{"an admin is", "u-root", true, "POST", "/v1/providers", `{"name":"p2","provider_type":"echo"}`, 201, `"name":"p2"`, nil},
+		{"an admin sees every user's traces", "u-root", true, "GET", "/v1/traces?user_id=u-alice", "", 200, `"user_id":"u-alice"`, nil},
+		{"the changes are the console user's", "u-root", true, "GET", "/v1/activity?actor_type=console&action=agent.create", "", 200, `"actor_id":"u-alice"`, nil},
+		{"no route outside /v1", "u-root", true, "GET", "/docs", "", 404, "NOT_FOUND", nil},
+		{"no public route", "u-root", true, "GET", "/health", "", 404, "NOT_FOUND", nil},
+		{"file paths are checked", "u-alice", false, "GET", "/v1/files/a1/%2e%2e/x", "", 400, "INVALID_REQUEST", nil},
+		{"X-Gateway-Agent-Id picks the agent", "u-alice", false, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"y"}]}`, 200, `"model":"gateway:a1"`,
+			[]string{"X-Gateway-Agent-Id", "a1"}},
+		{"X-Gateway-User-Id names no other user", "u-bob", false, "GET", "/v1/agents", "", 200, `"data":[]`, []string{"X-Gateway-User-Id", "u-alice"}},
+		{"nor for an admin", "u-root", true, "GET", "/v1/agents", "", 200, `"data":[]`, []string{"X-Gateway-User-Id", "u-alice"}},
+		{"a bad X-Gateway-Tenant-Id is refused", "u-alice", false, "GET", "/v1/agents", "", 400, "X-Gateway-Tenant-Id", []string{"X-Gateway-Tenant-Id", "a b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := m.as(tt.user, tt.admin, tt.method, tt.path, tt.body)
+			r := m.as(tt.user, tt.admin, tt.method, tt.path, tt.body, tt.hdr...)
 			if r.status != tt.want || !strings.Contains(r.raw, tt.has) {
 				t.Fatalf("%s %s = %d %s; want %d with %q", tt.method, tt.path, r.status, r.raw, tt.want, tt.has)
 			}

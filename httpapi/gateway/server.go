@@ -278,8 +278,7 @@ func (s *Server) routeHandler(route string, rt *Route, auth Authority) fasthttp.
 			if !ok {
 				return // auth has answered
 			}
-			c.IP, c.Channel = rc.RemoteIP().String(), "http"
-			out, err = s.serveAs(ctx, rc, rt, c)
+			out, err = s.serveMounted(ctx, rc, rt, c)
 		}
 		if err != nil {
 			s.writeError(rc, lang, err)
@@ -302,6 +301,20 @@ func (s *Server) serve(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route) 
 	if err != nil {
 		return nil, err
 	}
+	return s.serveAs(ctx, rc, rt, c)
+}
+
+// serveMounted runs a mounted route for c, the caller the mount's
+// authority established: X-Gateway-Agent-Id and -Tenant-Id are read as
+// on this listener, X-Gateway-User-Id is not (the authority decided the
+// user).
+func (s *Server) serveMounted(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route, c Caller) (any, error) {
+	var hd Caller
+	if err := readHeaders(&rc.Request.Header, &hd); err != nil {
+		return nil, err
+	}
+	c.AgentID, c.TenantID = hd.AgentID, hd.TenantID
+	c.IP, c.Channel = rc.RemoteIP().String(), "http"
 	return s.serveAs(ctx, rc, rt, c)
 }
 
