@@ -71,7 +71,8 @@ func newBridgeWorld(t *testing.T) *bridgeWorld {
 // an admin sees the
 // server's connection state, approves the request, finds the review in
 // the activity log, sees the user's trace and makes a gateway API key.
-// Every page is kept as a screenshot in testdata/console/screenshots/gateway.
+// Every page is kept as a screenshot in testdata/console/gateway-screenshots
+// (git-ignored; TestConsoleInChromium empties testdata/console/screenshots).
 func TestConsoleGatewayInChromium(t *testing.T) {
 	const hint = "run `make web-test-deps`"
 	node, chromium := lookTool(t, "node", hint), lookTool(t, "chromium", hint)
@@ -79,7 +80,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		skipOrFail(t, "puppeteer-core not installed: "+hint)
 	}
 	w := newBridgeWorld(t)
-	shots, err := filepath.Abs(filepath.Join(consoleDriverDir, "screenshots", "gateway"))
+	shots, err := filepath.Abs(filepath.Join(consoleDriverDir, "gateway-screenshots"))
 	if err != nil {
 		t.Fatal(err)
 	}
