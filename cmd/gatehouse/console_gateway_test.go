@@ -88,7 +88,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "gateway.mjs", chromium, w.c.api, "alice@example.com", bridgeUserPass,
-		adminEmail, adminPassword, w.mcpID, shots)
+		adminEmail, adminPassword, w.mcpID, shots, w.bobID)
 	cmd.Dir = consoleDriverDir
 	cmd.Env = append(os.Environ(), "GATEWAY_TOKEN="+bridgeToken)
 	var stdout, stderr bytes.Buffer
@@ -99,16 +99,16 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	var out struct {
 		Shots []struct{ Page, File, Text string }
 		Facts struct {
-			AgentKey, AgentID, Message, GatewayUser, Session  string
-			Answer, Meta, TraceTokens                         string
-			Streamed, History                                 []string
-			Spans, ToolSpans                                  []struct{ Type, Label string }
-			RunsBefore, RunsAfter, ChartTotal, TokensIn       string
-			TokensOut, McpState, ApprovedRow, Activity, GwKey string
-			Listed, UserHasGatewayAdmin, SessionRows, Charts  int
-			AdminTraces, Bodies, TokenInBodies, UserTraces    int
-			Request                                           struct{ ID, Status string }
-			Problems                                          []string
+			AgentKey, AgentID, Message, GatewayUser, Session, Shared string
+			Answer, Meta, TraceTokens                                string
+			Streamed, History                                        []string
+			Spans, ToolSpans                                         []struct{ Type, Label string }
+			RunsBefore, RunsAfter, ChartTotal, TokensIn              string
+			TokensOut, McpState, ApprovedRow, Activity, GwKey        string
+			Listed, UserHasGatewayAdmin, SessionRows, Charts         int
+			AdminTraces, Bodies, TokenInBodies, UserTraces           int
+			Request                                                  struct{ ID, Status string }
+			Problems                                                 []string
 		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
@@ -125,6 +125,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the user has no gateway admin link", f.UserHasGatewayAdmin == 0, f.UserHasGatewayAdmin},
 		{"the page names the user's gateway id: their console id", f.GatewayUser == w.aliceID, f.GatewayUser},
 		{"the new agent is listed", f.Listed == 1, f.Listed},
+		{"it is shared with bob as operator", strings.Contains(f.Shared, w.bobID) && strings.Contains(f.Shared, "operator"), f.Shared},
 		{"the answer is the echo's", f.Answer == wantAnswer, f.Answer},
 		{"the answer streamed in, word by word", len(f.Streamed) >= 4 && f.Streamed[len(f.Streamed)-1] == wantAnswer && len(f.Streamed[0]) < len(wantAnswer), f.Streamed},
 		{"the answer shows its tokens", strings.Contains(f.Meta, "in") && strings.Contains(f.Meta, "out"), f.Meta},
@@ -163,6 +164,16 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		map[string]string{"Authorization": "Bearer " + bridgeToken, "X-Gateway-User-Id": w.aliceID}, &agents))
 	if len(agents.Data) != 1 || agents.Data[0].AgentKey != f.AgentKey {
 		t.Errorf("GET /v1/agents for alice's id = %+v, want %s", agents, f.AgentKey)
+	}
+	// ... and bob, whom she shared it with, finds it in his console.
+	var bobs struct {
+		Data []struct {
+			AgentKey string `json:"agent_key"`
+		}
+	}
+	expect(t, "bob's agents through the bridge", 200)(w.bob.do("GET", "/api/gateway/v1/agents", nil, nil, &bobs))
+	if len(bobs.Data) != 1 || bobs.Data[0].AgentKey != f.AgentKey {
+		t.Errorf("bob's agents = %+v, want %s", bobs, f.AgentKey)
 	}
 
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",

@@ -3,7 +3,7 @@
 // (../../console_gateway_test.go).
 //
 //   node gateway.mjs <chromium> <base URL> <user email> <user password>
-//                    <admin email> <admin password> <MCP server id> <screenshot dir>
+//                    <admin email> <admin password> <MCP server id> <screenshot dir> <a user id to share with>
 //
 // Prints one JSON object: {shots: [{page, file, text}], facts: {...}}.
 // Any failed expectation throws: the process exits non-zero with the
@@ -12,7 +12,7 @@ import puppeteer from 'puppeteer-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-const [chromium, base, userEmail, userPassword, adminEmail, adminPassword, mcpID, shotDir] = process.argv.slice(2);
+const [chromium, base, userEmail, userPassword, adminEmail, adminPassword, mcpID, shotDir, shareWith] = process.argv.slice(2);
 mkdirSync(shotDir, { recursive: true });
 const suffix = Math.random().toString(36).slice(2, 8);
 const agentKey = `helper-${suffix}`;
@@ -99,6 +99,11 @@ try {
   await page.type('#edit-prompt', 'You are terse.');
   await page.click('#edit-agent-prompt button[type=submit]');
   await page.waitForFunction(() => document.getElementById('prompt-saved')?.textContent === 'Saved.');
+  await page.type('#share-user', shareWith);
+  await page.select('#share-role', 'operator');
+  await page.click('#share-agent button[type=submit]');
+  await page.waitForSelector('#share-list table.shares');
+  facts.shared = await text('#share-list tbody tr');
   await shoot('agent');
   await page.click('nav a[href="#/agents"]');
   await ready('/agents');
