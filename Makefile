@@ -170,7 +170,8 @@ web-assets:
 	done
 
 ## web-test-deps: the pinned npm projects TestVendoredAssets compares the
-## committed assets with, and puppeteer-core for the console's browser test
+## committed assets with, and puppeteer-core for the console's browser tests
+## (TestConsoleInChromium, TestConsoleGatewayInChromium)
 web-test-deps: chromium
 	@if command -v npm >/dev/null 2>&1; then \
 		for pair in $(WEB_ASSETS); do npm ci --prefix $${pair%%:*} --no-audit --no-fund --loglevel=error || exit 1; done; \

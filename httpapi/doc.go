@@ -80,6 +80,8 @@
 //	GET    /api/services/{name}       adm  200 {service} | 401 403 404 SERVICE_NOT_FOUND
 //	PUT    /api/services/{name}       adm  200 {service} | 400 401 403 404 409 SERVICE_READ_ONLY
 //	DELETE /api/services/{name}       adm  200 {success,message} | 401 403 404 409 SERVICE_READ_ONLY
+//	ANY    /api/gateway/v1/*, GET /api/gateway/ws
+//	                                  ses  the agent gateway's operations for the session's user (gatewaybridge.go) | 401 403 CSRF_REJECTED, then the gateway's answers
 //
 // ses: a session cookie, or an access token (Authorization: Bearer
 // svc_pat_…) with the read scope for GET and write for the rest (403

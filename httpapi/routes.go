@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"strings"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -56,6 +57,8 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 			})
 		case rt.path == "/health":
 			// newRouter's (NewHealthServer serves it too).
+		case strings.HasPrefix(rt.path, GatewayPrefix+"/"):
+			// The gateway bridge: dispatched on its prefix below.
 		case rt.hot:
 			r.Handle(rt.method, rt.path, s.wrapHot(rt.path, rt.h))
 		default:
@@ -71,6 +74,10 @@ func (s *Server) apiRoutes() fasthttp.RequestHandler {
 		}
 		if p := rc.Path(); bytes.HasPrefix(p, consolePrefix) && (len(p) == len(consolePrefix) || p[len(consolePrefix)] == '/') {
 			serveConsole(rc)
+			return
+		}
+		if isGatewayPath(rc.Path()) { // the console's bridge to the gateway (gatewaybridge.go)
+			s.serveGateway(rc)
 			return
 		}
 		routed(rc)

@@ -100,6 +100,8 @@ type Server struct {
 	// unhealthy is set once /health has reported a failed WAL: probes come
 	// every few seconds, and the failure was logged when it happened.
 	unhealthy atomic.Bool
+	// bridge is the agent gateway mounted for the console (MountGateway).
+	bridge gatewayBridge
 }
 
 // Option configures New.

@@ -245,8 +245,23 @@ func (s *Server) buildRoutes() []route {
 			desc:    "Checked in the order path (400), service (404, 503 disabled), body size (413), key (401), rate limit (429), the key's services (403 SERVICE_NOT_ALLOWED); the upstream's answer is relayed with the rate-limit headers.",
 			content: "*/*", limitHeaders: true, errs: []int{bad, unauth, forbidden, notFound, tooLarge, limited, 502, unavail, 504}, hot: true, h: s.proxy})
 	}
+	// The console's bridge to the agent gateway (gatewaybridge.go):
+	// dispatched on its prefix; declared here for the document.
+	for _, m := range []string{get, post, put, patch, del} {
+		rs = append(rs, route{method: m, path: routeGatewayBridge, auth: authUser, tag: "gateway bridge",
+			summary: "The agent gateway's /v1/{rest} operations for the session's user",
+			desc:    "The console's way to the agent gateway: the session cookie only (a token answers 401; automation calls the gateway's own listener with a gateway API key), under the cookie CSRF rule. The console user's id is their gateway user id; an admin acts as a trusted backend for their own user. The answers are the gateway's, described by its own document (/docs/openapi.json on the gateway's listener).",
+			content: "application/json", errs: []int{unauth, forbidden, notFound}})
+	}
+	rs = append(rs, route{method: get, path: GatewayPrefix + "/ws", auth: authUser, tag: "gateway bridge",
+		summary: "The agent gateway's WebSocket RPC for the session's user",
+		desc:    "Upgrades to the gateway's WebSocket RPC, authenticated by the session cookie (no connect frame); closed when the session ends or the user's role changes.",
+		status:  101, errs: []int{unauth, forbidden}})
 	return rs
 }
+
+// routeGatewayBridge is the bridge's operations, as declared.
+const routeGatewayBridge = GatewayPrefix + "/v1/{rest:*}"
 
 // consoleHandler serves the console's files (GET and HEAD).
 func (s *Server) consoleHandler() handlerFunc {

@@ -25,8 +25,8 @@ import (
 // the request's context (WithActor), the actor that commits the change
 // writes it into the entry.
 type Actor struct {
-	Type   string // ActorToken or ActorAPIKey
-	ID     string // the API key's id; "gateway_token" for the token
+	Type   string // ActorToken, ActorAPIKey or ActorConsole
+	ID     string // the API key's id; "gateway_token" for the token; the console user's id
 	UserID string // the user the request acted for ("" for none)
 	IP     string
 }
@@ -35,6 +35,9 @@ type Actor struct {
 const (
 	ActorToken  = "token"
 	ActorAPIKey = "api_key"
+	// ActorConsole is a user of the web console on :8080, through its
+	// session (httpapi/gateway.Mount).
+	ActorConsole = "console"
 )
 
 type actorKey struct{}

@@ -356,6 +356,7 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway api: %w", err)
 	}
+	api.MountGateway(gw) // the console's pages reach it below /api/gateway
 	return api, gw, nil
 }
 

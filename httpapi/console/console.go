@@ -1,11 +1,15 @@
 // Package console is the web console of the :8080 listener: a small
 // single-page app, embedded in the binary, where users log in, create,
 // watch, rotate, revoke and delete their API keys, and admins manage
-// users and look at their keys.
+// users and look at their keys; and where users work with the agent
+// gateway (agents, chat, sessions, traces, usage) and admins run it
+// (web/gw*.js).
 //
 // The console has no endpoints of its own: its script calls the JSON API
-// the seed defines (/api/auth, /api/keys, /api/users), with the session
-// cookie and the same CSRF rules as any other client. This package only
+// the seed defines (/api/auth, /api/keys, /api/users), and the gateway's
+// operations through the bridge below /api/gateway (httpapi's
+// gatewaybridge.go), with the session cookie and the same CSRF rules as
+// any other client: no gateway token reaches the browser. This package only
 // serves the page and its assets, with a strict Content-Security-Policy
 // (scripts, styles and connections from this origin only; no inline
 // script or style). The charting library (uPlot) is vendored from its

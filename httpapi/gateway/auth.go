@@ -175,6 +175,8 @@ func (s *Server) limit(ctx context.Context, c Caller) error {
 	switch {
 	case c.KeyID != uuid.Nil:
 		subject = "key:" + c.KeyID.String() + "|user:" + c.UserID
+	case c.Console:
+		subject = "console|user:" + c.UserID
 	case !c.Open:
 		subject = "token|user:" + c.UserID
 	default:

@@ -84,6 +84,9 @@ type Caller struct {
 	IP string
 	// Channel is the transport, for traces: "http" or "ws".
 	Channel string
+	// Console is a user of the web console on :8080, authenticated by its
+	// session and reaching the gateway through Mount (ConsoleCaller).
+	Console bool
 }
 
 // Trusted reports whether c is a trusted backend that may act for any

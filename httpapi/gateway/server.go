@@ -264,8 +264,12 @@ func (s *Server) router() fasthttp.RequestHandler {
 // handler is the HTTP transport of one route: the caller (token and
 // headers), the shared checks (admit), the operation, then its output or
 // its error, in the request's language.
-func (s *Server) handler(rt *Route) fasthttp.RequestHandler {
-	return s.l.Wrap(rt.Path, func(rc *fasthttp.RequestCtx) {
+func (s *Server) handler(rt *Route) fasthttp.RequestHandler { return s.routeHandler(rt.Path, rt, nil) }
+
+// routeHandler is handler under the metrics label route, with the caller
+// from auth when it is set (Mount), else from the request's token.
+func (s *Server) routeHandler(route string, rt *Route, auth Authority) fasthttp.RequestHandler {
+	return s.l.Wrap(route, func(rc *fasthttp.RequestCtx) {
 		lang := langOf(rc)
 		if err := s.takeBody(rc, rt); err != nil {
 			s.writeError(rc, lang, err)
@@ -279,9 +283,19 @@ func (s *Server) handler(rt *Route) fasthttp.RequestHandler {
 		cw := &clientWatch{conn: rc.Conn()}
 		defer cw.stop() // before the connection goes back to the server
 		ctx = context.WithValue(ctx, clientWatchKey{}, cw)
-		out, err := s.serve(ctx, rc, rt)
-		if err != nil && rt.RPC == rpcDocsPage && s.docsHint(rc, err) {
-			return
+		var out any
+		var err error
+		if auth == nil {
+			out, err = s.serve(ctx, rc, rt)
+			if err != nil && rt.RPC == rpcDocsPage && s.docsHint(rc, err) {
+				return
+			}
+		} else {
+			c, _, ok := auth(ctx, rc)
+			if !ok {
+				return // auth has answered
+			}
+			out, err = s.serveMounted(ctx, rc, rt, c)
 		}
 		if err != nil {
 			s.writeError(rc, lang, err)
@@ -297,20 +311,37 @@ func (s *Server) serve(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route) 
 			return nil, err
 		}
 	}
-	var c Caller
-	if !rt.Public {
-		var err error
-		if c, err = s.caller(ctx, rc, rt.QueryToken); err != nil {
-			return nil, err
-		}
+	if rt.Public {
+		return rt.Op.run(ctx, Caller{}, httpSource{rc})
 	}
+	c, err := s.caller(ctx, rc, rt.QueryToken)
+	if err != nil {
+		return nil, err
+	}
+	return s.serveAs(ctx, rc, rt, c)
+}
+
+// serveMounted runs a mounted route for c, the caller the mount's
+// authority established: X-Gateway-Agent-Id and -Tenant-Id are read as
+// on this listener, X-Gateway-User-Id is not (the authority decided the
+// user).
+func (s *Server) serveMounted(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route, c Caller) (any, error) {
+	var hd Caller
+	if err := readHeaders(&rc.Request.Header, &hd); err != nil {
+		return nil, err
+	}
+	c.AgentID, c.TenantID = hd.AgentID, hd.TenantID
+	c.IP, c.Channel = rc.RemoteIP().String(), "http"
+	return s.serveAs(ctx, rc, rt, c)
+}
+
+// serveAs runs a route that is not public for c: the shared checks, then
+// the operation, audited as c's.
+func (s *Server) serveAs(ctx context.Context, rc *fasthttp.RequestCtx, rt *Route, c Caller) (any, error) {
 	if err := s.admit(ctx, rt, c); err != nil {
 		return nil, err
 	}
-	if !rt.Public {
-		ctx = withActor(ctx, c)
-	}
-	return rt.Op.run(ctx, c, httpSource{rc})
+	return rt.Op.run(withActor(ctx, c), c, httpSource{rc})
 }
 
 // withActor names c in ctx as the author of the changes the operation
@@ -322,6 +353,8 @@ func withActor(ctx context.Context, c Caller) context.Context {
 		a.Type, a.ID = gateway.ActorAPIKey, c.KeyID.String()
 	case c.Open:
 		a.ID = "open_mode"
+	case c.Console:
+		a.Type, a.ID = gateway.ActorConsole, c.UserID
 	}
 	return gateway.WithActor(ctx, a)
 }

@@ -155,6 +155,18 @@ type wsConn struct {
 	closeCode   int    // set once, by close, before done is closed
 	closeReason string //
 	writerDone  chan struct{}
+
+	// mounted, when set, is a socket whose caller another listener
+	// authenticated at the upgrade (Mount): no connect, and its recheck
+	// instead of the token's.
+	mounted *wsMounted
+}
+
+// wsMounted is the caller of a mounted socket and how to check, before
+// each request, that its authentication still holds.
+type wsMounted struct {
+	c       Caller
+	recheck func(context.Context) error
 }
 
 var wsUpgrader = websocket.FastHTTPUpgrader{
@@ -170,9 +182,15 @@ func (s *Server) serveWS(rc *fasthttp.RequestCtx) {
 		s.writeError(rc, lang, errOpenModeHost) // open mode: this machine only
 		return
 	}
+	s.upgradeWS(rc, lang, ip, nil)
+}
+
+// upgradeWS upgrades rc to a WebSocket and runs its session; mounted is
+// nil on the gateway's own /ws.
+func (s *Server) upgradeWS(rc *fasthttp.RequestCtx, lang int, ip string, mounted *wsMounted) {
 	err := wsUpgrader.Upgrade(rc, func(ws *websocket.Conn) {
 		listener.Hijacked(ws.UnderlyingConn())
-		s.wsSession(ws, lang, ip)
+		s.wsSession(ws, lang, ip, mounted)
 	})
 	if err != nil {
 		s.lg.Debug("websocket upgrade refused", "err", err)
@@ -180,11 +198,11 @@ func (s *Server) serveWS(rc *fasthttp.RequestCtx) {
 }
 
 // wsSession runs one connection to its end.
-func (s *Server) wsSession(ws *websocket.Conn, lang int, ip string) {
+func (s *Server) wsSession(ws *websocket.Conn, lang int, ip string, mounted *wsMounted) {
 	ws.SetReadLimit(wsMaxFrame)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &wsConn{s: s, ws: ws, lang: lang, out: make(chan []byte, wsSendQueue), done: make(chan struct{}),
-		slots: make(chan struct{}, wsInflight), ctx: ctx, cancel: cancel, writerDone: make(chan struct{})}
+		slots: make(chan struct{}, wsInflight), ctx: ctx, cancel: cancel, writerDone: make(chan struct{}), mounted: mounted}
 	go w.writer()
 	defer func() {
 		cancel()
@@ -251,8 +269,20 @@ func (w *wsConn) read() (wsFrame, bool) {
 	return f, true
 }
 
-// handshake reads the connect request and establishes the caller.
+// handshake reads the connect request and establishes the caller. A
+// mounted socket's caller is established already: it needs no connect
+// (status answers the hello).
 func (w *wsConn) handshake(ip string) bool {
+	if w.mounted != nil {
+		w.c = w.mounted.c
+		w.c.IP, w.c.Channel = ip, "ws"
+		w.cred = credentialOf(w.c)
+		if !w.s.ws.add(w) {
+			w.close(websocket.CloseTryAgainLater, "too many connections")
+			return false
+		}
+		return true
+	}
 	_ = w.ws.SetReadDeadline(time.Now().Add(wsConnectTimeout))
 	f, ok := w.read()
 	if !ok {
@@ -309,6 +339,13 @@ func (w *wsConn) handshake(ip string) bool {
 func (w *wsConn) recheck() error {
 	ctx, cancel := context.WithTimeout(w.ctx, w.s.cfg.RequestTimeout)
 	defer cancel()
+	if w.mounted != nil {
+		if err := w.mounted.recheck(ctx); err != nil {
+			w.s.lg.Debug("mounted websocket: authentication ended", "err", err)
+			return errTokenInvalid
+		}
+		return nil
+	}
 	c, err := w.s.authenticate(ctx, w.token)
 	if err == nil && (c.KeyID != w.c.KeyID || c.Open != w.c.Open) {
 		err = errTokenInvalid // not the credential connect established (cannot happen: the same token)
@@ -324,6 +361,8 @@ func credentialOf(c Caller) string {
 		return "key:" + c.KeyID.String()
 	case c.Open:
 		return "ip:" + c.IP
+	case c.Console:
+		return "console:" + c.UserID
 	}
 	return "token"
 }

@@ -1,19 +1,24 @@
 // gatehouse console: one page over the JSON API the seed defines
-// (/api/auth, /api/keys, /api/users), routed by the URL fragment.
+// (/api/auth, /api/keys, /api/users) and, through the bridge below
+// /api/gateway, the agent gateway's operations (gw.js), routed by the URL
+// fragment.
 //
 // A full key (from create or rotate) lives only in the DOM of the panel
 // that reveals it: never in storage, a cookie or the URL, and gone when
 // the panel is dismissed or the page changes. Everything user-supplied is
 // inserted as text, never as HTML.
 
+import { gatewayRoute, gatewayNav } from './gw.js';
+
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 let me = null; // the logged-in user: {id, email, role, plan, licenseActive}
 let timers = []; // intervals of the current page, cleared on navigation
+let leaving = []; // cleanups of the current page (a socket to close), run on navigation
 let lastList = '#/keys'; // the key list a key page returns to
 
 // h builds an element: h('a', {href: '#/'}, 'text', child, ...).
-function h(tag, attrs, ...children) {
+export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v == null || v === false) continue;
@@ -27,12 +32,12 @@ function h(tag, attrs, ...children) {
 }
 
 // fill replaces el's children, skipping null and flattening arrays.
-function fill(el, ...children) {
+export function fill(el, ...children) {
   el.replaceChildren(...children.flat(Infinity).filter((c) => c != null && c !== false));
   return el;
 }
 
-class APIError extends Error {
+export class APIError extends Error {
   constructor(status, code, message) {
     super(message);
     this.status = status;
@@ -41,8 +46,9 @@ class APIError extends Error {
 }
 
 // api calls the JSON API with the session cookie; an error answer
-// ({error, message}) becomes an APIError.
-async function api(method, path, body) {
+// ({error, message}, or the gateway's {error: {code, message}}) becomes
+// an APIError.
+export async function api(method, path, body) {
   const opt = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
   if (body !== undefined) {
     opt.headers['Content-Type'] = 'application/json';
@@ -57,20 +63,21 @@ async function api(method, path, body) {
       me = null;
       go('#/login');
     }
-    throw new APIError(r.status, (data && data.error) || 'HTTP_' + r.status,
-      (data && data.message) || r.statusText || 'request failed');
+    const e = data && typeof data.error === 'object' && data.error ? data.error : data;
+    throw new APIError(r.status, (e && (e.code || e.error)) || 'HTTP_' + r.status,
+      (e && e.message) || r.statusText || 'request failed');
   }
   return data;
 }
 
-function go(hash) {
+export function go(hash) {
   if (location.hash === hash) route();
   else location.hash = hash;
 }
 
 // --- formatting ---------------------------------------------------------
 
-function when(iso) {
+export function when(iso) {
   if (!iso) return '—';
   return new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 }
@@ -101,7 +108,7 @@ function statusBadge(k) {
 }
 
 // guarded runs fn and shows its error, if any, in slot (cleared first).
-async function guarded(slot, fn) {
+export async function guarded(slot, fn) {
   slot.replaceChildren();
   try {
     await fn();
@@ -111,12 +118,12 @@ async function guarded(slot, fn) {
 }
 
 // onSubmit is a form's submit handler: fn, guarded by slot.
-const onSubmit = (slot, fn) => (e) => {
+export const onSubmit = (slot, fn) => (e) => {
   e.preventDefault();
   return guarded(slot, fn);
 };
 
-function errorBox(err) {
+export function errorBox(err) {
   return h('p', { class: 'error', role: 'alert' },
     err instanceof APIError ? `${err.message} (${err.code})` : String(err.message || err));
 }
@@ -124,7 +131,7 @@ function errorBox(err) {
 // --- building blocks ----------------------------------------------------
 
 // confirmDialog asks before a destructive action; resolves true on yes.
-function confirmDialog(title, text, yes) {
+export function confirmDialog(title, text, yes) {
   return new Promise((resolve) => {
     const dlg = h('dialog', { class: 'confirm' },
       h('h2', {}, title), h('p', {}, text),
@@ -141,7 +148,7 @@ function confirmDialog(title, text, yes) {
 
 // revealPanel shows a full key once, with a copy button. The key is held
 // only by this panel's input; Done removes the panel.
-function revealPanel(title, key, extra) {
+export function revealPanel(title, key, extra) {
   const input = h('input', { class: 'secret', id: 'revealed-key', readonly: true, value: key,
     'aria-label': 'the full API key', spellcheck: 'false', autocomplete: 'off' });
   const copied = h('span', { class: 'copied', 'aria-live': 'polite' });
@@ -164,7 +171,12 @@ function revealPanel(title, key, extra) {
   return panel;
 }
 
-function page(title, ...children) {
+// every(ms, fn) runs fn every ms while the page shows; onLeave(fn) runs
+// fn when it goes.
+export const every = (ms, fn) => timers.push(setInterval(fn, ms));
+export const onLeave = (fn) => leaving.push(fn);
+
+export function page(title, ...children) {
   fill(main, h('h1', {}, title), children);
   document.title = title + ' · gatehouse';
 }
@@ -175,6 +187,8 @@ function renderNav() {
   fill(nav,
     h('a', { href: '#/keys' }, 'My keys'),
     me.role === 'admin' ? h('a', { href: '#/users' }, 'Users') : null,
+    h('a', { href: '#/tokens' }, 'Tokens'),
+    gatewayNav(me),
     h('span', { class: 'who', id: 'who' }, `${me.email} (${me.role})`),
     h('button', { type: 'button', class: 'link', id: 'logout', onclick: logout }, 'Log out'));
 }
@@ -447,6 +461,8 @@ async function route() {
   delete main.dataset.ready;
   timers.forEach(clearInterval);
   timers = [];
+  leaving.forEach((fn) => fn());
+  leaving = [];
   document.querySelectorAll('dialog').forEach((d) => d.remove());
   const path = location.hash.replace(/^#/, '') || '/keys';
   if (!me && path !== '/login') {
@@ -464,6 +480,7 @@ async function route() {
     else if ((m = path.match(/^\/keys\/([0-9a-f-]{36})$/))) await keyPage(m[1]);
     else if (path === '/users' && me.role === 'admin') await usersPage();
     else if ((m = path.match(/^\/users\/([0-9a-f-]{36})\/keys$/)) && me.role === 'admin') await keysPage(m[1]);
+    else if (await gatewayRoute(path, me)) { /* a gateway page (gw.js) */ }
     else page('Not found', h('p', {}, 'No such page. ', h('a', { href: '#/keys' }, 'Your keys')));
   } catch (x) {
     if (x instanceof APIError && x.status === 401) return;

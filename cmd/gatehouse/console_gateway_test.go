@@ -1,0 +1,388 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+)
+
+const (
+	bridgeToken    = "gw-bridge-secret-token-0123456789"
+	bridgeUserPass = "user-password-1"
+)
+
+// bridgeWorld is a real server with a gateway token, an echo provider
+// (streaming word by word), an MCP server that cannot be reached, and
+// two console users besides the admin: alice and bob.
+type bridgeWorld struct {
+	c                 *child
+	admin, alice, bob *client
+	aliceID, bobID    string
+	mcpID             string
+}
+
+func newBridgeWorld(t *testing.T) *bridgeWorld {
+	t.Helper()
+	cfg := writeConfig(t, t.TempDir(), map[string]any{
+		"gateway": map[string]any{"host": "127.0.0.1", "port": 0, "token": bridgeToken},
+	})
+	w := &bridgeWorld{c: startChild(t, cfg)}
+	w.admin = newClient(w.c.api)
+	w.admin.login(t, adminEmail, adminPassword)
+	for _, u := range []struct {
+		email string
+		id    *string
+		cl    **client
+	}{{"alice@example.com", &w.aliceID, &w.alice}, {"bob@example.com", &w.bobID, &w.bob}} {
+		var created struct{ ID string }
+		expect(t, "create "+u.email, 201)(w.admin.do("POST", "/api/users", map[string]any{
+			"email": u.email, "password": bridgeUserPass, "plan": "standard", "licenseActive": true,
+		}, nil, &created))
+		*u.id = created.ID
+		*u.cl = newClientLoggedIn(t, w.c.api, u.email, bridgeUserPass)
+	}
+	expect(t, "create provider", 201)(w.admin.do("POST", "/api/gateway/v1/providers", map[string]any{
+		"name": "echo", "provider_type": "echo", "settings": map[string]any{"delay_ms": 120},
+	}, nil, nil))
+	var srv struct{ ID string }
+	expect(t, "register MCP server", 201)(w.admin.do("POST", "/api/gateway/v1/mcp/servers", map[string]any{
+		"name": "tools", "transport": "streamable-http", "url": "http://127.0.0.1:9/mcp",
+	}, nil, &srv))
+	w.mcpID = srv.ID
+	return w
+}
+
+// TestConsoleGatewayInChromium drives the console's gateway pages in
+// headless Chromium (Debian's package, through the pinned
+// puppeteer-core): a user creates an agent, edits its prompt, chats with
+// it and sees the answer streamed word by word (the echo provider), finds
+// the session's history again, opens the run's trace and sees its spans
+// (a tool call's too), sees their usage move, and asks for an MCP server;
+// an admin sees the
+// server's connection state, approves the request, finds the review in
+// the activity log, sees the user's trace and makes a gateway API key.
+// Every page is kept as a screenshot in testdata/console/gateway-screenshots
+// (git-ignored; TestConsoleInChromium empties testdata/console/screenshots).
+func TestConsoleGatewayInChromium(t *testing.T) {
+	const hint = "run `make web-test-deps`"
+	node, chromium := lookTool(t, "node", hint), lookTool(t, "chromium", hint)
+	if _, err := os.Stat(filepath.Join(consoleDriverDir, "node_modules", "puppeteer-core", "package.json")); err != nil {
+		skipOrFail(t, "puppeteer-core not installed: "+hint)
+	}
+	w := newBridgeWorld(t)
+	shots, err := filepath.Abs(filepath.Join(consoleDriverDir, "gateway-screenshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.RemoveAll(shots)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "gateway.mjs", chromium, w.c.api, "alice@example.com", bridgeUserPass,
+		adminEmail, adminPassword, w.mcpID, shots, w.bobID)
+	cmd.Dir = consoleDriverDir
+	cmd.Env = append(os.Environ(), "GATEWAY_TOKEN="+bridgeToken)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("console driver: %v\n%s\nserver:\n%s", err, stderr.String(), w.c.logs.String())
+	}
+	var out struct {
+		Shots []struct{ Page, File, Text string }
+		Facts struct {
+			AgentKey, AgentID, Message, GatewayUser, Session, Shared string
+			Answer, Meta, TraceTokens                                string
+			Streamed, History                                        []string
+			Spans, ToolSpans                                         []struct{ Type, Label string }
+			RunsBefore, RunsAfter, ChartTotal, TokensIn              string
+			TokensOut, McpState, ApprovedRow, Activity, GwKey        string
+			Listed, UserHasGatewayAdmin, SessionRows, Charts         int
+			AdminTraces, Bodies, TokenInBodies, UserTraces           int
+			Request                                                  struct{ ID, Status string }
+			Problems                                                 []string
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("driver output: %v\n%s", err, stdout.String())
+	}
+	f := out.Facts
+	t.Logf("screenshots in %s", shots)
+	wantAnswer := "echo: " + f.Message
+	checks := []struct {
+		what string
+		ok   bool
+		got  any
+	}{
+		{"the user has no gateway admin link", f.UserHasGatewayAdmin == 0, f.UserHasGatewayAdmin},
+		{"the page names the user's gateway id: their console id", f.GatewayUser == w.aliceID, f.GatewayUser},
+		{"the new agent is listed", f.Listed == 1, f.Listed},
+		{"it is shared with bob as operator", strings.Contains(f.Shared, w.bobID) && strings.Contains(f.Shared, "operator"), f.Shared},
+		{"the answer is the echo's", f.Answer == wantAnswer, f.Answer},
+		{"the answer streamed in, word by word", len(f.Streamed) >= 4 && f.Streamed[len(f.Streamed)-1] == wantAnswer && len(f.Streamed[0]) < len(wantAnswer), f.Streamed},
+		{"the answer shows its tokens", strings.Contains(f.Meta, "in") && strings.Contains(f.Meta, "out"), f.Meta},
+		{"the session's history comes back", len(f.History) == 2 && f.History[0] == "user: "+f.Message && f.History[1] == "assistant: "+wantAnswer, f.History},
+		{"the trace has its LLM span, labelled with duration and tokens", len(f.Spans) >= 1 && f.Spans[0].Type == "llm" && strings.Contains(f.Spans[0].Label, "ms") && strings.Contains(f.Spans[0].Label, " in / "), f.Spans},
+		{"a tool call's trace: LLM call, tool, LLM call", len(f.ToolSpans) == 3 && f.ToolSpans[0].Type == "llm" && f.ToolSpans[1].Type == "tool" &&
+			strings.Contains(f.ToolSpans[1].Label, "memory_save · ") && f.ToolSpans[2].Type == "llm", f.ToolSpans},
+		{"the user's traces list both runs", f.UserTraces == 2, f.UserTraces},
+		{"the trace counts tokens", strings.Contains(f.TraceTokens, " in, ") && !strings.HasPrefix(f.TraceTokens, "0 in"), f.TraceTokens},
+		{"usage was empty before", f.RunsBefore == "0", f.RunsBefore},
+		{"usage moved", f.RunsAfter == "2" && f.ChartTotal != "0" && f.ChartTotal != "" && f.TokensIn != "0" && f.TokensOut != "0", []string{f.RunsAfter, f.ChartTotal, f.TokensIn, f.TokensOut}},
+		{"two usage charts are drawn", f.Charts == 2, f.Charts},
+		{"the session is listed", f.SessionRows == 1, f.SessionRows},
+		{"the user's request is pending", f.Request.ID != "" && f.Request.Status == "pending", f.Request},
+		{"the MCP server shows it is not connected", strings.Contains(f.McpState, "not connected"), f.McpState},
+		{"the request is approved", strings.Contains(f.ApprovedRow, "approved"), f.ApprovedRow},
+		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
+		{"the admin sees the user's traces", f.AdminTraces == 2, f.AdminTraces},
+		{"the gateway API key is shown once", strings.HasPrefix(f.GwKey, "gateway_"), f.GwKey},
+		{"no gateway token reached the browser", f.Bodies > 20 && f.TokenInBodies == 0, []int{f.Bodies, f.TokenInBodies}},
+		{"no console error, CSP violation or failed request", len(f.Problems) == 0, f.Problems},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: got %+v", c.what, c.got)
+		}
+	}
+	// The console's agents are the gateway's for X-Gateway-User-Id: <console id>.
+	gc := newClient(w.c.gateway)
+	var agents struct {
+		Data []struct {
+			AgentKey string `json:"agent_key"`
+		}
+	}
+	expect(t, "gateway agents of alice", 200)(gc.do("GET", "/v1/agents", nil,
+		map[string]string{"Authorization": "Bearer " + bridgeToken, "X-Gateway-User-Id": w.aliceID}, &agents))
+	if len(agents.Data) != 1 || agents.Data[0].AgentKey != f.AgentKey {
+		t.Errorf("GET /v1/agents for alice's id = %+v, want %s", agents, f.AgentKey)
+	}
+	// ... and bob, whom she shared it with, finds it in his console.
+	var bobs struct {
+		Data []struct {
+			AgentKey string `json:"agent_key"`
+		}
+	}
+	expect(t, "bob's agents through the bridge", 200)(w.bob.do("GET", "/api/gateway/v1/agents", nil, nil, &bobs))
+	if len(bobs.Data) != 1 || bobs.Data[0].AgentKey != f.AgentKey {
+		t.Errorf("bob's agents = %+v, want %s", bobs, f.AgentKey)
+	}
+
+	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
+		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
+		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it"}
+	for _, s := range out.Shots {
+		want, ok := wantPages[s.Page]
+		if !ok {
+			continue
+		}
+		delete(wantPages, s.Page)
+		b, err := os.ReadFile(s.File)
+		if err != nil || len(b) < 2048 || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("screenshot %s: %d bytes, %v", s.Page, len(b), err)
+		}
+		if !strings.Contains(s.Text, want) {
+			t.Errorf("page %s does not show %q:\n%s", s.Page, want, s.Text)
+		}
+	}
+	for p := range wantPages {
+		t.Errorf("no screenshot of %s", p)
+	}
+	w.c.stop(t)
+}
+
+// TestGatewayBridge checks the console's bridge to the gateway over real
+// HTTP: the session and the CSRF rule guard it, a user sees only their
+// own agents and traces, an admin sees everyone's, the activity log names
+// the console user, the WebSocket RPC runs a session turn with the
+// session's cookie (and refuses another origin or no session), and no
+// answer carries the gateway token.
+func TestGatewayBridge(t *testing.T) {
+	w := newBridgeWorld(t)
+	var bodies []string
+	record := func(cl *client, method, path string, body any, hdr map[string]string) (int, string) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequest(method, cl.base+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := cl.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		bodies = append(bodies, string(b))
+		return resp.StatusCode, string(b)
+	}
+	must := func(what string, want int) func(int, string) string {
+		return func(got int, body string) string {
+			t.Helper()
+			if got != want {
+				t.Fatalf("%s = %d %s; want %d", what, got, body, want)
+			}
+			return body
+		}
+	}
+	// Each user makes an agent and runs it once.
+	for _, u := range []struct {
+		cl  *client
+		key string
+	}{{w.alice, "alice-agent"}, {w.bob, "bob-agent"}} {
+		must("create "+u.key, 201)(record(u.cl, "POST", "/api/gateway/v1/agents", map[string]any{"agent_key": u.key, "provider": "echo", "model": "m"}, nil))
+		must("run "+u.key, 200)(record(u.cl, "POST", "/api/gateway/v1/agents/"+u.key+"/wake", map[string]any{"message": "hi"}, nil))
+	}
+
+	tests := []struct {
+		name   string
+		cl     *client
+		method string
+		path   string
+		body   any
+		hdr    map[string]string
+		want   int
+		has    []string
+		hasNot []string
+	}{
+		{"no session", newClient(w.c.api), "GET", "/api/gateway/v1/agents", nil, nil, 401, []string{`"UNAUTHORIZED"`}, nil},
+		{"a form content type is refused", w.alice, "POST", "/api/gateway/v1/agents", map[string]any{"agent_key": "x", "provider": "echo", "model": "m"},
+			map[string]string{"Content-Type": "text/plain"}, 403, []string{"CSRF_REJECTED"}, nil},
+		{"another origin is refused", w.alice, "DELETE", "/api/gateway/v1/agents/alice-agent", nil,
+			map[string]string{"Origin": "https://evil.example"}, 403, []string{"CSRF_REJECTED"}, nil},
+		{"the same origin passes", w.alice, "PUT", "/api/gateway/v1/agents/alice-agent", map[string]any{"system_prompt": "terse"},
+			map[string]string{"Origin": w.c.api}, 200, []string{`"system_prompt":"terse"`}, nil},
+		{"alice sees her agent only", w.alice, "GET", "/api/gateway/v1/agents", nil, nil, 200, []string{"alice-agent"}, []string{"bob-agent"}},
+		{"alice cannot read bob's agent", w.alice, "GET", "/api/gateway/v1/agents/bob-agent", nil, nil, 404, nil, nil},
+		{"alice cannot run bob's agent", w.alice, "POST", "/api/gateway/v1/agents/bob-agent/wake", map[string]any{"message": "hi"}, nil, 404, nil, nil},
+		{"alice sees her traces only", w.alice, "GET", "/api/gateway/v1/traces", nil, nil, 200, []string{w.aliceID}, []string{w.bobID}},
+		{"alice cannot ask for bob's traces", w.alice, "GET", "/api/gateway/v1/traces?user_id=" + w.bobID, nil, nil, 403, nil, nil},
+		{"alice's usage is hers", w.alice, "GET", "/api/gateway/v1/usage?group_by=user", nil, nil, 200, []string{w.aliceID}, []string{w.bobID}},
+		{"a user is no gateway admin", w.alice, "GET", "/api/gateway/v1/activity", nil, nil, 403, nil, nil},
+		{"a user cannot add a provider", w.alice, "POST", "/api/gateway/v1/providers", map[string]any{"name": "p", "provider_type": "echo"}, nil, 403, nil, nil},
+		{"the admin's agents are theirs, as for X-Gateway-User-Id", w.admin, "GET", "/api/gateway/v1/agents", nil, nil, 200, nil, []string{"alice-agent", "bob-agent"}},
+		{"the admin sees every trace", w.admin, "GET", "/api/gateway/v1/traces", nil, nil, 200, []string{w.aliceID, w.bobID}, nil},
+		{"the admin sees usage by user", w.admin, "GET", "/api/gateway/v1/usage?group_by=user", nil, nil, 200, []string{w.aliceID, w.bobID}, nil},
+		{"the activity names the console user", w.admin, "GET", "/api/gateway/v1/activity?actor_type=console&action=agent.create", nil, nil, 200,
+			[]string{`"actor_id":"` + w.aliceID, `"actor_id":"` + w.bobID}, nil},
+		{"the admin makes a gateway key", w.admin, "POST", "/api/gateway/v1/api-keys", map[string]any{"name": "k", "scopes": []string{"operator.read"}, "user_id": w.aliceID}, nil, 201, []string{`"key":"gateway_`}, nil},
+		{"an unknown gateway path", w.alice, "GET", "/api/gateway/v1/nothing", nil, nil, 404, nil, nil},
+		{"the gateway's docs are not bridged", w.alice, "GET", "/api/gateway/docs", nil, nil, 404, nil, nil},
+		{"a bearer token is no session", newClient(w.c.api), "GET", "/api/gateway/v1/agents", nil,
+			map[string]string{"Authorization": "Bearer " + bridgeToken}, 401, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := record(tt.cl, tt.method, tt.path, tt.body, tt.hdr)
+			if code != tt.want {
+				t.Fatalf("%s %s = %d %s; want %d", tt.method, tt.path, code, body, tt.want)
+			}
+			for _, s := range tt.has {
+				if !strings.Contains(body, s) {
+					t.Errorf("%s %s does not hold %q: %s", tt.method, tt.path, s, body)
+				}
+			}
+			for _, s := range tt.hasNot {
+				if strings.Contains(body, s) {
+					t.Errorf("%s %s holds %q: %s", tt.method, tt.path, s, body)
+				}
+			}
+		})
+	}
+
+	// The WebSocket RPC on :8080: the session's cookie, same origin only.
+	wsURL := "ws" + strings.TrimPrefix(w.c.api, "http") + "/api/gateway/ws"
+	cookie := func(cl *client) http.Header {
+		req, _ := http.NewRequest("GET", w.c.api, nil)
+		for _, c := range cl.hc.Jar.Cookies(req.URL) {
+			req.AddCookie(c)
+		}
+		return http.Header{"Cookie": req.Header.Values("Cookie"), "Origin": {w.c.api}}
+	}
+	if _, resp, err := websocket.DefaultDialer.Dial(wsURL, http.Header{"Origin": {w.c.api}}); err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Errorf("ws without a session: %v %v", resp, err)
+	}
+	evil := cookie(w.alice)
+	evil.Set("Origin", "https://evil.example")
+	if _, resp, err := websocket.DefaultDialer.Dial(wsURL, evil); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Errorf("ws from another origin: %v %v", resp, err)
+	}
+	ws, resp, err := websocket.DefaultDialer.Dial(wsURL, cookie(w.alice))
+	if err != nil {
+		t.Fatalf("ws with alice's session: %v", err)
+	}
+	_ = resp.Body.Close()
+	defer ws.Close()
+	call := func(id, method string, params any) (payload map[string]any, chunks int) {
+		t.Helper()
+		if err := ws.WriteJSON(map[string]any{"type": "req", "id": id, "method": method, "params": params}); err != nil {
+			t.Fatal(err)
+		}
+		_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for {
+			var f struct {
+				Type, ID, Event string
+				OK              bool
+				Payload         map[string]any
+				Error           map[string]any
+			}
+			if err := ws.ReadJSON(&f); err != nil {
+				t.Fatalf("ws read: %v", err)
+			}
+			b, _ := json.Marshal(f)
+			bodies = append(bodies, string(b))
+			if f.Type == "event" && f.Event == "chat" && f.Payload["kind"] == "chunk" {
+				chunks++
+			}
+			if f.Type == "res" && f.ID == id {
+				if !f.OK {
+					return f.Error, -1
+				}
+				return f.Payload, chunks
+			}
+		}
+	}
+	hello, _ := call("1", "status", nil)
+	if hello["user_id"] != w.aliceID || hello["role"] != "user" {
+		t.Errorf("status = %v", hello)
+	}
+	res, chunks := call("2", "chat.send", map[string]any{"agentId": "alice-agent", "sessionKey": "bridge-s1", "message": "one two three", "stream": true})
+	if res["content"] != "echo: one two three" || chunks != 4 {
+		t.Errorf("chat.send = %v with %d chunks", res, chunks)
+	}
+	hist, _ := call("3", "chat.history", map[string]any{"sessionKey": "bridge-s1"})
+	if msgs, _ := hist["messages"].([]any); len(msgs) != 2 {
+		t.Errorf("chat.history = %v", hist)
+	}
+	if e, n := call("4", "chat.send", map[string]any{"agentId": "bob-agent", "sessionKey": "bridge-s2", "message": "hi", "stream": true}); n != -1 || e["code"] != "NOT_FOUND" {
+		t.Errorf("chat.send to bob's agent = %v", e)
+	}
+	// Logging out ends the socket at its next request.
+	must("logout", 200)(record(w.alice, "POST", "/api/auth/logout", nil, map[string]string{"Origin": w.c.api}))
+	if e, n := call("5", "status", nil); n != -1 || e["code"] != "UNAUTHORIZED" {
+		t.Errorf("after logout: %v", e)
+	}
+
+	for i, b := range bodies {
+		if strings.Contains(b, bridgeToken) {
+			t.Errorf("answer %d carries the gateway token: %s", i, b)
+		}
+	}
+	w.c.stop(t)
+}

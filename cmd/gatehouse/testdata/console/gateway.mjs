@@ -1,0 +1,246 @@
+// Drives the console's agent-gateway pages in headless Chromium, as a
+// user and then an admin would, for TestConsoleGatewayInChromium
+// (../../console_gateway_test.go).
+//
+//   node gateway.mjs <chromium> <base URL> <user email> <user password>
+//                    <admin email> <admin password> <MCP server id> <screenshot dir> <a user id to share with>
+//
+// Prints one JSON object: {shots: [{page, file, text}], facts: {...}}.
+// Any failed expectation throws: the process exits non-zero with the
+// reason on stderr.
+import puppeteer from 'puppeteer-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [chromium, base, userEmail, userPassword, adminEmail, adminPassword, mcpID, shotDir, shareWith] = process.argv.slice(2);
+mkdirSync(shotDir, { recursive: true });
+const suffix = Math.random().toString(36).slice(2, 8);
+const agentKey = `helper-${suffix}`;
+const message = 'alpha beta gamma delta epsilon';
+const facts = { agentKey, message };
+const shots = [];
+
+function expect(cond, what) {
+  if (!cond) throw new Error('expectation failed: ' + what);
+}
+
+const browser = await puppeteer.launch({
+  executablePath: chromium,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  const problems = [];
+  globalThis.problems = problems;
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/status of 401/.test(m.text())) problems.push('console error: ' + m.text());
+  });
+  page.on('requestfailed', (r) => problems.push('request failed: ' + r.url()));
+  // Every answer the browser gets, to check no gateway token is among them.
+  const bodies = [];
+  page.on('response', async (r) => {
+    try { bodies.push(await r.text()); } catch { /* a redirect or an upgrade has no body */ }
+  });
+  await page.evaluateOnNewDocument(() => {
+    document.addEventListener('securitypolicyviolation', (e) => {
+      console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`);
+    });
+  });
+
+  const ready = (route) => page.waitForFunction(
+    (r) => document.getElementById('main')?.dataset.ready === r, { timeout: 15000 }, route);
+  const readyPrefix = (prefix) => page.waitForFunction(
+    (p) => (document.getElementById('main')?.dataset.ready || '').startsWith(p), { timeout: 15000 }, prefix);
+  const visit = async (route) => {
+    await page.evaluate((r) => { location.hash = '#' + r; }, route);
+    await ready(route);
+  };
+  const shoot = async (name) => {
+    const file = join(shotDir, name + '.png');
+    await page.screenshot({ path: file, fullPage: true });
+    const text = await page.evaluate(() => document.body.innerText);
+    const junk = text.match(/\b(null|undefined|NaN)\b|\[object /);
+    expect(!junk, `page ${name} shows "${junk && junk[0]}":\n${text}`);
+    shots.push({ page: name, file, text });
+  };
+  const text = (sel) => page.$eval(sel, (el) => el.textContent.trim());
+  const login = async (email, password) => {
+    await page.goto(base + '/console/#/login', { waitUntil: 'networkidle0' });
+    await ready('/login');
+    await page.type('#email', email);
+    await page.type('#password', password);
+    await page.click('#login-form button[type=submit]');
+    await ready('/keys');
+  };
+
+  // 1. A user logs in; their usage is empty.
+  await login(userEmail, userPassword);
+  facts.userHasGatewayAdmin = (await page.$$('#nav-gateway-admin')).length;
+  await page.click('nav a[href="#/usage"]');
+  await ready('/usage');
+  facts.runsBefore = await text('#usage-runs');
+
+  // 2. They create an agent and edit its prompt.
+  await page.click('nav a[href="#/agents"]');
+  await ready('/agents');
+  facts.gatewayUser = await text('#my-gateway-user');
+  await page.type('#agent-key', agentKey);
+  await page.select('#agent-provider', 'echo');
+  await page.type('#agent-model', 'echo-1');
+  await page.type('#agent-prompt', 'You are helpful.');
+  await page.click('#create-agent button[type=submit]');
+  await readyPrefix('/agents/');
+  facts.agentID = (await page.evaluate(() => document.getElementById('main').dataset.ready)).split('/')[2];
+  await page.$eval('#edit-prompt', (el) => { el.value = ''; });
+  await page.type('#edit-prompt', 'You are terse.');
+  await page.click('#edit-agent-prompt button[type=submit]');
+  await page.waitForFunction(() => document.getElementById('prompt-saved')?.textContent === 'Saved.');
+  await page.type('#share-user', shareWith);
+  await page.select('#share-role', 'operator');
+  await page.click('#share-agent button[type=submit]');
+  await page.waitForSelector('#share-list table.shares');
+  facts.shared = await text('#share-list tbody tr');
+  await shoot('agent');
+  await page.click('nav a[href="#/agents"]');
+  await ready('/agents');
+  facts.listed = (await page.$$(`tr[data-agent-key="${agentKey}"]`)).length;
+  await shoot('agents');
+
+  // 3. They chat with it: the answer streams in, word by word.
+  await page.goto(base + `/console/#/agents/${facts.agentID}`, { waitUntil: 'networkidle0' });
+  await ready('/agents/' + facts.agentID);
+  await page.click('#agent-chat');
+  await readyPrefix(`/chat/${agentKey}/console-`);
+  facts.session = await text('#chat-session');
+  await page.evaluate(() => {
+    window.seen = [];
+    new MutationObserver(() => {
+      const a = document.getElementById('chat-answer');
+      if (a && a.textContent && window.seen[window.seen.length - 1] !== a.textContent) window.seen.push(a.textContent);
+    }).observe(document.getElementById('chat-log'), { subtree: true, childList: true, characterData: true });
+  });
+  await page.type('#chat-input', message);
+  await page.click('#chat-send');
+  await page.waitForSelector('.msg-meta .trace-link', { timeout: 20000 });
+  facts.answer = await text('#chat-answer');
+  facts.streamed = await page.evaluate(() => window.seen);
+  facts.meta = await text('.msg-meta');
+  await shoot('chat');
+  // 4. The run's trace, from the answer's link: its spans on a time line, labelled.
+  const openTrace = async (name) => {
+    const href = await page.$$eval('.msg-meta .trace-link', (as) => as[as.length - 1].getAttribute('href'));
+    for (let i = 0; i < 20; i++) { // a run is recorded just after its answer
+      await page.goto(base + '/console/' + href, { waitUntil: 'networkidle0' });
+      await ready(href.slice(1));
+      if (await page.$('#trace-timeline g.span')) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const spans = await page.$$eval('#trace-timeline g.span', (gs) => gs.map((g) => ({ type: g.dataset.spanType, label: g.querySelector('text').textContent })));
+    await shoot(name);
+    return spans;
+  };
+  const chatURL = page.url();
+  facts.spans = await openTrace('trace');
+  facts.traceTokens = await text('#trace-tokens');
+
+  // The session's history comes back with the page; a tool call's run
+  // has an LLM call, the tool's span, and the LLM call after it.
+  await page.goto(chatURL, { waitUntil: 'networkidle0' });
+  await readyPrefix(`/chat/${agentKey}/console-`);
+  facts.history = await page.$$eval('#chat-log .msg', (ms) => ms.map((m) => m.dataset.role + ': ' + m.querySelector('.msg-text').textContent));
+  await page.type('#chat-input', '/tool memory_save {"content":"alice likes tea"}');
+  await page.click('#chat-send');
+  await page.waitForFunction(() => document.querySelector('#chat-answer')?.closest('.msg').querySelector('.trace-link'), { timeout: 20000 });
+  facts.toolSpans = await openTrace('trace-tool');
+  await page.goto(base + '/console/#/traces', { waitUntil: 'networkidle0' });
+  await ready('/traces');
+  facts.userTraces = await page.$$eval('#trace-list tbody tr', (rs) => rs.length);
+
+  // 5. Usage has moved (a run is recorded just after its answer: reload until it shows).
+  for (let i = 0; i < 20; i++) {
+    await page.goto(base + '/console/#/usage', { waitUntil: 'networkidle0' });
+    await ready('/usage');
+    facts.runsAfter = await text('#usage-runs');
+    if (facts.runsAfter !== '0') break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  facts.chartTotal = await page.$eval('#usage-by-group', (el) => el.dataset.total);
+  facts.tokensIn = await text('#usage-in');
+  facts.tokensOut = await text('#usage-out');
+  facts.charts = (await page.$$('#usage-by-group canvas, #usage-in-out canvas')).length;
+  await shoot('usage');
+  await visit('/sessions');
+  facts.sessionRows = (await page.$$(`tr[data-session="${facts.session}"]`)).length;
+  await shoot('sessions');
+
+  // 6. They ask for an MCP server, on the agents page.
+  await visit('/agents');
+  await page.select('#mcp-request-server', mcpID);
+  await page.type('#mcp-request-reason', 'the browser test needs it');
+  await page.click('#mcp-request button[type=submit]');
+  await page.waitForSelector('#my-mcp-requests tr[data-request-id]');
+  facts.request = { id: await page.$eval('#my-mcp-requests tr[data-request-id]', (tr) => tr.dataset.requestId),
+    status: await text('#my-mcp-requests .request-status') };
+  await shoot('mcp-request');
+  await page.click('#logout');
+  await ready('/login');
+
+  // 7. An admin sees the MCP servers' connection state and approves the request.
+  await login(adminEmail, adminPassword);
+  await page.click('#nav-gateway-admin');
+  await ready('/gw/providers');
+  await shoot('providers');
+  await visit('/gw/tools');
+  facts.mcpState = await text('tr[data-mcp="tools"] .mcp-state');
+  await shoot('mcp');
+  await visit('/gw/requests');
+  const row = `tr[data-request-id="${facts.request.id}"]`;
+  await page.waitForSelector(row);
+  await shoot('requests');
+  await page.click(`${row} button.approve`);
+  await page.waitForSelector(row, { hidden: true });
+  await page.select('#request-status', 'approved');
+  await page.waitForSelector(row);
+  facts.approvedRow = await text(row);
+
+  // 8. ... and sees the review in the activity log, filtered.
+  await visit('/gw/activity');
+  await page.type('#activity-action', 'mcp_request.review');
+  await page.click('#activity-filter button[type=submit]');
+  await page.waitForFunction(() => {
+    const rows = document.querySelectorAll('#activity-list tbody tr');
+    return rows.length > 0 && [...rows].every((r) => r.dataset.action === 'mcp_request.review');
+  });
+  facts.activity = await text('#activity-list tbody tr');
+  await shoot('activity');
+
+  // 9. The admin sees every user's traces, and makes a gateway API key (shown once).
+  await visit('/traces');
+  facts.adminTraces = await page.$$eval('#trace-list tbody tr', (rs) => rs.length);
+  await visit('/gw/api-keys');
+  await page.type('#gw-key-name', 'console-e2e');
+  await page.click('#create-gw-key button[type=submit]');
+  await page.waitForSelector('#revealed-key');
+  facts.gwKey = await page.$eval('#revealed-key', (el) => el.value);
+  await shoot('api-keys');
+  await page.click('#reveal-done');
+
+  facts.bodies = bodies.length;
+  facts.tokenInBodies = 0; // the Go test checks the token itself: it passes it as an env variable
+  const token = process.env.GATEWAY_TOKEN || '';
+  if (token) facts.tokenInBodies = bodies.filter((b) => b.includes(token)).length;
+  facts.problems = problems;
+  process.stdout.write(JSON.stringify({ shots, facts }));
+} catch (e) {
+  const pages = await browser.pages();
+  const last = pages[pages.length - 1];
+  const dom = last ? await last.evaluate(() => document.body.outerHTML).catch(() => '') : '';
+  process.stderr.write(`${e.stack}\nproblems so far: ${JSON.stringify(globalThis.problems || [])}\npage: ${dom.slice(0, 4000)}\n`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

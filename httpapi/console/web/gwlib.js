@@ -1,0 +1,58 @@
+// gatehouse console: what the gateway's pages share (gw.js,
+// gwobserve.js, gwadmin.js): calls through the bridge below
+// /api/gateway, query strings, tables, badges, and the names of agents
+// and users.
+
+import { h, api } from './app.js';
+
+export const GW = '/api/gateway/v1';
+export const gw = (method, path, body) => api(method, GW + path, body);
+export const q = (params) => {
+  const s = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== '' && v != null) s.set(k, v);
+  const t = s.toString();
+  return t ? '?' + t : '';
+};
+export const isAdmin = (me) => me.role === 'admin';
+export const num = (n) => Number(n || 0).toLocaleString();
+export const ms = (d) => (d >= 1000 ? (d / 1000).toFixed(2) + ' s' : `${d} ms`);
+
+// people maps console user ids (gateway user ids) to emails, for admins
+// (GET /api/users); person shows a user id as "me", an email or the id.
+let people = new Map();
+let self = null;
+export function person(id) {
+  if (!id) return '—';
+  if (id === self) return 'me';
+  return people.get(id) || h('code', {}, id);
+}
+
+// loadPeople sets who "me" is and, for an admin, reads every user's email.
+export async function loadPeople(me, wanted) {
+  self = me.id;
+  people = new Map();
+  if (isAdmin(me) && wanted) {
+    try { people = new Map((await api('GET', '/api/users')).users.map((u) => [u.id, u.email])); } catch { /* ids then */ }
+  }
+}
+
+// agentNames maps agent ids to their keys (for traces, sessions, usage).
+export async function agentNames() {
+  const names = new Map();
+  try {
+    for (const a of (await gw('GET', '/agents')).data) names.set(a.id, a.agent_key);
+  } catch { /* a name is a nicety */ }
+  return names;
+}
+
+export function table(cls, heads, rows, empty) {
+  if (rows.length === 0) return h('p', { class: 'empty' }, empty);
+  return h('table', { class: cls },
+    h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col', class: /^(Runs|Tokens|In|Out|Messages|Duration|Spans)/.test(t) ? 'num' : null }, t)))),
+    h('tbody', {}, rows));
+}
+
+export function badge(text, good) {
+  return h('span', { class: 'status status-' + (good ? 'active' : 'revoked') }, text);
+}
+

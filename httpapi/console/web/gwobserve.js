@@ -1,0 +1,183 @@
+// gatehouse console, the gateway's observability pages: traces (a
+// trace's spans drawn as a time line) and usage (uPlot charts by day).
+
+import { h, fill, when, guarded, page, every, onLeave } from './app.js';
+import { gw, q, isAdmin, num, ms, person, agentNames, table, badge } from './gwlib.js';
+
+// --- traces ---------------------------------------------------------------
+
+export async function tracesPage(me) {
+  const params = new URLSearchParams(location.hash.split('?')[1] || '');
+  const names = await agentNames();
+  const agent = h('select', { id: 'trace-agent' }, h('option', { value: '' }, 'every agent'),
+    Array.from(names, ([id, key]) => h('option', { value: id, selected: id === params.get('agent') }, key)));
+  const status = h('select', { id: 'trace-status' }, ['', 'ok', 'failed', 'timeout'].map((s) => h('option', { value: s }, s || 'any status')));
+  const user = isAdmin(me) ? h('input', { id: 'trace-user', placeholder: 'every user', value: params.get('user') || '' }) : null;
+  const list = h('div', { id: 'trace-list' });
+  const err = h('div');
+  const load = () => guarded(err, async () => {
+    const r = await gw('GET', '/traces' + q({ agent_id: agent.value, status: status.value, user_id: user && user.value.trim(), limit: 100 }));
+    list.replaceChildren(table('traces', ['Run', 'Agent', 'User', 'Model', 'Status', 'Tokens in/out', 'Spans', 'Duration', 'Started'],
+      r.data.map((t) => h('tr', { 'data-trace-id': t.id },
+        h('td', {}, h('a', { href: '#/traces/' + encodeURIComponent(t.id), class: 'trace-link' }, t.name)),
+        h('td', {}, names.get(t.agent_id) || h('code', {}, t.agent_id)),
+        h('td', {}, person(t.user_id)),
+        h('td', {}, t.model || '—'), h('td', {}, badge(t.status, t.status === 'ok')),
+        h('td', { class: 'num' }, `${num(t.tokens.input)} / ${num(t.tokens.output)}`),
+        h('td', { class: 'num' }, String(t.span_count)), h('td', { class: 'num' }, ms(t.duration_ms)),
+        h('td', {}, when(t.start_time)))), 'No runs yet.'));
+  });
+  const form = h('form', { class: 'card inline', id: 'trace-filter', onsubmit: (e) => { e.preventDefault(); load(); } },
+    h('label', {}, 'Agent', agent), h('label', {}, 'Status', status), user ? h('label', {}, 'User', user) : null,
+    h('button', { type: 'submit' }, 'Filter'));
+  page(isAdmin(me) ? 'Traces (every user)' : 'My traces', form, err, list);
+  await load();
+}
+
+// spanRows flattens the span tree, depth first, with each span's depth.
+function spanRows(spans, depth = 0, out = []) {
+  for (const s of spans) {
+    out.push({ s, depth });
+    spanRows(s.children || [], depth + 1, out);
+  }
+  return out;
+}
+
+function spanLabel(s) {
+  let label = `${s.name} · ${ms(s.duration_ms)}`;
+  if (s.span_type === 'llm') label += ` · ${num(s.tokens.input)} in / ${num(s.tokens.output)} out`;
+  return label;
+}
+
+// timeline draws spans as bars on the trace's time axis (SVG attributes,
+// no inline style: the CSP forbids it).
+function timeline(t) {
+  const rows = spanRows(t.spans || []);
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs, text) => {
+    const el = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    if (text != null) el.textContent = text;
+    return el;
+  };
+  const W = 1000, rowH = 30, top = 24, labelW = 0;
+  const t0 = Date.parse(t.start_time);
+  const total = Math.max(1, t.duration_ms, ...rows.map(({ s }) => Date.parse(s.end_time) - t0));
+  const root = svg('svg', { viewBox: `0 0 ${W} ${top + rows.length * rowH + 8}`, class: 'timeline', id: 'trace-timeline',
+    role: 'img', 'aria-label': 'the trace’s spans on a time line' });
+  for (let i = 0; i <= 4; i++) {
+    const x = labelW + (W - labelW) * i / 4;
+    root.append(svg('line', { x1: x, x2: x, y1: 16, y2: top + rows.length * rowH, class: 'tl-grid' }));
+    root.append(svg('text', { x: Math.min(x + 2, W - 60), y: 12, class: 'tl-axis' }, ms(Math.round(total * i / 4))));
+  }
+  rows.forEach(({ s, depth }, i) => {
+    const x = labelW + (W - labelW) * Math.max(0, Date.parse(s.start_time) - t0) / total;
+    const w = Math.max(3, (W - labelW) * s.duration_ms / total);
+    const y = top + i * rowH;
+    const g = svg('g', { class: `span span-${s.span_type} span-${s.status}`, 'data-span-type': s.span_type, 'data-span-name': s.name });
+    g.append(svg('rect', { x, y: y + 2, width: w, height: rowH - 8, rx: 3 }));
+    g.append(svg('text', { x: Math.min(x + 4 + depth * 0, W - 8), y: y + rowH / 2 + 3, class: 'tl-label',
+      'text-anchor': x > W * 0.6 ? 'end' : 'start', dx: x > W * 0.6 ? w - 8 : 0 }, spanLabel(s)));
+    g.append(svg('title', {}, `${s.span_type}: ${spanLabel(s)}${s.error ? ' — ' + s.error : ''}`));
+    root.append(g);
+  });
+  return root;
+}
+
+export async function tracePage(me, id) {
+  const t = await gw('GET', '/traces/' + encodeURIComponent(id));
+  const names = await agentNames();
+  const rows = spanRows(t.spans || []);
+  page(`Trace ${t.name}`, h('p', {}, h('a', { href: '#/traces' }, '← all traces')),
+    h('section', { class: 'card' }, h('dl', { class: 'facts' },
+      h('dt', {}, 'Run'), h('dd', {}, h('code', { id: 'trace-id' }, t.id)),
+      h('dt', {}, 'Agent'), h('dd', {}, names.get(t.agent_id) || h('code', {}, t.agent_id)),
+      h('dt', {}, 'User'), h('dd', {}, person(t.user_id)),
+      h('dt', {}, 'Status'), h('dd', {}, badge(t.status, t.status === 'ok'), t.error ? ' ' + t.error : ''),
+      h('dt', {}, 'Model'), h('dd', {}, `${t.provider || '—'} / ${t.model || '—'}`),
+      h('dt', {}, 'Tokens'), h('dd', { id: 'trace-tokens' }, `${num(t.tokens.input)} in, ${num(t.tokens.output)} out`),
+      h('dt', {}, 'Duration'), h('dd', {}, ms(t.duration_ms)),
+      h('dt', {}, 'Started'), h('dd', {}, when(t.start_time)),
+      t.input_preview ? [h('dt', {}, 'Input'), h('dd', {}, t.input_preview)] : null,
+      t.output_preview ? [h('dt', {}, 'Output'), h('dd', {}, t.output_preview)] : null)),
+    h('section', { class: 'card' }, h('h2', {}, `Spans (${rows.length})`), rows.length ? timeline(t) : h('p', { class: 'empty' }, 'No spans.'),
+      table('spans', ['Span', 'Type', 'Duration', 'Tokens in/out', 'Status'], rows.map(({ s, depth }) => h('tr', { 'data-span-type': s.span_type },
+        h('td', { class: 'depth-' + Math.min(depth, 4) }, s.name), h('td', {}, s.span_type),
+        h('td', { class: 'num' }, ms(s.duration_ms)),
+        h('td', { class: 'num' }, s.span_type === 'llm' ? `${num(s.tokens.input)} / ${num(s.tokens.output)}` : '—'),
+        h('td', {}, badge(s.status, s.status === 'ok'), s.error ? ' ' + s.error : ''))), 'No spans.')));
+}
+
+// --- usage ----------------------------------------------------------------
+
+const palette = ['#2563eb', '#c62828', '#2e7d32', '#b26a00', '#7b1fa2', '#00838f', '#5d4037', '#455a64'];
+
+// seriesChart draws one uPlot chart of several series over days.
+function seriesChart(box, days, series, yLabel) {
+  box.replaceChildren();
+  const xs = days.map((d) => Date.parse(d) / 1000);
+  return new uPlot({
+    width: Math.max(320, box.clientWidth || 640), height: 240,
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+    scales: { x: { time: true, range: (_u, lo, hi) => [lo - 43200, hi + 43200] }, y: { range: (_u, _lo, hi) => [0, Math.max(5, hi * 1.1)] } },
+    axes: [{ incrs: [86400, 2 * 86400, 7 * 86400], values: (_u, ticks) => ticks.map((t) => new Date(t * 1000).toISOString().slice(5, 10)) },
+      { label: yLabel }],
+    series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: palette[i % palette.length],
+      fill: palette[i % palette.length] + '55', paths: uPlot.paths.bars({ size: [0.6 / Math.max(1, series.length), 48] }), points: { show: false } }))],
+  }, [xs, ...series.map((s) => s.values)], box);
+}
+
+export async function usagePage(me) {
+  const names = await agentNames();
+  const groups = isAdmin(me) ? ['agent', 'user', 'model', 'provider'] : ['agent', 'model'];
+  const groupBy = h('select', { id: 'usage-group' }, groups.map((g) => h('option', { value: g }, 'by ' + g)));
+  const range = h('select', { id: 'usage-range' }, [7, 30, 90].map((d) => h('option', { value: d, selected: d === 30 }, `last ${d} days`)));
+  const totals = h('div', { class: 'grid', id: 'usage-totals' });
+  const byGroup = h('div', { class: 'chart', id: 'usage-by-group' });
+  const inOut = h('div', { class: 'chart', id: 'usage-in-out' });
+  const tableBox = h('div');
+  const err = h('div');
+  let plots = [];
+  onLeave(() => plots.forEach((p) => p.destroy()));
+  const load = () => guarded(err, async () => {
+    const from = new Date(Date.now() - Number(range.value) * 86400000);
+    from.setUTCHours(0, 0, 0, 0);
+    const [grouped, summary] = await Promise.all([
+      gw('GET', '/usage' + q({ granularity: 'day', group_by: groupBy.value, from: from.toISOString().replace(/\.\d+Z$/, 'Z') })),
+      gw('GET', '/usage/summary' + q({ period: '30d' })),
+    ]);
+    const c = summary.current;
+    fill(totals, [['Runs (30 days)', c.requests, 'usage-runs'], ['Tokens in', c.input_tokens, 'usage-in'],
+      ['Tokens out', c.output_tokens, 'usage-out'], ['Tool calls', c.tool_calls, 'usage-tools'], ['Errors', c.errors, 'usage-errors']]
+      .map(([label, v, id]) => h('section', { class: 'card stat' }, h('div', { class: 'muted' }, label), h('strong', { id }, num(v)))));
+    const days = [...new Set(grouped.data.map((p) => p.bucket))].sort();
+    const label = (g) => (groupBy.value === 'agent' ? names.get(g) || g : g || '—');
+    const keys = [...new Set(grouped.data.map((p) => p.group))];
+    const at = new Map(grouped.data.map((p) => [p.bucket + '|' + p.group, p]));
+    const series = keys.map((g) => ({ label: label(g), values: days.map((d) => (at.get(d + '|' + g) || {}).total_tokens || 0) }));
+    const sum = (d, f) => keys.reduce((s, g) => s + ((at.get(d + '|' + g) || {})[f] || 0), 0);
+    byGroup.dataset.total = String(grouped.data.reduce((s, p) => s + p.total_tokens, 0));
+    plots.forEach((p) => p.destroy());
+    plots = [];
+    if (days.length === 0) {
+      byGroup.replaceChildren(h('p', { class: 'empty' }, 'No runs in this period.'));
+      inOut.replaceChildren();
+    } else {
+      plots.push(seriesChart(byGroup, days, series, 'tokens'));
+      plots.push(seriesChart(inOut, days, [{ label: 'tokens in', values: days.map((d) => sum(d, 'input_tokens')) },
+        { label: 'tokens out', values: days.map((d) => sum(d, 'output_tokens')) }], 'tokens'));
+    }
+    tableBox.replaceChildren(table('usage', ['Day (UTC)', groupBy.value, 'Runs', 'In', 'Out', 'Tool calls'],
+      grouped.data.map((p) => h('tr', {}, h('td', {}, p.bucket.slice(0, 10)), h('td', {}, label(p.group)),
+        h('td', { class: 'num' }, num(p.runs)), h('td', { class: 'num' }, num(p.input_tokens)),
+        h('td', { class: 'num' }, num(p.output_tokens)), h('td', { class: 'num' }, num(p.tool_calls)))), 'No runs in this period.'));
+  });
+  groupBy.addEventListener('change', load);
+  range.addEventListener('change', load);
+  page(isAdmin(me) ? 'Usage (every user)' : 'My usage', totals, err,
+    h('section', { class: 'card' }, h('div', { class: 'row' }, h('h2', {}, 'Tokens per day'), h('div', {}, groupBy, ' ', range)), byGroup),
+    h('section', { class: 'card' }, h('h2', {}, 'Tokens in and out per day'), inOut,
+      h('details', {}, h('summary', {}, 'As a table'), tableBox)));
+  await load();
+  every(15000, () => { load(); });
+}
