@@ -105,6 +105,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			Spans, ToolSpans                                         []struct{ Type, Label string }
 			RunsBefore, RunsAfter, ChartTotal, TokensIn              string
 			TokensOut, McpState, ApprovedRow, Activity, GwKey        string
+			PatToken, PatRow                                         string
 			Listed, UserHasGatewayAdmin, SessionRows, Charts         int
 			AdminTraces, Bodies, TokenInBodies, UserTraces           int
 			Request                                                  struct{ ID, Status string }
@@ -145,6 +146,8 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
 		{"the admin sees the user's traces", f.AdminTraces == 2, f.AdminTraces},
 		{"the gateway API key is shown once", strings.HasPrefix(f.GwKey, "gateway_"), f.GwKey},
+		{"a management token is shown once", strings.HasPrefix(f.PatToken, "svc_pat_") && len(f.PatToken) == len("svc_pat_")+32, len(f.PatToken)},
+		{"the token is listed with its scope", strings.Contains(f.PatRow, "ci") && strings.Contains(f.PatRow, "write") && !strings.Contains(f.PatRow, "svc_pat_"), f.PatRow},
 		{"no gateway token reached the browser", f.Bodies > 20 && f.TokenInBodies == 0, []int{f.Bodies, f.TokenInBodies}},
 		{"no console error, CSP violation or failed request", len(f.Problems) == 0, f.Problems},
 	}
@@ -152,6 +155,16 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		if !c.ok {
 			t.Errorf("%s: got %+v", c.what, c.got)
 		}
+	}
+	// The token the page showed drives the key service on its own, and is
+	// refused on the gateway bridge (which takes the session only).
+	if strings.HasPrefix(f.PatToken, "svc_pat_") {
+		pat := map[string]string{"Authorization": "Bearer " + f.PatToken}
+		var keys struct {
+			Keys []any `json:"keys"`
+		}
+		expect(t, "GET /api/keys with the page's token", 200)(newClient(w.c.api).do("GET", "/api/keys", nil, pat, &keys))
+		expect(t, "the bridge with a token", 401)(newClient(w.c.api).do("GET", "/api/gateway/v1/agents", nil, pat, nil))
 	}
 	// The console's agents are the gateway's for X-Gateway-User-Id: <console id>.
 	gc := newClient(w.c.gateway)
@@ -178,7 +191,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
-		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it"}
+		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {

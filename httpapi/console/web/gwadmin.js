@@ -34,17 +34,23 @@ export async function tokensPage() {
       }) }, 'Revoke')))), 'No tokens yet.'));
   };
   const name = h('input', { id: 'token-name', required: true, maxlength: 100 });
-  const scopes = h('input', { id: 'token-scopes', placeholder: 'e.g. keys:read, keys:write' });
+  // Scopes rank admin > write > read (each includes the ones below it);
+  // admin is for admins only, and the server refuses more than the role.
+  const scopes = h('select', { id: 'token-scope' },
+    h('option', { value: 'read' }, 'read: look, change nothing'),
+    h('option', { value: 'write', selected: true }, 'write: manage my keys'),
+    h('option', { value: 'admin' }, 'admin: users, services, every key (admins only)'));
   const expires = h('input', { type: 'date', id: 'token-expires' });
   const cerr = h('div');
   const form = h('form', { class: 'card inline', id: 'create-token', onsubmit: onSubmit(cerr, async () => {
-    const body = { name: name.value.trim(), scopes: scopes.value.split(',').map((s) => s.trim()).filter(Boolean) };
+    const body = { name: name.value.trim(), scopes: [scopes.value] };
     if (expires.value) body.expiresAt = new Date(expires.value + 'T23:59:59').toISOString();
     const r = await api('POST', '/api/tokens', body);
-    revealSlot.replaceChildren(revealPanel(`Token “${r.name || body.name}” created`, r.token));
+    revealSlot.replaceChildren(revealPanel(`Token “${r.name || body.name}” created`, r.token,
+      h('p', { class: 'muted' }, 'Use it as Authorization: Bearer <token> on /api/…; the API is described at ', h('a', { href: '/api/docs' }, '/api/docs'), '.')));
     name.value = '';
     await refresh();
-  }) }, h('h2', {}, 'Create a token'), h('label', {}, 'Name', name), h('label', {}, 'Scopes (comma-separated)', scopes),
+  }) }, h('h2', {}, 'Create a token'), h('label', {}, 'Name', name), h('label', {}, 'Scope', scopes),
   h('label', {}, 'Expires (optional)', expires), h('button', { type: 'submit' }, 'Create token'), cerr);
   await guarded(err, refresh);
   page('Access tokens', h('p', { class: 'muted' }, 'Tokens for scripts and CI against the management API; each is shown once.'),

@@ -186,6 +186,17 @@ try {
   facts.request = { id: await page.$eval('#my-mcp-requests tr[data-request-id]', (tr) => tr.dataset.requestId),
     status: await text('#my-mcp-requests .request-status') };
   await shoot('mcp-request');
+
+  // 6b. They create a management access token for a script; it is shown once and listed.
+  await visit('/tokens');
+  await page.type('#token-name', 'ci');
+  await page.select('#token-scope', 'write');
+  await page.click('#create-token button[type=submit]');
+  await page.waitForSelector('#revealed-key');
+  facts.patToken = await page.$eval('#revealed-key', (el) => el.value);
+  await page.waitForSelector('#token-list tr[data-token-id]');
+  facts.patRow = await text('#token-list tr[data-token-id]');
+  await shoot('tokens');
   await page.click('#logout');
   await ready('/login');
 
