@@ -108,6 +108,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			PatToken, PatRow                                         string
 			Listed, UserHasGatewayAdmin, SessionRows, Charts         int
 			AdminTraces, Bodies, TokenInBodies, UserTraces           int
+			AdminSeesAll                                             int
 			Request                                                  struct{ ID, Status string }
 			Problems                                                 []string
 		}
@@ -145,6 +146,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the request is approved", strings.Contains(f.ApprovedRow, "approved"), f.ApprovedRow},
 		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
 		{"the admin sees the user's traces", f.AdminTraces == 2, f.AdminTraces},
+		{"the admin's every-user view lists the user's agent", f.AdminSeesAll == 1, f.AdminSeesAll},
 		{"the gateway API key is shown once", strings.HasPrefix(f.GwKey, "gateway_"), f.GwKey},
 		{"a management token is shown once", strings.HasPrefix(f.PatToken, "svc_pat_") && len(f.PatToken) == len("svc_pat_")+32, len(f.PatToken)},
 		{"the token is listed with its scope", strings.Contains(f.PatRow, "ci") && strings.Contains(f.PatRow, "write") && !strings.Contains(f.PatRow, "svc_pat_"), f.PatRow},
@@ -290,6 +292,10 @@ func TestGatewayBridge(t *testing.T) {
 		{"a user is no gateway admin", w.alice, "GET", "/api/gateway/v1/activity", nil, nil, 403, nil, nil},
 		{"a user cannot add a provider", w.alice, "POST", "/api/gateway/v1/providers", map[string]any{"name": "p", "provider_type": "echo"}, nil, 403, nil, nil},
 		{"the admin's agents are theirs, as for X-Gateway-User-Id", w.admin, "GET", "/api/gateway/v1/agents", nil, nil, 200, nil, []string{"alice-agent", "bob-agent"}},
+		{"the admin's every-user view lists every agent", w.admin, "GET", "/api/gateway/v1/agents?view=all", nil, nil, 200, []string{"alice-agent", "bob-agent"}, nil},
+		{"a user's every-user view is still theirs", w.alice, "GET", "/api/gateway/v1/agents?view=all", nil, nil, 200, []string{"alice-agent"}, []string{"bob-agent"}},
+		{"the every-user view is for reads only", w.admin, "POST", "/api/gateway/v1/agents?view=all", map[string]any{"agent_key": "admin-agent", "provider": "echo", "model": "m"}, nil, 201,
+			[]string{`"agent_key":"admin-agent"`}, []string{`"owner_id":""`, w.aliceID, w.bobID}},
 		{"the admin sees every trace", w.admin, "GET", "/api/gateway/v1/traces", nil, nil, 200, []string{w.aliceID, w.bobID}, nil},
 		{"the admin sees usage by user", w.admin, "GET", "/api/gateway/v1/usage?group_by=user", nil, nil, 200, []string{w.aliceID, w.bobID}, nil},
 		{"the activity names the console user", w.admin, "GET", "/api/gateway/v1/activity?actor_type=console&action=agent.create", nil, nil, 200,

@@ -51,8 +51,10 @@ export async function gatewayRoute(route, me) {
 async function agentsPage(me) {
   const list = h('div', { id: 'agent-list' });
   const err = h('div');
+  // Admins may list every user's agents (the bridge's view=all, reads only).
+  const everyone = isAdmin(me) ? h('input', { type: 'checkbox', id: 'agents-everyone', onchange: () => guarded(err, refresh) }) : null;
   const refresh = async () => {
-    const agents = (await gw('GET', '/agents')).data;
+    const agents = (await gw('GET', '/agents' + (everyone?.checked ? '?view=all' : ''))).data;
     list.replaceChildren(table('agents', ['Agent', 'Name', 'Model', 'Status', 'Owner', 'Shared with', ''],
       agents.map((a) => h('tr', { 'data-agent-key': a.agent_key },
         h('td', {}, h('a', { href: '#/agents/' + a.id, class: 'agent-link' }, a.agent_key)),
@@ -88,6 +90,7 @@ async function agentsPage(me) {
   page('Agents', h('p', { class: 'muted' }, 'Your gateway user id is ', h('code', { id: 'my-gateway-user' }, me.id),
     ': these are the agents of X-Gateway-User-Id: ', h('code', {}, me.id), ' on the gateway (yours and those shared with you).'),
   providers.length ? form : h('p', { class: 'muted' }, 'No provider is configured yet: an admin adds one under Gateway admin.'),
+  everyone ? h('label', { class: 'inline-check' }, everyone, ' every user\'s agents') : null,
   err, list, await mcpAccess());
   await refresh();
 }

@@ -205,6 +205,10 @@ try {
   await page.click('#nav-gateway-admin');
   await ready('/gw/providers');
   await shoot('providers');
+  await visit('/agents');
+  await page.click('#agents-everyone');
+  await page.waitForSelector(`tr[data-agent-key="${agentKey}"]`);
+  facts.adminSeesAll = (await page.$$(`tr[data-agent-key="${agentKey}"]`)).length;
   await visit('/gw/tools');
   facts.mcpState = await text('tr[data-mcp="tools"] .mcp-state');
   await shoot('mcp');
