@@ -40,7 +40,7 @@ export async function gatewayRoute(route, me) {
   else if (path === '/traces') await tracesPage(me);
   else if ((m = path.match(/^\/traces\/([^/]+)$/))) await tracePage(me, decodeURIComponent(m[1]));
   else if (path === '/usage') await usagePage(me);
-  else if (path === '/tokens') await tokensPage();
+  else if (path === '/tokens') await tokensPage(me);
   else if (path === '/gw' && isAdmin(me)) go('#/gw/providers');
   else if ((m = path.match(/^\/gw\/([a-z-]+)$/)) && isAdmin(me) && adminPages[m[1]]) await adminPages[m[1]](me);
   else return false;

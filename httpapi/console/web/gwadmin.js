@@ -3,11 +3,11 @@
 // the management access tokens page (/api/tokens).
 
 import { h, api, APIError, when, guarded, onSubmit, confirmDialog, revealPanel, page } from './app.js';
-import { gw, q, person, agentNames, table, badge } from './gwlib.js';
+import { gw, q, isAdmin, person, agentNames, table, badge } from './gwlib.js';
 
 // --- management access tokens (/api/tokens) -------------------------------
 
-export async function tokensPage() {
+export async function tokensPage(me) {
   const list = h('div', { id: 'token-list' });
   const revealSlot = h('div', { id: 'reveal-slot' });
   const err = h('div');
@@ -35,11 +35,11 @@ export async function tokensPage() {
   };
   const name = h('input', { id: 'token-name', required: true, maxlength: 100 });
   // Scopes rank admin > write > read (each includes the ones below it);
-  // admin is for admins only, and the server refuses more than the role.
+  // admin is offered to admins only (the server refuses more than the role).
   const scopes = h('select', { id: 'token-scope' },
     h('option', { value: 'read' }, 'read: look, change nothing'),
     h('option', { value: 'write', selected: true }, 'write: manage my keys'),
-    h('option', { value: 'admin' }, 'admin: users, services, every key (admins only)'));
+    isAdmin(me) ? h('option', { value: 'admin' }, 'admin: users, services, every key') : null);
   const expires = h('input', { type: 'date', id: 'token-expires' });
   const cerr = h('div');
   const form = h('form', { class: 'card inline', id: 'create-token', onsubmit: onSubmit(cerr, async () => {
