@@ -46,10 +46,11 @@ run: build
 	./$(BIN) serve --data-dir $(DATA_DIR) $(if $(CONFIG),--config $(CONFIG)) $(if $(DEMO),--demo-echo)
 
 ## test: every test, with the race detector. The cluster tests (real etcd
-## members, lease timing) run after the others rather than beside them.
+## members, lease timing: actors/cluster, wal/etcdlog) run after the
+## others rather than beside them.
 test: test-deps gw-test-deps web-test-deps api-test-deps bench-deps
-	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $$($(GO) list $(PKGS) | grep -v '/actors/cluster')
-	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/...
+	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $$($(GO) list $(PKGS) | grep -v -e '/actors/cluster' -e '/wal/etcdlog')
+	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/... ./wal/etcdlog
 
 ## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse)
 ## and test-debs. Without them those tests skip, and fail under CI=true.
@@ -100,6 +101,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseSkillZip -fuzztime=60s ./actors/gateway
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeQuota -fuzztime=60s ./actors/cluster
 	$(GO) test -run='^$$' -fuzz=FuzzWire -fuzztime=60s ./actors/cluster/transport
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeBatch -fuzztime=60s ./wal/etcdlog
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=60s ./actors/control
 
 ## bench: every case of the suite, printed and appended to bench/RESULTS.md:

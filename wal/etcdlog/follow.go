@@ -1,0 +1,252 @@
+package etcdlog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"gatehouse/wal"
+)
+
+// pageSize is how many entries one range read of Follow takes.
+const pageSize = 256
+
+// Follow calls fn for every record after sequence number after, in the
+// log's order, first those already written (read at one revision), then
+// each batch as it commits, until ctx ends or fn fails. It returns
+// ErrCompacted when etcd no longer has the revisions after after.
+func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, rec wal.Record) error) error {
+	rev := Rev(after)
+	var pinned int64 // the revision the catch-up reads at
+	for {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMinModRev(max(rev, 1)),
+			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend), clientv3.WithLimit(pageSize)}
+		if pinned != 0 {
+			opts = append(opts, clientv3.WithRev(pinned))
+		}
+		rctx, cancel := context.WithTimeout(ctx, l.timeout)
+		resp, err := l.cli.Get(rctx, l.logPrefix(), opts...)
+		cancel()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return fmt.Errorf("%w: %w", ErrCompacted, err)
+			}
+			return fmt.Errorf("etcdlog: follow: %w", err)
+		}
+		if pinned == 0 {
+			pinned = resp.Header.Revision
+			if err := l.checkKept(ctx, after, pinned); err != nil {
+				return err
+			}
+		}
+		for _, kv := range resp.Kvs {
+			if err := l.deliver(ctx, kv, after, fn); err != nil {
+				return err
+			}
+			rev = kv.ModRevision + 1
+		}
+		if !resp.More {
+			break
+		}
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range l.cli.Watch(wctx, l.logPrefix(), clientv3.WithPrefix(), clientv3.WithRev(pinned+1)) {
+		if resp.CompactRevision != 0 {
+			return fmt.Errorf("%w: at revision %d", ErrCompacted, resp.CompactRevision)
+		}
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("etcdlog: follow: watch: %w", err)
+		}
+		for _, ev := range resp.Events {
+			if ev.Type != mvccpb.PUT || ev.Kv.CreateRevision != ev.Kv.ModRevision {
+				continue // a truncation, or a rewrite (none are made)
+			}
+			if err := l.deliver(ctx, ev.Kv, after, fn); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("etcdlog: follow: watch closed")
+}
+
+// checkKept fails with ErrCompacted when batches after after may have
+// been truncated: the log keeps {prefix}/truncated, the revision below
+// which Truncate has deleted.
+func (l *Log) checkKept(ctx context.Context, after uint64, at int64) error {
+	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	resp, err := l.cli.Get(rctx, l.truncatedKey(), clientv3.WithRev(at))
+	if err != nil {
+		return fmt.Errorf("etcdlog: follow: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	below, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s", ErrCorrupt, l.truncatedKey())
+	}
+	if Rev(after)+1 < below {
+		return fmt.Errorf("%w: truncated below revision %d, asked from %d", ErrCompacted, below, Rev(after))
+	}
+	return nil
+}
+
+func (l *Log) truncatedKey() string { return l.prefix + "truncated" }
+
+// deliver decodes one entry and calls fn for its records after after.
+func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn func(uint64, wal.Record) error) error {
+	body, err := l.entryBody(ctx, kv)
+	if err != nil {
+		return err
+	}
+	recs, err := decodeBatch(body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kv.Key, err)
+	}
+	for i, r := range recs {
+		if seq := Seq(kv.CreateRevision, i); seq > after {
+			if err := fn(seq, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// entryBody returns an entry's batch, reading its parts if it has them.
+func (l *Log) entryBody(ctx context.Context, kv *mvccpb.KeyValue) ([]byte, error) {
+	v := kv.Value
+	if len(v) < 2 || v[0] != entryVersion {
+		return nil, fmt.Errorf("%w: %s: version", ErrCorrupt, kv.Key)
+	}
+	if v[1] == 0 {
+		return v[2:], nil
+	}
+	r := v[2:]
+	parts, k := binary.Uvarint(r)
+	if k <= 0 {
+		return nil, fmt.Errorf("%w: %s: parts", ErrCorrupt, kv.Key)
+	}
+	r = r[k:]
+	size, k := binary.Uvarint(r)
+	if k <= 0 || len(r[k:]) != 4 {
+		return nil, fmt.Errorf("%w: %s: size", ErrCorrupt, kv.Key)
+	}
+	sum := binary.BigEndian.Uint32(r[k:])
+	writer, n, err := l.parseEntryKey(string(kv.Key))
+	if err != nil {
+		return nil, err
+	}
+	prefix := l.prefix + "part/" + writer + "/" + fmt.Sprintf("%020d/", n)
+	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	resp, err := l.cli.Get(rctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("etcdlog: read parts of %s: %w", kv.Key, err)
+	}
+	if uint64(len(resp.Kvs)) != parts {
+		return nil, fmt.Errorf("%w: %s: %d parts of %d", ErrCorrupt, kv.Key, len(resp.Kvs), parts)
+	}
+	body := make([]byte, 0, size)
+	for _, p := range resp.Kvs {
+		body = append(body, p.Value...)
+	}
+	if uint64(len(body)) != size || crc32.Checksum(body, castagnoli) != sum {
+		return nil, fmt.Errorf("%w: %s: parts do not add up", ErrCorrupt, kv.Key)
+	}
+	return body, nil
+}
+
+// parseEntryKey splits {prefix}/log/{writer}/{n}.
+func (l *Log) parseEntryKey(key string) (writer string, n uint64, err error) {
+	rest := strings.TrimPrefix(key, l.logPrefix())
+	writer, num, ok := strings.Cut(rest, "/")
+	if !ok || len(rest) == len(key) {
+		return "", 0, fmt.Errorf("%w: key %q", ErrCorrupt, key)
+	}
+	n, err = strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: key %q", ErrCorrupt, key)
+	}
+	return writer, n, nil
+}
+
+// Truncate deletes the entries (and their parts) of every writer's
+// batches committed at revisions before the one holding sequence number
+// before: what a snapshot at before has made unnecessary. It first
+// records the cut, so that a Follow from before it fails with
+// ErrCompacted instead of missing records. (Parts whose entry never
+// committed are left: at most one large batch per writer crash.)
+func (l *Log) Truncate(ctx context.Context, before uint64) (int, error) {
+	rev := Rev(before)
+	deleted := 0
+	if rev <= 1 {
+		return 0, nil
+	}
+	// The cut only moves forward.
+	for {
+		rctx, cancel := context.WithTimeout(ctx, l.timeout)
+		cur, err := l.cli.Get(rctx, l.truncatedKey())
+		if err == nil {
+			cmp := clientv3.Compare(clientv3.CreateRevision(l.truncatedKey()), "=", 0)
+			if len(cur.Kvs) == 1 {
+				if old, perr := strconv.ParseInt(string(cur.Kvs[0].Value), 10, 64); perr == nil && old >= rev {
+					cancel()
+					break
+				}
+				cmp = clientv3.Compare(clientv3.ModRevision(l.truncatedKey()), "=", cur.Kvs[0].ModRevision)
+			}
+			var resp *clientv3.TxnResponse
+			resp, err = l.cli.Txn(rctx).If(cmp).Then(clientv3.OpPut(l.truncatedKey(), strconv.FormatInt(rev, 10))).Commit()
+			if err == nil && resp.Succeeded {
+				cancel()
+				break
+			}
+		}
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("etcdlog: truncate: record the cut: %w", err)
+		}
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, l.timeout)
+		resp, err := l.cli.Get(rctx, l.logPrefix(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(rev-1),
+			clientv3.WithLimit(maxOpsPerTxn/2))
+		cancel()
+		if err != nil {
+			return deleted, fmt.Errorf("etcdlog: truncate: %w", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return deleted, nil
+		}
+		var ops []clientv3.Op
+		for _, kv := range resp.Kvs {
+			ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+			if len(kv.Value) > 1 && kv.Value[1] == 1 {
+				if w, n, err := l.parseEntryKey(string(kv.Key)); err == nil {
+					ops = append(ops, clientv3.OpDelete(l.prefix+"part/"+w+"/"+fmt.Sprintf("%020d/", n), clientv3.WithPrefix()))
+				}
+			}
+		}
+		rctx, cancel = context.WithTimeout(ctx, l.timeout)
+		_, err = l.cli.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return deleted, fmt.Errorf("etcdlog: truncate: %w", err)
+		}
+		deleted += len(resp.Kvs)
+	}
+}
