@@ -46,7 +46,7 @@ import (
 const (
 	// MaxBatch is the most records one Append takes (the index is the low
 	// 10 bits of a sequence number).
-	MaxBatch = 1 << indexBits
+	MaxBatch  = 1 << indexBits
 	indexBits = 10
 	// MaxValue is the largest value written in one key; a larger batch is
 	// split into parts of this size.
