@@ -62,8 +62,8 @@ func canonical(im *image, now int64) []byte {
 	}
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	for _, id := range ids {
-		st := im.keys[0][id].state
-		st.win.Used(now)
+		st := &im.keys[0][id].st
+		st.window().Used(now)
 		encodeKeyState(&w, st)
 	}
 	hashes := make([]hash, 0, len(im.dirs[0]))

@@ -41,7 +41,7 @@ func newImage(shards, sizeHint int) *image {
 
 func (im *image) key(id uuid.UUID) *keyState {
 	if sl := im.keys[shardOfID(id, len(im.keys))][id]; sl != nil {
-		return sl.state
+		return &sl.st
 	}
 	return nil
 }
@@ -100,14 +100,12 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 	keys := im.keys[shardOfID(id, len(im.keys))]
 	var st *keyState
 	if sl := keys[id]; sl != nil {
-		st = sl.state
+		st = &sl.st
 	}
 	next, fx, _ := applyKey(st, seq, ev) // an event refused live was never logged; refused here, it is a no-op
 	switch {
 	case st == nil && next != nil:
-		x := newSlot()
-		x.st, x.owner = *next, next.rec.owner
-		keys[id] = &x.slot
+		keys[id] = &slot{st: *next}
 		im.nkeys++
 	case st != nil && next == nil:
 		delete(keys, id)
@@ -144,11 +142,15 @@ func encodeKeyState(w *enc, s *keyState) {
 		w.varint(int64(d.day))
 		w.varint(d.n)
 	}
-	w.uvarint(uint64(s.win.Len()))
-	s.win.Each(func(sec int64, n uint32) {
-		w.varint(sec)
-		w.uvarint(uint64(n))
-	})
+	if s.win == nil {
+		w.uvarint(0)
+	} else {
+		w.uvarint(uint64(s.win.Len()))
+		s.win.Each(func(sec int64, n uint32) {
+			w.varint(sec)
+			w.uvarint(uint64(n))
+		})
+	}
 	w.uvarint(s.applied)
 	w.uvarint(s.usageSeq)
 }
@@ -169,7 +171,7 @@ func decodeKeyState(d *dec, s *keyState) {
 			d.fail("window count")
 			break
 		}
-		s.win.Add(sec, uint32(n))
+		s.window().Add(sec, uint32(n))
 	}
 	s.applied = d.uvarint()
 	s.usageSeq = d.uvarint()
@@ -273,7 +275,7 @@ type dirEntry struct {
 
 // decoded is what one decoding worker produced, sorted by target shard.
 type decoded struct {
-	keys [][]*slotState
+	keys [][]*slot
 	dirs [][]dirEntry
 	err  error
 }
@@ -291,7 +293,7 @@ func (im *image) decodeBlocks(blocks []rawBlock) error {
 		go func() {
 			defer wg.Done()
 			p := &parts[w]
-			p.keys, p.dirs = make([][]*slotState, n), make([][]dirEntry, n)
+			p.keys, p.dirs = make([][]*slot, n), make([][]dirEntry, n)
 			for i := int(next.Add(1) - 1); i < len(blocks) && p.err == nil; i = int(next.Add(1) - 1) {
 				p.err = p.decode(blocks[i], n)
 			}
@@ -323,16 +325,15 @@ func (im *image) decodeBlocks(blocks []rawBlock) error {
 func (p *decoded) decode(blk rawBlock, n int) error {
 	d := dec{b: blk.b}
 	for range blk.count {
-		x := newSlot()
+		x := &slot{}
 		if decodeKeyState(&d, &x.st); d.err() != nil {
 			return d.err()
 		}
 		r := &x.st.rec
-		x.owner = r.owner
 		p.keys[shardOfID(r.id, n)] = append(p.keys[shardOfID(r.id, n)], x)
 		p.dirs[shardOfHash(r.hash, n)] = append(p.dirs[shardOfHash(r.hash, n)], dirEntry{r.hash, r.id})
-		if r.hasPrev {
-			p.dirs[shardOfHash(r.prevHash, n)] = append(p.dirs[shardOfHash(r.prevHash, n)], dirEntry{r.prevHash, r.id})
+		if prev, ok := r.prev(); ok {
+			p.dirs[shardOfHash(prev, n)] = append(p.dirs[shardOfHash(prev, n)], dirEntry{prev, r.id})
 		}
 	}
 	return d.done("key block")
@@ -344,7 +345,7 @@ func (im *image) fill(sh int, parts []decoded) int {
 	keys, dir := im.keys[sh], im.dirs[sh]
 	for _, p := range parts {
 		for _, x := range p.keys[sh] {
-			keys[x.st.rec.id] = &x.slot
+			keys[x.st.rec.id] = x
 		}
 		for _, e := range p.dirs[sh] {
 			dir[e.hash] = e.id

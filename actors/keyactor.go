@@ -163,10 +163,10 @@ func (a *keyActor) authorize(m *authorize) AuthResult {
 		return res
 	}
 	if !m.consume {
-		res.Limit = s.win.Peek(now, s.rec.rateLimit)
+		res.Limit = s.window().Peek(now, s.rec.rateLimit)
 		return res
 	}
-	res.Limit = s.win.Allow(now, s.rec.rateLimit)
+	res.Limit = s.window().Allow(now, s.rec.rateLimit)
 	if !res.Limit.Allowed {
 		res.Err = ErrRateLimited
 		return res

@@ -12,6 +12,8 @@ import (
 const usageDays = 32
 
 // keyRecord is the control-plane part of a key. Times are Unix seconds, 0 = null.
+// A million of them stay resident, so what most keys never have (a
+// rotation) sits behind a pointer.
 type keyRecord struct {
 	id        uuid.UUID
 	owner     uuid.UUID
@@ -19,14 +21,42 @@ type keyRecord struct {
 	preview   previewChars
 	hash      hash      // current secret
 	sealed    sealedKey // AES-256-GCM of the current secret, bound to the id
-	prevHash  hash      // rotated-out secret, valid until graceEnds
-	hasPrev   bool
-	rateLimit int64
 	revoked   bool
+	rot       *rotation // nil until the first rotation; never changed in place
+	rateLimit int64
 	createdAt int64
+	expiresAt int64
+}
+
+// rotation is what a key keeps of its last rotation. Records share it
+// (durable copies copy the pointer), so it is replaced, never mutated.
+type rotation struct {
+	prevHash  hash // rotated-out secret, valid until graceEnds
+	hasPrev   bool
 	rotatedAt int64
 	graceEnds int64
-	expiresAt int64
+}
+
+// prev returns the rotated-out secret, if any.
+func (r *keyRecord) prev() (hash, bool) {
+	if r.rot == nil || !r.rot.hasPrev {
+		return hash{}, false
+	}
+	return r.rot.prevHash, true
+}
+
+func (r *keyRecord) rotatedAt() int64 {
+	if r.rot == nil {
+		return 0
+	}
+	return r.rot.rotatedAt
+}
+
+func (r *keyRecord) graceEnds() int64 {
+	if r.rot == nil {
+		return 0
+	}
+	return r.rot.graceEnds
 }
 
 // dayCount is the usage of one UTC day (day = Unix seconds / 86400).
@@ -104,13 +134,21 @@ func (u usage) clone() usage {
 type keyState struct {
 	rec keyRecord
 	use usage
-	win ratelimit.Window
+	win *ratelimit.Window // nil until the first admitted request
 	// applied and usageSeq are the sequences of the last control record and
 	// the last usage record reflected here. Each kind reaches a key in log
 	// order, but a usage record may commit before a control record that is
 	// applied first, so replay needs one watermark per kind (see skip).
 	applied  uint64
 	usageSeq uint64
+}
+
+// window returns the key's limiter window, allocating it on first use.
+func (s *keyState) window() *ratelimit.Window {
+	if s.win == nil {
+		s.win = new(ratelimit.Window)
+	}
+	return s.win
 }
 
 // skip reports whether replaying ev at seq would apply it a second time.
@@ -139,8 +177,8 @@ func (s *keyState) check(h hash, now int64) error {
 	case r.revoked:
 		return ErrKeyRevoked
 	case h == r.hash:
-	case r.hasPrev && h == r.prevHash:
-		if now >= r.graceEnds {
+	case r.rot != nil && r.rot.hasPrev && h == r.rot.prevHash:
+		if now >= r.rot.graceEnds {
 			return ErrKeyExpired
 		}
 	default:
@@ -166,8 +204,8 @@ func (s *keyState) info() KeyInfo {
 		Preview:     r.preview.String(),
 		RateLimit:   r.rateLimit,
 		IsActive:    s.active(),
-		RotatedAt:   unixOrZero(r.rotatedAt),
-		GraceEndsAt: unixOrZero(r.graceEnds),
+		RotatedAt:   unixOrZero(r.rotatedAt()),
+		GraceEndsAt: unixOrZero(r.graceEnds()),
 		LastUsedAt:  unixOrZero(s.use.lastUsed),
 		UsageCount:  s.use.total,
 		ExpiresAt:   unixOrZero(r.expiresAt),
@@ -183,7 +221,7 @@ func (s *keyState) usageView(now time.Time, days int) Usage {
 		d := today - int32(days-1-i)
 		out.Daily[i] = DayCount{Date: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Count: s.use.count(d)}
 	}
-	dec := s.win.Peek(now.Unix(), s.rec.rateLimit)
+	dec := s.window().Peek(now.Unix(), s.rec.rateLimit)
 	out.Limit, out.Used, out.Remaining = dec.Limit, dec.Used, dec.Remaining
 	if dec.Used > 0 {
 		out.ResetAt = time.Unix(dec.Reset, 0)
@@ -194,10 +232,14 @@ func (s *keyState) usageView(now time.Time, days int) Usage {
 // durableCopy returns a deep copy of s with the not-yet-logged deltas taken
 // out: exactly what replaying the WAL up to s.applied produces.
 func (s *keyState) durableCopy(unlogged ...[]secCount) *keyState {
-	c := &keyState{rec: s.rec, use: s.use.clone(), win: s.win.Clone(), applied: s.applied, usageSeq: s.usageSeq}
+	c := &keyState{rec: s.rec, use: s.use.clone(), applied: s.applied, usageSeq: s.usageSeq}
+	if s.win != nil {
+		w := s.win.Clone()
+		c.win = &w
+	}
 	for _, list := range unlogged {
 		for _, sc := range list {
-			c.win.Sub(sc.sec, sc.n)
+			c.window().Sub(sc.sec, sc.n)
 			c.use.sub(sc.sec, int64(sc.n))
 		}
 	}
