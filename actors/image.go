@@ -20,8 +20,8 @@ import (
 // Keys are already partitioned by home shard, hashes by directory shard.
 type image struct {
 	acc   *accountsState
-	keys  []map[uuid.UUID]*slot
-	dirs  []map[hash]uuid.UUID
+	keys  []*keyTable
+	dirs  []*dirTable
 	nkeys int
 	ext   map[string][]byte // extension sections by name
 }
@@ -29,18 +29,18 @@ type image struct {
 func newImage(shards, sizeHint int) *image {
 	im := &image{
 		acc:  newAccountsState(),
-		keys: make([]map[uuid.UUID]*slot, shards),
-		dirs: make([]map[hash]uuid.UUID, shards),
+		keys: make([]*keyTable, shards),
+		dirs: make([]*dirTable, shards),
 	}
 	for i := range shards {
-		im.keys[i] = make(map[uuid.UUID]*slot, sizeHint/shards)
-		im.dirs[i] = make(map[hash]uuid.UUID, sizeHint/shards)
+		im.keys[i] = newKeyTable(sizeHint / shards)
+		im.dirs[i] = newDirTable(sizeHint / shards)
 	}
 	return im
 }
 
 func (im *image) key(id uuid.UUID) *keyState {
-	if sl := im.keys[shardOfID(id, len(im.keys))][id]; sl != nil {
+	if sl := im.keys[shardOfID(id, len(im.keys))].get(id); sl != nil {
 		return &sl.st
 	}
 	return nil
@@ -50,12 +50,10 @@ func (im *image) key(id uuid.UUID) *keyState {
 func (im *image) applyDir(fx dirEffects) {
 	n := len(im.dirs)
 	for _, h := range fx.drop {
-		if d := im.dirs[shardOfHash(h, n)]; d[h] == fx.id {
-			delete(d, h)
-		}
+		im.dirs[shardOfHash(h, n)].del(h, fx.id)
 	}
 	for _, h := range fx.add {
-		im.dirs[shardOfHash(h, n)][h] = fx.id
+		im.dirs[shardOfHash(h, n)].put(h, fx.id)
 	}
 }
 
@@ -99,16 +97,16 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 	id := ev.keyID()
 	keys := im.keys[shardOfID(id, len(im.keys))]
 	var st *keyState
-	if sl := keys[id]; sl != nil {
+	if sl := keys.get(id); sl != nil {
 		st = &sl.st
 	}
 	next, fx, _ := applyKey(st, seq, ev) // an event refused live was never logged; refused here, it is a no-op
 	switch {
 	case st == nil && next != nil:
-		keys[id] = &slot{st: *next}
+		keys.put(&slot{st: *next})
 		im.nkeys++
 	case st != nil && next == nil:
-		delete(keys, id)
+		keys.del(id)
 		im.nkeys--
 	}
 	im.applyDir(fx)
@@ -139,8 +137,8 @@ func encodeKeyState(w *enc, s *keyState) {
 	w.varint(s.use.lastUsed)
 	w.uvarint(uint64(len(s.use.days)))
 	for _, d := range s.use.days {
-		w.varint(int64(d.day))
-		w.varint(d.n)
+		w.varint(int64(d.day()))
+		w.varint(d.n())
 	}
 	if s.win == nil {
 		w.uvarint(0)
@@ -162,7 +160,12 @@ func decodeKeyState(d *dec, s *keyState) {
 	if n := d.count(2); n > 0 {
 		s.use.days = make([]dayCount, n)
 		for i := range s.use.days {
-			s.use.days[i] = dayCount{day: int32(d.varint()), n: d.varint()}
+			day, c := d.varint(), d.varint()
+			if day < minDay || day > maxDay || c < 0 || c > dayCountMask {
+				d.fail("usage day")
+				break
+			}
+			s.use.days[i] = mkDayCount(int32(day), c)
 		}
 	}
 	for range d.count(2) {
@@ -267,8 +270,8 @@ type rawBlock struct {
 	b     []byte
 }
 
-// dirEntry is a directory entry on its way to its shard.
-type dirEntry struct {
+// dirItem is a directory entry on its way to its shard.
+type dirItem struct {
 	hash hash
 	id   uuid.UUID
 }
@@ -276,7 +279,7 @@ type dirEntry struct {
 // decoded is what one decoding worker produced, sorted by target shard.
 type decoded struct {
 	keys [][]*slot
-	dirs [][]dirEntry
+	dirs [][]dirItem
 	err  error
 }
 
@@ -293,7 +296,7 @@ func (im *image) decodeBlocks(blocks []rawBlock) error {
 		go func() {
 			defer wg.Done()
 			p := &parts[w]
-			p.keys, p.dirs = make([][]*slot, n), make([][]dirEntry, n)
+			p.keys, p.dirs = make([][]*slot, n), make([][]dirItem, n)
 			for i := int(next.Add(1) - 1); i < len(blocks) && p.err == nil; i = int(next.Add(1) - 1) {
 				p.err = p.decode(blocks[i], n)
 			}
@@ -331,9 +334,9 @@ func (p *decoded) decode(blk rawBlock, n int) error {
 		}
 		r := &x.st.rec
 		p.keys[shardOfID(r.id, n)] = append(p.keys[shardOfID(r.id, n)], x)
-		p.dirs[shardOfHash(r.hash, n)] = append(p.dirs[shardOfHash(r.hash, n)], dirEntry{r.hash, r.id})
+		p.dirs[shardOfHash(r.hash, n)] = append(p.dirs[shardOfHash(r.hash, n)], dirItem{r.hash, r.id})
 		if prev, ok := r.prev(); ok {
-			p.dirs[shardOfHash(prev, n)] = append(p.dirs[shardOfHash(prev, n)], dirEntry{prev, r.id})
+			p.dirs[shardOfHash(prev, n)] = append(p.dirs[shardOfHash(prev, n)], dirItem{prev, r.id})
 		}
 	}
 	return d.done("key block")
@@ -345,11 +348,11 @@ func (im *image) fill(sh int, parts []decoded) int {
 	keys, dir := im.keys[sh], im.dirs[sh]
 	for _, p := range parts {
 		for _, x := range p.keys[sh] {
-			keys[x.st.rec.id] = x
+			keys.put(x)
 		}
 		for _, e := range p.dirs[sh] {
-			dir[e.hash] = e.id
+			dir.put(e.hash, e.id)
 		}
 	}
-	return len(keys)
+	return keys.len()
 }

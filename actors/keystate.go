@@ -59,11 +59,28 @@ func (r *keyRecord) graceEnds() int64 {
 	return r.rot.graceEnds
 }
 
-// dayCount is the usage of one UTC day (day = Unix seconds / 86400).
-type dayCount struct {
-	day int32
-	n   int64
+// dayCount is the usage of one UTC day (day = Unix seconds / 86400),
+// packed in 8 bytes: the day in the top 24 bits (signed: ±22,900 years
+// around 1970) and the count in the low 40. A day's count cannot reach
+// 2^40: the limiter admits at most maxRateLimit (1e9) an hour, 2.4e10 a day.
+type dayCount uint64
+
+const (
+	dayCountBits = 40
+	dayCountMask = 1<<dayCountBits - 1
+	minDay       = -1 << 23
+	maxDay       = 1<<23 - 1
+)
+
+func mkDayCount(day int32, n int64) dayCount {
+	return dayCount(uint64(uint32(day))<<dayCountBits | uint64(n)&dayCountMask)
 }
+
+// day returns the UTC day, sign-extended from its 24 bits.
+func (c dayCount) day() int32 { return int32(uint32(c>>dayCountBits)<<8) >> 8 }
+
+// n returns the day's count.
+func (c dayCount) n() int64 { return int64(c & dayCountMask) }
 
 // usage is a key's request counters.
 type usage struct {
@@ -78,22 +95,22 @@ func (u *usage) add(sec int64, n int64) {
 	u.lastUsed = max(u.lastUsed, sec)
 	d := int32(sec / 86400)
 	i := len(u.days)
-	for i > 0 && u.days[i-1].day > d {
+	for i > 0 && u.days[i-1].day() > d {
 		i--
 	}
-	if i > 0 && u.days[i-1].day == d {
-		u.days[i-1].n += n
+	if i > 0 && u.days[i-1].day() == d {
+		u.days[i-1] = mkDayCount(d, u.days[i-1].n()+n)
 		return
 	}
-	if len(u.days) > 0 && d <= u.days[len(u.days)-1].day-usageDays {
+	if len(u.days) > 0 && d <= u.days[len(u.days)-1].day()-usageDays {
 		return // older than what we keep
 	}
-	u.days = append(u.days, dayCount{})
+	u.days = append(u.days, 0)
 	copy(u.days[i+1:], u.days[i:])
-	u.days[i] = dayCount{day: d, n: n}
-	if newest := u.days[len(u.days)-1].day; u.days[0].day <= newest-usageDays {
+	u.days[i] = mkDayCount(d, n)
+	if newest := u.days[len(u.days)-1].day(); u.days[0].day() <= newest-usageDays {
 		cut := 0
-		for cut < len(u.days) && u.days[cut].day <= newest-usageDays {
+		for cut < len(u.days) && u.days[cut].day() <= newest-usageDays {
 			cut++
 		}
 		u.days = append(u.days[:0], u.days[cut:]...)
@@ -105,8 +122,8 @@ func (u *usage) sub(sec int64, n int64) {
 	u.total -= n
 	d := int32(sec / 86400)
 	for i := range u.days {
-		if u.days[i].day == d {
-			u.days[i].n -= n
+		if u.days[i].day() == d {
+			u.days[i] = mkDayCount(d, u.days[i].n()-n)
 			return
 		}
 	}
@@ -115,8 +132,8 @@ func (u *usage) sub(sec int64, n int64) {
 // count returns the usage of UTC day d.
 func (u *usage) count(d int32) int64 {
 	for _, dc := range u.days {
-		if dc.day == d {
-			return dc.n
+		if dc.day() == d {
+			return dc.n()
 		}
 	}
 	return 0

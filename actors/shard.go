@@ -42,8 +42,8 @@ type shard struct {
 	deps      *keyDeps
 	idleAfter int64
 	peers     []*actor.PID
-	keys      map[uuid.UUID]*slot
-	dir       map[hash]uuid.UUID
+	keys      *keyTable // id → slot
+	dir       *dirTable // secret hash → key id
 	now       int64
 	live      map[*slot]struct{} // slots with a key actor: what ticks visit
 	onLive    func(delta int)    // metrics hook
@@ -97,7 +97,7 @@ func (s *shard) Receive(ctx actor.Context) {
 
 func (s *shard) authorize(ctx actor.Context, m *authorize) {
 	if !m.routed {
-		id, ok := s.dir[m.hash]
+		id, ok := s.dir.get(m.hash)
 		if !ok {
 			m.reply <- AuthResult{Err: ErrKeyInvalid}
 			return
@@ -113,7 +113,7 @@ func (s *shard) authorize(ctx actor.Context, m *authorize) {
 
 // route delivers msg to the key actor owning id, activating it if passive.
 func (s *shard) route(ctx actor.Context, id uuid.UUID, msg any, consume bool) {
-	sl := s.keys[id]
+	sl := s.keys.get(id)
 	if sl == nil {
 		s.reject(msg)
 		return
@@ -157,12 +157,12 @@ func (s *shard) activate(ctx actor.Context, sl *slot) {
 // entries that map to this shard; the rest go back to System in the reply.
 func (s *shard) create(m createKey) keyReply {
 	id := m.ev.rec.id
-	if _, dup := s.keys[id]; dup {
+	if s.keys.get(id) != nil {
 		return keyReply{err: fmt.Errorf("create key %s: duplicate id: %w", id, ErrInvalidArgument)}
 	}
 	next, fx, _ := applyKey(nil, m.seq, m.ev)
 	x := &slot{st: *next}
-	s.keys[id] = x
+	s.keys.put(x)
 	return keyReply{info: x.st.info(), fx: s.applyDir(fx)}
 }
 
@@ -173,15 +173,15 @@ func (s *shard) applyDir(fx dirEffects) (rest dirEffects) {
 	for _, h := range fx.drop {
 		if shardOfHash(h, s.n) != s.idx {
 			rest.drop = append(rest.drop, h)
-		} else if s.dir[h] == fx.id {
-			delete(s.dir, h)
+		} else {
+			s.dir.del(h, fx.id)
 		}
 	}
 	for _, h := range fx.add {
 		if shardOfHash(h, s.n) != s.idx {
 			rest.add = append(rest.add, h)
 		} else {
-			s.dir[h] = fx.id
+			s.dir.put(h, fx.id)
 		}
 	}
 	return rest
@@ -192,16 +192,16 @@ func (s *shard) applyDir(fx dirEffects) (rest dirEffects) {
 func (s *shard) list(ctx actor.Context, owner uuid.UUID) listReply {
 	var r listReply
 	var ask []uuid.UUID
-	for id, sl := range s.keys {
+	s.keys.each(func(sl *slot) {
 		switch {
 		case sl.live == nil:
 			if sl.st.rec.owner == owner {
 				r.infos = append(r.infos, sl.st.info())
 			}
 		case sl.live.owner == owner:
-			ask = append(ask, id)
+			ask = append(ask, sl.st.rec.id)
 		}
-	}
+	})
 	r.more = len(ask)
 	r.live = make(chan keyReply, len(ask))
 	for _, id := range ask {
@@ -212,17 +212,17 @@ func (s *shard) list(ctx actor.Context, owner uuid.UUID) listReply {
 
 // capture encodes every passive key and asks live ones for their durable copy.
 func (s *shard) capture(ctx actor.Context) captureReply {
-	w := enc{b: make([]byte, 0, len(s.keys)*encodedKeyEstimate)}
+	w := enc{b: make([]byte, 0, s.keys.len()*encodedKeyEstimate)}
 	r := captureReply{}
 	var live []*slot
-	for _, sl := range s.keys {
+	s.keys.each(func(sl *slot) {
 		if sl.live == nil {
 			encodeKeyState(&w, &sl.st)
 			r.count++
-			continue
+			return
 		}
 		live = append(live, sl)
-	}
+	})
 	r.buf, r.more = w.b, len(live)
 	r.live = make(chan []byte, len(live))
 	for _, sl := range live {
@@ -274,7 +274,7 @@ func (s *shard) usagePart(ctx actor.Context, m usagePart) {
 }
 
 func (s *shard) markDirty(id uuid.UUID) {
-	if sl := s.keys[id]; sl != nil && sl.live != nil {
+	if sl := s.keys.get(id); sl != nil && sl.live != nil {
 		sl.live.dirty = true
 	}
 }
@@ -310,7 +310,7 @@ func (s *shard) flushAll(ctx actor.Context, m flushAll) {
 }
 
 func (s *shard) passivated(ctx actor.Context, m passivated) {
-	sl := s.keys[m.id]
+	sl := s.keys.get(m.id)
 	if sl == nil || sl.live == nil || !sl.live.passivating {
 		return
 	}
@@ -353,11 +353,11 @@ func (s *shard) passivated(ctx actor.Context, m passivated) {
 }
 
 func (s *shard) gone(ctx actor.Context, id uuid.UUID) {
-	sl := s.keys[id]
+	sl := s.keys.get(id)
 	if sl == nil {
 		return
 	}
-	delete(s.keys, id)
+	s.keys.del(id)
 	l := sl.live
 	if l == nil {
 		return
