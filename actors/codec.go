@@ -31,6 +31,7 @@ func (e *enc) boolean(v bool) {
 type dec struct {
 	b   []byte
 	bad error
+	ar  *arena // when set, strings are carved from it (restore, see arena)
 }
 
 func (d *dec) fail(what string) {
@@ -115,7 +116,12 @@ func (d *dec) str() string {
 	if d.bad != nil {
 		return ""
 	}
-	v := string(d.b[:n])
+	var v string
+	if d.ar != nil {
+		v = d.ar.str(d.b[:n])
+	} else {
+		v = string(d.b[:n])
+	}
 	d.b = d.b[n:]
 	return v
 }

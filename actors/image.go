@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -158,7 +159,7 @@ func decodeKeyState(d *dec, s *keyState) {
 	s.use.total = d.varint()
 	s.use.lastUsed = d.varint()
 	if n := d.count(2); n > 0 {
-		s.use.days = make([]dayCount, n)
+		s.use.days = d.ar.days(n)
 		for i := range s.use.days {
 			day, c := d.varint(), d.varint()
 			if day < minDay || day > maxDay || c < 0 || c > dayCountMask {
@@ -280,7 +281,44 @@ type dirItem struct {
 type decoded struct {
 	keys [][]*slot
 	dirs [][]dirItem
+	ar   arena
 	err  error
+}
+
+// arena carves the names and usage days of restored keys out of large
+// chunks: a million keys are then a few hundred allocations instead of
+// two million, each sized exactly instead of to its size class. A chunk
+// lives while any key still uses a piece of it; a piece is never written
+// beyond its own length (days are sliced to their capacity, so growing
+// them copies), and strings are immutable.
+type arena struct {
+	sb strings.Builder
+	dc []dayCount
+}
+
+const arenaChunk = 64 << 10
+
+func (a *arena) str(b []byte) string {
+	if a.sb.Cap()-a.sb.Len() < len(b) {
+		a.sb = strings.Builder{}
+		a.sb.Grow(max(arenaChunk, len(b)))
+	}
+	start := a.sb.Len()
+	a.sb.Write(b)
+	return a.sb.String()[start:]
+}
+
+// days returns a zeroed slice of n day counts; a nil arena allocates.
+func (a *arena) days(n int) []dayCount {
+	if a == nil {
+		return make([]dayCount, n)
+	}
+	if cap(a.dc)-len(a.dc) < n {
+		a.dc = make([]dayCount, 0, max(arenaChunk/8, n))
+	}
+	l := len(a.dc)
+	a.dc = a.dc[:l+n]
+	return a.dc[l : l+n : l+n]
 }
 
 // decodeBlocks decodes key blocks on every core, then fills each shard's maps
@@ -326,9 +364,10 @@ func (im *image) decodeBlocks(blocks []rawBlock) error {
 }
 
 func (p *decoded) decode(blk rawBlock, n int) error {
-	d := dec{b: blk.b}
-	for range blk.count {
-		x := &slot{}
+	d := dec{b: blk.b, ar: &p.ar}
+	slots := make([]slot, blk.count) // one allocation for the block's keys
+	for i := range blk.count {
+		x := &slots[i]
 		if decodeKeyState(&d, &x.st); d.err() != nil {
 			return d.err()
 		}

@@ -258,7 +258,8 @@ func decodeKeyRecord(d *dec, r *keyRecord) {
 	rot.graceEnds = d.varint()
 	r.expiresAt = d.varint()
 	if rot != (rotation{}) {
-		r.rot = &rot
+		x := rot // allocated only here
+		r.rot = &x
 	}
 }
 
