@@ -111,6 +111,17 @@ func (d *dec) bytes() []byte {
 	return v
 }
 
+// view is bytes without the copy: the result aliases the input.
+func (d *dec) view() []byte {
+	n := d.count(1)
+	if d.bad != nil {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
 func (d *dec) str() string {
 	n := d.count(1)
 	if d.bad != nil {

@@ -242,7 +242,7 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 		if d.err() != nil || count == 0 {
 			break
 		}
-		b := d.bytes()
+		b := d.view() // decoded before decodeImage returns; nothing keeps it
 		if count > uint64(len(b)/minKeyBytes) {
 			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
 		}
