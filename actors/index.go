@@ -136,7 +136,7 @@ func (k *keyTable) each(f func(*slot)) {
 // lookup may therefore answer the id of a key whose hash only shares
 // those bytes with the one presented: the key actor compares the whole
 // hash (keyState.check) and refuses it, as it refuses any secret not its
-// own. Two stored hashes that share their first 8 bytes (about 1 in 10^7
+// own. Two stored hashes that share their first 8 bytes (about 3 in 10^8
 // at a million keys) must still both resolve: the later one is kept in
 // full in over.
 type dirTable struct {
