@@ -3,6 +3,7 @@ package actors
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -98,6 +99,53 @@ func TestDirSharedPrefix(t *testing.T) {
 		}
 		if d.len() != 1 {
 			t.Fatalf("len = %d, want 1", d.len())
+		}
+	}
+}
+
+// TestSlotSize guards the resident size of a passive key (bench/RESULTS.md,
+// "many keys at rest").
+func TestSlotSize(t *testing.T) {
+	if got := unsafe.Sizeof(slot{}); got > 264 {
+		t.Errorf("unsafe.Sizeof(slot{}) = %d, want ≤ 264", got)
+	}
+	if got := unsafe.Sizeof(dirEntry{}); got != 24 {
+		t.Errorf("unsafe.Sizeof(dirEntry{}) = %d, want 24", got)
+	}
+}
+
+// TestArenaPiecesDoNotOverlap: growing one key's usage days or reading a
+// name never touches its neighbours' pieces of the same chunk.
+func TestArenaPiecesDoNotOverlap(t *testing.T) {
+	var a arena
+	u1, u2 := usage{days: a.days(2)}, usage{days: a.days(2)}
+	for i, u := range []*usage{&u1, &u2} {
+		for d := range 2 {
+			u.days[d] = mkDayCount(int32(100+d), int64(10*(i+1)))
+		}
+	}
+	n1, n2 := a.str([]byte("first")), a.str([]byte("second"))
+	u1.add(102*86400, 5) // a new day: must not land in u2's piece
+	if got := u2.count(100) + u2.count(101); got != 40 || len(u2.days) != 2 {
+		t.Fatalf("neighbour's days = %v, want two days of 20", u2.days)
+	}
+	if got := u1.count(102); got != 5 {
+		t.Fatalf("count(102) = %d, want 5", got)
+	}
+	if n1 != "first" || n2 != "second" {
+		t.Fatalf("names = %q %q", n1, n2)
+	}
+}
+
+func TestDayCountPacking(t *testing.T) {
+	tests := []struct {
+		day int32
+		n   int64
+	}{{0, 0}, {20_000, 1}, {-1, 7}, {minDay, dayCountMask}, {maxDay, 123_456_789_012}}
+	for _, tt := range tests {
+		c := mkDayCount(tt.day, tt.n)
+		if c.day() != tt.day || c.n() != tt.n {
+			t.Errorf("mkDayCount(%d, %d) = day %d n %d", tt.day, tt.n, c.day(), c.n())
 		}
 	}
 }
