@@ -81,6 +81,7 @@ func authorizeFixture(b *testing.B) (*actors.System, [][]byte) {
 	n := actorstest.New(b)
 	n.Config.Shards = 64
 	n.Config.FlushInterval = time.Second // usage flushes run, as in production
+	n.Config.MaxKeys = map[actors.Plan]int{actors.PlanStandard: 100, actors.PlanPremium: 10_000}
 	s := n.Start()
 	u := mustUser(b, s, "bench@example.com", actors.PlanPremium, true)
 	secrets := make([][]byte, 10_000)

@@ -31,6 +31,7 @@ func (e *enc) boolean(v bool) {
 type dec struct {
 	b   []byte
 	bad error
+	ar  *arena // when set, strings are carved from it (restore, see arena)
 }
 
 func (d *dec) fail(what string) {
@@ -110,12 +111,28 @@ func (d *dec) bytes() []byte {
 	return v
 }
 
+// view is bytes without the copy: the result aliases the input.
+func (d *dec) view() []byte {
+	n := d.count(1)
+	if d.bad != nil {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
 func (d *dec) str() string {
 	n := d.count(1)
 	if d.bad != nil {
 		return ""
 	}
-	v := string(d.b[:n])
+	var v string
+	if d.ar != nil {
+		v = d.ar.str(d.b[:n])
+	} else {
+		v = string(d.b[:n])
+	}
 	d.b = d.b[n:]
 	return v
 }

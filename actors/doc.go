@@ -36,7 +36,7 @@
 //   - keys: applyKey(state, seq, event) returns the key's next state (nil
 //     once deleted) and the directory effects (secret hashes to add or
 //     drop), which the live path delivers to the directory shards
-//     (System.publish) and restore to the image's maps. The home shard
+//     (System.publish) and restore to the image's tables. The home shard
 //     applies creations, the key actor everything else.
 //   - accounts: accountsState.apply(seq, event) keeps users, the email
 //     index and sessions; the accounts actor calls it after each append.

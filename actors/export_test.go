@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -56,23 +57,40 @@ func canonical(im *image, now int64) []byte {
 	acc := im.acc.encode(0)
 	w.bytes(acc.users)
 	w.bytes(acc.sessions)
-	ids := make([]uuid.UUID, 0, len(im.keys[0]))
-	for id := range im.keys[0] {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	for _, id := range ids {
-		st := im.keys[0][id].state
-		st.win.Used(now)
+	var slots []*slot
+	im.keys[0].each(func(sl *slot) { slots = append(slots, sl) })
+	slices.SortFunc(slots, func(a, b *slot) int { return bytes.Compare(a.st.rec.id[:], b.st.rec.id[:]) })
+	for _, sl := range slots {
+		st := &sl.st
+		st.window().Used(now)
 		encodeKeyState(&w, st)
 	}
-	hashes := make([]hash, 0, len(im.dirs[0]))
-	for h := range im.dirs[0] {
+	// The directory keeps hash prefixes (see dirTable), in full only
+	// those in over.
+	dir := im.dirs[0]
+	var entries []dirEntry
+	for _, e := range dir.t {
+		if e.id != (uuid.UUID{}) {
+			entries = append(entries, e)
+		}
+	}
+	slices.SortFunc(entries, func(a, b dirEntry) int {
+		if a.prefix != b.prefix {
+			return cmp.Compare(a.prefix, b.prefix)
+		}
+		return bytes.Compare(a.id[:], b.id[:])
+	})
+	for _, e := range entries {
+		w.uvarint(e.prefix)
+		w.fixed(e.id[:])
+	}
+	hashes := make([]hash, 0, len(dir.over))
+	for h := range dir.over {
 		hashes = append(hashes, h)
 	}
 	slices.SortFunc(hashes, func(a, b hash) int { return bytes.Compare(a[:], b[:]) })
 	for _, h := range hashes {
-		id := im.dirs[0][h]
+		id := dir.over[h]
 		w.fixed(h[:])
 		w.fixed(id[:])
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -20,8 +21,8 @@ import (
 // Keys are already partitioned by home shard, hashes by directory shard.
 type image struct {
 	acc   *accountsState
-	keys  []map[uuid.UUID]*slot
-	dirs  []map[hash]uuid.UUID
+	keys  []*keyTable
+	dirs  []*dirTable
 	nkeys int
 	ext   map[string][]byte // extension sections by name
 }
@@ -29,19 +30,19 @@ type image struct {
 func newImage(shards, sizeHint int) *image {
 	im := &image{
 		acc:  newAccountsState(),
-		keys: make([]map[uuid.UUID]*slot, shards),
-		dirs: make([]map[hash]uuid.UUID, shards),
+		keys: make([]*keyTable, shards),
+		dirs: make([]*dirTable, shards),
 	}
 	for i := range shards {
-		im.keys[i] = make(map[uuid.UUID]*slot, sizeHint/shards)
-		im.dirs[i] = make(map[hash]uuid.UUID, sizeHint/shards)
+		im.keys[i] = newKeyTable(sizeHint / shards)
+		im.dirs[i] = newDirTable(sizeHint / shards)
 	}
 	return im
 }
 
 func (im *image) key(id uuid.UUID) *keyState {
-	if sl := im.keys[shardOfID(id, len(im.keys))][id]; sl != nil {
-		return sl.state
+	if sl := im.keys[shardOfID(id, len(im.keys))].get(id); sl != nil {
+		return &sl.st
 	}
 	return nil
 }
@@ -50,12 +51,10 @@ func (im *image) key(id uuid.UUID) *keyState {
 func (im *image) applyDir(fx dirEffects) {
 	n := len(im.dirs)
 	for _, h := range fx.drop {
-		if d := im.dirs[shardOfHash(h, n)]; d[h] == fx.id {
-			delete(d, h)
-		}
+		im.dirs[shardOfHash(h, n)].del(h, fx.id)
 	}
 	for _, h := range fx.add {
-		im.dirs[shardOfHash(h, n)][h] = fx.id
+		im.dirs[shardOfHash(h, n)].put(h, fx.id)
 	}
 }
 
@@ -99,18 +98,16 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 	id := ev.keyID()
 	keys := im.keys[shardOfID(id, len(im.keys))]
 	var st *keyState
-	if sl := keys[id]; sl != nil {
-		st = sl.state
+	if sl := keys.get(id); sl != nil {
+		st = &sl.st
 	}
 	next, fx, _ := applyKey(st, seq, ev) // an event refused live was never logged; refused here, it is a no-op
 	switch {
 	case st == nil && next != nil:
-		x := newSlot()
-		x.st, x.owner = *next, next.rec.owner
-		keys[id] = &x.slot
+		keys.put(&slot{st: *next})
 		im.nkeys++
 	case st != nil && next == nil:
-		delete(keys, id)
+		keys.del(id)
 		im.nkeys--
 	}
 	im.applyDir(fx)
@@ -141,14 +138,18 @@ func encodeKeyState(w *enc, s *keyState) {
 	w.varint(s.use.lastUsed)
 	w.uvarint(uint64(len(s.use.days)))
 	for _, d := range s.use.days {
-		w.varint(int64(d.day))
-		w.varint(d.n)
+		w.varint(int64(d.day()))
+		w.varint(d.n())
 	}
-	w.uvarint(uint64(s.win.Len()))
-	s.win.Each(func(sec int64, n uint32) {
-		w.varint(sec)
-		w.uvarint(uint64(n))
-	})
+	if s.win == nil {
+		w.uvarint(0)
+	} else {
+		w.uvarint(uint64(s.win.Len()))
+		s.win.Each(func(sec int64, n uint32) {
+			w.varint(sec)
+			w.uvarint(uint64(n))
+		})
+	}
 	w.uvarint(s.applied)
 	w.uvarint(s.usageSeq)
 }
@@ -158,9 +159,14 @@ func decodeKeyState(d *dec, s *keyState) {
 	s.use.total = d.varint()
 	s.use.lastUsed = d.varint()
 	if n := d.count(2); n > 0 {
-		s.use.days = make([]dayCount, n)
+		s.use.days = d.ar.days(n)
 		for i := range s.use.days {
-			s.use.days[i] = dayCount{day: int32(d.varint()), n: d.varint()}
+			day, c := d.varint(), d.varint()
+			if day < minDay || day > maxDay || c < 0 || c > dayCountMask {
+				d.fail("usage day")
+				break
+			}
+			s.use.days[i] = mkDayCount(int32(day), c)
 		}
 	}
 	for range d.count(2) {
@@ -169,7 +175,7 @@ func decodeKeyState(d *dec, s *keyState) {
 			d.fail("window count")
 			break
 		}
-		s.win.Add(sec, uint32(n))
+		s.window().Add(sec, uint32(n))
 	}
 	s.applied = d.uvarint()
 	s.usageSeq = d.uvarint()
@@ -236,7 +242,7 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 		if d.err() != nil || count == 0 {
 			break
 		}
-		b := d.bytes()
+		b := d.view() // decoded before decodeImage returns; nothing keeps it
 		if count > uint64(len(b)/minKeyBytes) {
 			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
 		}
@@ -265,17 +271,54 @@ type rawBlock struct {
 	b     []byte
 }
 
-// dirEntry is a directory entry on its way to its shard.
-type dirEntry struct {
+// dirItem is a directory entry on its way to its shard.
+type dirItem struct {
 	hash hash
 	id   uuid.UUID
 }
 
 // decoded is what one decoding worker produced, sorted by target shard.
 type decoded struct {
-	keys [][]*slotState
-	dirs [][]dirEntry
+	keys [][]*slot
+	dirs [][]dirItem
+	ar   arena
 	err  error
+}
+
+// arena carves the names and usage days of restored keys out of large
+// chunks: a million keys are then a few hundred allocations instead of
+// two million, each sized exactly instead of to its size class. A chunk
+// lives while any key still uses a piece of it; a piece is never written
+// beyond its own length (days are sliced to their capacity, so growing
+// them copies), and strings are immutable.
+type arena struct {
+	sb strings.Builder
+	dc []dayCount
+}
+
+const arenaChunk = 64 << 10
+
+func (a *arena) str(b []byte) string {
+	if a.sb.Cap()-a.sb.Len() < len(b) {
+		a.sb = strings.Builder{}
+		a.sb.Grow(max(arenaChunk, len(b)))
+	}
+	start := a.sb.Len()
+	a.sb.Write(b)
+	return a.sb.String()[start:]
+}
+
+// days returns a zeroed slice of n day counts; a nil arena allocates.
+func (a *arena) days(n int) []dayCount {
+	if a == nil {
+		return make([]dayCount, n)
+	}
+	if cap(a.dc)-len(a.dc) < n {
+		a.dc = make([]dayCount, 0, max(arenaChunk/8, n))
+	}
+	l := len(a.dc)
+	a.dc = a.dc[:l+n]
+	return a.dc[l : l+n : l+n]
 }
 
 // decodeBlocks decodes key blocks on every core, then fills each shard's maps
@@ -291,7 +334,7 @@ func (im *image) decodeBlocks(blocks []rawBlock) error {
 		go func() {
 			defer wg.Done()
 			p := &parts[w]
-			p.keys, p.dirs = make([][]*slotState, n), make([][]dirEntry, n)
+			p.keys, p.dirs = make([][]*slot, n), make([][]dirItem, n)
 			for i := int(next.Add(1) - 1); i < len(blocks) && p.err == nil; i = int(next.Add(1) - 1) {
 				p.err = p.decode(blocks[i], n)
 			}
@@ -321,18 +364,18 @@ func (im *image) decodeBlocks(blocks []rawBlock) error {
 }
 
 func (p *decoded) decode(blk rawBlock, n int) error {
-	d := dec{b: blk.b}
-	for range blk.count {
-		x := newSlot()
+	d := dec{b: blk.b, ar: &p.ar}
+	slots := make([]slot, blk.count) // one allocation for the block's keys
+	for i := range blk.count {
+		x := &slots[i]
 		if decodeKeyState(&d, &x.st); d.err() != nil {
 			return d.err()
 		}
 		r := &x.st.rec
-		x.owner = r.owner
 		p.keys[shardOfID(r.id, n)] = append(p.keys[shardOfID(r.id, n)], x)
-		p.dirs[shardOfHash(r.hash, n)] = append(p.dirs[shardOfHash(r.hash, n)], dirEntry{r.hash, r.id})
-		if r.hasPrev {
-			p.dirs[shardOfHash(r.prevHash, n)] = append(p.dirs[shardOfHash(r.prevHash, n)], dirEntry{r.prevHash, r.id})
+		p.dirs[shardOfHash(r.hash, n)] = append(p.dirs[shardOfHash(r.hash, n)], dirItem{r.hash, r.id})
+		if prev, ok := r.prev(); ok {
+			p.dirs[shardOfHash(prev, n)] = append(p.dirs[shardOfHash(prev, n)], dirItem{prev, r.id})
 		}
 	}
 	return d.done("key block")
@@ -344,11 +387,11 @@ func (im *image) fill(sh int, parts []decoded) int {
 	keys, dir := im.keys[sh], im.dirs[sh]
 	for _, p := range parts {
 		for _, x := range p.keys[sh] {
-			keys[x.st.rec.id] = &x.slot
+			keys.put(x)
 		}
 		for _, e := range p.dirs[sh] {
-			dir[e.hash] = e.id
+			dir.put(e.hash, e.id)
 		}
 	}
-	return len(keys)
+	return keys.len()
 }

@@ -160,13 +160,18 @@ func (a *keyActor) authorize(m *authorize) AuthResult {
 	s := a.state
 	res := AuthResult{KeyID: s.rec.id, UserID: s.rec.owner, IsActive: s.active()}
 	if res.Err = s.check(m.hash, now); res.Err != nil {
+		if res.Err == ErrKeyInvalid {
+			// Not this key's secret (the directory matched a prefix
+			// only, see dirTable): nothing about this key is told.
+			return AuthResult{Err: ErrKeyInvalid}
+		}
 		return res
 	}
 	if !m.consume {
-		res.Limit = s.win.Peek(now, s.rec.rateLimit)
+		res.Limit = s.window().Peek(now, s.rec.rateLimit)
 		return res
 	}
-	res.Limit = s.win.Allow(now, s.rec.rateLimit)
+	res.Limit = s.window().Allow(now, s.rec.rateLimit)
 	if !res.Limit.Allowed {
 		res.Err = ErrRateLimited
 		return res

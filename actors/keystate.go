@@ -12,6 +12,8 @@ import (
 const usageDays = 32
 
 // keyRecord is the control-plane part of a key. Times are Unix seconds, 0 = null.
+// A million of them stay resident, so what most keys never have (a
+// rotation) sits behind a pointer.
 type keyRecord struct {
 	id        uuid.UUID
 	owner     uuid.UUID
@@ -19,21 +21,66 @@ type keyRecord struct {
 	preview   previewChars
 	hash      hash      // current secret
 	sealed    sealedKey // AES-256-GCM of the current secret, bound to the id
-	prevHash  hash      // rotated-out secret, valid until graceEnds
-	hasPrev   bool
-	rateLimit int64
 	revoked   bool
+	rot       *rotation // nil until the first rotation; never changed in place
+	rateLimit int64
 	createdAt int64
-	rotatedAt int64
-	graceEnds int64
 	expiresAt int64
 }
 
-// dayCount is the usage of one UTC day (day = Unix seconds / 86400).
-type dayCount struct {
-	day int32
-	n   int64
+// rotation is what a key keeps of its last rotation. Records share it
+// (durable copies copy the pointer), so it is replaced, never mutated.
+type rotation struct {
+	prevHash  hash // rotated-out secret, valid until graceEnds
+	hasPrev   bool
+	rotatedAt int64
+	graceEnds int64
 }
+
+// prev returns the rotated-out secret, if any.
+func (r *keyRecord) prev() (hash, bool) {
+	if r.rot == nil || !r.rot.hasPrev {
+		return hash{}, false
+	}
+	return r.rot.prevHash, true
+}
+
+func (r *keyRecord) rotatedAt() int64 {
+	if r.rot == nil {
+		return 0
+	}
+	return r.rot.rotatedAt
+}
+
+func (r *keyRecord) graceEnds() int64 {
+	if r.rot == nil {
+		return 0
+	}
+	return r.rot.graceEnds
+}
+
+// dayCount is the usage of one UTC day (day = Unix seconds / 86400),
+// packed in 8 bytes: the day in the top 24 bits (signed: ±22,900 years
+// around 1970) and the count in the low 40. A day's count cannot reach
+// 2^40: the limiter admits at most maxRateLimit (1e9) an hour, 2.4e10 a day.
+type dayCount uint64
+
+const (
+	dayCountBits = 40
+	dayCountMask = 1<<dayCountBits - 1
+	minDay       = -1 << 23
+	maxDay       = 1<<23 - 1
+)
+
+func mkDayCount(day int32, n int64) dayCount {
+	return dayCount(uint64(uint32(day))<<dayCountBits | uint64(n)&dayCountMask)
+}
+
+// day returns the UTC day, sign-extended from its 24 bits.
+func (c dayCount) day() int32 { return int32(uint32(c>>dayCountBits)<<8) >> 8 }
+
+// n returns the day's count.
+func (c dayCount) n() int64 { return int64(c & dayCountMask) }
 
 // usage is a key's request counters.
 type usage struct {
@@ -48,22 +95,22 @@ func (u *usage) add(sec int64, n int64) {
 	u.lastUsed = max(u.lastUsed, sec)
 	d := int32(sec / 86400)
 	i := len(u.days)
-	for i > 0 && u.days[i-1].day > d {
+	for i > 0 && u.days[i-1].day() > d {
 		i--
 	}
-	if i > 0 && u.days[i-1].day == d {
-		u.days[i-1].n += n
+	if i > 0 && u.days[i-1].day() == d {
+		u.days[i-1] = mkDayCount(d, u.days[i-1].n()+n)
 		return
 	}
-	if len(u.days) > 0 && d <= u.days[len(u.days)-1].day-usageDays {
+	if len(u.days) > 0 && d <= u.days[len(u.days)-1].day()-usageDays {
 		return // older than what we keep
 	}
-	u.days = append(u.days, dayCount{})
+	u.days = append(u.days, 0)
 	copy(u.days[i+1:], u.days[i:])
-	u.days[i] = dayCount{day: d, n: n}
-	if newest := u.days[len(u.days)-1].day; u.days[0].day <= newest-usageDays {
+	u.days[i] = mkDayCount(d, n)
+	if newest := u.days[len(u.days)-1].day(); u.days[0].day() <= newest-usageDays {
 		cut := 0
-		for cut < len(u.days) && u.days[cut].day <= newest-usageDays {
+		for cut < len(u.days) && u.days[cut].day() <= newest-usageDays {
 			cut++
 		}
 		u.days = append(u.days[:0], u.days[cut:]...)
@@ -75,8 +122,8 @@ func (u *usage) sub(sec int64, n int64) {
 	u.total -= n
 	d := int32(sec / 86400)
 	for i := range u.days {
-		if u.days[i].day == d {
-			u.days[i].n -= n
+		if u.days[i].day() == d {
+			u.days[i] = mkDayCount(d, u.days[i].n()-n)
 			return
 		}
 	}
@@ -85,8 +132,8 @@ func (u *usage) sub(sec int64, n int64) {
 // count returns the usage of UTC day d.
 func (u *usage) count(d int32) int64 {
 	for _, dc := range u.days {
-		if dc.day == d {
-			return dc.n
+		if dc.day() == d {
+			return dc.n()
 		}
 	}
 	return 0
@@ -104,13 +151,21 @@ func (u usage) clone() usage {
 type keyState struct {
 	rec keyRecord
 	use usage
-	win ratelimit.Window
+	win *ratelimit.Window // nil until the first admitted request
 	// applied and usageSeq are the sequences of the last control record and
 	// the last usage record reflected here. Each kind reaches a key in log
 	// order, but a usage record may commit before a control record that is
 	// applied first, so replay needs one watermark per kind (see skip).
 	applied  uint64
 	usageSeq uint64
+}
+
+// window returns the key's limiter window, allocating it on first use.
+func (s *keyState) window() *ratelimit.Window {
+	if s.win == nil {
+		s.win = new(ratelimit.Window)
+	}
+	return s.win
 }
 
 // skip reports whether replaying ev at seq would apply it a second time.
@@ -139,8 +194,8 @@ func (s *keyState) check(h hash, now int64) error {
 	case r.revoked:
 		return ErrKeyRevoked
 	case h == r.hash:
-	case r.hasPrev && h == r.prevHash:
-		if now >= r.graceEnds {
+	case r.rot != nil && r.rot.hasPrev && h == r.rot.prevHash:
+		if now >= r.rot.graceEnds {
 			return ErrKeyExpired
 		}
 	default:
@@ -166,8 +221,8 @@ func (s *keyState) info() KeyInfo {
 		Preview:     r.preview.String(),
 		RateLimit:   r.rateLimit,
 		IsActive:    s.active(),
-		RotatedAt:   unixOrZero(r.rotatedAt),
-		GraceEndsAt: unixOrZero(r.graceEnds),
+		RotatedAt:   unixOrZero(r.rotatedAt()),
+		GraceEndsAt: unixOrZero(r.graceEnds()),
 		LastUsedAt:  unixOrZero(s.use.lastUsed),
 		UsageCount:  s.use.total,
 		ExpiresAt:   unixOrZero(r.expiresAt),
@@ -183,7 +238,7 @@ func (s *keyState) usageView(now time.Time, days int) Usage {
 		d := today - int32(days-1-i)
 		out.Daily[i] = DayCount{Date: time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), Count: s.use.count(d)}
 	}
-	dec := s.win.Peek(now.Unix(), s.rec.rateLimit)
+	dec := s.window().Peek(now.Unix(), s.rec.rateLimit)
 	out.Limit, out.Used, out.Remaining = dec.Limit, dec.Used, dec.Remaining
 	if dec.Used > 0 {
 		out.ResetAt = time.Unix(dec.Reset, 0)
@@ -194,10 +249,14 @@ func (s *keyState) usageView(now time.Time, days int) Usage {
 // durableCopy returns a deep copy of s with the not-yet-logged deltas taken
 // out: exactly what replaying the WAL up to s.applied produces.
 func (s *keyState) durableCopy(unlogged ...[]secCount) *keyState {
-	c := &keyState{rec: s.rec, use: s.use.clone(), win: s.win.Clone(), applied: s.applied, usageSeq: s.usageSeq}
+	c := &keyState{rec: s.rec, use: s.use.clone(), applied: s.applied, usageSeq: s.usageSeq}
+	if s.win != nil {
+		w := s.win.Clone()
+		c.win = &w
+	}
 	for _, list := range unlogged {
 		for _, sc := range list {
-			c.win.Sub(sc.sec, sc.n)
+			c.window().Sub(sc.sec, sc.n)
 			c.use.sub(sc.sec, int64(sc.n))
 		}
 	}

@@ -33,7 +33,7 @@ type keyEvent interface {
 }
 
 type keyCreated struct {
-	rec keyRecord // hasPrev, revoked, rotatedAt, graceEnds are zero
+	rec keyRecord // rot is nil, revoked false
 }
 
 type keyRotated struct {
@@ -226,15 +226,16 @@ func encodeKeyRecord(w *enc, r *keyRecord) {
 	w.fixed(r.preview[:])
 	w.fixed(r.hash[:])
 	w.fixed(r.sealed[:])
-	w.boolean(r.hasPrev)
-	if r.hasPrev {
-		w.fixed(r.prevHash[:])
+	prev, hasPrev := r.prev()
+	w.boolean(hasPrev)
+	if hasPrev {
+		w.fixed(prev[:])
 	}
 	w.varint(r.rateLimit)
 	w.boolean(r.revoked)
 	w.varint(r.createdAt)
-	w.varint(r.rotatedAt)
-	w.varint(r.graceEnds)
+	w.varint(r.rotatedAt())
+	w.varint(r.graceEnds())
 	w.varint(r.expiresAt)
 }
 
@@ -245,16 +246,21 @@ func decodeKeyRecord(d *dec, r *keyRecord) {
 	d.fixed(r.preview[:])
 	d.fixed(r.hash[:])
 	d.fixed(r.sealed[:])
-	r.hasPrev = d.boolean()
-	if r.hasPrev {
-		d.fixed(r.prevHash[:])
+	var rot rotation
+	rot.hasPrev = d.boolean()
+	if rot.hasPrev {
+		d.fixed(rot.prevHash[:])
 	}
 	r.rateLimit = d.varint()
 	r.revoked = d.boolean()
 	r.createdAt = d.varint()
-	r.rotatedAt = d.varint()
-	r.graceEnds = d.varint()
+	rot.rotatedAt = d.varint()
+	rot.graceEnds = d.varint()
 	r.expiresAt = d.varint()
+	if rot != (rotation{}) {
+		x := rot // allocated only here
+		r.rot = &x
+	}
 }
 
 // dirEffects are the changes a key event makes to the secret-hash
@@ -295,8 +301,8 @@ func applyKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, err
 			return nil, fx, nil
 		}
 		fx.drop = []hash{st.rec.hash}
-		if st.rec.hasPrev {
-			fx.drop = append(fx.drop, st.rec.prevHash)
+		if prev, ok := st.rec.prev(); ok {
+			fx.drop = append(fx.drop, prev)
 		}
 		return nil, fx, nil
 	}
@@ -310,13 +316,12 @@ func applyKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, err
 			st.applied = max(st.applied, seq)
 			return st, fx, ErrKeyInactive
 		}
-		if r.hasPrev {
-			fx.drop = []hash{r.prevHash} // the secret before the previous one
+		if prev, ok := r.prev(); ok {
+			fx.drop = []hash{prev} // the secret before the previous one
 		}
 		fx.add = []hash{e.hash}
-		r.prevHash, r.hasPrev = r.hash, true
+		r.rot = &rotation{prevHash: r.hash, hasPrev: true, rotatedAt: e.at, graceEnds: e.graceEnds}
 		r.hash, r.sealed, r.preview = e.hash, e.sealed, e.preview
-		r.rotatedAt, r.graceEnds = e.at, e.graceEnds
 	case keyRevoked:
 		// A revoked key never needs its secret again: the ciphertext goes,
 		// so that a copy of the data dir with the master key opens nothing
@@ -326,7 +331,7 @@ func applyKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, err
 		r.name, r.rateLimit, r.expiresAt = e.name, e.rateLimit, e.expiresAt
 	case keyUsed:
 		for _, p := range e.pairs {
-			st.win.Add(p.sec, p.n)
+			st.window().Add(p.sec, p.n)
 			st.use.add(p.sec, int64(p.n))
 		}
 		st.usageSeq = max(st.usageSeq, seq)

@@ -90,7 +90,7 @@ func FuzzDecodeImage(f *testing.F) {
 	var w enc
 	st := &keyState{rec: sampleEvents()[0].(keyCreated).rec}
 	st.use.add(1795000000, 3)
-	st.win.Add(1795000000, 3)
+	st.window().Add(1795000000, 3)
 	encodeKeyState(&w, st)
 	iw.uvarint(1)
 	iw.block(1, w.b)

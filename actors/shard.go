@@ -9,11 +9,18 @@ import (
 	"gatehouse/wal"
 )
 
-// slot is a shard's handle on one key: the state itself while the key is
-// passive, or the PID of the key actor that owns it while live.
+// slot is a shard's handle on one key: its state, which the shard owns
+// while the key is passive and its key actor while live is set. A million
+// passive keys are a million slots, so everything only a live key needs
+// sits behind live.
 type slot struct {
-	owner       uuid.UUID
-	state       *keyState
+	st   keyState
+	live *liveSlot // nil while passive
+}
+
+// liveSlot is what a shard keeps of a live key besides its state.
+type liveSlot struct {
+	owner       uuid.UUID // st.rec.owner, which the shard must not read while live
 	pid         *actor.PID
 	lastSeen    int64
 	dirty       bool
@@ -27,19 +34,6 @@ type held struct {
 	captures []chan []byte // snapshot captures
 }
 
-// slotState allocates a passive slot and its state together (restore
-// creates a million of them).
-type slotState struct {
-	slot
-	st keyState
-}
-
-func newSlot() *slotState {
-	x := &slotState{}
-	x.slot.state = &x.st
-	return x
-}
-
 // shard owns a fixed slice of the key space twice over: the keys whose id
 // maps here (their slots and key actors), and the directory entries of the
 // secret hashes that map here (hash → key id).
@@ -48,8 +42,8 @@ type shard struct {
 	deps      *keyDeps
 	idleAfter int64
 	peers     []*actor.PID
-	keys      map[uuid.UUID]*slot
-	dir       map[hash]uuid.UUID
+	keys      *keyTable // id → slot
+	dir       *dirTable // secret hash → key id
 	now       int64
 	live      map[*slot]struct{} // slots with a key actor: what ticks visit
 	onLive    func(delta int)    // metrics hook
@@ -103,7 +97,7 @@ func (s *shard) Receive(ctx actor.Context) {
 
 func (s *shard) authorize(ctx actor.Context, m *authorize) {
 	if !m.routed {
-		id, ok := s.dir[m.hash]
+		id, ok := s.dir.get(m.hash)
 		if !ok {
 			m.reply <- AuthResult{Err: ErrKeyInvalid}
 			return
@@ -119,21 +113,22 @@ func (s *shard) authorize(ctx actor.Context, m *authorize) {
 
 // route delivers msg to the key actor owning id, activating it if passive.
 func (s *shard) route(ctx actor.Context, id uuid.UUID, msg any, consume bool) {
-	sl := s.keys[id]
+	sl := s.keys.get(id)
 	if sl == nil {
 		s.reject(msg)
 		return
 	}
-	if sl.passivating {
-		sl.held.msgs = append(sl.held.msgs, msg)
-		return
-	}
-	if sl.pid == nil {
+	if sl.live == nil {
 		s.activate(ctx, sl)
 	}
-	sl.lastSeen = s.now
-	sl.dirty = sl.dirty || consume
-	ctx.Send(sl.pid, msg)
+	l := sl.live
+	if l.passivating {
+		l.held.msgs = append(l.held.msgs, msg)
+		return
+	}
+	l.lastSeen = s.now
+	l.dirty = l.dirty || consume
+	ctx.Send(l.pid, msg)
 }
 
 // reject answers a message for a key that does not exist (any more).
@@ -149,9 +144,9 @@ func (s *shard) reject(msg any) {
 }
 
 func (s *shard) activate(ctx actor.Context, sl *slot) {
-	st := sl.state
-	sl.state = nil
-	sl.pid = ctx.Spawn(s.deps.inlineProps(func() actor.Actor {
+	st := &sl.st
+	sl.live = &liveSlot{owner: st.rec.owner}
+	sl.live.pid = ctx.Spawn(s.deps.inlineProps(func() actor.Actor {
 		return &keyActor{deps: s.deps, state: st}
 	}))
 	s.live[sl] = struct{}{}
@@ -162,13 +157,12 @@ func (s *shard) activate(ctx actor.Context, sl *slot) {
 // entries that map to this shard; the rest go back to System in the reply.
 func (s *shard) create(m createKey) keyReply {
 	id := m.ev.rec.id
-	if _, dup := s.keys[id]; dup {
+	if s.keys.get(id) != nil {
 		return keyReply{err: fmt.Errorf("create key %s: duplicate id: %w", id, ErrInvalidArgument)}
 	}
 	next, fx, _ := applyKey(nil, m.seq, m.ev)
-	x := newSlot()
-	x.st, x.owner = *next, next.rec.owner
-	s.keys[id] = &x.slot
+	x := &slot{st: *next}
+	s.keys.put(x)
 	return keyReply{info: x.st.info(), fx: s.applyDir(fx)}
 }
 
@@ -179,15 +173,15 @@ func (s *shard) applyDir(fx dirEffects) (rest dirEffects) {
 	for _, h := range fx.drop {
 		if shardOfHash(h, s.n) != s.idx {
 			rest.drop = append(rest.drop, h)
-		} else if s.dir[h] == fx.id {
-			delete(s.dir, h)
+		} else {
+			s.dir.del(h, fx.id)
 		}
 	}
 	for _, h := range fx.add {
 		if shardOfHash(h, s.n) != s.idx {
 			rest.add = append(rest.add, h)
 		} else {
-			s.dir[h] = fx.id
+			s.dir.put(h, fx.id)
 		}
 	}
 	return rest
@@ -198,15 +192,16 @@ func (s *shard) applyDir(fx dirEffects) (rest dirEffects) {
 func (s *shard) list(ctx actor.Context, owner uuid.UUID) listReply {
 	var r listReply
 	var ask []uuid.UUID
-	for id, sl := range s.keys {
+	s.keys.each(func(sl *slot) {
 		switch {
-		case sl.owner != owner:
-		case sl.state != nil && !sl.passivating:
-			r.infos = append(r.infos, sl.state.info())
-		default:
-			ask = append(ask, id)
+		case sl.live == nil:
+			if sl.st.rec.owner == owner {
+				r.infos = append(r.infos, sl.st.info())
+			}
+		case sl.live.owner == owner:
+			ask = append(ask, sl.st.rec.id)
 		}
-	}
+	})
 	r.more = len(ask)
 	r.live = make(chan keyReply, len(ask))
 	for _, id := range ask {
@@ -217,25 +212,25 @@ func (s *shard) list(ctx actor.Context, owner uuid.UUID) listReply {
 
 // capture encodes every passive key and asks live ones for their durable copy.
 func (s *shard) capture(ctx actor.Context) captureReply {
-	w := enc{b: make([]byte, 0, len(s.keys)*encodedKeyEstimate)}
+	w := enc{b: make([]byte, 0, s.keys.len()*encodedKeyEstimate)}
 	r := captureReply{}
 	var live []*slot
-	for _, sl := range s.keys {
-		if sl.state != nil && !sl.passivating {
-			encodeKeyState(&w, sl.state)
+	s.keys.each(func(sl *slot) {
+		if sl.live == nil {
+			encodeKeyState(&w, &sl.st)
 			r.count++
-			continue
+			return
 		}
 		live = append(live, sl)
-	}
+	})
 	r.buf, r.more = w.b, len(live)
 	r.live = make(chan []byte, len(live))
 	for _, sl := range live {
-		if sl.passivating {
-			sl.held.captures = append(sl.held.captures, r.live)
-			continue
+		if l := sl.live; l.passivating {
+			l.held.captures = append(l.held.captures, r.live)
+		} else {
+			ctx.Send(l.pid, captureKey{out: r.live})
 		}
-		ctx.Send(sl.pid, captureKey{out: r.live})
 	}
 	return r
 }
@@ -247,16 +242,17 @@ func (s *shard) tick(ctx actor.Context, m tick) {
 	s.logBatch(ctx) // what the last round's stragglers did not complete
 	s.expect, s.got = 0, 0
 	for sl := range s.live {
-		if sl.pid == nil || sl.passivating {
+		l := sl.live
+		if l == nil || l.passivating {
 			continue
 		}
-		if sl.dirty {
-			sl.dirty = false
+		if l.dirty {
+			l.dirty = false
 			s.expect++
-			ctx.Send(sl.pid, flushKey{})
-		} else if m.sweep && s.now-sl.lastSeen >= s.idleAfter {
-			sl.passivating, sl.held = true, &held{}
-			ctx.Send(sl.pid, passivate{})
+			ctx.Send(l.pid, flushKey{})
+		} else if m.sweep && s.now-l.lastSeen >= s.idleAfter {
+			l.passivating, l.held = true, &held{}
+			ctx.Send(l.pid, passivate{})
 		}
 	}
 }
@@ -278,8 +274,8 @@ func (s *shard) usagePart(ctx actor.Context, m usagePart) {
 }
 
 func (s *shard) markDirty(id uuid.UUID) {
-	if sl := s.keys[id]; sl != nil {
-		sl.dirty = true
+	if sl := s.keys.get(id); sl != nil && sl.live != nil {
+		sl.live.dirty = true
 	}
 }
 
@@ -301,37 +297,42 @@ func (s *shard) logBatch(ctx actor.Context) {
 func (s *shard) flushAll(ctx actor.Context, m flushAll) {
 	for sl := range s.live {
 		m.wg.Add(1)
-		if sl.passivating {
+		l := sl.live
+		if l.passivating {
 			// A key with unlogged usage refuses to passivate: it must
 			// flush too. passivated settles the request either way.
-			sl.held.msgs = append(sl.held.msgs, flushNow{wg: m.wg})
+			l.held.msgs = append(l.held.msgs, flushNow{wg: m.wg})
 			continue
 		}
-		ctx.Send(sl.pid, flushNow{wg: m.wg})
+		ctx.Send(l.pid, flushNow{wg: m.wg})
 	}
 	m.wg.Done()
 }
 
 func (s *shard) passivated(ctx actor.Context, m passivated) {
-	sl := s.keys[m.id]
-	if sl == nil || !sl.passivating {
+	sl := s.keys.get(m.id)
+	if sl == nil || sl.live == nil || !sl.live.passivating {
 		return
 	}
-	h := sl.held
-	sl.passivating, sl.held = false, nil
+	l := sl.live
+	h := l.held
+	l.passivating, l.held = false, nil
 	if m.state != nil {
-		ctx.Poison(sl.pid)
-		sl.pid, sl.state = nil, m.state
+		ctx.Poison(l.pid)
+		if m.state != &sl.st {
+			sl.st = *m.state
+		}
+		sl.live = nil
 		delete(s.live, sl)
 		s.onLive(-1)
 		for _, out := range h.captures {
 			var w enc
-			encodeKeyState(&w, sl.state)
+			encodeKeyState(&w, &sl.st)
 			out <- w.b
 		}
 	} else {
 		for _, out := range h.captures {
-			ctx.Send(sl.pid, captureKey{out: out})
+			ctx.Send(l.pid, captureKey{out: out})
 		}
 	}
 	for _, msg := range h.msgs {
@@ -339,7 +340,7 @@ func (s *shard) passivated(ctx actor.Context, m passivated) {
 			if m.state != nil {
 				f.wg.Done() // passivated: nothing was unlogged
 			} else {
-				ctx.Send(sl.pid, f)
+				ctx.Send(l.pid, f)
 			}
 			continue
 		}
@@ -352,17 +353,19 @@ func (s *shard) passivated(ctx actor.Context, m passivated) {
 }
 
 func (s *shard) gone(ctx actor.Context, id uuid.UUID) {
-	sl := s.keys[id]
+	sl := s.keys.get(id)
 	if sl == nil {
 		return
 	}
-	delete(s.keys, id)
-	if sl.pid != nil {
-		ctx.Poison(sl.pid)
-		delete(s.live, sl)
-		s.onLive(-1)
+	s.keys.del(id)
+	l := sl.live
+	if l == nil {
+		return
 	}
-	if h := sl.held; h != nil {
+	ctx.Poison(l.pid)
+	delete(s.live, sl)
+	s.onLive(-1)
+	if h := l.held; h != nil {
 		for _, out := range h.captures {
 			out <- nil // counted, carries nothing: the key is gone
 		}
