@@ -20,14 +20,15 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gatehouse
 
 # need_debs: for each <command>:<Debian package> pair of $(1) whose command
-# is missing, apt-get installs the package, only as root and only where
+# is missing (a command given as an absolute path is a file that must
+# exist: a library or module), apt-get installs the package, only as root and only where
 # apt-get exists (Debian, Ubuntu). Otherwise it names what is missing and
 # goes on (the tests that need it skip), or fails when CI=true. $(2) says
 # what needs them.
 define need_debs
 	@missing=; pkgs=; \
 	for pair in $(1); do cmd=$${pair%%:*}; pkg=$${pair#*:}; \
-		command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || { missing="$$missing $$cmd"; pkgs="$$pkgs $$pkg"; }; \
+		command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || { [ "$${cmd#/}" != "$$cmd" ] && [ -e "$$cmd" ]; } || { missing="$$missing $$cmd"; pkgs="$$pkgs $$pkg"; }; \
 	done; \
 	if [ -z "$$missing" ]; then \
 		:; \
@@ -117,20 +118,10 @@ bench-agents:
 	$(GO) run ./bench/cmd/benchsuite -cases isolation,turn -results bench/RESULTS.md
 
 ## bench-deps: nginx (with ngx_lua), HAProxy and wrk from Debian's packages,
-## for the bench, when missing (apt only as root; otherwise a message, an
-## error under CI=true)
-BENCH_PKGS := nginx libnginx-mod-http-lua haproxy wrk
+## for the bench, when missing (need_debs: apt only as root; otherwise a
+## message, an error under CI=true)
 bench-deps:
-	@missing=""; \
-	for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -z "$$missing" ]; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
-	elif [ "$$CI" = true ]; then \
-		echo "bench-deps: missing$$missing, and not root to install them" >&2; exit 1; \
-	else \
-		echo "bench-deps: missing$$missing (not root: skipped; install them with apt-get)"; \
-	fi
+	$(call need_debs,nginx:nginx /usr/lib/nginx/modules/ngx_http_lua_module.so:libnginx-mod-http-lua haproxy:haproxy wrk:wrk,the bench's peers (nginx+Lua, HAProxy) and wrk)
 
 ## bench-go: every Go benchmark, into bench/latest.txt
 bench-go:
