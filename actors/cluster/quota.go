@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"gatehouse/actors/cluster/internal/wire"
 	"gatehouse/actors/ratelimit"
 )
 
@@ -88,58 +89,23 @@ func DecodeQuota(b []byte) (Quota, error) {
 	if len(b) == 0 || b[0] != recordVersion {
 		return q, fmt.Errorf("%w: version", ErrBadRecord)
 	}
-	r := reader{b: b[1:]}
-	q.At = r.varint()
-	q.Outstanding = r.u32()
-	n := r.uvarint()
+	r := wire.Reader{B: b[1:]}
+	q.At = r.Varint()
+	q.Outstanding = r.U32()
+	n := r.Uvarint()
 	if n > ratelimit.WindowSeconds/minute+2 {
 		return Quota{}, fmt.Errorf("%w: %d minutes", ErrBadRecord, n)
 	}
 	prev := q.At
 	for range n {
-		end := prev - r.varint()
-		q.Minutes = append(q.Minutes, MinuteCount{End: end, N: r.u32()})
+		end := prev - r.Varint()
+		q.Minutes = append(q.Minutes, MinuteCount{End: end, N: r.U32()})
 		prev = end
 	}
-	if r.err || len(r.b) != 0 {
+	if r.Err || len(r.B) != 0 {
 		return Quota{}, fmt.Errorf("%w: truncated or trailing bytes", ErrBadRecord)
 	}
 	return q, nil
-}
-
-type reader struct {
-	b   []byte
-	err bool
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = true
-		r.b = nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = true
-		r.b = nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) u32() uint32 {
-	v := r.uvarint()
-	if v > 1<<32-1 {
-		r.err = true
-	}
-	return uint32(v)
 }
 
 // Allowance is one key's admission state on its owner: the exact window

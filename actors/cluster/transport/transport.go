@@ -20,6 +20,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"gatehouse/actors/cluster/internal/wire"
 )
 
 // Verdict is an owner's answer to a forwarded admission: what the key's
@@ -251,17 +253,17 @@ func decodeAdmit(b []byte) (from string, reqID uint64, keyID string, err error) 
 	if len(b) == 0 || b[0] != 'A' {
 		return "", 0, "", errWire
 	}
-	r := reader{b: b[1:]}
-	n := r.uvarint()
-	if r.err || n > uint64(len(r.b)) {
+	r := wire.Reader{B: b[1:]}
+	n := r.Uvarint()
+	if r.Err || n > uint64(len(r.B)) {
 		return "", 0, "", errWire
 	}
-	from, r.b = string(r.b[:n]), r.b[n:]
-	reqID = r.uvarint()
-	if r.err {
+	from, r.B = string(r.B[:n]), r.B[n:]
+	reqID = r.Uvarint()
+	if r.Err {
 		return "", 0, "", errWire
 	}
-	return from, reqID, string(r.b), nil
+	return from, reqID, string(r.B), nil
 }
 
 func encodeVerdict(v Verdict) []byte {
@@ -278,36 +280,10 @@ func decodeVerdict(b []byte) (Verdict, error) {
 		return Verdict{}, errWire
 	}
 	v := Verdict{Code: VerdictCode(b[1])}
-	r := reader{b: b[2:]}
-	v.Limit, v.Remaining, v.Reset, v.RetryAfter = r.varint(), r.varint(), r.varint(), r.varint()
-	if r.err || len(r.b) != 0 {
+	r := wire.Reader{B: b[2:]}
+	v.Limit, v.Remaining, v.Reset, v.RetryAfter = r.Varint(), r.Varint(), r.Varint(), r.Varint()
+	if r.Err || len(r.B) != 0 {
 		return Verdict{}, errWire
 	}
 	return v, nil
-}
-
-// reader reads varints from b; err is set by the first malformed one.
-type reader struct {
-	b   []byte
-	err bool
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
 }
