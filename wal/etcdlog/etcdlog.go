@@ -158,17 +158,23 @@ func (l *Log) Append(ctx context.Context, recs ...wal.Record) (uint64, error) {
 		entry = binary.AppendUvarint(entry, uint64(len(body)))
 		entry = binary.BigEndian.AppendUint32(entry, crc32.Checksum(body, castagnoli))
 	}
-	key := l.entryKey(n)
+	rev, err := l.createRetrying(ctx, l.entryKey(n), entry)
+	if err != nil {
+		return 0, fmt.Errorf("etcdlog: append: %w (outcome unknown)", err)
+	}
+	return Seq(rev, len(recs)-1), nil
+}
+
+// createRetrying is create until it answers or ctx ends: an error is an
+// unknown outcome (a timeout, a leader change), and trying again under
+// the same name is safe, because create tells a landed write from a new
+// one.
+func (l *Log) createRetrying(ctx context.Context, key string, value []byte) (int64, error) {
 	for {
-		rev, err := l.create(ctx, key, entry)
-		if err == nil {
-			return Seq(rev, len(recs)-1), nil
+		rev, err := l.create(ctx, key, value)
+		if err == nil || ctx.Err() != nil {
+			return rev, err
 		}
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("etcdlog: append: %w (outcome unknown)", err)
-		}
-		// Unknown outcome (a timeout, a leader change): try again under
-		// the same name; create tells a landed write from a new one.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -200,13 +206,8 @@ func (l *Log) writeParts(ctx context.Context, n uint64, body []byte) (int, error
 	parts := (len(body) + MaxValue - 1) / MaxValue
 	for i := range parts {
 		chunk := body[i*MaxValue : min(len(body), (i+1)*MaxValue)]
-		for {
-			if _, err := l.create(ctx, l.partKey(n, i), chunk); err == nil {
-				break
-			} else if ctx.Err() != nil {
-				return 0, fmt.Errorf("etcdlog: append part %d of %d: %w", i+1, parts, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if _, err := l.createRetrying(ctx, l.partKey(n, i), chunk); err != nil {
+			return 0, fmt.Errorf("etcdlog: append part %d of %d: %w", i+1, parts, err)
 		}
 	}
 	return parts, nil
