@@ -8,7 +8,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/httpapi/listener"
 )
 
 // Mounting: the gateway's operations served on another listener, for
@@ -51,11 +50,7 @@ func ConsoleCaller(userID string, admin bool) Caller {
 // not below prefix are answered 404. The requests are counted in the
 // gateway's metrics under their prefixed routes.
 func (s *Server) Mount(prefix string, auth Authority) fasthttp.RequestHandler {
-	r := listener.NewRouter()
-	unmatched := func(err error) fasthttp.RequestHandler {
-		return s.l.Wrap(listener.RouteUnmatched, func(rc *fasthttp.RequestCtx) { s.writeError(rc, langOf(rc), err) })
-	}
-	r.NotFound, r.MethodNotAllowed = unmatched(errRouteNotFound), unmatched(errMethod)
+	r := s.newRouter()
 	for i := range s.routes {
 		rt := &s.routes[i]
 		if rt.Public || !strings.HasPrefix(rt.Path, "/v1/") {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fasthttp/router"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -235,13 +236,20 @@ func settleUpload(rc *fasthttp.RequestCtx) {
 	}
 }
 
-// router registers every route of the table behind its handler.
-func (s *Server) router() fasthttp.RequestHandler {
+// newRouter returns a router whose unmatched paths and methods answer in
+// the gateway's error envelope.
+func (s *Server) newRouter() *router.Router {
 	r := listener.NewRouter()
 	unmatched := func(err error) fasthttp.RequestHandler {
 		return s.l.Wrap(listener.RouteUnmatched, func(rc *fasthttp.RequestCtx) { s.writeError(rc, langOf(rc), err) })
 	}
 	r.NotFound, r.MethodNotAllowed = unmatched(errRouteNotFound), unmatched(errMethod)
+	return r
+}
+
+// router registers every route of the table behind its handler.
+func (s *Server) router() fasthttp.RequestHandler {
+	r := s.newRouter()
 	for i := range s.routes {
 		rt := &s.routes[i]
 		r.Handle(rt.Method, rt.Path, s.handler(rt))
