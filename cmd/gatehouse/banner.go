@@ -17,6 +17,13 @@ func announce(cfg fileConfig, api, gw net.Addr, lg *slog.Logger, w io.Writer) {
 	if cfg.Gateway.Token == "" {
 		gwDocs = gwURL + "/docs"
 	}
+	// The warning goes first: "ready" is the last record of a start, so a
+	// reader that waits for it has seen everything the start logs.
+	if cfg.Gateway.Token == "" {
+		lg.Warn("the agent gateway runs in open mode: gateway.token is not set, so anyone who can connect to it "+
+			"(any user or program on this host) acts as its admin; set --gateway-token or GATEHOUSE_GATEWAY_TOKEN",
+			"addr", gw.String())
+	}
 	if cfg.Log.Format == "json" {
 		lg.Info("ready", "console", apiURL+"/", "api_docs", apiURL+"/api/docs", "gateway", gwURL+"/v1/", "gateway_docs", gwDocs)
 	} else {
@@ -25,11 +32,6 @@ func announce(cfg fileConfig, api, gw net.Addr, lg *slog.Logger, w io.Writer) {
 			"    key API docs                %s/api/docs\n"+
 			"    agent gateway API           %s/v1/\n"+
 			"    agent gateway docs          %s\n\n", apiURL, apiURL, gwURL, gwDocs)
-	}
-	if cfg.Gateway.Token == "" {
-		lg.Warn("the agent gateway runs in open mode: gateway.token is not set, so anyone who can connect to it "+
-			"(any user or program on this host) acts as its admin; set --gateway-token or GATEHOUSE_GATEWAY_TOKEN",
-			"addr", gw.String())
 	}
 }
 
