@@ -28,6 +28,8 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Extensions are further durable domains (the agent gateway).
 	Extensions []Extension
+	// Cluster turns cluster mode on (nil: a single node); see ClusterDeps.
+	Cluster *ClusterDeps
 }
 
 // System is the actor-based core: key shards and their key actors, and the
