@@ -38,7 +38,7 @@ func follow(t *testing.T, l *Log, after uint64, n int) []got {
 	defer cancel()
 	var out []got
 	stop := errors.New("enough")
-	err := l.Follow(ctx, after, func(seq uint64, rec wal.Record) error {
+	err := l.Follow(ctx, after, func(seq uint64, _ string, rec wal.Record) error {
 		out = append(out, got{seq, rec})
 		if len(out) == n {
 			return stop
@@ -209,7 +209,7 @@ func TestFollowAfterCompaction(t *testing.T) {
 	if _, err := l.cli.Compact(ctx, Rev(last)); err != nil {
 		t.Fatal(err)
 	}
-	err := l.Follow(ctx, first, func(uint64, wal.Record) error { return nil })
+	err := l.Follow(ctx, first, func(uint64, string, wal.Record) error { return nil })
 	if !errors.Is(err, ErrCompacted) {
 		t.Fatalf("follow from before the compaction = %v, want ErrCompacted", err)
 	}

@@ -22,8 +22,9 @@ const pageSize = 256
 // Follow calls fn for every record after sequence number after, in the
 // log's order, first those already written (read at one revision), then
 // each batch as it commits, until ctx ends or fn fails. It returns
-// ErrCompacted when etcd no longer has the revisions after after.
-func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, rec wal.Record) error) error {
+// ErrCompacted when etcd no longer has the revisions after after. writer
+// is the id of the Log that appended the record.
+func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, writer string, rec wal.Record) error) error {
 	rev := Rev(after)
 	var pinned int64 // the revision the catch-up reads at
 	for {
@@ -107,7 +108,11 @@ func (l *Log) checkKept(ctx context.Context, after uint64, at int64) error {
 func (l *Log) truncatedKey() string { return l.prefix + "truncated" }
 
 // deliver decodes one entry and calls fn for its records after after.
-func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn func(uint64, wal.Record) error) error {
+func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn func(uint64, string, wal.Record) error) error {
+	writer, _, err := l.parseEntryKey(string(kv.Key))
+	if err != nil {
+		return err
+	}
 	body, err := l.entryBody(ctx, kv)
 	if err != nil {
 		return err
@@ -118,7 +123,7 @@ func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn
 	}
 	for i, r := range recs {
 		if seq := Seq(kv.CreateRevision, i); seq > after {
-			if err := fn(seq, r); err != nil {
+			if err := fn(seq, writer, r); err != nil {
 				return err
 			}
 		}
