@@ -31,6 +31,10 @@ type ReplicatedLog interface {
 	// Append writes recs as one batch and returns the sequence number of
 	// the last; durable when it returns without error.
 	Append(ctx context.Context, recs ...wal.Record) (last uint64, err error)
+	// Replay calls fn for every record after seq after that the log holds
+	// now, in order, with the id of the node that wrote it, and returns the
+	// position to Follow from.
+	Replay(ctx context.Context, after uint64, fn func(seq uint64, writer string, rec wal.Record) error) (upTo uint64, err error)
 	// Follow calls fn for every record after seq after, in log order,
 	// with the id of the node that wrote it, until ctx ends or fn fails.
 	Follow(ctx context.Context, after uint64, fn func(seq uint64, writer string, rec wal.Record) error) error

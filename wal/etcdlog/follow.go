@@ -25,38 +25,9 @@ const pageSize = 256
 // ErrCompacted when etcd no longer has the revisions after after. writer
 // is the id of the Log that appended the record.
 func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, writer string, rec wal.Record) error) error {
-	rev := Rev(after)
-	var pinned int64 // the revision the catch-up reads at
-	for {
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMinModRev(max(rev, 1)),
-			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend), clientv3.WithLimit(pageSize)}
-		if pinned != 0 {
-			opts = append(opts, clientv3.WithRev(pinned))
-		}
-		rctx, cancel := context.WithTimeout(ctx, l.timeout)
-		resp, err := l.cli.Get(rctx, l.logPrefix(), opts...)
-		cancel()
-		if err != nil {
-			if errors.Is(err, rpctypes.ErrCompacted) {
-				return fmt.Errorf("%w: %w", ErrCompacted, err)
-			}
-			return fmt.Errorf("etcdlog: follow: %w", err)
-		}
-		if pinned == 0 {
-			pinned = resp.Header.Revision
-			if err := l.checkKept(ctx, after, pinned); err != nil {
-				return err
-			}
-		}
-		for _, kv := range resp.Kvs {
-			if err := l.deliver(ctx, kv, after, fn); err != nil {
-				return err
-			}
-			rev = kv.ModRevision + 1
-		}
-		if !resp.More {
-			break
-		}
+	pinned, err := l.catchUp(ctx, after, fn)
+	if err != nil {
+		return err
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
@@ -80,6 +51,56 @@ func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, writ
 		return ctx.Err()
 	}
 	return errors.New("etcdlog: follow: watch closed")
+}
+
+// Replay calls fn for every record after sequence number after that is
+// in the log now (read at one revision), in order, and returns the
+// position it read up to: Follow from there continues exactly after the
+// last record Replay delivered.
+func (l *Log) Replay(ctx context.Context, after uint64, fn func(seq uint64, writer string, rec wal.Record) error) (uint64, error) {
+	pinned, err := l.catchUp(ctx, after, fn)
+	if err != nil {
+		return 0, err
+	}
+	return max(after, Seq(pinned, MaxBatch-1)), nil
+}
+
+// catchUp delivers the records after after as of one revision, which it
+// returns.
+func (l *Log) catchUp(ctx context.Context, after uint64, fn func(uint64, string, wal.Record) error) (int64, error) {
+	rev := Rev(after)
+	var pinned int64 // the revision the catch-up reads at
+	for {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMinModRev(max(rev, 1)),
+			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend), clientv3.WithLimit(pageSize)}
+		if pinned != 0 {
+			opts = append(opts, clientv3.WithRev(pinned))
+		}
+		rctx, cancel := context.WithTimeout(ctx, l.timeout)
+		resp, err := l.cli.Get(rctx, l.logPrefix(), opts...)
+		cancel()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return 0, fmt.Errorf("%w: %w", ErrCompacted, err)
+			}
+			return 0, fmt.Errorf("etcdlog: follow: %w", err)
+		}
+		if pinned == 0 {
+			pinned = resp.Header.Revision
+			if err := l.checkKept(ctx, after, pinned); err != nil {
+				return 0, err
+			}
+		}
+		for _, kv := range resp.Kvs {
+			if err := l.deliver(ctx, kv, after, fn); err != nil {
+				return 0, err
+			}
+			rev = kv.ModRevision + 1
+		}
+		if !resp.More {
+			return pinned, nil
+		}
+	}
 }
 
 // checkKept fails with ErrCompacted when batches after after may have
