@@ -184,6 +184,13 @@ func (a *accounts) Receive(ctx actor.Context) {
 		if n, ok := a.keys[m.owner]; ok {
 			a.keys[m.owner] = max(n-1, 0)
 		}
+	case foreignAccount:
+		a.accountsState.apply(m.seq, m.ev)
+		close(m.done)
+	case keyCount:
+		if n, ok := a.keys[m.owner]; ok {
+			a.keys[m.owner] = max(n+m.delta, 0)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"gatehouse/actors/clock"
+	"gatehouse/actors/cluster"
 	"gatehouse/wal"
 )
 
@@ -54,6 +55,8 @@ type keyDeps struct {
 	disp  actor.Dispatcher
 	// courier carries WAL commit notices to shards and key actors.
 	courier *courier
+	// cl is cluster mode (nil: a single node).
+	cl *clusterCtx
 }
 
 // props builds actor props that run on the shared dispatcher.
@@ -104,6 +107,7 @@ type keyActor struct {
 	cmd      *keyCmd   // the command whose event is being logged
 	cmdEv    keyEvent  // its event
 	stash    []*keyCmd // commands that arrived meanwhile
+	kc       *keyCluster // cluster mode only (clusterkey.go)
 }
 
 // cmdLogged is the commit (or failure) of the event of keyActor.cmd.
@@ -116,15 +120,27 @@ type cmdLogged struct {
 func (a *keyActor) Receive(ctx actor.Context) {
 	if a.state == nil {
 		// Passivated: the shard owns the state now and re-routes.
-		switch ctx.Message().(type) {
-		case *authorize, *keyCmd:
+		switch m := ctx.Message().(type) {
+		case *authorize, *keyCmd, *foreignKey:
 			ctx.Forward(ctx.Parent())
+		case settleKey:
+			m.out <- cluster.Put{}
 		}
 		return
 	}
 	switch m := ctx.Message().(type) {
 	case *authorize:
-		m.reply <- a.authorize(m)
+		if r, ok := a.authorize(ctx, m); ok {
+			m.reply <- r
+		}
+	case takeOver:
+		a.takenOver(ctx, m)
+	case reserved:
+		a.reservedDone(ctx, m)
+	case settleKey:
+		a.settle(ctx, m)
+	case *foreignKey:
+		a.foreign(ctx, m)
 	case *keyCmd:
 		if a.cmd != nil && m.op.mutates() {
 			a.stash = append(a.stash, m)
@@ -152,37 +168,59 @@ func (a *keyActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *keyActor) authorize(m *authorize) AuthResult {
+// authorize decides m. ok is false only in cluster mode, when the request
+// waits for a takeover or a reservation and is answered later.
+func (a *keyActor) authorize(ctx actor.Context, m *authorize) (res AuthResult, ok bool) {
 	if a.gone {
-		return AuthResult{Err: ErrKeyInvalid}
+		return AuthResult{Err: ErrKeyInvalid}, true
 	}
 	now := a.deps.clock.Now().Unix()
 	s := a.state
-	res := AuthResult{KeyID: s.rec.id, UserID: s.rec.owner, IsActive: s.active()}
-	if res.Err = s.check(m.hash, now); res.Err != nil {
+	res = AuthResult{KeyID: s.rec.id, UserID: s.rec.owner, IsActive: s.active()}
+	if m.forwarded {
+		// Another node checked the secret; the key's status is checked
+		// again here, where its changes are applied first.
+		res.Err = s.checkStatus(now)
+	} else {
+		res.Err = s.check(m.hash, now)
+	}
+	if res.Err != nil {
 		if res.Err == ErrKeyInvalid {
 			// Not this key's secret (the directory matched a prefix
 			// only, see dirTable): nothing about this key is told.
-			return AuthResult{Err: ErrKeyInvalid}
+			return AuthResult{Err: ErrKeyInvalid}, true
 		}
-		return res
+		return res, true
 	}
 	if !m.consume {
-		res.Limit = s.window().Peek(now, s.rec.rateLimit)
-		return res
+		if kc := a.kc; kc != nil && kc.ca != nil {
+			res.Limit = kc.ca.a.Win.Peek(now, s.rec.rateLimit)
+		} else {
+			res.Limit = s.window().Peek(now, s.rec.rateLimit)
+		}
+		return res, true
+	}
+	if a.kc != nil {
+		return a.clusterAuthorize(ctx, m, res, now)
 	}
 	res.Limit = s.window().Allow(now, s.rec.rateLimit)
 	if !res.Limit.Allowed {
 		res.Err = ErrRateLimited
-		return res
+		return res, true
 	}
-	s.use.add(now, 1)
+	a.count(now)
+	return res, true
+}
+
+// count records one admitted request at second now: usage at once, the
+// delta for the next flush.
+func (a *keyActor) count(now int64) {
+	a.state.use.add(now, 1)
 	if n := len(a.pending); n > 0 && a.pending[n-1].sec == now {
 		a.pending[n-1].n++
 	} else {
 		a.pending = append(a.pending, secCount{sec: now, n: 1})
 	}
-	return res
 }
 
 // flush hands pending deltas to the shard, which logs the usage of all
@@ -265,13 +303,18 @@ func (a *keyActor) release() {
 // passivate hands the state back to the shard unless deltas are unlogged
 // or a command is being logged.
 func (a *keyActor) passivate(ctx actor.Context) {
-	if len(a.pending) > 0 || len(a.inflight) > 0 || a.gone || a.cmd != nil {
+	if len(a.pending) > 0 || len(a.inflight) > 0 || a.gone || a.cmd != nil ||
+		(a.kc != nil && (len(a.kc.waiting) > 0 || a.kc.reserving > 0)) {
 		ctx.Send(ctx.Parent(), passivated{id: a.state.rec.id})
 		return
 	}
 	st := a.state
 	a.state = nil
-	ctx.Send(ctx.Parent(), passivated{id: st.rec.id, state: st})
+	var ca *clusterAllow
+	if a.kc != nil {
+		ca = a.kc.ca
+	}
+	ctx.Send(ctx.Parent(), passivated{id: st.rec.id, state: st, ca: ca})
 }
 
 // run answers m now, or starts logging its event (answered in committed).

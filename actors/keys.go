@@ -42,6 +42,9 @@ func (s *System) authorize(ctx context.Context, secret []byte, consume bool) Aut
 		return AuthResult{Err: fmt.Errorf("authorize: %w", err)}
 	}
 	s.authPool.Put(m)
+	if r.fwd != 0 {
+		return s.forwardCounted(ctx, r)
+	}
 	return r
 }
 
@@ -116,7 +119,7 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	ev := keyCreated{rec: rec}
 	reply := make(chan keyReply, 1)
 	owner := s.shards[shardOfID(id, len(s.shards))]
-	eventLog{s.log}.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
+	s.elog.AppendAsync([]wal.Record{ev.record()}, func(seq uint64, err error) {
 		if err != nil {
 			reply <- keyReply{err: fmt.Errorf("log key: %w", err)}
 			return

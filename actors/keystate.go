@@ -207,6 +207,17 @@ func (s *keyState) check(h hash, now int64) error {
 	return nil
 }
 
+// checkStatus is check without the secret: revoked or expired.
+func (s *keyState) checkStatus(now int64) error {
+	switch {
+	case s.rec.revoked:
+		return ErrKeyRevoked
+	case s.rec.expiresAt != 0 && now >= s.rec.expiresAt:
+		return ErrKeyExpired
+	}
+	return nil
+}
+
 // active reports whether the key may be used at now (isActive in the API).
 func (s *keyState) active() bool { return !s.rec.revoked }
 

@@ -19,7 +19,10 @@ type authorize struct {
 	id      uuid.UUID // filled in by the directory shard
 	routed  bool
 	consume bool
-	reply   chan AuthResult
+	// forwarded: another node checked the secret and forwarded the
+	// admission to this node, the owner of the key's shard (cluster mode).
+	forwarded bool
+	reply     chan AuthResult
 }
 
 // keyOp names a command for one key.
@@ -153,6 +156,7 @@ type passivate struct{}
 type passivated struct {
 	id    uuid.UUID
 	state *keyState
+	ca    *clusterAllow // cluster mode: the key's Allowance, if it had one
 }
 
 // keyGone tells the shard a key actor logged its deletion.

@@ -46,6 +46,7 @@ type shard struct {
 	dir       *dirTable // secret hash → key id
 	now       int64
 	live      map[*slot]struct{} // slots with a key actor: what ticks visit
+	cl        *shardCluster      // cluster mode only (clustershard.go)
 	onLive    func(delta int)    // metrics hook
 
 	// The usage batch of this flush round: flushKey was sent to expect key
@@ -92,6 +93,16 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.gone(ctx, m.id)
 	case shardPeers:
 		s.peers = m.peers
+	case enableCluster:
+		s.cl = newShardCluster()
+	case *foreignKey:
+		s.foreignKey(ctx, m)
+	case needAllow:
+		s.needAllow(ctx, m)
+	case clusterReady:
+		s.clusterReady(ctx, m)
+	case clusterReleased:
+		s.clusterReleased(ctx, m)
 	}
 }
 
@@ -140,14 +151,21 @@ func (s *shard) reject(msg any) {
 		m.reply <- keyReply{err: ErrKeyNotFound}
 	case flushNow:
 		m.wg.Done()
+	case *foreignKey:
+		m.reply <- foreignReply{}
 	}
 }
 
 func (s *shard) activate(ctx actor.Context, sl *slot) {
 	st := &sl.st
 	sl.live = &liveSlot{owner: st.rec.owner}
+	var kc *keyCluster
+	if s.cl != nil {
+		kc = &keyCluster{cs: -1, ca: s.cl.allow[st.rec.id]}
+		delete(s.cl.allow, st.rec.id)
+	}
 	sl.live.pid = ctx.Spawn(s.deps.inlineProps(func() actor.Actor {
-		return &keyActor{deps: s.deps, state: st}
+		return &keyActor{deps: s.deps, state: st, kc: kc}
 	}))
 	s.live[sl] = struct{}{}
 	s.onLive(1)
@@ -318,6 +336,9 @@ func (s *shard) passivated(ctx actor.Context, m passivated) {
 	h := l.held
 	l.passivating, l.held = false, nil
 	if m.state != nil {
+		if m.ca != nil && s.cl != nil {
+			s.cl.allow[m.id] = m.ca
+		}
 		ctx.Poison(l.pid)
 		if m.state != &sl.st {
 			sl.st = *m.state
@@ -358,6 +379,9 @@ func (s *shard) gone(ctx actor.Context, id uuid.UUID) {
 		return
 	}
 	s.keys.del(id)
+	if s.cl != nil {
+		delete(s.cl.allow, id)
+	}
 	l := sl.live
 	if l == nil {
 		return

@@ -24,6 +24,9 @@ const captureTimeout = 30 * time.Second
 // captured state reflects every record up to the index. Records after it may be reflected too; the
 // per-key watermarks make their replay a no-op.
 func (s *System) Snapshot() (uint64, error) {
+	if s.cm != nil {
+		return 0, fmt.Errorf("snapshot: %w", errNotReplicated)
+	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	start := time.Now()

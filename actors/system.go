@@ -52,6 +52,8 @@ type System struct {
 	accounts *actor.PID
 
 	authPool *Pool[authorize]
+	elog     EventLog     // the WAL, or the replicated log in cluster mode
+	cm       *clusterMode // nil: a single node
 
 	reg      prometheus.Registerer
 	hashing  chan struct{}                 // password-hashing slots (login.go)
@@ -74,8 +76,8 @@ func New(cfg Config, d Deps) (*System, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Log == nil || d.Snapshots == nil || d.Sealer == nil {
-		return nil, errors.New("actors: Log, Snapshots and Sealer are required")
+	if d.Sealer == nil || (d.Cluster == nil && (d.Log == nil || d.Snapshots == nil)) {
+		return nil, errors.New("actors: Log, Snapshots (or Cluster) and Sealer are required")
 	}
 	if d.Clock == nil {
 		d.Clock = clock.Real{}
@@ -96,8 +98,32 @@ func New(cfg Config, d Deps) (*System, error) {
 	wd := make(chan struct{})
 	s.watchdog.Store(&wd)
 	start := time.Now()
-	im, idx, replayed, err := s.restore()
+	var (
+		im       *image
+		idx      uint64
+		replayed int
+	)
+	if d.Cluster != nil {
+		if s.cm, err = newClusterMode(d.Cluster, s.lg); err != nil {
+			return nil, err
+		}
+		s.cm.ctx = &clusterCtx{timeout: clusterTimeout, onReserve: func(err error) {
+			if err != nil {
+				m.reservations.WithLabelValues("failed").Inc()
+			} else {
+				m.reservations.WithLabelValues("committed").Inc()
+			}
+		}}
+		s.elog = s.cm.rlog
+		im, idx, replayed, err = s.restoreCluster()
+	} else {
+		s.elog = eventLog{d.Log}
+		im, idx, replayed, err = s.restore()
+	}
 	if err != nil {
+		if s.cm != nil {
+			s.cm.rlog.close()
+		}
 		return nil, err
 	}
 	took := time.Since(start)
@@ -113,6 +139,18 @@ func New(cfg Config, d Deps) (*System, error) {
 		s.courier.close()
 		s.disp.close()
 		return nil, err
+	}
+	if s.cm != nil {
+		if err := s.startCluster(idx); err != nil {
+			for _, x := range s.exts {
+				x.Stop()
+			}
+			s.as.Shutdown()
+			s.courier.close()
+			s.disp.close()
+			s.cm.rlog.close()
+			return nil, err
+		}
 	}
 	go s.loop()
 	return s, nil
@@ -191,7 +229,11 @@ func (s *System) spawn(im *image) error {
 	s.root = s.as.Root
 	s.disp = newPoolDispatcher(dispatchWorkers, 300)
 	s.courier = newCourier(s.root)
-	deps := &keyDeps{log: eventLog{s.log}, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second),
+	var cl *clusterCtx
+	if s.cm != nil {
+		cl = s.cm.ctx
+	}
+	deps := &keyDeps{log: s.elog, cl: cl, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second),
 		disp: s.disp, courier: s.courier}
 	now := s.clock.Now().Unix()
 	s.shards = make([]*actor.PID, s.cfg.Shards)
@@ -281,6 +323,9 @@ func (s *System) Tick() {
 }
 
 func (s *System) snapshotDue(now int64) bool {
+	if s.cm != nil {
+		return false // cluster mode keeps the whole log in etcd (docs/cluster.md)
+	}
 	last, err := s.log.LastIndex()
 	if err != nil || last <= s.lastSnapIdx.Load() {
 		return false
@@ -318,7 +363,9 @@ func (s *System) Close(ctx context.Context) error {
 	close(s.stop)
 	<-s.loopDone
 	err := s.FlushUsage(ctx)
-	if err == nil {
+	if s.cm != nil {
+		err = errors.Join(err, s.stopCluster())
+	} else if err == nil {
 		for s.snapping.Load() { // a ticker snapshot may still run
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -343,6 +390,9 @@ func (s *System) Abort() {
 	}
 	close(s.stop)
 	<-s.loopDone
+	if s.cm != nil {
+		s.abortCluster()
+	}
 	for _, x := range s.exts {
 		x.Stop()
 	}
@@ -380,4 +430,9 @@ func (s *System) Watchdog() <-chan struct{} { return *s.watchdog.Load() }
 // wrapping the cause once it cannot: the WAL failed (fail-stop after a
 // disk error) and only a restart recovers. Authorization keeps working
 // meanwhile, its usage held in memory.
-func (s *System) Health() error { return unavailable(s.log.Err()) }
+func (s *System) Health() error {
+	if s.cm != nil {
+		return nil // cluster mode: the node's standing is the cluster's (/health)
+	}
+	return unavailable(s.log.Err())
+}

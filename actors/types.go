@@ -117,6 +117,9 @@ type AuthResult struct {
 	UserID   uuid.UUID
 	IsActive bool
 	Limit    ratelimit.Decision
+	// fwd is the key's cluster shard + 1 when this node does not own it
+	// and System must forward the admission (cluster mode).
+	fwd int32
 }
 
 // DayCount is one UTC day of usage.

@@ -1,0 +1,219 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+
+	"gatehouse/wal"
+)
+
+// Every node follows the replicated log and applies what the other nodes
+// wrote, through the same transitions replay uses, each in the actor that
+// owns that part of the state: key events in the key's shard (or its live
+// key actor), account events in the accounts actor, an extension's records
+// through its LiveApplier. A node's own records were applied by its actors
+// when their append was acknowledged, and are skipped.
+//
+// Records reach a node once each and in log order, so the follower applies
+// them without the replay watermarks (which guard a snapshot's overlap with
+// the log, and cluster mode takes no snapshots yet): a record another node
+// wrote before one of this node's own that was applied already still
+// counts (a key's usage flushed by its previous owner, say).
+
+// foreignKey applies one key event another node logged.
+type foreignKey struct {
+	seq   uint64
+	ev    keyEvent
+	reply chan foreignReply
+}
+
+type foreignReply struct {
+	fx           dirEffects
+	created      bool
+	deletedOwner uuid.UUID // the owner of a key this event deleted
+}
+
+// foreignAccount applies one account event another node logged.
+type foreignAccount struct {
+	seq  uint64
+	ev   accountEvent
+	done chan struct{}
+}
+
+// keyCount moves an owner's key count (a key created or deleted elsewhere).
+type keyCount struct {
+	owner uuid.UUID
+	delta int
+}
+
+// applyForeignKey is applyKey without the replay watermarks (see above),
+// which it leaves at least where they were.
+func applyForeignKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, error) {
+	if st == nil {
+		return applyKey(nil, seq, ev)
+	}
+	applied, used := st.applied, st.usageSeq
+	st.applied, st.usageSeq = 0, 0
+	next, fx, err := applyKey(st, seq, ev)
+	st.applied, st.usageSeq = max(applied, st.applied), max(used, st.usageSeq)
+	return next, fx, err
+}
+
+func (s *shard) foreignKey(ctx actor.Context, m *foreignKey) {
+	id := m.ev.keyID()
+	sl := s.keys.get(id)
+	if sl == nil {
+		next, fx, _ := applyKey(nil, m.seq, m.ev)
+		if next != nil {
+			s.keys.put(&slot{st: *next})
+		}
+		m.reply <- foreignReply{fx: fx, created: next != nil}
+		return
+	}
+	if l := sl.live; l != nil {
+		if l.passivating {
+			l.held.msgs = append(l.held.msgs, m)
+			return
+		}
+		ctx.Send(l.pid, m)
+		return
+	}
+	owner := sl.st.rec.owner
+	next, fx, _ := applyForeignKey(&sl.st, m.seq, m.ev)
+	r := foreignReply{fx: fx}
+	if next == nil {
+		s.keys.del(id)
+		if s.cl != nil {
+			delete(s.cl.allow, id)
+		}
+		r.deletedOwner = owner
+	}
+	m.reply <- r
+}
+
+// foreign applies another node's event to the live key.
+func (a *keyActor) foreign(ctx actor.Context, m *foreignKey) {
+	if a.gone {
+		m.reply <- foreignReply{}
+		return
+	}
+	owner := a.state.rec.owner
+	next, fx, _ := applyForeignKey(a.state, m.seq, m.ev)
+	r := foreignReply{fx: fx}
+	if next == nil {
+		a.gone = true
+		a.pending, a.inflight = nil, nil
+		a.release()
+		if a.kc != nil {
+			a.failWaiting(ErrKeyInvalid)
+		}
+		ctx.Send(ctx.Parent(), keyGone{id: fx.id})
+		r.deletedOwner = owner
+	}
+	m.reply <- r
+}
+
+// follow applies the replicated log from after until ctx ends, resuming
+// after a failure (etcd out of reach, a leader change) where it stopped.
+func (s *System) follow(ctx context.Context, after uint64) {
+	cm := s.cm
+	defer close(cm.done)
+	self := cm.node.ID()
+	pause := followBackoff
+	for ctx.Err() == nil {
+		err := cm.deps.Log.Follow(ctx, after, func(seq uint64, writer string, r wal.Record) error {
+			if writer != self {
+				if err := s.applyForeign(ctx, seq, r); err != nil {
+					return err
+				}
+				s.m.applied.Inc()
+			}
+			after = seq
+			cm.applied.Store(seq)
+			pause = followBackoff
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		s.m.followErrors.Inc()
+		s.lg.Warn("cluster: following the replicated log", "after", after, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxFollowPause)
+	}
+}
+
+// applyForeign applies one record another node wrote.
+func (s *System) applyForeign(ctx context.Context, seq uint64, r wal.Record) error {
+	if r.Type == recBarrier {
+		return nil
+	}
+	if x := s.extensionFor(r.Type); x != nil {
+		if la, ok := x.(LiveApplier); ok {
+			return la.ApplyLive(ctx, seq, r)
+		}
+		return nil
+	}
+	if ev, ok, err := decodeAccountEvent(r); ok {
+		if err != nil {
+			s.lg.Error("cluster: skipped an undecodable record", "seq", seq, "type", r.Type, "err", err)
+			return nil
+		}
+		done := make(chan struct{})
+		if _, _, err := Ask(ctx, s.root, s.accounts, foreignAccount{seq: seq, ev: ev, done: done}, done, nil); err != nil {
+			return fmt.Errorf("apply seq %d: %w", seq, err)
+		}
+		return nil
+	}
+	var evs []keyEvent
+	if r.Type == recKeysUsed {
+		batch, err := decodeKeysUsed(r.Data)
+		if err != nil {
+			s.lg.Error("cluster: skipped an undecodable record", "seq", seq, "type", r.Type, "err", err)
+			return nil
+		}
+		for _, ev := range batch {
+			evs = append(evs, ev)
+		}
+	} else {
+		ev, ok, err := decodeKeyEvent(r)
+		if err != nil || !ok {
+			s.lg.Error("cluster: skipped an unknown or undecodable record", "seq", seq, "type", r.Type, "err", err)
+			return nil
+		}
+		evs = append(evs, ev)
+	}
+	for _, ev := range evs {
+		if err := s.applyForeignKey(ctx, seq, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *System) applyForeignKey(ctx context.Context, seq uint64, ev keyEvent) error {
+	m := &foreignKey{seq: seq, ev: ev, reply: make(chan foreignReply, 1)}
+	r, _, err := Ask(ctx, s.root, s.shards[shardOfID(ev.keyID(), len(s.shards))], m, m.reply, nil)
+	if err != nil {
+		return fmt.Errorf("apply seq %d: %w", seq, err)
+	}
+	if c, ok := ev.(keyCreated); ok && r.created {
+		s.root.Send(s.accounts, keyCount{owner: c.rec.owner, delta: 1})
+	}
+	if r.deletedOwner != uuid.Nil {
+		s.root.Send(s.accounts, keyCount{owner: r.deletedOwner, delta: -1})
+	}
+	if err := s.publish(ctx, r.fx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("apply seq %d: %w", seq, err)
+	}
+	return nil
+}

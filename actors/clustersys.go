@@ -1,0 +1,365 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/cluster"
+	"gatehouse/actors/cluster/transport"
+	"gatehouse/wal"
+)
+
+// clusterMode is System's part of cluster mode (nil: a single node).
+type clusterMode struct {
+	deps    *ClusterDeps
+	rlog    *replicatedLog
+	node    ClusterNode
+	ctx     *clusterCtx
+	reqID   atomic.Uint64
+	applied atomic.Uint64 // the last record of the replicated log applied here
+	cancel  context.CancelFunc
+	done    chan struct{} // the follower ended
+}
+
+// Timings of cluster mode.
+const (
+	clusterTimeout  = 3 * time.Second        // one etcd request or forward
+	ownerWait       = 4 * time.Second        // how long an admission waits for a shard to get an owner
+	ownerPoll       = 25 * time.Millisecond  // how often it looks
+	followBackoff   = 200 * time.Millisecond // the first pause after the follower fails
+	maxFollowPause  = 2 * time.Second
+	settleTimeout   = 2 * time.Second // a graceful release's settling
+	commitChunk     = 128             // values a fenced commit carries at most
+	forwardAttempts = 2
+)
+
+func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
+	if d.Log == nil || d.StartNode == nil || d.Forward == nil {
+		return nil, errors.New("actors: cluster mode needs Log, StartNode and Forward")
+	}
+	return &clusterMode{deps: d, rlog: newReplicatedLog(d.Log, clusterTimeout), done: make(chan struct{})}, nil
+}
+
+// restoreCluster rebuilds the state from the replicated log: everything
+// it holds now, applied in order. It returns the position the follower
+// continues from.
+func (s *System) restoreCluster() (*image, uint64, int, error) {
+	im := newImage(s.cfg.Shards, 0)
+	if err := s.restoreExtensions(nil); err != nil {
+		return nil, 0, 0, fmt.Errorf("restore: %w", err)
+	}
+	replayed := 0
+	upTo, err := s.cm.deps.Log.Replay(context.Background(), 0, func(seq uint64, _ string, r wal.Record) error {
+		replayed++
+		if x := s.extensionFor(r.Type); x != nil {
+			return x.Apply(seq, r)
+		}
+		return im.apply(seq, r)
+	})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("restore from the replicated log: %w", err)
+	}
+	return im, upTo, replayed, nil
+}
+
+// startCluster joins the cluster once the actors run, and starts following
+// the replicated log from upTo.
+func (s *System) startCluster(upTo uint64) error {
+	cm := s.cm
+	for _, pid := range s.shards {
+		s.root.Send(pid, enableCluster{})
+	}
+	node, err := cm.deps.StartNode(clusterHandler{s})
+	if err != nil {
+		return fmt.Errorf("join the cluster: %w", err)
+	}
+	cm.node = node
+	cm.ctx.node = node
+	cm.applied.Store(upTo)
+	ctx, cancel := context.WithCancel(context.Background())
+	cm.cancel = cancel
+	go s.follow(ctx, upTo)
+	return nil
+}
+
+// stopCluster leaves the cluster: settles the shards this node owns (so the
+// successors lose nothing), stops following and stops the log writer.
+func (s *System) stopCluster() error {
+	cm := s.cm
+	var err error
+	if cm.node != nil {
+		err = cm.node.Close()
+	}
+	if cm.cancel != nil {
+		cm.cancel()
+		<-cm.done
+	}
+	cm.rlog.close()
+	return err
+}
+
+// enableCluster turns a shard's cluster mode on (sent before the node
+// starts, so it precedes every ownership message).
+type enableCluster struct{}
+
+// clusterHandler hears the node's ownership changes.
+type clusterHandler struct{ s *System }
+
+func (h clusterHandler) Acquired(cs int, epoch int64) { go h.s.loadShard(cs, epoch) }
+
+func (h clusterHandler) Released(cs int, epoch int64, graceful bool) {
+	h.s.releaseShard(cs, epoch, graceful)
+}
+
+// loadShard reads the quota records of a cluster shard this node just won
+// and hands each local shard those of its keys. Until then admissions for
+// the shard's keys wait (parked in their shard).
+func (s *System) loadShard(cs int, epoch int64) {
+	cm := s.cm
+	pause := followBackoff
+	var data map[string][]byte
+	for {
+		if e, ok := cm.node.Owns(cs); !ok || e != epoch || s.closed.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+		var err error
+		data, err = cm.node.Load(ctx, cs)
+		cancel()
+		if err == nil {
+			break
+		}
+		s.lg.Warn("cluster: load shard", "shard", cs, "err", err)
+		time.Sleep(pause)
+		pause = min(2*pause, maxFollowPause)
+	}
+	per := make([]map[uuid.UUID]*cluster.Quota, len(s.shards))
+	for i := range per {
+		per[i] = map[uuid.UUID]*cluster.Quota{}
+	}
+	for name, b := range data {
+		id, err := uuid.Parse(name)
+		if err != nil {
+			continue // not a key's record
+		}
+		q, err := cluster.DecodeQuota(b)
+		if err != nil {
+			// Whatever it counted is unknown: refuse the key for the
+			// hour rather than risk admitting beyond its limit.
+			s.lg.Error("cluster: unreadable quota record, the key is refused for an hour", "shard", cs, "key_id", id, "err", err)
+			q = cluster.Quota{Outstanding: 1 << 31, At: s.clock.Now().Unix()}
+		}
+		per[shardOfID(id, len(s.shards))][id] = &q
+	}
+	for i, pid := range s.shards {
+		s.root.Send(pid, clusterReady{cs: cs, epoch: epoch, quotas: per[i]})
+	}
+}
+
+// releaseShard drops a cluster shard. On a graceful release, while the
+// epoch still holds, it commits each key's settle record so the successor
+// counts nothing as outstanding.
+func (s *System) releaseShard(cs int, epoch int64, graceful bool) {
+	out := make(chan cluster.Put, 1024)
+	replies := make(chan releasedReply, len(s.shards))
+	for _, pid := range s.shards {
+		s.root.Send(pid, clusterReleased{cs: cs, epoch: epoch, graceful: graceful, out: out, reply: replies})
+	}
+	if !graceful {
+		return
+	}
+	var puts []cluster.Put
+	shardsLeft, live, got := len(s.shards), 0, 0
+	deadline := time.NewTimer(settleTimeout)
+	defer deadline.Stop()
+wait:
+	for shardsLeft > 0 || got < live {
+		select {
+		case r := <-replies:
+			shardsLeft--
+			live += r.live
+			puts = append(puts, r.puts...)
+		case p := <-out:
+			got++
+			if p.Name != "" {
+				puts = append(puts, p)
+			}
+		case <-deadline.C:
+			s.lg.Warn("cluster: settling a released shard timed out", "shard", cs)
+			go func(n int) { // the late answers must not block their actors
+				for range n {
+					<-out
+				}
+			}(live - got)
+			break wait
+		}
+	}
+	for len(puts) > 0 {
+		n := min(len(puts), commitChunk)
+		ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+		err := s.cm.node.Commit(ctx, cs, epoch, puts[:n]...)
+		cancel()
+		if err != nil {
+			// The successor counts the outstanding tokens as spent: it
+			// under-admits by at most a chunk per key, never over.
+			s.lg.Warn("cluster: settle a released shard", "shard", cs, "err", err)
+			return
+		}
+		puts = puts[n:]
+	}
+}
+
+// AdmitOwned admits one request forwarded by another node for a key whose
+// shard this node owns (transport.Admitter).
+func (s *System) AdmitOwned(ctx context.Context, keyID string) transport.Verdict {
+	id, err := uuid.Parse(keyID)
+	if err != nil || s.cm == nil {
+		return transport.Verdict{Code: transport.KeyInvalid}
+	}
+	m := &authorize{id: id, routed: true, consume: true, forwarded: true, reply: make(chan AuthResult, 1)}
+	r, ok, err := Ask(ctx, s.root, s.shards[shardOfID(id, len(s.shards))], m, m.reply, s.Watchdog())
+	if !ok {
+		_ = err
+		return transport.Verdict{Code: transport.Unavailable}
+	}
+	return verdictOf(r)
+}
+
+func verdictOf(r AuthResult) transport.Verdict {
+	v := transport.Verdict{Limit: r.Limit.Limit, Remaining: r.Limit.Remaining, Reset: r.Limit.Reset, RetryAfter: r.Limit.RetryAfter}
+	switch {
+	case r.Err == nil:
+		v.Code = transport.Admitted
+	case errors.Is(r.Err, ErrRateLimited):
+		v.Code = transport.Limited
+	case errors.Is(r.Err, errNotOwner):
+		v.Code = transport.NotOwner
+	case errors.Is(r.Err, ErrKeyRevoked):
+		v.Code = transport.KeyRevoked
+	case errors.Is(r.Err, ErrKeyExpired):
+		v.Code = transport.KeyExpired
+	case errors.Is(r.Err, ErrKeyInvalid), errors.Is(r.Err, ErrKeyNotFound):
+		v.Code = transport.KeyInvalid
+	default:
+		v.Code = transport.Unavailable
+	}
+	return v
+}
+
+// forwardCounted is forward, counted by outcome.
+func (s *System) forwardCounted(ctx context.Context, r AuthResult) AuthResult {
+	r = s.forward(ctx, r)
+	res := "admitted"
+	switch {
+	case errors.Is(r.Err, ErrRateLimited):
+		res = "limited"
+	case errors.Is(r.Err, ErrUnavailable):
+		res = "unavailable"
+	case r.Err != nil:
+		res = "refused"
+	}
+	s.m.forwarded.WithLabelValues(res).Inc()
+	return r
+}
+
+// forward asks the owner of the key's cluster shard to admit the request
+// r was authorized for here (the secret checked, the key active). One
+// retry, to the owner as then known, after a timeout or a "not the owner".
+func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
+	cm := s.cm
+	cs := int(r.fwd - 1)
+	r.fwd = 0
+	reqID := cm.reqID.Add(1)
+	var last error
+	for range forwardAttempts {
+		addr, err := s.ownerOf(ctx, cs)
+		if err != nil {
+			last = err
+			break
+		}
+		v, err := cm.deps.Forward(ctx, addr, r.KeyID.String(), reqID)
+		if err != nil {
+			last = err
+			continue
+		}
+		r.Limit.Allowed = v.Code == transport.Admitted
+		r.Limit.Limit, r.Limit.Remaining, r.Limit.Reset, r.Limit.RetryAfter = v.Limit, v.Remaining, v.Reset, v.RetryAfter
+		r.Limit.Used = max(0, v.Limit-v.Remaining)
+		switch v.Code {
+		case transport.Admitted:
+			return r
+		case transport.Limited:
+			r.Err = ErrRateLimited
+			return r
+		case transport.KeyRevoked:
+			return AuthResult{KeyID: r.KeyID, UserID: r.UserID, Err: ErrKeyRevoked}
+		case transport.KeyExpired:
+			return AuthResult{KeyID: r.KeyID, UserID: r.UserID, IsActive: r.IsActive, Err: ErrKeyExpired}
+		case transport.KeyInvalid:
+			return AuthResult{Err: ErrKeyInvalid}
+		case transport.NotOwner:
+			last = errNotOwner
+			continue
+		default:
+			return AuthResult{Err: fmt.Errorf("authorize: the key's owner cannot admit now: %w", ErrUnavailable)}
+		}
+	}
+	return AuthResult{Err: fmt.Errorf("authorize: forward to the key's owner: %w: %w", ErrUnavailable, last)}
+}
+
+// ownerOf returns the address of the owner of cluster shard cs, waiting a
+// while for one when the shard is between owners.
+func (s *System) ownerOf(ctx context.Context, cs int) (string, error) {
+	cm := s.cm
+	wait := time.NewTimer(ownerWait)
+	defer wait.Stop()
+	for {
+		node, addr, _, ok := cm.node.Owner(cs)
+		if ok && node != cm.node.ID() {
+			return addr, nil
+		}
+		if ok {
+			// The owner is this node, which does not own it yet (or any
+			// more): a claim or a release is under way.
+			if _, mine := cm.node.Owns(cs); mine {
+				return addr, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-wait.C:
+			return "", fmt.Errorf("no owner for cluster shard %d", cs)
+		case <-time.After(ownerPoll):
+		}
+	}
+}
+
+// abortCluster leaves the cluster and stops following and writing; the
+// usage not yet flushed is lost, as on a kill -9.
+func (s *System) abortCluster() {
+	cm := s.cm
+	if cm.node != nil {
+		_ = cm.node.Close()
+	}
+	if cm.cancel != nil {
+		cm.cancel()
+		<-cm.done
+	}
+	cm.rlog.close()
+}
+
+// ClusterApplied returns the position of the last record of the
+// replicated log this node has applied (0 in single-node mode).
+func (s *System) ClusterApplied() uint64 {
+	if s.cm == nil {
+		return 0
+	}
+	return s.cm.applied.Load()
+}
