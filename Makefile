@@ -47,11 +47,11 @@ run: build
 	./$(BIN) serve --data-dir $(DATA_DIR) $(if $(CONFIG),--config $(CONFIG)) $(if $(DEMO),--demo-echo)
 
 ## test: every test, with the race detector. The cluster tests (real etcd
-## members, lease timing: actors/cluster, wal/etcdlog) run after the
+## members, lease timing: actors/cluster, actors/clusterit, wal/etcdlog) run after the
 ## others rather than beside them.
 test: test-deps gw-test-deps web-test-deps api-test-deps bench-deps
 	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 $$($(GO) list $(PKGS) | grep -v -e '/actors/cluster' -e '/wal/etcdlog')
-	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/... ./wal/etcdlog
+	GOTRACEBACK=all $(GO) test -race -timeout=600s -count=1 ./actors/cluster/... ./actors/clusterit ./wal/etcdlog
 
 ## test-deps: the pinned openai npm client for TestOpenAIClient (cmd/gatehouse)
 ## and test-debs. Without them those tests skip, and fail under CI=true.

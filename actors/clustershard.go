@@ -12,7 +12,7 @@ import (
 // keys and not yet taken over, and the Allowances of its passive keys.
 // Only the shard actor touches it.
 type shardCluster struct {
-	ready  map[int]int64                       // cluster shard → the epoch loaded
+	ready  map[int]int64                        // cluster shard → the epoch loaded
 	loaded map[int]map[uuid.UUID]*cluster.Quota // records not yet taken over
 	allow  map[uuid.UUID]*clusterAllow          // passive keys' Allowances
 	parked map[int][]needAllow                  // asks that came before the load

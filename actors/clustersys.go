@@ -29,14 +29,13 @@ type clusterMode struct {
 
 // Timings of cluster mode.
 const (
-	clusterTimeout  = 3 * time.Second        // one etcd request or forward
-	ownerWait       = 4 * time.Second        // how long an admission waits for a shard to get an owner
-	ownerPoll       = 25 * time.Millisecond  // how often it looks
-	followBackoff   = 200 * time.Millisecond // the first pause after the follower fails
-	maxFollowPause  = 2 * time.Second
-	settleTimeout   = 2 * time.Second // a graceful release's settling
-	commitChunk     = 128             // values a fenced commit carries at most
-	forwardAttempts = 2
+	clusterTimeout = 3 * time.Second        // one etcd request or forward
+	ownerWait      = 4 * time.Second        // how long an admission waits for a shard to get an owner
+	ownerPoll      = 25 * time.Millisecond  // how often it looks
+	followBackoff  = 200 * time.Millisecond // the first pause after the follower fails
+	maxFollowPause = 2 * time.Second
+	settleTimeout  = 2 * time.Second // a graceful release's settling
+	commitChunk    = 128             // values a fenced commit carries at most
 )
 
 func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
@@ -269,23 +268,27 @@ func (s *System) forwardCounted(ctx context.Context, r AuthResult) AuthResult {
 }
 
 // forward asks the owner of the key's cluster shard to admit the request
-// r was authorized for here (the secret checked, the key active). One
-// retry, to the owner as then known, after a timeout or a "not the owner".
+// r was authorized for here (the secret checked, the key active). After a
+// timeout or a "not the owner" it asks again, the owner as then known,
+// for up to ownerWait: a shard changing hands answers NotOwner until its
+// successor has claimed it.
 func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 	cm := s.cm
 	cs := int(r.fwd - 1)
 	r.fwd = 0
 	reqID := cm.reqID.Add(1)
+	deadline := time.Now().Add(ownerWait)
 	var last error
-	for range forwardAttempts {
-		addr, err := s.ownerOf(ctx, cs)
+	var stale int64 // the epoch of an owner that failed us
+	for time.Now().Before(deadline) {
+		addr, epoch, err := s.ownerOf(ctx, cs, stale, deadline)
 		if err != nil {
 			last = err
 			break
 		}
 		v, err := cm.deps.Forward(ctx, addr, r.KeyID.String(), reqID)
 		if err != nil {
-			last = err
+			last, stale = err, epoch
 			continue
 		}
 		r.Limit.Allowed = v.Code == transport.Admitted
@@ -304,7 +307,7 @@ func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 		case transport.KeyInvalid:
 			return AuthResult{Err: ErrKeyInvalid}
 		case transport.NotOwner:
-			last = errNotOwner
+			last, stale = errNotOwner, epoch
 			continue
 		default:
 			return AuthResult{Err: fmt.Errorf("authorize: the key's owner cannot admit now: %w", ErrUnavailable)}
@@ -313,29 +316,29 @@ func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 	return AuthResult{Err: fmt.Errorf("authorize: forward to the key's owner: %w: %w", ErrUnavailable, last)}
 }
 
-// ownerOf returns the address of the owner of cluster shard cs, waiting a
-// while for one when the shard is between owners.
-func (s *System) ownerOf(ctx context.Context, cs int) (string, error) {
+// ownerOf returns the address and epoch of the owner of cluster shard cs
+// other than the one at epoch stale (0: any), waiting until deadline for
+// one when the shard is between owners.
+func (s *System) ownerOf(ctx context.Context, cs int, stale int64, deadline time.Time) (string, int64, error) {
 	cm := s.cm
-	wait := time.NewTimer(ownerWait)
-	defer wait.Stop()
 	for {
-		node, addr, _, ok := cm.node.Owner(cs)
-		if ok && node != cm.node.ID() {
-			return addr, nil
-		}
-		if ok {
-			// The owner is this node, which does not own it yet (or any
-			// more): a claim or a release is under way.
-			if _, mine := cm.node.Owns(cs); mine {
-				return addr, nil
+		node, addr, epoch, ok := cm.node.Owner(cs)
+		if ok && epoch != stale {
+			if node != cm.node.ID() {
+				return addr, epoch, nil
 			}
+			// This node, which did not own it a moment ago: a claim
+			// or a release is under way.
+			if e, mine := cm.node.Owns(cs); mine && e == epoch {
+				return addr, epoch, nil
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return "", 0, fmt.Errorf("no owner for cluster shard %d", cs)
 		}
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-wait.C:
-			return "", fmt.Errorf("no owner for cluster shard %d", cs)
+			return "", 0, ctx.Err()
 		case <-time.After(ownerPoll):
 		}
 	}

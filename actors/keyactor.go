@@ -104,9 +104,9 @@ type keyActor struct {
 	inflight []secCount
 	waiters  []*sync.WaitGroup // flushNow callers waiting for inflight to commit
 	gone     bool
-	cmd      *keyCmd   // the command whose event is being logged
-	cmdEv    keyEvent  // its event
-	stash    []*keyCmd // commands that arrived meanwhile
+	cmd      *keyCmd     // the command whose event is being logged
+	cmdEv    keyEvent    // its event
+	stash    []*keyCmd   // commands that arrived meanwhile
 	kc       *keyCluster // cluster mode only (clusterkey.go)
 }
 

@@ -38,6 +38,8 @@ type Node struct {
 	commits chan *commitReq
 	// mute, in tests, stops keepalives as a partition from etcd would.
 	mute    atomic.Bool
+	closing atomic.Bool // Close has begun: reconcile changes nothing more
+	recMu   sync.Mutex  // held by a reconcile round, and by Close
 	cancel  context.CancelFunc
 	stopped chan struct{} // closed when the loops are stopped
 	wg      sync.WaitGroup
@@ -126,12 +128,18 @@ func (n *Node) Close() error {
 	if n.cancel == nil {
 		return nil
 	}
-	n.stop()
+	// Hand the shards over while the commit loop still runs, so the
+	// handler can commit its last records (fenced on the epoch, which
+	// holds until the revoke below); no reconcile round runs meanwhile.
+	n.closing.Store(true)
+	n.recMu.Lock()
 	for s := range n.mine {
-		if e := n.mine[s].Swap(0); e != 0 && n.cfg.Handler != nil {
-			n.cfg.Handler.Released(s, e, true)
+		if e := n.mine[s].Load(); e != 0 {
+			n.drop(s, e, true)
 		}
 	}
+	n.recMu.Unlock()
+	n.stop()
 	n.deadline.Store(0)
 	n.mu.Lock()
 	lease := n.lease
@@ -443,6 +451,11 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 }
 
 func (n *Node) reconcile(ctx context.Context) {
+	n.recMu.Lock()
+	defer n.recMu.Unlock()
+	if n.closing.Load() {
+		return
+	}
 	if n.lost.Load() {
 		n.demote()
 		if n.mute.Load() {

@@ -1,0 +1,395 @@
+package clusterit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"gatehouse/actors"
+	"gatehouse/actors/clock"
+	"gatehouse/actors/cluster"
+	"gatehouse/actors/cluster/etcdtest"
+	"gatehouse/actors/cluster/transport"
+	"gatehouse/wal/etcdlog"
+	"gatehouse/wal/waltest"
+)
+
+const (
+	prefix = "/gh"
+	ttl    = 2 * time.Second
+)
+
+// fleet is a cluster of Systems in this process; nodes reach each other
+// through addrs (node id → System), the transport's stand-in.
+type fleet struct {
+	t     *testing.T
+	etcd  *etcdtest.Cluster
+	addrs sync.Map
+	key   []byte
+}
+
+type member struct {
+	id   string
+	sys  *actors.System
+	node *cluster.Node
+	cli  *clientv3.Client
+}
+
+func newFleet(t *testing.T) *fleet {
+	return &fleet{t: t, etcd: etcdtest.Start(t, 3), key: make([]byte, 32)}
+}
+
+func (f *fleet) forward(ctx context.Context, addr, keyID string, _ uint64) (transport.Verdict, error) {
+	v, ok := f.addrs.Load(addr)
+	if !ok {
+		return transport.Verdict{}, fmt.Errorf("%w: no node at %s", transport.ErrForward, addr)
+	}
+	return v.(*actors.System).AdmitOwned(ctx, keyID), nil
+}
+
+// start starts node id; it leaves the cluster when the test ends.
+func (f *fleet) start(id string) *member {
+	t := f.t
+	t.Helper()
+	cli := f.etcd.Client(t)
+	elog, err := etcdlog.Open(context.Background(), cli, prefix+"/wal/", id, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := actors.NewSealer(f.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := actors.DefaultConfig()
+	cfg.Shards = 8
+	cfg.FlushInterval = 100 * time.Millisecond
+	m := &member{id: id, cli: cli}
+	sys, err := actors.New(cfg, actors.Deps{
+		Clock: clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id),
+		Cluster: &actors.ClusterDeps{
+			Log: elog,
+			StartNode: func(h cluster.Handler) (actors.ClusterNode, error) {
+				n, err := cluster.Start(context.Background(), cluster.Config{
+					Client: cli, Prefix: prefix, NodeID: id, Addr: id, TTL: ttl, Handler: h,
+					RequestTimeout: time.Second,
+				})
+				m.node = n
+				return n, err
+			},
+			Forward: f.forward,
+		},
+	})
+	if err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	m.sys = sys
+	f.addrs.Store(id, sys)
+	t.Cleanup(func() { m.stop() })
+	return m
+}
+
+// stop leaves the cluster gracefully.
+func (m *member) stop() {
+	if m.sys == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = m.sys.Close(ctx)
+	m.sys = nil
+}
+
+// crash cuts the node off etcd and off the other nodes: its lease expires
+// after the TTL, as after a kill -9. Its actors stop when the test ends.
+func (m *member) crash(f *fleet) {
+	f.addrs.Delete(m.id)
+	_ = m.cli.Close()
+	sys := m.sys
+	m.sys = nil
+	f.t.Cleanup(sys.Abort)
+}
+
+// waitOwners waits until every shard has an owner and the owners have not
+// changed for a second, as every member sees them.
+func waitOwners(t *testing.T, ms ...*member) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last string
+	stableSince := time.Now()
+	for time.Now().Before(deadline) {
+		view := ""
+		for _, m := range ms {
+			for _, o := range m.node.Owners() {
+				if o.Owner == "" {
+					view = "incomplete"
+					break
+				}
+				view += fmt.Sprintf("%s@%d,", o.Owner, o.Epoch)
+			}
+		}
+		if view != last {
+			last, stableSince = view, time.Now()
+		} else if view != "incomplete" && time.Since(stableSince) >= time.Second {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("shard owners not settled after 15s")
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v", what, within)
+	return 0
+}
+
+func newKey(t *testing.T, m *member, limit int64) (actors.KeyInfo, string) {
+	t.Helper()
+	u, err := m.sys.CreateUser(ctx(t), actors.NewUser{Email: fmt.Sprintf("u%d@example.com", time.Now().UnixNano()), Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, secret, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: u, Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.sys.UpdateKey(ctx(t), k.ID, actors.KeyPatch{RateLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	return k, secret
+}
+
+// hammer sends n requests through each member at once and returns how many
+// were admitted, and the errors other than 429.
+func hammer(t *testing.T, secret string, n int, ms ...*member) (admitted int64, failed []error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var adm atomic.Int64
+	for _, m := range ms {
+		wg.Go(func() {
+			for range n {
+				r := m.sys.Authorize(context.Background(), []byte(secret))
+				switch {
+				case r.Err == nil:
+					adm.Add(1)
+				case errors.Is(r.Err, actors.ErrRateLimited):
+				default:
+					mu.Lock()
+					failed = append(failed, r.Err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return adm.Load(), failed
+}
+
+// TestKeysAndLimitsShared: a key created on one node validates on the
+// others within a second; three nodes admitting for it at once admit no
+// more than its limit together; every node's usage counts every node's
+// admissions; a revocation on one node is refused by all within a second.
+func TestKeysAndLimitsShared(t *testing.T) {
+	f := newFleet(t)
+	a, b, c := f.start("a"), f.start("b"), f.start("c")
+	waitOwners(t, a, b, c)
+
+	k, secret := newKey(t, a, 200)
+	for _, m := range []*member{b, c} {
+		took := eventually(t, time.Second, "the key validates on "+m.id, func() bool {
+			return m.sys.Validate(context.Background(), []byte(secret)).Err == nil
+		})
+		t.Logf("key visible on %s after %v", m.id, took)
+	}
+
+	admitted, failed := hammer(t, secret, 150, a, b, c)
+	if len(failed) > 0 {
+		t.Errorf("%d admissions failed, first: %v", len(failed), failed[0])
+	}
+	chunk := int64(cluster.Chunk(200))
+	t.Logf("admitted %d of 450 (limit 200)", admitted)
+	if admitted > 200 || admitted < 200-chunk {
+		t.Errorf("admitted %d of 450 for a limit of 200 (want 200-%d..200)", admitted, chunk)
+	}
+	for _, m := range []*member{a, b, c} {
+		if err := m.sys.FlushUsage(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []*member{a, b, c} {
+		eventually(t, 2*time.Second, "usage on "+m.id+" counts every node", func() bool {
+			u, err := m.sys.KeyUsage(context.Background(), k.ID, 1)
+			return err == nil && len(u.Daily) == 1 && u.Daily[0].Count == admitted
+		})
+	}
+
+	if err := b.sys.RevokeKey(ctx(t), k.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*member{a, c} {
+		took := eventually(t, time.Second, "revocation seen on "+m.id, func() bool {
+			return errors.Is(m.sys.Authorize(context.Background(), []byte(secret)).Err, actors.ErrKeyRevoked)
+		})
+		t.Logf("revocation on %s after %v", m.id, took)
+	}
+}
+
+// ownerOf returns the member owning k's shard.
+func ownerOf(t *testing.T, k actors.KeyInfo, ms ...*member) *member {
+	t.Helper()
+	owner, _, _, ok := ms[0].node.Owner(ms[0].node.ShardOf(k.ID.String()))
+	for _, m := range ms {
+		if ok && m.id == owner {
+			return m
+		}
+	}
+	t.Fatalf("no owner for key %s", k.ID)
+	return nil
+}
+
+// TestOwnerCrashNeverOverAdmits: while two nodes send requests for a key,
+// its owner is cut off and stopped without a word; the survivors take the
+// key over after its lease expires and together with what the dead owner
+// admitted never exceed the limit; the key is unavailable no longer than
+// the TTL plus a second or two.
+func TestOwnerCrashNeverOverAdmits(t *testing.T) {
+	f := newFleet(t)
+	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
+	waitOwners(t, ms...)
+	const limit = 300
+	k, secret := newKey(t, ms[0], limit)
+	owner := ownerOf(t, k, ms...)
+	var others []*member
+	for _, m := range ms {
+		if m != owner {
+			others = append(others, m)
+			eventually(t, time.Second, "the key validates on "+m.id, func() bool {
+				return m.sys.Validate(context.Background(), []byte(secret)).Err == nil
+			})
+		}
+	}
+	// Phase 1: 100 through the owner itself and each survivor.
+	before, failed := hammer(t, secret, 50, owner, others[0], others[1])
+	if len(failed) > 0 {
+		t.Fatalf("%d failed before the crash: %v", len(failed), failed[0])
+	}
+	cs := others[0].node.ShardOf(k.ID.String())
+	for _, m := range ms {
+		o, _, e, _ := m.node.Owner(cs)
+		ep, mine := m.node.Owns(cs)
+		t.Logf("before the crash of %s: %s sees %q@%d; owns: %v@%d", owner.id, m.id, o, e, mine, ep)
+	}
+	owner.crash(f)
+	crashed := time.Now()
+	go func() {
+		last := ""
+		for time.Since(crashed) < 4*time.Second {
+			o, _, e, ok := others[0].node.Owner(cs)
+			if cur := fmt.Sprintf("%q@%d(%v)", o, e, ok); cur != last {
+				t.Logf("+%v: %s sees shard %d owned by %s", time.Since(crashed).Round(time.Millisecond), others[0].id, cs, cur)
+				last = cur
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	// Phase 2: the survivors keep going until the key is served again and
+	// its limit is reached.
+	var after, unavailable atomic.Int64
+	var longest time.Duration
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range others {
+		wg.Go(func() {
+			var lastOK = time.Now()
+			for i := 0; i < 2000; i++ {
+				r := m.sys.Authorize(context.Background(), []byte(secret))
+				switch {
+				case r.Err == nil:
+					after.Add(1)
+					fallthrough
+				case errors.Is(r.Err, actors.ErrRateLimited):
+					mu.Lock()
+					longest = max(longest, time.Since(lastOK))
+					mu.Unlock()
+					lastOK = time.Now()
+					if r.Err != nil {
+						return // the limit is reached
+					}
+				default:
+					if unavailable.Add(1) <= 3 {
+						t.Logf("+%v: %s: %v", time.Since(crashed).Round(time.Millisecond), m.id, r.Err)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := before + after.Load()
+	chunk := int64(cluster.Chunk(limit))
+	t.Logf("admitted %d before the crash, %d after: %d of limit %d; longest gap %v (%d refused as unavailable)",
+		before, after.Load(), total, limit, longest, unavailable.Load())
+	if total > limit {
+		t.Errorf("over-admitted: %d > %d", total, limit)
+	}
+	if total < limit-2*chunk {
+		t.Errorf("under-admitted beyond its bound: %d < %d", total, limit-2*chunk)
+	}
+	if longest > ttl+3*time.Second {
+		t.Errorf("the key was unavailable for %v (bound %v)", longest, ttl+3*time.Second)
+	}
+}
+
+// TestRestartAllKeepsEverything: every node stops; new nodes with nothing
+// but etcd restore the users, the keys and the limits (a key that used
+// its hour stays used).
+func TestRestartAllKeepsEverything(t *testing.T) {
+	f := newFleet(t)
+	a, b := f.start("a"), f.start("b")
+	waitOwners(t, a, b)
+	k, secret := newKey(t, a, 40)
+	eventually(t, time.Second, "the key validates on b", func() bool {
+		return b.sys.Validate(context.Background(), []byte(secret)).Err == nil
+	})
+	admitted, failed := hammer(t, secret, 30, a, b)
+	if len(failed) > 0 || admitted != 40 {
+		t.Fatalf("admitted %d of 60 for a limit of 40, failures %v", admitted, failed)
+	}
+	a.stop()
+	b.stop()
+
+	c, d := f.start("c"), f.start("d")
+	waitOwners(t, c, d)
+	for _, m := range []*member{c, d} {
+		if r := m.sys.Validate(context.Background(), []byte(secret)); r.Err != nil {
+			t.Fatalf("validate on %s after the restart: %v", m.id, r.Err)
+		}
+	}
+	again, failed := hammer(t, secret, 5, c, d)
+	if again != 0 || len(failed) > 0 {
+		t.Errorf("after the restart %d admitted (want 0: the hour is used), failures %v", again, failed)
+	}
+	u, err := c.sys.KeyUsage(ctx(t), k.ID, 1)
+	if err != nil || len(u.Daily) != 1 || u.Daily[0].Count != 40 {
+		t.Errorf("usage after the restart = %+v, %v; want 40 today", u.Daily, err)
+	}
+}
