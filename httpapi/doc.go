@@ -23,6 +23,14 @@
 //
 // NewHealthServer serves only /health and /metrics, for a second listener.
 //
+// WithCluster(node) (a *cluster.Node, seen through the ClusterView
+// interface) turns on cluster mode's operator routes, GET /api/cluster
+// and GET /api/cluster/keys/{id}, and makes /health (of New's server and
+// NewHealthServer's alike, given the same option) answer 503 while the
+// node is not a member in good standing (no valid etcd lease), so that a
+// load balancer takes it out. Without it both routes answer 404
+// NOT_FOUND ("cluster mode is off") and /health is as on a single node.
+//
 // # Concurrency and ownership
 //
 // A Server is safe for concurrent use. Each request gets its own context,
@@ -53,7 +61,8 @@
 // /api/docs) are built from it, so a route cannot be served undocumented
 // (TestOpenAPIDocument).
 //
-//	GET    /health                         200 {status:"ok"}
+//	GET    /health                         200 {status:"ok"} | 503 {status:"unavailable",reason} (failed WAL);
+//	                                       cluster mode adds cluster:{node,member}, 503 while member is false
 //	GET    /metrics                        Prometheus text
 //	POST   /api/auth/login                 200 {user}, cookie | 400 401 INVALID_CREDENTIALS
 //	POST   /api/auth/logout                200 {success}, cookie cleared (also without a session)
@@ -80,6 +89,8 @@
 //	GET    /api/services/{name}       adm  200 {service} | 401 403 404 SERVICE_NOT_FOUND
 //	PUT    /api/services/{name}       adm  200 {service} | 400 401 403 404 409 SERVICE_READ_ONLY
 //	DELETE /api/services/{name}       adm  200 {success,message} | 401 403 404 409 SERVICE_READ_ONLY
+//	GET    /api/cluster               adm  200 {node,members:[{id,addr,alive}],shards:[{shard,owner,epoch}]} | 401 403 404 (single node)
+//	GET    /api/cluster/keys/{id}     adm  200 {keyId,shard,owner,epoch} | 400 VALIDATION_ERROR 401 403 404 (single node)
 //	ANY    /api/gateway/v1/*, GET /api/gateway/ws
 //	                                  ses  the agent gateway's operations for the session's user (gatewaybridge.go) | 401 403 CSRF_REJECTED, then the gateway's answers
 //
@@ -118,7 +129,7 @@
 //	403 FORBIDDEN          admin only, or viewAs by a non-admin
 //	403 LICENSE_REQUIRED   creating a key without an active license
 //	403 CSRF_REJECTED      see below
-//	404 NOT_FOUND          unknown route or user
+//	404 NOT_FOUND          unknown route or user; the cluster routes on a single node
 //	404 KEY_NOT_FOUND      unknown, foreign or malformed key id
 //	404 UNKNOWN_SERVICE    proxy service not configured
 //	404 TOKEN_NOT_FOUND    unknown, foreign or malformed token id
@@ -174,6 +185,10 @@
 //   - ids in paths must be canonical 36-character UUIDs; viewAs must be one
 //     too (400), but a non-admin gets 403 before the value is looked at.
 //     viewAs of an unknown user lists nothing.
+//   - GET /api/cluster/keys/{id} answers any well-formed key id without
+//     looking the key up (the shard is a function of the id), and a
+//     malformed id is 400 VALIDATION_ERROR rather than 404: the route is
+//     for admins, so there is no key's existence to hide.
 //   - usage days: the query must be an integer 1..30; an empty value is 400.
 //   - validate of a valid key that is at its rate limit answers valid:true;
 //     the limit is not consumed either way.

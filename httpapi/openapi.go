@@ -87,6 +87,8 @@ var schemaNames = map[string]string{
 	"tokensBody": "TokenList", "tokenView": "Token", "serviceIn": "ServiceCreate", "servicePutIn": "ServiceReplace",
 	"servicesBody": "ServiceList", "serviceBody": "ServiceBody", "serviceView": "Service",
 	"errorBody": "Error", "rateLimitBody": "RateLimitError",
+	"clusterBody": "Cluster", "clusterMemberView": "ClusterMember", "clusterShardView": "ClusterShard",
+	"clusterKeyBody": "ClusterKey", "clusterHealth": "HealthCluster",
 }
 
 func (g *schemaGen) ref(t reflect.Type) map[string]any {

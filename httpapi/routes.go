@@ -108,19 +108,26 @@ func (s *Server) newRouter() *router.Router {
 	return r
 }
 
-// health: GET /health, without credentials.
+// health: GET /health, without credentials. 503 once the WAL failed
+// (until a restart) and, in cluster mode, while the node is not a member
+// in good standing, so that a load balancer takes it out.
 func (s *Server) health(_ context.Context, rc *fasthttp.RequestCtx) error {
+	ch := s.clusterHealthCheck()
 	if h, ok := s.keys.(healthReporter); ok {
 		if err := h.Health(); err != nil {
 			// Not live: only a restart recovers a failed WAL.
 			if !s.unhealthy.Swap(true) {
 				s.lg.Warn("health check failing until restart", "err", err)
 			}
-			writeJSON(rc, fasthttp.StatusServiceUnavailable, healthBody{Status: "unavailable", Reason: "write-ahead log failed: restart to recover"})
+			writeJSON(rc, fasthttp.StatusServiceUnavailable, healthBody{Status: "unavailable", Reason: "write-ahead log failed: restart to recover", Cluster: ch})
 			return nil
 		}
 	}
-	writeJSON(rc, fasthttp.StatusOK, healthBody{Status: "ok"})
+	if ch != nil && !ch.Member {
+		writeJSON(rc, fasthttp.StatusServiceUnavailable, healthBody{Status: "unavailable", Reason: notMember, Cluster: ch})
+		return nil
+	}
+	writeJSON(rc, fasthttp.StatusOK, healthBody{Status: "ok", Cluster: ch})
 	return nil
 }
 

@@ -100,6 +100,11 @@ type Server struct {
 	// unhealthy is set once /health has reported a failed WAL: probes come
 	// every few seconds, and the failure was logged when it happened.
 	unhealthy atomic.Bool
+	// cluster is this node's membership (WithCluster); nil: a single
+	// node. notMember is set while /health reports it not in good
+	// standing, to log each change once.
+	cluster   ClusterView
+	notMember atomic.Bool
 	// bridge is the agent gateway mounted for the console (MountGateway).
 	bridge gatewayBridge
 }
@@ -157,8 +162,9 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 // GET /metrics, without authentication, for a listener that serves
 // nothing else (the metrics address scrapers use; bind it to loopback or
 // a private network). A metrics registration failure is logged, not
-// fatal.
-func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer) *Server {
+// fatal. Of the options only WithCluster matters: /health then answers
+// as the API listener's does in cluster mode.
+func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer, opts ...Option) *Server {
 	cfg := DefaultConfig()
 	if name != "" {
 		cfg.Listener = name
@@ -167,6 +173,9 @@ func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, ga
 	s, err := newServer(cfg, lg, reg, gather, cfg.MaxBodyBytes, false)
 	if err != nil {
 		s.lg.Warn("metrics not registered", "err", err)
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	r := s.newRouter()
 	s.handle(r, fasthttp.MethodGet, "/metrics", s.metricsHandler())

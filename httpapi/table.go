@@ -157,8 +157,9 @@ func (s *Server) buildRoutes() []route {
 	metrics := s.metricsHandler()
 	viewAsParam := param{"viewAs", "another user's id (admin only)", map[string]any{"type": "string", "format": "uuid"}}
 	rs := []route{
-		{method: get, path: "/health", auth: authPublic, tag: "system", summary: "Liveness: 503 once the write-ahead log failed",
-			out: typ[healthBody](), errs: []int{unavail}, h: s.health},
+		{method: get, path: "/health", auth: authPublic, tag: "system", summary: "Liveness: 503 once the write-ahead log failed, or while not a cluster member in good standing",
+			desc: "In cluster mode the answer carries `cluster: {node, member}`; `member` is false, with a 503, while the node holds no valid etcd lease.",
+			out:  typ[healthBody](), errs: []int{unavail}, h: s.health},
 		{method: fasthttp.MethodHead, path: "/health", auth: authPublic, tag: "system", summary: "Liveness, as GET without the body",
 			errs: []int{unavail}, h: s.health},
 		{method: get, path: "/metrics", auth: authAdmin, tag: "system", summary: "Prometheus metrics (admins; scrapers use the metrics listener)",
@@ -233,6 +234,13 @@ func (s *Server) buildRoutes() []route {
 		{method: del, path: "/api/services/{name}", auth: authAdmin, tag: "services", summary: "Delete a service (requests in flight finish on it)",
 			desc: "A config-file service is read-only: 409 SERVICE_READ_ONLY.",
 			out:  typ[successBody](), errs: []int{notFound, conflict}, uh: s.deleteService},
+
+		{method: get, path: "/api/cluster", auth: authAdmin, tag: "cluster", summary: "This node, the cluster's members and every shard's owner",
+			desc: "Cluster mode only (404 NOT_FOUND on a single node). `members` are the nodes etcd lists (alive) and this node always, alive only while it holds a valid etcd lease (its address is \"\" once etcd dropped it); `shards` are all virtual shards with their owner and epoch (\"\" and 0 while unowned), as this node last heard from etcd.",
+			out:  typ[clusterBody](), errs: []int{notFound}, uh: s.getCluster},
+		{method: get, path: "/api/cluster/keys/{id}", auth: authAdmin, tag: "cluster", summary: "The shard of a key id and its owner",
+			desc: "Cluster mode only (404 NOT_FOUND on a single node). The shard is a function of the id: any well-formed key id answers, whether or not the key exists. A malformed id is 400 VALIDATION_ERROR.",
+			out:  typ[clusterKeyBody](), errs: []int{bad, notFound}, uh: s.getClusterKey},
 
 		{method: get, path: "/", auth: authPublic, tag: "console", summary: "Redirects to the console", status: 302, h: toConsole},
 		{method: fasthttp.MethodHead, path: "/", auth: authPublic, tag: "console", summary: "Redirects to the console", status: 302, h: toConsole},

@@ -180,4 +180,6 @@ type sessionUserBody struct {
 type healthBody struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
+	// Cluster is set in cluster mode only.
+	Cluster *clusterHealth `json:"cluster,omitempty"`
 }
