@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"gatehouse/actors"
@@ -21,17 +22,19 @@ import (
 )
 
 const (
-	prefix = "/gh"
+	flushInterval = 100 * time.Millisecond
+	prefix        = "/gh"
 	ttl    = 2 * time.Second
 )
 
 // fleet is a cluster of Systems in this process; nodes reach each other
 // through addrs (node id → System), the transport's stand-in.
 type fleet struct {
-	t     *testing.T
+	t     testing.TB
 	etcd  *etcdtest.Cluster
 	addrs sync.Map
 	key   []byte
+	reg   *prometheus.Registry // for the next start
 }
 
 type member struct {
@@ -41,7 +44,7 @@ type member struct {
 	cli  *clientv3.Client
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t testing.TB) *fleet {
 	return &fleet{t: t, etcd: etcdtest.Start(t, 3), key: make([]byte, 32)}
 }
 
@@ -68,16 +71,16 @@ func (f *fleet) start(id string) *member {
 	}
 	cfg := actors.DefaultConfig()
 	cfg.Shards = 8
-	cfg.FlushInterval = 100 * time.Millisecond
+	cfg.FlushInterval = flushInterval
 	m := &member{id: id, cli: cli}
 	sys, err := actors.New(cfg, actors.Deps{
-		Clock: clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id),
+		Clock: clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
 		Cluster: &actors.ClusterDeps{
 			Log: elog,
 			StartNode: func(h cluster.Handler) (actors.ClusterNode, error) {
 				n, err := cluster.Start(context.Background(), cluster.Config{
 					Client: cli, Prefix: prefix, NodeID: id, Addr: id, TTL: ttl, Handler: h,
-					RequestTimeout: time.Second,
+					RequestTimeout: time.Second, Logger: waltest.Logger(t).With("node", id),
 				})
 				m.node = n
 				return n, err
@@ -92,6 +95,20 @@ func (f *fleet) start(id string) *member {
 	f.addrs.Store(id, sys)
 	t.Cleanup(func() { m.stop() })
 	return m
+}
+
+// startWith is start with a metrics registry.
+func (f *fleet) startWith(id string, reg *prometheus.Registry) *member {
+	f.reg = reg
+	defer func() { f.reg = nil }()
+	return f.start(id)
+}
+
+func registerer(r *prometheus.Registry) prometheus.Registerer {
+	if r == nil {
+		return nil
+	}
+	return r
 }
 
 // stop leaves the cluster gracefully.
@@ -117,7 +134,7 @@ func (m *member) crash(f *fleet) {
 
 // waitOwners waits until every shard has an owner and the owners have not
 // changed for a second, as every member sees them.
-func waitOwners(t *testing.T, ms ...*member) {
+func waitOwners(t testing.TB, ms ...*member) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	var last string
@@ -143,7 +160,7 @@ func waitOwners(t *testing.T, ms ...*member) {
 	t.Fatal("shard owners not settled after 15s")
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -162,7 +179,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	return 0
 }
 
-func newKey(t *testing.T, m *member, limit int64) (actors.KeyInfo, string) {
+func newKey(t testing.TB, m *member, limit int64) (actors.KeyInfo, string) {
 	t.Helper()
 	u, err := m.sys.CreateUser(ctx(t), actors.NewUser{Email: fmt.Sprintf("u%d@example.com", time.Now().UnixNano()), Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
 	if err != nil {
@@ -254,7 +271,7 @@ func TestKeysAndLimitsShared(t *testing.T) {
 }
 
 // ownerOf returns the member owning k's shard.
-func ownerOf(t *testing.T, k actors.KeyInfo, ms ...*member) *member {
+func ownerOf(t testing.TB, k actors.KeyInfo, ms ...*member) *member {
 	t.Helper()
 	owner, _, _, ok := ms[0].node.Owner(ms[0].node.ShardOf(k.ID.String()))
 	for _, m := range ms {
