@@ -24,7 +24,7 @@ import (
 const (
 	flushInterval = 100 * time.Millisecond
 	prefix        = "/gh"
-	ttl    = 2 * time.Second
+	ttl           = 2 * time.Second
 )
 
 // fleet is a cluster of Systems in this process; nodes reach each other
