@@ -410,3 +410,91 @@ func TestRestartAllKeepsEverything(t *testing.T) {
 		t.Errorf("usage after the restart = %+v, %v; want 40 today", u.Daily, err)
 	}
 }
+
+// TestEtcdLeaderKilled: the etcd leader dies while three nodes admit for a
+// key and take changes; no admission fails, none beyond the limit, and
+// every acknowledged change is on every node afterwards.
+func TestEtcdLeaderKilled(t *testing.T) {
+	f := newFleet(t)
+	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
+	waitOwners(t, ms...)
+	const limit = 20000
+	k, secret := newKey(t, ms[0], limit)
+	for _, m := range ms {
+		eventually(t, time.Second, "the key validates on "+m.id, func() bool {
+			return m.sys.Validate(context.Background(), []byte(secret)).Err == nil
+		})
+	}
+	var admitted atomic.Int64
+	var failedMu sync.Mutex
+	var failed []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := m.sys.Authorize(context.Background(), []byte(secret))
+				switch {
+				case r.Err == nil:
+					admitted.Add(1)
+				case errors.Is(r.Err, actors.ErrRateLimited):
+				default:
+					failedMu.Lock()
+					failed = append(failed, r.Err)
+					failedMu.Unlock()
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	// Changes acknowledged across the kill: a user per node every 50 ms.
+	var acked sync.Map // email → node
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m := ms[i%len(ms)]
+			email := fmt.Sprintf("leader-kill-%d@example.com", i)
+			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if _, err := m.sys.CreateUser(c, actors.NewUser{Email: email, Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true}); err == nil {
+				acked.Store(email, m.id)
+			}
+			cancel()
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	time.Sleep(500 * time.Millisecond)
+	leader := f.etcd.Leader()
+	f.etcd.Kill(leader)
+	t.Logf("killed etcd member %d, the leader", leader)
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	if admitted.Load() > limit {
+		t.Errorf("over-admitted: %d > %d", admitted.Load(), limit)
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d admissions failed across the leader's death, first: %v", len(failed), failed[0])
+	}
+	n := 0
+	acked.Range(func(email, _ any) bool {
+		n++
+		for _, m := range ms {
+			eventually(t, 2*time.Second, fmt.Sprintf("user %s on %s", email, m.id), func() bool {
+				_, err := m.sys.UserByEmail(context.Background(), email.(string))
+				return err == nil
+			})
+		}
+		return true
+	})
+	t.Logf("admitted %d (limit %d); %d users acknowledged across the kill, all on every node", admitted.Load(), limit, n)
+	_ = k
+}
