@@ -498,3 +498,77 @@ func TestEtcdLeaderKilled(t *testing.T) {
 	t.Logf("admitted %d (limit %d); %d users acknowledged across the kill, all on every node", admitted.Load(), limit, n)
 	_ = k
 }
+
+// TestQuorumLost: with two of three etcd members down, changes are refused
+// within the request timeout (never left hanging, never acknowledged),
+// admissions fail closed once the reserved tokens or the lease run out,
+// and once quorum is back both work again without a restart.
+func TestQuorumLost(t *testing.T) {
+	f := newFleet(t)
+	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
+	waitOwners(t, ms...)
+	k, secret := newKey(t, ms[0], 100000)
+	for _, m := range ms {
+		eventually(t, time.Second, "the key validates on "+m.id, func() bool {
+			return m.sys.Authorize(context.Background(), []byte(secret)).Err == nil
+		})
+	}
+	leader := f.etcd.Leader()
+	var down []int
+	for i := range 3 {
+		if i != leader && len(down) < 2 {
+			down = append(down, i)
+		}
+	}
+	down[1] = leader // the leader and one follower: no quorum left
+	for _, i := range down {
+		f.etcd.Kill(i)
+	}
+	t.Logf("killed etcd members %v", down)
+
+	for _, m := range ms {
+		start := time.Now()
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := m.sys.CreateUser(c, actors.NewUser{Email: "lost-" + m.id + "@example.com", Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
+		cancel()
+		took := time.Since(start)
+		if !errors.Is(err, actors.ErrUnavailable) || took > 5*time.Second {
+			t.Errorf("a change on %s without quorum = %v after %v (want ErrUnavailable within 5s)", m.id, err, took)
+		}
+	}
+	// Admissions: whatever is reserved, then 503; never another error.
+	deadline := time.Now().Add(6 * time.Second)
+	var closed bool
+	for time.Now().Before(deadline) && !closed {
+		closed = true
+		for _, m := range ms {
+			r := m.sys.Authorize(context.Background(), []byte(secret))
+			switch {
+			case errors.Is(r.Err, actors.ErrUnavailable):
+			case r.Err == nil:
+				closed = false
+			default:
+				t.Fatalf("admission on %s without quorum: %v", m.id, r.Err)
+			}
+		}
+	}
+	if !closed {
+		t.Error("nodes still admitted 6s after quorum was lost")
+	}
+
+	for _, i := range down {
+		f.etcd.Restart(t, i)
+	}
+	start := time.Now()
+	for _, m := range ms {
+		eventually(t, 20*time.Second, "changes on "+m.id+" after quorum is back", func() bool {
+			_, err := m.sys.CreateUser(context.Background(), actors.NewUser{Email: fmt.Sprintf("back-%s-%d@example.com", m.id, time.Now().UnixNano()), Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
+			return err == nil
+		})
+		eventually(t, 20*time.Second, "admissions on "+m.id+" after quorum is back", func() bool {
+			return m.sys.Authorize(context.Background(), []byte(secret)).Err == nil
+		})
+	}
+	t.Logf("changes and admissions on every node %v after quorum came back", time.Since(start).Round(time.Millisecond))
+	_ = k
+}
