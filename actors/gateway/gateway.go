@@ -122,7 +122,9 @@ type Gateway struct {
 	// asks counts operations sent to the registry and the tenant shards.
 	asks                *prometheus.CounterVec
 	regAsks, tenantAsks prometheus.Counter
-	homes               keyHomes // read-only after Start
+	// homes says which key shard holds a key id; after Start only
+	// ApplyLive replaces it (placeLive).
+	homes atomic.Pointer[keyHomes]
 
 	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
 	// collection from BeforeBarrier through Capture to AfterSnapshot (the
@@ -228,7 +230,9 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		g.blobs = bs
 	}
 	st := g.st
-	g.st, g.homes = nil, st.homes
+	g.st = nil
+	g.homes.Store(&st.homes)
+	st.runs.live = st.runs.seq // ApplyLive: every run up to seq is reflected
 	g.shards = make([]*actor.PID, len(st.keys))
 	for i, p := range st.keys {
 		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}

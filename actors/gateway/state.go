@@ -405,6 +405,7 @@ func (r *registryPart) entities(dst []entity) []entity {
 // instances, all derived from run records.
 type runState struct {
 	seq       uint64 // highest run record reflected
+	live      uint64 // highest run record of another node applied live (applyLive)
 	maxTraces int
 	traceDays int
 	usageDays int
@@ -447,16 +448,35 @@ func newRunState(maxTraces, traceDays, usageDays int) *runState {
 }
 
 // apply records a run, its usage and its instance unless seq is already
-// reflected. Retention depends only on the records (the newest run seen),
-// so replay is exact.
+// reflected (replay: the records come in log order, so the part's
+// watermark seq tells). Retention depends only on the records (the newest
+// run seen), so replay is exact.
 func (rs *runState) apply(seq uint64, ev event) {
-	t := ev.(runRecorded).run
-	if seq != 0 && seq <= rs.seq {
+	if reflects(rs.seq, seq) {
 		return
 	}
-	if seq != 0 {
-		rs.seq = seq
+	rs.add(seq, ev.(runRecorded).run)
+}
+
+// applyLive records a run another node logged (cluster mode) unless it is
+// already reflected. Those records come in log order, but interleaved
+// with this node's own runs, which the runs actor adds as their commits
+// land (add, never skipped: each commit lands once): a foreign run may
+// have a lower seq than an own run already added, so the foreign runs
+// have their own watermark, live, which starts at seq when the actors
+// start (everything replayed or restored until then is reflected).
+func (rs *runState) applyLive(seq uint64, ev event) {
+	if reflects(rs.live, seq) {
+		return
 	}
+	rs.live = seq
+	rs.add(seq, ev.(runRecorded).run)
+}
+
+// add records run t logged at seq (0: a snapshot's trace) and raises the
+// part's watermark to it.
+func (rs *runState) add(seq uint64, t *runRec) {
+	rs.seq = max(rs.seq, seq)
 	rs.traces = append(rs.traces, t)
 	if over := len(rs.traces) - rs.maxTraces; over > 0 {
 		rs.dropOldest(over)

@@ -158,6 +158,9 @@ func (t *tenantShard) handle(msg any) {
 		m.reply <- queryActivityLog(&t.part.activity, m.f)
 	case captureMsg:
 		m.reply <- t.part.entities(nil)
+	case liveApply:
+		t.part.applyLive(m)
+		m.done <- struct{}{}
 	}
 }
 
