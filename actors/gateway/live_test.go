@@ -357,3 +357,107 @@ func TestApplyLiveInterleavesWithOwnRuns(t *testing.T) {
 		t.Errorf("B after restart: %d traces, %v; want its own 7", page.Total, err)
 	}
 }
+
+// TestApplyLiveReadsSeeIt: once ApplyLive returns, every read on the node
+// sees the change, whichever actor applied it (published views included):
+// a key created on A authenticates on B, a revoked one fails; providers,
+// agents, sessions with their turns, runs, MCP servers; an agent deleted
+// on A is gone on B with its sessions (A's purge is records too).
+func TestApplyLiveReadsSeeIt(t *testing.T) {
+	an := newNode(t, DefaultConfig(), nil)
+	a := start(an)
+	bn := newNode(t, DefaultConfig(), nil)
+	b := start(bn)
+	var last uint64
+	follow := func() { // B applies A's records after last, as a follower would
+		t.Helper()
+		if err := a.syncRuns(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		err := an.Log.Replay(last, func(seq uint64, r wal.Record) error {
+			last = seq
+			if !b.Owns(r.Type) {
+				return nil
+			}
+			return b.ApplyLive(ctx(t), seq, r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := ctx(t)
+	k, raw, err := a.CreateAPIKey(c, NewAPIKey{Name: "ci", Scopes: []Scope{ScopeWrite}, UserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow()
+	if got, err := b.Authenticate(c, []byte(raw)); err != nil || got.ID != k.ID {
+		t.Fatalf("B: Authenticate(key made on A) = %+v, %v", got, err)
+	}
+	p, err := a.CreateProvider(c, ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := a.CreateAgent(c, "alice", AgentInput{AgentKey: ptr("helper"), Provider: ptr("echo"), Model: ptr("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := a.CreateMCPServer(c, MCPServerInput{Name: ptr("files"), Transport: ptr("streamable-http"), URL: ptr("http://127.0.0.1:1/mcp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow()
+	if got, err := b.GetProvider(c, "echo"); err != nil || got.ID != p.ID {
+		t.Errorf("B: GetProvider = %+v, %v", got, err)
+	}
+	if got, err := b.GetAgent(c, "alice", "helper"); err != nil || got.ID != ag.ID {
+		t.Errorf("B: GetAgent = %+v, %v", got, err)
+	}
+	if got, err := b.GetMCPServer(c, "files"); err != nil || got.ID != srv.ID {
+		t.Errorf("B: GetMCPServer = %+v, %v", got, err)
+	}
+	an.Clock.Advance(time.Minute)
+	upd, err := a.UpdateMCPServer(c, "files", MCPServerInput{URL: ptr("http://127.0.0.1:2/mcp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.BeginTurn(c, "s1", "helper", "alice", "http", func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.EndTurn(c, "alice", "s1", TurnResult{User: "q", Assistant: "a", PromptTokens: 3}); err != nil {
+		t.Fatal(err)
+	}
+	a.RecordRun(Trace{ID: "r1", AgentID: ag.ID, UserID: "alice", Endpoint: "chat", Status: RunOK, StartedAt: actorstest.T0})
+	follow()
+	// An MCP server's connection follows its UpdatedAt (mcppool reopens on
+	// the next use), which B now shows.
+	if got, err := b.GetMCPServer(c, "files"); err != nil || got.URL != "http://127.0.0.1:2/mcp" || !got.UpdatedAt.Equal(upd.UpdatedAt) {
+		t.Errorf("B: GetMCPServer after update = %+v, %v; want URL :2, updated at %v", got, err, upd.UpdatedAt)
+	}
+	if s, err := b.SessionOp(c, "get", "s1", "alice", false, nil); err != nil || len(s.Messages) != 2 || s.PromptTokens != 3 {
+		t.Errorf("B: session s1 = %+v, %v; want 2 messages, 3 prompt tokens", s, err)
+	}
+	if tr, err := b.Trace(c, "r1"); err != nil || tr.AgentID != ag.ID {
+		t.Errorf("B: Trace(r1) = %+v, %v", tr, err)
+	}
+	if err := a.RevokeAPIKey(c, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteAgent(c, "alice", "helper"); err != nil {
+		t.Fatal(err)
+	}
+	follow()
+	if _, err := b.Authenticate(c, []byte(raw)); !errors.Is(err, ErrKeyInvalid) {
+		t.Errorf("B: Authenticate(key revoked on A) = %v, want ErrKeyInvalid", err)
+	}
+	if _, err := b.GetAgent(c, "alice", "helper"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("B: GetAgent(deleted on A) = %v, want ErrNotFound", err)
+	}
+	if ss, n, err := b.ListSessions(c, SessionFilter{UserID: "alice"}, false); err != nil || n != 0 {
+		t.Errorf("B: sessions of the deleted agent = %+v (%d), %v; want none", ss, n, err)
+	}
+	// B's own writes go on from what it applied: the key is revoked there.
+	if err := b.RevokeAPIKey(c, k.ID); err != nil {
+		t.Errorf("B: RevokeAPIKey(revoked on A) = %v, want nil (revoking twice)", err)
+	}
+}
