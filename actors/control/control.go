@@ -188,7 +188,10 @@ type Control struct {
 	subs  []func(*View)
 }
 
-var _ actors.Extension = (*Control)(nil)
+var (
+	_ actors.Extension   = (*Control)(nil)
+	_ actors.LiveApplier = (*Control)(nil)
+)
 
 // New returns an empty Control.
 func New() *Control {
@@ -225,6 +228,24 @@ func (c *Control) Apply(seq uint64, r wal.Record) error {
 	}
 	if err := c.st.apply(e); err != nil {
 		return fmt.Errorf("seq %d: %w", seq, err)
+	}
+	return nil
+}
+
+// ApplyLive applies a record another node wrote (cluster mode; see
+// actors.LiveApplier) on the actor, with the apply its own changes use,
+// and returns once it has (the View republished when services or key
+// lists changed), or with ctx's error. Every record is a full-state save
+// or a delete, so one already reflected changes nothing; a delete of what
+// is gone is a no-op. Nothing is appended, nothing is called out.
+func (c *Control) ApplyLive(ctx context.Context, seq uint64, r wal.Record) error {
+	e, err := decodeEvent(r)
+	if err != nil {
+		return fmt.Errorf("seq %d: %w", seq, err)
+	}
+	_, err = call(ctx, c, func(a *ctlActor) (struct{}, error) { return struct{}{}, a.apply(e) })
+	if err != nil {
+		return fmt.Errorf("apply seq %d: %w", seq, err)
 	}
 	return nil
 }
@@ -312,8 +333,7 @@ func call[R any](ctx context.Context, c *Control, fn func(a *ctlActor) (R, error
 	return r.v, r.err
 }
 
-// commit appends the events (durable on return), applies them and, when
-// services or key lists changed, publishes a new view.
+// commit appends the events (durable on return) and applies them.
 func (a *ctlActor) commit(evs ...event) error {
 	recs := make([]wal.Record, len(evs))
 	for i, e := range evs {
@@ -322,6 +342,13 @@ func (a *ctlActor) commit(evs ...event) error {
 	if _, err := a.c.log.Append(recs...); err != nil {
 		return fmt.Errorf("log control event: %w", err)
 	}
+	return a.apply(evs...)
+}
+
+// apply applies events this actor logged, or another node did
+// (ApplyLive), and, when services or key lists changed, publishes a new
+// view. A token deleted forgets its use not yet durable.
+func (a *ctlActor) apply(evs ...event) error {
 	republish := false
 	var keyCopy map[uuid.UUID][]string
 	for _, e := range evs {
@@ -330,7 +357,12 @@ func (a *ctlActor) commit(evs ...event) error {
 			a.st.keySvcs = keyCopy
 		}
 		if err := a.st.apply(e); err != nil {
-			return err // a record this actor just built: a bug
+			return err // corrupt: this actor's own records never are
+		}
+		if e.kind == kindToken && e.data == nil {
+			if id, err := uuid.Parse(e.id); err == nil {
+				delete(a.lastSeen, id)
+			}
 		}
 		republish = republish || e.kind != kindToken
 	}
