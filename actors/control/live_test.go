@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"testing"
 	"slices"
+	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
