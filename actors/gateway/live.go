@@ -43,6 +43,9 @@ type liveApply struct {
 // does not hold (not yet, or no more) applies as on replay: a delete or a
 // turn of what is gone changes nothing; a save creates it.
 func (g *Gateway) ApplyLive(ctx context.Context, seq uint64, r wal.Record) error {
+	if g.registry == nil {
+		return fmt.Errorf("gateway: ApplyLive before Start: %w", actors.ErrUnavailable)
+	}
 	ev, err := decodeEvent(r)
 	if err != nil {
 		return fmt.Errorf("seq %d: %w", seq, err)

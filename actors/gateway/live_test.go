@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +38,11 @@ func TestApplyLiveEqualsWriter(t *testing.T) {
 			wantViews := liveViews(p, p.gw)
 			for _, times := range []int{1, 2} {
 				_, b := liveNode(t, p)
+				stop := make(chan struct{})
+				readers := readWhileApplied(t, b, stop)
 				feed(t, p.n, b, times, seen)
+				close(stop)
+				readers.Wait()
 				got, err := b.Capture(ctx(t))
 				if err != nil {
 					t.Fatal(err)
@@ -55,6 +60,32 @@ func TestApplyLiveEqualsWriter(t *testing.T) {
 		})
 	}
 	checkDriven(t, seen)
+}
+
+// readWhileApplied reads gw's views until stop closes: -race checks that
+// ApplyLive's publishing races with no read.
+func readWhileApplied(t *testing.T, gw *Gateway, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c := ctx(t)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, err1 := gw.ListProviders(c)
+			_, err2 := gw.ListAgents(c, EveryUser)
+			_, err3 := gw.TracePage(c, TraceFilter{})
+			_, _, err4 := gw.ListSessions(c, SessionFilter{UserID: "alice"}, false)
+			_, err5 := gw.Authenticate(c, []byte(KeyPrefix+"00000000000000000000000000000000"))
+			if err := errors.Join(err1, err2, err3, err4); err != nil || !errors.Is(err5, ErrKeyInvalid) {
+				t.Errorf("read while applying: %v, %v", err, err5)
+				return
+			}
+		}
+	})
+	return &wg
 }
 
 // liveNode starts node B for p's node A: the same config and clock, its
