@@ -299,8 +299,12 @@ func commitAll(log actors.EventLog, p part, evs ...event) error {
 		return err
 	}
 	first := last - uint64(len(evs)) + 1
+	m, _ := p.(marked)
 	for i, ev := range evs {
 		p.apply(first+uint64(i), ev)
+		if m != nil {
+			m.marks().own(first+uint64(i), ev)
+		}
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func (s *keyShard) handle(msg any) {
 	case captureMsg:
 		m.reply <- s.part.entities(nil)
 	case liveApply:
-		s.part.apply(m.seq, m.ev)
+		applyForeign(s.part, m.seq, m.ev)
 		m.done <- struct{}{}
 	}
 }

@@ -71,7 +71,7 @@ func (r *registry) handle(msg any) {
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
 	case liveApply:
-		r.part.apply(m.seq, m.ev)
+		applyForeign(r.part, m.seq, m.ev)
 		r.publish() // before the answer: reads on this node see the change
 		m.done <- struct{}{}
 	}

@@ -227,6 +227,7 @@ type keyPart struct {
 	byID     map[uuid.UUID]*apiKeyRec
 	byHash   map[[32]byte]*apiKeyRec
 	activity activityLog // the audit entries of its keys' changes
+	live     liveMarks   // cluster mode: this node's latest writes (live.go)
 }
 
 func newKeyPart(maxActivity int) *keyPart {
@@ -290,6 +291,7 @@ type registryPart struct {
 	// when it moved. agentsOnShared: a view holds agentsOn.
 	version        uint64
 	agentsOnShared bool
+	live           liveMarks // cluster mode: this node's latest writes (live.go); views never read it
 }
 
 func newRegistryPart(maxActivity int) *registryPart {

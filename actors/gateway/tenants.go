@@ -42,6 +42,7 @@ type tenantPart struct {
 	sessionsOf map[string]int // sessions by user, for Quotas.Sessions
 	memory     *memIndex
 	activity   activityLog
+	live       liveMarks // cluster mode: this node's latest writes (live.go)
 }
 
 func newTenantPart(maxActivity int) *tenantPart {
