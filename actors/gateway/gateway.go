@@ -137,6 +137,9 @@ type Gateway struct {
 	// crypto/rand, replaced by seeded sources in tests.
 	newID func(kind) uuid.UUID
 	rand  io.Reader
+	// wrapLog, set by tests, wraps the log the actors append to (cluster
+	// tests share one log between nodes).
+	wrapLog func(actors.EventLog) actors.EventLog
 
 	shards   []*actor.PID
 	registry *actor.PID
@@ -194,6 +197,9 @@ func (g *Gateway) Apply(seq uint64, r wal.Record) error {
 // its part of the restored state.
 func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	g.root, g.log, g.clock, g.sealer, g.wd = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog
+	if g.wrapLog != nil {
+		g.log = g.wrapLog(g.log)
+	}
 	g.asks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_gateway_actor_asks_total",
 		Help: "Operations sent to the gateway's registry and tenant shard actors (reads answered from the registry's view are not).",
