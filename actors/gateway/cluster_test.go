@@ -241,6 +241,7 @@ func clusterConverges(t *testing.T, seed uint64) {
 	}
 	settle(t, log, nodes)
 
+	runAgents := []uuid.UUID{uuid.New(), uuid.New()}
 	var wg sync.WaitGroup
 	for ni, cn := range nodes {
 		wg.Go(func() {
@@ -275,7 +276,9 @@ func clusterConverges(t *testing.T, seed uint64) {
 						_, err = gw.EndTurn(c, "alice", key, TurnResult{User: "q " + tag, Assistant: "a", PromptTokens: 2})
 					}
 				case 8:
-					gw.RecordRun(Trace{ID: tag, AgentID: uuid.New(), UserID: "alice", Endpoint: "chat", Status: RunOK, StartedAt: actorstest.T0})
+					at := actorstest.T0.Add(time.Duration(r.IntN(180)) * time.Minute) // runs finish out of their start order
+					gw.RecordRun(Trace{ID: tag, AgentID: runAgents[r.IntN(2)], UserID: users[r.IntN(2)], Endpoint: "chat", Status: RunOK, StartedAt: at,
+						Spans: []Span{{Name: "llm", Kind: SpanLLM, StartedAt: at, PromptTokens: int64(r.IntN(9)), Status: RunOK}}})
 				}
 				if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
 					t.Errorf("%s step %d: %v", cn.name, i, err)

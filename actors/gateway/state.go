@@ -425,7 +425,9 @@ type instanceKey struct {
 }
 
 // instanceRec is one agent's instance for one user: created by the
-// user's first run.
+// user's first run, CreatedAt the start of the earliest (the same in
+// whatever order runs are applied: a node in a cluster applies its own
+// before the others').
 type instanceRec struct {
 	AgentID   uuid.UUID `json:"agent_id"`
 	UserID    string    `json:"user_id"`
@@ -492,6 +494,9 @@ func (rs *runState) add(seq uint64, t *runRec) {
 			rs.instances[ik] = in
 		}
 		in.Runs++
+		if t.StartedAt.Before(in.CreatedAt) { // its earliest run, in whatever order runs come (cluster mode)
+			in.CreatedAt = t.StartedAt.UTC()
+		}
 		if t.StartedAt.After(in.LastRunAt) {
 			in.LastRunAt = t.StartedAt.UTC()
 		}
