@@ -186,6 +186,10 @@ type Control struct {
 	view  atomic.Pointer[View]
 	subMu sync.Mutex
 	subs  []func(*View)
+
+	// wrapLog, set by tests, wraps the log the actor appends to (cluster
+	// tests share one log between nodes).
+	wrapLog func(actors.EventLog) actors.EventLog
 }
 
 var (
@@ -237,13 +241,20 @@ func (c *Control) Apply(seq uint64, r wal.Record) error {
 // and returns once it has (the View republished when services or key
 // lists changed), or with ctx's error. Every record is a full-state save
 // or a delete, so one already reflected changes nothing; a delete of what
-// is gone is a no-op. Nothing is appended, nothing is called out.
+// is gone is a no-op; a record older than this node's own latest write of
+// the same entity is skipped (liveMarks). Nothing is appended, nothing is
+// called out.
 func (c *Control) ApplyLive(ctx context.Context, seq uint64, r wal.Record) error {
 	e, err := decodeEvent(r)
 	if err != nil {
 		return fmt.Errorf("seq %d: %w", seq, err)
 	}
-	_, err = call(ctx, c, func(a *ctlActor) (struct{}, error) { return struct{}{}, a.apply(e) })
+	_, err = call(ctx, c, func(a *ctlActor) (struct{}, error) {
+		if a.marks.stale(seq, e) {
+			return struct{}{}, nil
+		}
+		return struct{}{}, a.apply(e)
+	})
 	if err != nil {
 		return fmt.Errorf("apply seq %d: %w", seq, err)
 	}
@@ -253,6 +264,9 @@ func (c *Control) ApplyLive(ctx context.Context, seq uint64, r wal.Record) error
 // Start spawns the actor and publishes the first View.
 func (c *Control) Start(env actors.ExtensionEnv) error {
 	c.root, c.log, c.clock, c.seal, c.lg = env.Root, env.Log, env.Clock, env.Sealer, env.Logger
+	if c.wrapLog != nil {
+		c.log = c.wrapLog(c.log)
+	}
 	if c.lg == nil {
 		c.lg = slog.New(slog.DiscardHandler)
 	}
@@ -303,6 +317,7 @@ type ctlActor struct {
 	st       *state
 	failures map[string]*failState
 	lastSeen map[uuid.UUID]int64 // use not yet durable, Unix seconds
+	marks    liveMarks           // cluster mode: this node's latest writes
 }
 
 func (a *ctlActor) Receive(ctx actor.Context) {
@@ -339,10 +354,17 @@ func (a *ctlActor) commit(evs ...event) error {
 	for i, e := range evs {
 		recs[i] = e.record()
 	}
-	if _, err := a.c.log.Append(recs...); err != nil {
+	last, err := a.c.log.Append(recs...)
+	if err != nil {
 		return fmt.Errorf("log control event: %w", err)
 	}
-	return a.apply(evs...)
+	if err := a.apply(evs...); err != nil {
+		return err
+	}
+	for i, e := range evs {
+		a.marks.own(last-uint64(len(evs)-1-i), e)
+	}
+	return nil
 }
 
 // apply applies events this actor logged, or another node did
