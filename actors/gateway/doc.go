@@ -96,9 +96,18 @@
 // holds), but for runs: a node's own runs and the other nodes' reach the
 // runs actor interleaved, so the foreign ones have their own watermark
 // (runState.live) and the own ones, applied once by their commit notice,
-// none. A delete or a turn of an entity this node does not hold changes
-// nothing; a record that does not decode is ErrCorrupt (a delete of an
-// audit entry or a delegation, kinds that only age out, is).
+// none. Because own records apply at commit and foreign ones when they
+// arrive, two nodes writing one entity at about the same time would each
+// end with the other's write; a part that gets foreign records keeps the
+// seq of its actor's latest write per entity until the log passes it
+// (liveMarks) and skips an older foreign record of it, so every node ends
+// with the newest, as replay does. Traces are listed in the order the
+// node applied the runs (its own first), so two nodes may list runs
+// logged within the same millisecond in another order; usage and
+// instances (created_at: the earliest run) are equal. A delete or a turn
+// of an entity this node does not hold changes nothing; a record that
+// does not decode is ErrCorrupt (a delete of an audit entry or a
+// delegation, kinds that only age out, is).
 //
 // # Record types
 //
