@@ -186,9 +186,16 @@ type Control struct {
 	view  atomic.Pointer[View]
 	subMu sync.Mutex
 	subs  []func(*View)
+
+	// wrapLog, set by tests, wraps the log the actor appends to (cluster
+	// tests share one log between nodes).
+	wrapLog func(actors.EventLog) actors.EventLog
 }
 
-var _ actors.Extension = (*Control)(nil)
+var (
+	_ actors.Extension   = (*Control)(nil)
+	_ actors.LiveApplier = (*Control)(nil)
+)
 
 // New returns an empty Control.
 func New() *Control {
@@ -229,9 +236,37 @@ func (c *Control) Apply(seq uint64, r wal.Record) error {
 	return nil
 }
 
+// ApplyLive applies a record another node wrote (cluster mode; see
+// actors.LiveApplier) on the actor, with the apply its own changes use,
+// and returns once it has (the View republished when services or key
+// lists changed), or with ctx's error. Every record is a full-state save
+// or a delete, so one already reflected changes nothing; a delete of what
+// is gone is a no-op; a record older than this node's own latest write of
+// the same entity is skipped (liveMarks). Nothing is appended, nothing is
+// called out.
+func (c *Control) ApplyLive(ctx context.Context, seq uint64, r wal.Record) error {
+	e, err := decodeEvent(r)
+	if err != nil {
+		return fmt.Errorf("seq %d: %w", seq, err)
+	}
+	_, err = call(ctx, c, func(a *ctlActor) (struct{}, error) {
+		if a.marks.stale(seq, e) {
+			return struct{}{}, nil
+		}
+		return struct{}{}, a.apply(e)
+	})
+	if err != nil {
+		return fmt.Errorf("apply seq %d: %w", seq, err)
+	}
+	return nil
+}
+
 // Start spawns the actor and publishes the first View.
 func (c *Control) Start(env actors.ExtensionEnv) error {
 	c.root, c.log, c.clock, c.seal, c.lg = env.Root, env.Log, env.Clock, env.Sealer, env.Logger
+	if c.wrapLog != nil {
+		c.log = c.wrapLog(c.log)
+	}
 	if c.lg == nil {
 		c.lg = slog.New(slog.DiscardHandler)
 	}
@@ -282,6 +317,7 @@ type ctlActor struct {
 	st       *state
 	failures map[string]*failState
 	lastSeen map[uuid.UUID]int64 // use not yet durable, Unix seconds
+	marks    liveMarks           // cluster mode: this node's latest writes
 }
 
 func (a *ctlActor) Receive(ctx actor.Context) {
@@ -312,16 +348,29 @@ func call[R any](ctx context.Context, c *Control, fn func(a *ctlActor) (R, error
 	return r.v, r.err
 }
 
-// commit appends the events (durable on return), applies them and, when
-// services or key lists changed, publishes a new view.
+// commit appends the events (durable on return) and applies them.
 func (a *ctlActor) commit(evs ...event) error {
 	recs := make([]wal.Record, len(evs))
 	for i, e := range evs {
 		recs[i] = e.record()
 	}
-	if _, err := a.c.log.Append(recs...); err != nil {
+	last, err := a.c.log.Append(recs...)
+	if err != nil {
 		return fmt.Errorf("log control event: %w", err)
 	}
+	if err := a.apply(evs...); err != nil {
+		return err
+	}
+	for i, e := range evs {
+		a.marks.own(last-uint64(len(evs)-1-i), e)
+	}
+	return nil
+}
+
+// apply applies events this actor logged, or another node did
+// (ApplyLive), and, when services or key lists changed, publishes a new
+// view. A token deleted forgets its use not yet durable.
+func (a *ctlActor) apply(evs ...event) error {
 	republish := false
 	var keyCopy map[uuid.UUID][]string
 	for _, e := range evs {
@@ -330,7 +379,12 @@ func (a *ctlActor) commit(evs ...event) error {
 			a.st.keySvcs = keyCopy
 		}
 		if err := a.st.apply(e); err != nil {
-			return err // a record this actor just built: a bug
+			return err // corrupt: this actor's own records never are
+		}
+		if e.kind == kindToken && e.data == nil {
+			if id, err := uuid.Parse(e.id); err == nil {
+				delete(a.lastSeen, id)
+			}
 		}
 		republish = republish || e.kind != kindToken
 	}

@@ -12,6 +12,15 @@
 // HTTP server rebuilds its upstream table from it before the change is
 // acknowledged).
 //
+// In cluster mode (actors.LiveApplier) ApplyLive hands a record another
+// node wrote to the actor, which applies it with the same apply as its own
+// commits and publishes the View (subscribers called) before ApplyLive
+// returns; nothing is appended. A token deleted there forgets this node's
+// use of it not yet durable. A foreign record older than this node's own
+// latest write of the same entity is skipped (liveMarks), so a token
+// revoked here does not come back with another node's save of its last
+// use.
+//
 // Secrets: a token is kept as its SHA-256 only; a service's header values
 // (upstream credentials) are sealed with the master key, bound to the
 // service and header names, in the WAL and snapshots, and opened only into

@@ -37,16 +37,18 @@ func (s *state) apply(e event) error {
 		if err != nil {
 			return fmt.Errorf("token id %q: %w", e.id, actors.ErrCorrupt)
 		}
+		var t tokenRec
+		if e.data != nil {
+			if err := json.Unmarshal(e.data, &t); err != nil || t.ID != id {
+				return fmt.Errorf("token %s: %w", e.id, actors.ErrCorrupt) // before any change
+			}
+		}
 		if old, ok := s.tokens[id]; ok {
 			delete(s.byHash, old.Hash)
 			delete(s.tokens, id)
 		}
 		if e.data == nil {
 			return nil
-		}
-		var t tokenRec
-		if err := json.Unmarshal(e.data, &t); err != nil || t.ID != id {
-			return fmt.Errorf("token %s: %w", e.id, actors.ErrCorrupt)
 		}
 		s.tokens[id] = &t
 		s.byHash[t.Hash] = id

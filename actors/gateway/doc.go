@@ -80,6 +80,35 @@
 // skips turns and saves at or below it, the runs part skips runs at or
 // below its seq.
 //
+// # Cluster mode
+//
+// Every node follows one replicated log; ApplyLive (actors.LiveApplier,
+// live.go) takes a record another node wrote, routes it by the rule replay
+// uses (route: a key to the key shard of its hash, a session or memory
+// entry to the tenant shard of its user, a delete or turn naming only an
+// id to the tenant shard holding it, audit entries to the owner of what
+// they are about, runs to the runs actor, the rest to the registry) and
+// waits until that actor applied it with its part's apply and republished
+// its view (registry, traces). It appends nothing and calls nothing out;
+// what derives from the state follows lazily as after a restart (an MCP
+// server's pooled connection reopens on its next use when its UpdatedAt
+// moved). Watermarks work as on replay (a session's seq skips a turn it
+// holds), but for runs: a node's own runs and the other nodes' reach the
+// runs actor interleaved, so the foreign ones have their own watermark
+// (runState.live) and the own ones, applied once by their commit notice,
+// none. Because own records apply at commit and foreign ones when they
+// arrive, two nodes writing one entity at about the same time would each
+// end with the other's write; a part that gets foreign records keeps the
+// seq of its actor's latest write per entity until the log passes it
+// (liveMarks) and skips an older foreign record of it, so every node ends
+// with the newest, as replay does. Traces are listed in the order the
+// node applied the runs (its own first), so two nodes may list runs
+// logged within the same millisecond in another order; usage and
+// instances (created_at: the earliest run) are equal. A delete or a turn
+// of an entity this node does not hold changes nothing; a record that
+// does not decode is ErrCorrupt (a delete of an audit entry or a
+// delegation, kinds that only age out, is).
+//
 // # Record types
 //
 // The payload of every record is JSON. A record type's layout never

@@ -122,7 +122,9 @@ type Gateway struct {
 	// asks counts operations sent to the registry and the tenant shards.
 	asks                *prometheus.CounterVec
 	regAsks, tenantAsks prometheus.Counter
-	homes               keyHomes // read-only after Start
+	// homes says which key shard holds a key id; after Start only
+	// ApplyLive replaces it (placeLive).
+	homes atomic.Pointer[keyHomes]
 
 	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
 	// collection from BeforeBarrier through Capture to AfterSnapshot (the
@@ -135,6 +137,9 @@ type Gateway struct {
 	// crypto/rand, replaced by seeded sources in tests.
 	newID func(kind) uuid.UUID
 	rand  io.Reader
+	// wrapLog, set by tests, wraps the log the actors append to (cluster
+	// tests share one log between nodes).
+	wrapLog func(actors.EventLog) actors.EventLog
 
 	shards   []*actor.PID
 	registry *actor.PID
@@ -192,6 +197,9 @@ func (g *Gateway) Apply(seq uint64, r wal.Record) error {
 // its part of the restored state.
 func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	g.root, g.log, g.clock, g.sealer, g.wd = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog
+	if g.wrapLog != nil {
+		g.log = g.wrapLog(g.log)
+	}
 	g.asks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_gateway_actor_asks_total",
 		Help: "Operations sent to the gateway's registry and tenant shard actors (reads answered from the registry's view are not).",
@@ -228,7 +236,9 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		g.blobs = bs
 	}
 	st := g.st
-	g.st, g.homes = nil, st.homes
+	g.st = nil
+	g.homes.Store(&st.homes)
+	st.runs.live = st.runs.seq // ApplyLive: every run up to seq is reflected
 	g.shards = make([]*actor.PID, len(st.keys))
 	for i, p := range st.keys {
 		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}
@@ -295,8 +305,12 @@ func commitAll(log actors.EventLog, p part, evs ...event) error {
 		return err
 	}
 	first := last - uint64(len(evs)) + 1
+	m, _ := p.(marked)
 	for i, ev := range evs {
 		p.apply(first+uint64(i), ev)
+		if m != nil {
+			m.marks().own(first+uint64(i), ev)
+		}
 	}
 	return nil
 }

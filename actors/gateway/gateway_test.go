@@ -59,8 +59,8 @@ func TestAPIKeys(t *testing.T) {
 		t.Fatalf("raw key %q is not gateway_ + 32 hex", raw)
 	}
 	// The id maps to the shard of the hash: revocation asks that shard only.
-	if h, home := shardOf(k.Hash, len(gw.shards)), shardOfID(k.ID, len(gw.shards)); h != home || len(gw.homes.moved) != 0 {
-		t.Errorf("key %s: hash shard %d, id shard %d, %d moved keys; want one shard, none moved", k.ID, h, home, len(gw.homes.moved))
+	if h, home := shardOf(k.Hash, len(gw.shards)), shardOfID(k.ID, len(gw.shards)); h != home || len(gw.homes.Load().moved) != 0 {
+		t.Errorf("key %s: hash shard %d, id shard %d, %d moved keys; want one shard, none moved", k.ID, h, home, len(gw.homes.Load().moved))
 	}
 	got, err := gw.Authenticate(ctx(t), []byte(raw))
 	if err != nil || got.ID != k.ID || !cmp.Equal(got.Scopes, []Scope{ScopeRead}) || got.UserID != "alice" || k.UserID != "alice" {

@@ -89,6 +89,9 @@ func (s *keyShard) handle(msg any) {
 		m.reply <- s.part.keys(nil)
 	case captureMsg:
 		m.reply <- s.part.entities(nil)
+	case liveApply:
+		applyForeign(s.part, m.seq, m.ev)
+		m.done <- struct{}{}
 	}
 }
 
@@ -260,7 +263,7 @@ func (g *Gateway) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
 // holding the key hears of it.
 func (g *Gateway) RevokeAPIKey(ctx context.Context, id uuid.UUID) error {
 	reply := make(chan error, 1)
-	g.send(ctx, g.shards[g.homes.of(id)], revokeKey{id: id, reply: reply})
+	g.send(ctx, g.shards[g.homes.Load().of(id)], revokeKey{id: id, reply: reply})
 	err, werr := await(ctx, reply)
 	return cmpErr(err, werr)
 }

@@ -196,7 +196,7 @@ func decodeEventData(r wal.Record) (event, error) {
 }
 
 func deleted(k kind, id uuid.UUID) (event, error) {
-	if _, ok := kinds[k]; !ok || id == uuid.Nil {
+	if spec, ok := kinds[k]; !ok || spec.kept || id == uuid.Nil {
 		return nil, fmt.Errorf("delete of %q %s", k, id)
 	}
 	return entityDeleted{kind: k, id: id}, nil
@@ -244,6 +244,9 @@ type kindSpec struct {
 	v      uint8
 	decode func(v uint8, data []byte) (entity, error)
 	owner  owner
+	// kept: entities of the kind are never deleted (they age out), so a
+	// delete record of it is corrupt.
+	kept bool
 }
 
 // kinds declares every entity kind; adding one is a line here, its record
@@ -254,11 +257,11 @@ var kinds = map[kind]kindSpec{
 	kindAgent:        {v: 1, decode: decodeV1[agentRec], owner: ownerRegistry},
 	kindUserFile:     {v: 1, decode: decodeV1[userFileRec], owner: ownerRegistry},
 	kindSession:      {v: 1, decode: decodeV1[sessionRec], owner: ownerTenant},
-	kindActivity:     {v: 1, decode: decodeV1[activityRec], owner: ownerEntity},
+	kindActivity:     {v: 1, decode: decodeV1[activityRec], owner: ownerEntity, kept: true},
 	kindChannel:      {v: 1, decode: decodeV1[channelRec], owner: ownerRegistry},
 	kindCustomTool:   {v: 1, decode: decodeV1[customToolRec], owner: ownerRegistry},
 	kindMemory:       {v: 1, decode: decodeV1[memoryRec], owner: ownerTenant},
-	kindDelegation:   {v: 1, decode: decodeV1[delegationRec], owner: ownerRegistry},
+	kindDelegation:   {v: 1, decode: decodeV1[delegationRec], owner: ownerRegistry, kept: true},
 	kindMCPServer:    {v: 1, decode: decodeV1[mcpServerRec], owner: ownerRegistry},
 	kindMCPGrant:     {v: 1, decode: decodeV1[mcpGrantRec], owner: ownerRegistry},
 	kindMCPRequest:   {v: 1, decode: decodeV1[mcpRequestRec], owner: ownerRegistry},

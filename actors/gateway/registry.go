@@ -70,6 +70,10 @@ func (r *registry) handle(msg any) {
 		m.reply <- queryActivityLog(&r.part.activity, m.f)
 	case captureMsg:
 		m.reply <- r.part.entities(nil)
+	case liveApply:
+		applyForeign(r.part, m.seq, m.ev)
+		r.publish() // before the answer: reads on this node see the change
+		m.done <- struct{}{}
 	}
 }
 

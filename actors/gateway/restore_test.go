@@ -40,8 +40,8 @@ func TestRestoreDataDirV1(t *testing.T) {
 	}))
 	gw := start(n)
 	checkLegacyDir(t, "restored", gw)
-	if len(gw.homes.moved) != len(legacyKeys) {
-		t.Errorf("moved keys = %d, want %d (every legacy key)", len(gw.homes.moved), len(legacyKeys))
+	if len(gw.homes.Load().moved) != len(legacyKeys) {
+		t.Errorf("moved keys = %d, want %d (every legacy key)", len(gw.homes.Load().moved), len(legacyKeys))
 	}
 	// A legacy key is revoked through the one shard that holds it.
 	if err := gw.RevokeAPIKey(ctx(t), legacyKeys[0].id); err != nil {

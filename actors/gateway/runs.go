@@ -79,6 +79,10 @@ func (a *runsActor) Receive(ctx actor.Context) {
 		m.reply <- a.part.image()
 	case queryInstances:
 		m.reply <- a.part.instancesOf(m.agent)
+	case liveApply:
+		a.part.applyLive(m.seq, m.ev)
+		a.publish()
+		m.done <- struct{}{}
 	}
 }
 
@@ -96,7 +100,7 @@ func (a *runsActor) committedRun(m runCommitted) {
 	if m.err != nil {
 		a.lg.Error("run record not logged", "run_id", m.ev.run.ID, "err", m.err)
 	} else {
-		a.part.apply(m.seq, m.ev)
+		a.part.add(m.seq, m.ev.run)
 		a.publish()
 	}
 	a.release()

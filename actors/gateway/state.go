@@ -52,66 +52,117 @@ func newState(cfg Config) *state {
 }
 
 // apply routes ev to the part that owns it; seq is its WAL index (0 for a
-// snapshot's entities).
+// snapshot's entities). Live, Gateway.ApplyLive routes a record another
+// node wrote by the same route, to the actor owning that part.
 func (st *state) apply(seq uint64, ev event) {
+	d := route(ev, st.homes, len(st.tenants))
 	switch e := ev.(type) {
 	case entitySaved:
-		k, id := e.ent.ref()
-		st.owner(k, id, e.ent).apply(seq, ev)
+		if k, ok := e.ent.(*apiKeyRec); ok {
+			st.homes.place(k)
+		}
 	case entityDeleted:
-		st.owner(e.kind, e.id, nil).apply(seq, ev)
 		if e.kind == kindAPIKey {
 			delete(st.homes.moved, e.id)
 		}
-	case runRecorded:
-		st.runs.apply(seq, ev)
-	case sessionTurnAppended:
-		if p := st.tenantHolding(kindSession, e.turn.SessionID); p != nil {
-			p.apply(seq, ev)
-		}
-	default:
-		panic(fmt.Sprintf("gateway: no part applies %T", ev))
 	}
+	st.part(d).apply(seq, ev)
 }
 
-// owner is the part holding the entity k/id (ent: its new state, if saved).
-func (st *state) owner(k kind, id uuid.UUID, ent entity) part {
+// dest is where an event goes: the actor (and so the part of the state)
+// that applies it.
+type dest struct {
+	to destKind
+	i  int // the key shard or tenant shard (toKeys, toTenant)
+	// k and id name the entity of a toHolder event: the tenant shard
+	// holding it applies it (a delete or a turn names no routing key).
+	k  kind
+	id uuid.UUID
+}
+
+type destKind uint8
+
+const (
+	toKeys     destKind = iota + 1 // key shard i
+	toRegistry                     // the registry
+	toTenant                       // tenant shard i
+	toHolder                       // the tenant shard holding k/id, if any
+	toRuns                         // the runs actor
+)
+
+// route is the one routing rule of events, for replay (state.apply) and
+// live (Gateway.ApplyLive): it depends only on the event, the key homes and
+// the number of tenant shards.
+func route(ev event, homes keyHomes, tenants int) dest {
+	switch e := ev.(type) {
+	case entitySaved:
+		k, id := e.ent.ref()
+		return routeEntity(k, id, e.ent, homes, tenants)
+	case entityDeleted:
+		return routeEntity(e.kind, e.id, nil, homes, tenants)
+	case runRecorded:
+		return dest{to: toRuns}
+	case sessionTurnAppended:
+		return dest{to: toHolder, k: kindSession, id: e.turn.SessionID}
+	}
+	panic(fmt.Sprintf("gateway: no part applies %T", ev))
+}
+
+// routeEntity is the dest of a save (ent: the entity's new state) or a
+// delete (ent nil) of entity k/id.
+func routeEntity(k kind, id uuid.UUID, ent entity, homes keyHomes, tenants int) dest {
 	switch kinds[k].owner {
 	case ownerKeys:
 		if key, ok := ent.(*apiKeyRec); ok {
-			return st.keys[st.homes.place(key)]
+			return dest{to: toKeys, i: shardOf(key.Hash, homes.n)}
 		}
-		return st.keys[st.homes.of(id)]
+		return dest{to: toKeys, i: homes.of(id)}
 	case ownerRegistry:
-		return st.reg
+		return dest{to: toRegistry}
 	case ownerTenant:
 		switch x := ent.(type) {
 		case *sessionRec:
-			return st.tenants[tenantOf(sessionTenant(x.UserID), len(st.tenants))]
+			return dest{to: toTenant, i: tenantOf(sessionTenant(x.UserID), tenants)}
 		case *memoryRec:
-			return st.tenants[tenantOf(memoryTenant(x.UserID), len(st.tenants))]
+			return dest{to: toTenant, i: tenantOf(memoryTenant(x.UserID), tenants)}
 		}
-		if p := st.tenantHolding(k, id); p != nil {
-			return p
-		}
-		return noPart{} // a delete of what is gone
+		return dest{to: toHolder, k: k, id: id}
 	case ownerEntity:
 		a, _ := ent.(*activityRec)
 		switch {
 		case a != nil && a.Tenant != "":
-			return st.tenants[tenantOf(a.Tenant, len(st.tenants))]
+			return dest{to: toTenant, i: tenantOf(a.Tenant, tenants)}
 		case a != nil && kind(a.EntityType) == kindAPIKey:
 			if id, err := uuid.Parse(a.EntityID); err == nil {
-				return st.keys[st.homes.of(id)]
+				return dest{to: toKeys, i: homes.of(id)}
 			}
 		}
-		return st.reg
+		return dest{to: toRegistry}
 	}
 	panic(fmt.Sprintf("gateway: kind %q has no owner", k))
 }
 
-// tenantHolding is the tenant part holding entity k/id, or nil (restore
-// only: live, each shard knows its own).
+// part is the part of the state d names.
+func (st *state) part(d dest) part {
+	switch d.to {
+	case toKeys:
+		return st.keys[d.i]
+	case toRegistry:
+		return st.reg
+	case toTenant:
+		return st.tenants[d.i]
+	case toHolder:
+		if p := st.tenantHolding(d.k, d.id); p != nil {
+			return p
+		}
+		return noPart{} // a delete of what is gone, a turn of a deleted session
+	case toRuns:
+		return st.runs
+	}
+	panic(fmt.Sprintf("gateway: no part for dest %d", d.to))
+}
+
+// tenantHolding is the tenant part holding entity k/id, or nil.
 func (st *state) tenantHolding(k kind, id uuid.UUID) *tenantPart {
 	for _, p := range st.tenants {
 		if p.holds(k, id) {
@@ -176,6 +227,7 @@ type keyPart struct {
 	byID     map[uuid.UUID]*apiKeyRec
 	byHash   map[[32]byte]*apiKeyRec
 	activity activityLog // the audit entries of its keys' changes
+	live     liveMarks   // cluster mode: this node's latest writes (live.go)
 }
 
 func newKeyPart(maxActivity int) *keyPart {
@@ -239,6 +291,7 @@ type registryPart struct {
 	// when it moved. agentsOnShared: a view holds agentsOn.
 	version        uint64
 	agentsOnShared bool
+	live           liveMarks // cluster mode: this node's latest writes (live.go); views never read it
 }
 
 func newRegistryPart(maxActivity int) *registryPart {
@@ -354,6 +407,7 @@ func (r *registryPart) entities(dst []entity) []entity {
 // instances, all derived from run records.
 type runState struct {
 	seq       uint64 // highest run record reflected
+	live      uint64 // highest run record of another node applied live (applyLive)
 	maxTraces int
 	traceDays int
 	usageDays int
@@ -371,7 +425,9 @@ type instanceKey struct {
 }
 
 // instanceRec is one agent's instance for one user: created by the
-// user's first run.
+// user's first run, CreatedAt the start of the earliest (the same in
+// whatever order runs are applied: a node in a cluster applies its own
+// before the others').
 type instanceRec struct {
 	AgentID   uuid.UUID `json:"agent_id"`
 	UserID    string    `json:"user_id"`
@@ -396,16 +452,35 @@ func newRunState(maxTraces, traceDays, usageDays int) *runState {
 }
 
 // apply records a run, its usage and its instance unless seq is already
-// reflected. Retention depends only on the records (the newest run seen),
-// so replay is exact.
+// reflected (replay: the records come in log order, so the part's
+// watermark seq tells). Retention depends only on the records (the newest
+// run seen), so replay is exact.
 func (rs *runState) apply(seq uint64, ev event) {
-	t := ev.(runRecorded).run
-	if seq != 0 && seq <= rs.seq {
+	if reflects(rs.seq, seq) {
 		return
 	}
-	if seq != 0 {
-		rs.seq = seq
+	rs.add(seq, ev.(runRecorded).run)
+}
+
+// applyLive records a run another node logged (cluster mode) unless it is
+// already reflected. Those records come in log order, but interleaved
+// with this node's own runs, which the runs actor adds as their commits
+// land (add, never skipped: each commit lands once): a foreign run may
+// have a lower seq than an own run already added, so the foreign runs
+// have their own watermark, live, which starts at seq when the actors
+// start (everything replayed or restored until then is reflected).
+func (rs *runState) applyLive(seq uint64, ev event) {
+	if reflects(rs.live, seq) {
+		return
 	}
+	rs.live = seq
+	rs.add(seq, ev.(runRecorded).run)
+}
+
+// add records run t logged at seq (0: a snapshot's trace) and raises the
+// part's watermark to it.
+func (rs *runState) add(seq uint64, t *runRec) {
+	rs.seq = max(rs.seq, seq)
 	rs.traces = append(rs.traces, t)
 	if over := len(rs.traces) - rs.maxTraces; over > 0 {
 		rs.dropOldest(over)
@@ -419,6 +494,9 @@ func (rs *runState) apply(seq uint64, ev event) {
 			rs.instances[ik] = in
 		}
 		in.Runs++
+		if t.StartedAt.Before(in.CreatedAt) { // its earliest run, in whatever order runs come (cluster mode)
+			in.CreatedAt = t.StartedAt.UTC()
+		}
 		if t.StartedAt.After(in.LastRunAt) {
 			in.LastRunAt = t.StartedAt.UTC()
 		}

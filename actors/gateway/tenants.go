@@ -42,6 +42,7 @@ type tenantPart struct {
 	sessionsOf map[string]int // sessions by user, for Quotas.Sessions
 	memory     *memIndex
 	activity   activityLog
+	live       liveMarks // cluster mode: this node's latest writes (live.go)
 }
 
 func newTenantPart(maxActivity int) *tenantPart {
@@ -158,6 +159,9 @@ func (t *tenantShard) handle(msg any) {
 		m.reply <- queryActivityLog(&t.part.activity, m.f)
 	case captureMsg:
 		m.reply <- t.part.entities(nil)
+	case liveApply:
+		t.part.applyLive(m)
+		m.done <- struct{}{}
 	}
 }
 

@@ -1,0 +1,228 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
+	"gatehouse/actors/clock"
+	"gatehouse/wal"
+)
+
+// sharedLog stands for cluster mode's replicated log in one process (see
+// the gateway's cluster test): one order of every node's appends.
+type sharedLog struct {
+	mu   sync.Mutex
+	recs []sharedRec
+	more chan struct{} // closed at the next append
+}
+
+type sharedRec struct {
+	writer string
+	rec    wal.Record
+}
+
+func (l *sharedLog) append(writer string, recs []wal.Record) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range recs {
+		l.recs = append(l.recs, sharedRec{writer, wal.Record{Type: r.Type, Data: slices.Clone(r.Data)}})
+	}
+	close(l.more)
+	l.more = make(chan struct{})
+	return uint64(len(l.recs))
+}
+
+func (l *sharedLog) from(pos int) ([]sharedRec, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.recs[pos:], l.more
+}
+
+// nodeLog is one node's EventLog: its own WAL, then the shared log, whose
+// seq the actor gets.
+type nodeLog struct {
+	inner  actors.EventLog
+	shared *sharedLog
+	writer string
+}
+
+func (n nodeLog) Append(recs ...wal.Record) (uint64, error) {
+	if _, err := n.inner.Append(recs...); err != nil {
+		return 0, err
+	}
+	return n.shared.append(n.writer, recs), nil
+}
+
+func (n nodeLog) AppendAsync(recs []wal.Record, done func(uint64, error)) {
+	panic("control appends synchronously")
+}
+
+type clusterNode struct {
+	name    string
+	ctl     *Control
+	mu      sync.Mutex
+	applied int
+}
+
+// TestClusterNodesConverge: two nodes on one shared log use, revoke and
+// change the same tokens, services and key lists at the same time, each
+// applying the other's records live. Afterwards both hold what a replay of
+// the log holds (a revoked token stays revoked on every node, whatever
+// last-use save of another node raced with it), and answer every token
+// alike.
+func TestClusterNodesConverge(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { clusterConverges(t, seed) })
+	}
+}
+
+func clusterConverges(t *testing.T, seed uint64) {
+	log := &sharedLog{more: make(chan struct{})}
+	clk := clock.NewFake(actorstest.T0)
+	var nodes []*clusterNode
+	for _, name := range []string{"A", "B"} {
+		cn := &clusterNode{name: name}
+		n := actorstest.New(t, actorstest.WithClock(clk), actorstest.WithExtensions(func() []actors.Extension {
+			cn.ctl = New()
+			cn.ctl.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
+			return []actors.Extension{cn.ctl}
+		}))
+		n.Start()
+		nodes = append(nodes, cn)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { cn.follow(ctx, t, log) })
+		t.Cleanup(func() { cancel(); wg.Wait() })
+	}
+	ctx := actorstest.Ctx(t)
+	a := nodes[0].ctl
+	var secrets []string
+	var ids []uuid.UUID
+	user := uuid.New()
+	for i := range 8 {
+		tk, s, err := a.CreateToken(ctx, NewToken{UserID: user, Name: fmt.Sprint("t", i), Scopes: []Scope{ScopeRead}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets, ids = append(secrets, s), append(ids, tk.ID)
+	}
+	keys := []uuid.UUID{uuid.New(), uuid.New()}
+	for _, s := range []string{"s0", "s1"} {
+		if _, err := a.CreateService(ctx, s, ServiceInput{Upstream: "http://127.0.0.1:9", Headers: map[string]string{"X-K": s}, Enabled: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, log, nodes)
+
+	for round := range 50 {
+		clk.Advance(time.Minute + time.Second) // every token's next use is saved
+		var wg sync.WaitGroup
+		for ni, cn := range nodes {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(seed, uint64(round*2+ni)))
+				for i := range 8 {
+					var err error
+					switch r.IntN(5) {
+					case 0, 1:
+						_, err = cn.ctl.CheckToken(ctx, secrets[r.IntN(len(secrets))], "192.0.2.1")
+					case 2:
+						err = cn.ctl.RevokeToken(ctx, ids[r.IntN(len(ids))], user)
+					case 3:
+						_, err = cn.ctl.UpdateService(ctx, fmt.Sprint("s", r.IntN(2)), ServiceInput{Upstream: fmt.Sprintf("http://127.0.0.1:%d", 10+r.IntN(50)), KeepHeaders: true, Enabled: true, Description: fmt.Sprint(cn.name, round, i)})
+					case 4:
+						err = cn.ctl.SetKeyServices(ctx, keys[r.IntN(2)], []string{fmt.Sprint("s", r.IntN(2))})
+					}
+					if err != nil && !errors.Is(err, ErrTokenInvalid) && !errors.Is(err, ErrTokenNotFound) && !errors.Is(err, ErrTokenThrottled) {
+						t.Errorf("%s round %d step %d: %v", cn.name, round, i, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	settle(t, log, nodes)
+
+	replay := New()
+	all, _ := log.from(0)
+	for i, r := range all {
+		if err := replay.Apply(uint64(i+1), r.rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := replay.st.encode()
+	for _, cn := range nodes {
+		got, err := cn.ctl.Capture(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want, got) {
+			t.Errorf("%s's state differs from a replay of the log:\nreplay %s\nlive   %s", cn.name, want, got)
+		}
+	}
+	sameControl(t, "B and A", nodes[0].ctl, nodes[1].ctl)
+	for i, s := range secrets {
+		_, errA := nodes[0].ctl.CheckToken(ctx, s, "192.0.2.2")
+		_, errB := nodes[1].ctl.CheckToken(ctx, s, "192.0.2.3")
+		if (errA == nil) != (errB == nil) {
+			t.Errorf("token %d: CheckToken = %v on A, %v on B", i, errA, errB)
+		}
+	}
+}
+
+func (cn *clusterNode) follow(ctx context.Context, t *testing.T, log *sharedLog) {
+	pos := 0
+	for {
+		recs, more := log.from(pos)
+		for _, r := range recs {
+			pos++
+			if r.writer != cn.name {
+				if err := cn.ctl.ApplyLive(ctx, uint64(pos), r.rec); err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("%s: ApplyLive(%d): %v", cn.name, pos, err)
+					}
+					return
+				}
+			}
+			cn.mu.Lock()
+			cn.applied = pos
+			cn.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-more:
+		}
+	}
+}
+
+// settle waits until every follower has reached the end of the log.
+func settle(t *testing.T, log *sharedLog, nodes []*clusterNode) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, cn := range nodes {
+		for {
+			all, _ := log.from(0)
+			cn.mu.Lock()
+			done := cn.applied == len(all)
+			cn.mu.Unlock()
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's follower did not reach the end of the log", cn.name)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
