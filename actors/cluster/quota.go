@@ -140,16 +140,18 @@ func Chunk(limit int64) uint32 {
 // but the balance does not is not admitted (d.Allowed false) and starved
 // is true: the caller waits for a reservation, or fails closed.
 func (a *Allowance) Admit(t, limit int64) (d ratelimit.Decision, starved bool) {
+	if a.Balance > 0 { // the common case: one pass over the window
+		if d = a.Win.Allow(t, limit); d.Allowed {
+			a.Balance--
+		}
+		return d, false
+	}
 	d = a.Win.Peek(t, limit)
 	if !d.Allowed {
 		return d, false
 	}
-	if a.Balance == 0 {
-		d.Allowed = false
-		return d, true
-	}
-	a.Balance--
-	return a.Win.Allow(t, limit), false
+	d.Allowed = false
+	return d, true
 }
 
 // Reserve returns the tokens to reserve now under limit at second t, and

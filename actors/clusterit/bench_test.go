@@ -23,6 +23,7 @@ const maxRate = 1_000_000_000
 // per admission (a chunk is limit/100 tokens).
 func BenchmarkAdmit(b *testing.B) {
 	b.Run("single", func(b *testing.B) {
+		newFleet(b) // idle etcd members in this process, as in the other cases
 		n := actorstest.New(b)
 		n.Config.FlushInterval = flushInterval // as the fleet's nodes
 		s := n.Start()
