@@ -62,7 +62,7 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 		DialTimeout:          etcdDialTimeout,
 		DialKeepAliveTime:    time.Second,
 		DialKeepAliveTimeout: time.Second,
-		Logger:               zapLogger(lg.With("component", "etcd-client"), zapcore.WarnLevel),
+		Logger:               zapLogger(lg.With("component", "etcd-client"), zapcore.WarnLevel, nil),
 	})
 	if err != nil {
 		tr.Close()
@@ -77,10 +77,18 @@ func (c *clusterRun) endpoints() string { return strings.Join(c.cfg.EtcdEndpoint
 // masterKeyIDKey is where the cluster's master key fingerprint lives.
 func (c *clusterRun) masterKeyIDKey() string { return c.cfg.Prefix + "/masterkey.id" }
 
-// checkMasterKey records key's fingerprint (as master.key.id holds it) in
+// errClusterKeyMismatch: the master key is not the one the cluster was
+// started with.
+var errClusterKeyMismatch = errors.New("master key does not match the cluster's")
+
+// checkMasterKey records the master key's fingerprint (as master.key.id holds it) in
 // etcd if none is there yet, else checks key against it: every node must
 // open the others' records.
-func (c *clusterRun) checkMasterKey(ctx context.Context, key []byte, src keySource) error {
+func (c *clusterRun) checkMasterKey(ctx context.Context, cfg fileConfig) error {
+	key, err := loadMasterKey(cfg, slog.New(slog.DiscardHandler)) // explicit in cluster mode (validateCluster): never generated
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.d)
 	defer cancel()
 	k := c.masterKeyIDKey()
@@ -103,7 +111,7 @@ func (c *clusterRun) checkMasterKey(ctx context.Context, key []byte, src keySour
 	if err := checkFingerprint(kvs[0].Value, key); err != nil {
 		return fmt.Errorf("%w: the key from %s is not the key of the cluster under %s in etcd (%s: %w); "+
 			"every node needs the same GATEHOUSE_MASTER_KEY (or master_key_file); nothing was changed",
-			errMasterKeyMismatch, src.desc, c.cfg.Prefix, k, err)
+			errClusterKeyMismatch, masterKeySource(cfg).desc, c.cfg.Prefix, k, err)
 	}
 	return nil
 }

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -45,7 +47,8 @@ func runEtcd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var fc fileConfig
 	fc.Log.Format, fc.Log.Level = *logFormat, "info"
 	lg := newLogger(fc, stderr)
-	cfg, err := etcdConfig(*name, *dataDir, *client, *peer, *initial, *state, lg)
+	stopping := new(atomic.Bool)
+	cfg, err := etcdConfig(*name, *dataDir, *client, *peer, *initial, *state, zapLogger(lg.With("component", "etcd"), zapcore.WarnLevel, stopping))
 	if err != nil {
 		return err
 	}
@@ -53,7 +56,7 @@ func runEtcd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("etcd: start member %s: %w", *name, err)
 	}
-	defer stopEtcd(e, lg)
+	defer stopEtcd(e, stopping, lg)
 	lg.Info("etcd member starting", "name", cfg.Name, "data_dir", cfg.Dir, "client", cfg.AdvertiseClientUrls[0].String(),
 		"peer", cfg.AdvertisePeerUrls[0].String(), "initial_cluster", cfg.InitialCluster)
 	select {
@@ -74,7 +77,8 @@ func runEtcd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // stopEtcd stops e, bounded by etcdStopTimeout (a member's stop waits for
 // what it serves).
-func stopEtcd(e *embed.Etcd, lg *slog.Logger) {
+func stopEtcd(e *embed.Etcd, stopping *atomic.Bool, lg *slog.Logger) {
+	stopping.Store(true)
 	done := make(chan struct{})
 	go func() { e.Close(); close(done) }()
 	select {
@@ -85,9 +89,8 @@ func stopEtcd(e *embed.Etcd, lg *slog.Logger) {
 	}
 }
 
-// etcdConfig builds the member's config from the flags; 
-// etcd's own messages go to lg from warn up.
-func etcdConfig(name, dataDir, client, peer, initial, state string, lg *slog.Logger) (*embed.Config, error) {
+// etcdConfig builds the member's config from the flags; etcd logs to zl.
+func etcdConfig(name, dataDir, client, peer, initial, state string, zl *zap.Logger) (*embed.Config, error) {
 	if !nodeIDRe.MatchString(name) {
 		return nil, fmt.Errorf("--name=%s: must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
@@ -117,7 +120,7 @@ func etcdConfig(name, dataDir, client, peer, initial, state string, lg *slog.Log
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster, cfg.ClusterState = initial, state
 	cfg.InitialClusterToken = "gatehouse"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger(lg.With("component", "etcd"), zapcore.WarnLevel))
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zl)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}

@@ -294,14 +294,14 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 			}
 		}()
 	}
+	if cl != nil { // the cluster's key first: a refused one writes nothing in the data dir
+		if err := cl.checkMasterKey(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	key, err := openMasterKey(cfg, lg)
 	if err != nil {
 		return nil, err
-	}
-	if cl != nil {
-		if err := cl.checkMasterKey(ctx, key, masterKeySource(cfg)); err != nil {
-			return nil, err
-		}
 	}
 	sealer, err := actors.NewSealer(key)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -13,21 +14,24 @@ import (
 // zapLogger is a zap logger (what etcd's client and server log through)
 // writing to lg from level min up, so that etcd's messages land in this
 // process's log, in its format.
-func zapLogger(lg *slog.Logger, min zapcore.Level) *zap.Logger {
-	return zap.New(&slogCore{lg: lg, min: min})
+// Once *stopping holds (when not nil), its messages are logged at debug
+// level: what a stopping etcd says about its closed listeners is noise.
+func zapLogger(lg *slog.Logger, min zapcore.Level, stopping *atomic.Bool) *zap.Logger {
+	return zap.New(&slogCore{lg: lg, min: min, stopping: stopping})
 }
 
 // slogCore is a zapcore.Core over a *slog.Logger.
 type slogCore struct {
-	lg     *slog.Logger
-	min    zapcore.Level
-	fields []zapcore.Field
+	lg       *slog.Logger
+	min      zapcore.Level
+	stopping *atomic.Bool
+	fields   []zapcore.Field
 }
 
 func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= c.min }
 
 func (c *slogCore) With(fs []zapcore.Field) zapcore.Core {
-	return &slogCore{lg: c.lg, min: c.min, fields: append(slices.Clip(c.fields), fs...)}
+	return &slogCore{lg: c.lg, min: c.min, stopping: c.stopping, fields: append(slices.Clip(c.fields), fs...)}
 }
 
 func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -60,6 +64,9 @@ func (c *slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 		lvl = slog.LevelInfo
 	case e.Level < zapcore.ErrorLevel:
 		lvl = slog.LevelWarn
+	}
+	if c.stopping != nil && c.stopping.Load() {
+		lvl = slog.LevelDebug
 	}
 	c.lg.Log(context.Background(), lvl, e.Message, attrs...)
 	return nil
