@@ -1,21 +1,28 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"gatehouse/actors/cluster/etcdtest"
+	"gatehouse/actors/cluster/transport"
 )
 
 // freeAddr returns a loopback host:port that was free a moment ago.
@@ -258,5 +265,58 @@ func TestClusterServeJoins(t *testing.T) {
 	}
 	if n := count("/gatehouse/members/"); n != 0 {
 		t.Errorf("%d members left after both nodes stopped", n)
+	}
+}
+
+type admitFunc func(ctx context.Context, keyID string) transport.Verdict
+
+func (f admitFunc) AdmitOwned(ctx context.Context, keyID string) transport.Verdict { return f(ctx, keyID) }
+
+// TestLateAdmitter: before the actors exist, forwarded admissions are
+// answered "not the owner"; then the actors answer them.
+func TestLateAdmitter(t *testing.T) {
+	var l lateAdmitter
+	if v := l.AdmitOwned(context.Background(), "k1"); v.Code != transport.NotOwner {
+		t.Errorf("AdmitOwned before set = %+v, want NotOwner", v)
+	}
+	l.set(admitFunc(func(_ context.Context, keyID string) transport.Verdict {
+		if keyID != "k1" {
+			return transport.Verdict{Code: transport.KeyInvalid}
+		}
+		return transport.Verdict{Code: transport.Admitted, Limit: 10, Remaining: 9}
+	}))
+	if v := l.AdmitOwned(context.Background(), "k1"); v != (transport.Verdict{Code: transport.Admitted, Limit: 10, Remaining: 9}) {
+		t.Errorf("AdmitOwned after set = %+v, want the actors' verdict", v)
+	}
+}
+
+// TestZapLogger: etcd's zap messages reach slog from the minimum level
+// up, with their fields and level; once stopping, at debug level.
+func TestZapLogger(t *testing.T) {
+	var buf bytes.Buffer
+	lg := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	stopping := new(atomic.Bool)
+	zl := zapLogger(lg, zapcore.WarnLevel, stopping).Named("raft").With(zap.String("member", "m1"))
+	zl.Info("quiet")
+	zl.Warn("slow fdatasync", zap.Duration("took", time.Second), zap.Int("n", 3))
+	zl.Error("lost peer")
+	stopping.Store(true)
+	zl.Error("closed listener")
+	var got []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		delete(m, "time")
+		got = append(got, m)
+	}
+	want := []map[string]any{
+		{"level": "WARN", "msg": "slow fdatasync", "logger": "raft", "member": "m1", "took": float64(time.Second), "n": float64(3)},
+		{"level": "ERROR", "msg": "lost peer", "logger": "raft", "member": "m1"},
+		{"level": "DEBUG", "msg": "closed listener", "logger": "raft", "member": "m1"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("logged (-want +got):\n%s", diff)
 	}
 }
