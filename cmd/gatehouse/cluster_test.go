@@ -270,7 +270,9 @@ func TestClusterServeJoins(t *testing.T) {
 
 type admitFunc func(ctx context.Context, keyID string) transport.Verdict
 
-func (f admitFunc) AdmitOwned(ctx context.Context, keyID string) transport.Verdict { return f(ctx, keyID) }
+func (f admitFunc) AdmitOwned(ctx context.Context, keyID string) transport.Verdict {
+	return f(ctx, keyID)
+}
 
 // TestLateAdmitter: before the actors exist, forwarded admissions are
 // answered "not the owner"; then the actors answer them.
