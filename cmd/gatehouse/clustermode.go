@@ -116,19 +116,14 @@ func (c *clusterRun) checkMasterKey(ctx context.Context, cfg fileConfig) error {
 	return nil
 }
 
-// openLog opens the replicated log under {prefix}/wal/, written as the
-// node id.
-func (c *clusterRun) openLog(ctx context.Context) (*etcdlog.Log, error) {
+// deps opens the replicated log under {prefix}/wal/ (written as the node
+// id) and returns the actors' ClusterDeps: the node joins when the actors
+// call StartNode, with ctx for its registration.
+func (c *clusterRun) deps(ctx context.Context, reg prometheus.Registerer) (*actors.ClusterDeps, error) {
 	l, err := etcdlog.Open(ctx, c.cli, c.cfg.Prefix+"/wal/", c.cfg.NodeID, c.cfg.RequestTimeout.d)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open the replicated log at %s: %w", c.endpoints(), err)
 	}
-	return l, nil
-}
-
-// deps are the actors' ClusterDeps: the node joins when the actors call
-// StartNode, with ctx for its registration.
-func (c *clusterRun) deps(ctx context.Context, l *etcdlog.Log, reg prometheus.Registerer) *actors.ClusterDeps {
 	return &actors.ClusterDeps{
 		Log: l,
 		StartNode: func(h cluster.Handler) (actors.ClusterNode, error) {
@@ -148,7 +143,7 @@ func (c *clusterRun) deps(ctx context.Context, l *etcdlog.Log, reg prometheus.Re
 			return n, nil
 		},
 		Forward: c.tr.Forward,
-	}
+	}, nil
 }
 
 // serveAdmissions routes forwarded admissions to sys once it exists.

@@ -293,8 +293,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 				_ = cl.close()
 			}
 		}()
-	}
-	if cl != nil { // the cluster's key first: a refused one writes nothing in the data dir
+		// The cluster's key first: a refused one writes nothing in the data dir.
 		if err := cl.checkMasterKey(ctx, cfg); err != nil {
 			return nil, err
 		}
@@ -347,12 +346,10 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	if cl != nil {
 		// MERGE: with the actors' cluster mode, Log and Snapshots (bbolt)
 		// are left nil here: the replicated log replaces them.
-		elog, err := cl.openLog(ctx)
-		if err != nil {
+		if deps.Cluster, err = cl.deps(ctx, reg); err != nil {
 			l.Close()
 			return nil, err
 		}
-		deps.Cluster = cl.deps(ctx, elog, reg)
 	}
 	sys, err := actors.New(acfg, deps)
 	if err != nil {
@@ -384,10 +381,11 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 			lg.Info("demo service echo: a built-in echo upstream", "upstream", up)
 		}
 	}
-	// clusterNode is this node's membership in the cluster (*cluster.Node):
-	// nil on a single node, and until the actors joined (StartNode). It is
-	// what /api/cluster and /health read. MERGE: hand it to httpapi here
-	// (an option of httpapi.New) once its /api/cluster routes land.
+	// clusterNode returns this node's membership in the cluster (a
+	// *cluster.Node): nil on a single node, and until the actors joined
+	// (ClusterDeps.StartNode, which may run after actors.New returns). It
+	// is what /api/cluster and /health read. MERGE: hand it to httpapi
+	// here (an option of httpapi.New) once its /api/cluster routes land.
 	clusterNode := n.cluster.Node
 	_ = clusterNode
 	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg, httpapi.WithControl(n.ctl))
