@@ -23,12 +23,18 @@ import (
 // server must be stopped (the data dir lock says so otherwise); the
 // admin's sessions end.
 func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) string, stderr io.Writer) error {
+	// It would join the cluster as a node of its own (and take shards from
+	// the running ones).
+	if cfg.clusterMode() {
+		return errors.New("reset-password: not in cluster mode (cluster.etcd_endpoints is set): " +
+			"another admin can set a new password from the console or with PATCH /api/users/{id}")
+	}
 	// A mistyped --data-dir must not become a new, empty data dir with a
 	// master key of its own.
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "wal.db")); err != nil {
 		return fmt.Errorf("reset-password: %s holds no gatehouse data (no wal.db): give the server's data dir with --data-dir, GATEHOUSE_DATA_DIR or --config", cfg.DataDir)
 	}
-	n, err := openNode(cfg, slog.New(slog.DiscardHandler), nil, nil)
+	n, err := openNode(ctx, cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/actors/cluster"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
@@ -147,6 +148,31 @@ type fileConfig struct {
 		IdleAfter     duration `json:"idle_after"`
 		SweepInterval duration `json:"sweep_interval"`
 	} `json:"actors"`
+	// Cluster turns cluster mode on when EtcdEndpoints is set (see
+	// clustermode.go and docs/cluster.md); empty: a single node on bbolt.
+	Cluster clusterConfig `json:"cluster"`
+}
+
+// clusterConfig is the cluster.* section.
+type clusterConfig struct {
+	// EtcdEndpoints are the etcd client URLs; setting them turns cluster
+	// mode on.
+	EtcdEndpoints []string `json:"etcd_endpoints"`
+	// NodeID names this node, unique in the cluster (a path segment of
+	// its etcd keys).
+	NodeID string `json:"node_id"`
+	// Listen (host:port) is where the other nodes reach this one: the
+	// forwarded admissions' transport binds it and advertises it.
+	Listen string `json:"listen"`
+	// Prefix is the etcd key prefix of everything the cluster keeps.
+	Prefix string `json:"prefix"`
+	// LeaseTTL is the membership lease: a dead node's keys move after
+	// about this long.
+	LeaseTTL duration `json:"lease_ttl"`
+	// RequestTimeout bounds each etcd request.
+	RequestTimeout duration `json:"request_timeout"`
+	// ForwardTimeout bounds an admission forwarded to a key's owner.
+	ForwardTimeout duration `json:"forward_timeout"`
 }
 
 type serviceConfig struct {
@@ -183,6 +209,9 @@ func defaultConfig() fileConfig {
 	c.WAL.MaxBatch = 4096
 	c.Actors.Shards = 64
 	c.Actors.IdleAfter, c.Actors.SweepInterval = dur(5*time.Minute), dur(time.Minute)
+	c.Cluster.Prefix = cluster.DefaultPrefix
+	c.Cluster.LeaseTTL, c.Cluster.RequestTimeout = dur(cluster.DefaultTTL), dur(2*time.Second)
+	c.Cluster.ForwardTimeout = dur(500 * time.Millisecond)
 	return c
 }
 
@@ -220,6 +249,9 @@ func (c *fileConfig) validate() error {
 		{"snapshot.interval", &c.Snapshot.Interval, false},
 		{"actors.idle_after", &c.Actors.IdleAfter, true},
 		{"actors.sweep_interval", &c.Actors.SweepInterval, true},
+		{"cluster.lease_ttl", &c.Cluster.LeaseTTL, true},
+		{"cluster.request_timeout", &c.Cluster.RequestTimeout, true},
+		{"cluster.forward_timeout", &c.Cluster.ForwardTimeout, true},
 	}
 	for _, x := range durs {
 		if err := x.d.parse(x.positive); err != nil {
@@ -315,6 +347,9 @@ func (c *fileConfig) validateValues() error {
 	}
 	if c.Gateway.Token != "" && len(c.Gateway.Token) < minRemoteToken && !loopback(c.Gateway.Host) {
 		return c.invalid("gateway.token", fmt.Sprintf("must be at least %d characters when gateway.host is not a loopback address", minRemoteToken))
+	}
+	if err := c.validateCluster(); err != nil {
+		return err
 	}
 	for name, s := range c.Services {
 		if name == "" || strings.ContainsAny(name, "/?#% ") {

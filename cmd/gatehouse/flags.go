@@ -32,6 +32,11 @@ func strSetter(dst func(*fileConfig) *string) func(*fileConfig, string) error {
 	return func(c *fileConfig, v string) error { *dst(c) = v; return nil }
 }
 
+// listSetter takes a comma-separated list.
+func listSetter(dst func(*fileConfig) *[]string) func(*fileConfig, string) error {
+	return func(c *fileConfig, v string) error { *dst(c) = splitList(v); return nil }
+}
+
 var settings = []setting{
 	{"data-dir", "data_dir", "directory for the WAL, snapshots and master key", strSetter(func(c *fileConfig) *string { return &c.DataDir })},
 	{"host", "server.host", "key-management and proxy listen address", strSetter(func(c *fileConfig) *string { return &c.Server.Host })},
@@ -42,6 +47,9 @@ var settings = []setting{
 	{"master-key-file", "master_key_file", "file holding the 64-hex-character master key (default <data-dir>/master.key)", strSetter(func(c *fileConfig) *string { return &c.MasterKeyFile })},
 	{"log-format", "log.format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},
 	{"log-level", "log.level", "debug, info, warn or error", strSetter(func(c *fileConfig) *string { return &c.Log.Level })},
+	{"etcd-endpoints", "cluster.etcd_endpoints", "cluster mode: etcd client URLs, comma-separated (setting them turns cluster mode on; docs/cluster.md)", listSetter(func(c *fileConfig) *[]string { return &c.Cluster.EtcdEndpoints })},
+	{"node-id", "cluster.node_id", "cluster mode: this node's name, unique in the cluster", strSetter(func(c *fileConfig) *string { return &c.Cluster.NodeID })},
+	{"cluster-listen", "cluster.listen", "cluster mode: host:port where the other nodes reach this one", strSetter(func(c *fileConfig) *string { return &c.Cluster.Listen })},
 }
 
 func envName(flagName string) string {
@@ -56,7 +64,18 @@ Runs the server: key management, the proxy and the web console on one
 listener (--port, default 8080), the agent gateway on another
 (--gateway-port, default 18790). Each flag may be given instead by its
 GATEHOUSE_* environment variable, or by the config file's key (README,
-"Configuration"); a flag wins over its variable, which wins over the file.`,
+"Configuration"); a flag wins over its variable, which wins over the file.
+
+Cluster mode (docs/cluster.md): --etcd-endpoints turns it on; every node
+then needs its own --node-id and --cluster-listen, and the same master key
+(GATEHOUSE_MASTER_KEY or --master-key-file) and config.`,
+	"etcd": `usage: gatehouse etcd [flags]
+
+Runs one etcd member (etcd 3.7, embedded) for cluster mode, so that a
+cluster needs nothing but this binary: one member, or three started with
+the same --initial-cluster. Its clients (gatehouse serve --etcd-endpoints)
+reach it at --listen-client; its peers at --listen-peer. SIGTERM or
+SIGINT stops it. For production, an external etcd cluster works as well.`,
 	"reset-password": `usage: gatehouse reset-password [flags]
 
 Sets a new password for the admin named by GATEHOUSE_ADMIN_EMAIL (default
@@ -71,30 +90,12 @@ no gatehouse data. The admin's sessions end.`,
 // variable when the flag was not given. -h prints cmd's help on stdout
 // and returns flag.ErrHelp.
 func parseServe(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) (fileConfig, error) {
-	fs := flag.NewFlagSet("gatehouse "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	help := false
-	fs.Usage = func() {
-		w := stderr
-		if help {
-			w = stdout
-		}
-		fmt.Fprintf(w, "%s\n\nflags:\n", subcommands[cmd])
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
+	fs := newFlagSet(cmd, args, stdout, stderr)
 	configPath := fs.String("config", "", "JSON config file (env GATEHOUSE_CONFIG)")
 	demo := fs.Bool("demo-echo", false, "demo: add a service \"echo\" answered by a built-in echo upstream on loopback (env GATEHOUSE_DEMO_ECHO=1)")
 	vals := make(map[string]*string, len(settings))
 	for _, s := range settings {
 		vals[s.name] = fs.String(s.name, "", s.usage+" (env "+envName(s.name)+")")
-	}
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		help = help || a == "-h" || a == "-help" || a == "--help" || a == "--h"
 	}
 	if err := fs.Parse(args); err != nil {
 		return fileConfig{}, err

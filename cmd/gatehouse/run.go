@@ -34,6 +34,8 @@ const usage = `usage:
   gatehouse reset-password [flags]   set a new password for the admin (GATEHOUSE_ADMIN_EMAIL,
                                      default admin@localhost): GATEHOUSE_ADMIN_PASSWORD or a
                                      generated one, printed once; run it with the server stopped
+  gatehouse etcd [flags]             run one etcd member for cluster mode (gatehouse etcd -h;
+                                     docs/cluster.md)
   gatehouse version                  print the version, the commit and the Go version
                                      (also gatehouse --version)
 
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "serve", "reset-password":
+	case "etcd":
+		return runEtcd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintln(stdout, versionLine())
 		return nil
@@ -96,19 +100,23 @@ func newLogger(cfg fileConfig, w io.Writer) *slog.Logger {
 
 // node is everything serve opens, closed in reverse order.
 type node struct {
-	log    *wal.Log
-	sys    *actors.System
-	gw     *gateway.Gateway
-	ctl    *control.Control
-	unlock func() // the data dir lock
+	log     *wal.Log
+	sys     *actors.System
+	gw      *gateway.Gateway
+	ctl     *control.Control
+	cluster *clusterRun // nil: a single node
+	unlock  func()      // the data dir lock
 }
 
-// close stops the system (usage flushed, a final snapshot), closes the WAL
-// and releases the data dir.
+// close stops the system (usage flushed, a final snapshot), leaves the
+// cluster, closes the WAL and releases the data dir.
 func (n *node) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	_ = n.sys.Close(ctx)
+	if n.cluster != nil {
+		_ = n.cluster.close()
+	}
 	_ = n.log.Close()
 	n.unlock()
 }
@@ -120,7 +128,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	// routes, buckets and blob store.
 	reg, gwReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n, err := openNode(cfg, lg, reg, gwReg)
+	n, err := openNode(ctx, cfg, lg, reg, gwReg)
 	if err != nil {
 		return err
 	}
@@ -247,6 +255,9 @@ func checkSandbox(cfg fileConfig, sb *toolexec.Sandbox, lg *slog.Logger) {
 // final snapshot.
 func shutdown(ctx context.Context, n *node, lg *slog.Logger, errs []error) error {
 	errs = append(errs, n.sys.Close(ctx))
+	if n.cluster != nil {
+		errs = append(errs, n.cluster.close())
+	}
 	err := errors.Join(errs...)
 	if err == nil {
 		lg.Info("stopped cleanly")
@@ -254,7 +265,7 @@ func shutdown(ctx context.Context, n *node, lg *slog.Logger, errs []error) error
 	return err
 }
 
-func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer) (_ *node, err error) {
+func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer) (_ *node, err error) {
 	// Absolute, so that paths handed to tools and MCP servers (which run
 	// in their workspace) do not resolve against that workspace.
 	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
@@ -272,6 +283,21 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 			unlock()
 		}
 	}()
+	var cl *clusterRun // cluster mode: the transport and the etcd client come first (clustermode.go)
+	if cfg.clusterMode() {
+		if cl, err = startCluster(cfg.Cluster, lg); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				_ = cl.close()
+			}
+		}()
+		// The cluster's key first: a refused one writes nothing in the data dir.
+		if err := cl.checkMasterKey(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	key, err := openMasterKey(cfg, lg)
 	if err != nil {
 		return nil, err
@@ -316,12 +342,24 @@ func openNode(cfg fileConfig, lg *slog.Logger, reg, gwReg prometheus.Registerer)
 		return nil, err
 	}
 	ctl := control.New() // access tokens, the API's services, per-key service lists
-	sys, err := actors.New(acfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{gw, ctl}})
+	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{gw, ctl}}
+	if cl != nil {
+		// MERGE: with the actors' cluster mode, Log and Snapshots (bbolt)
+		// are left nil here: the replicated log replaces them.
+		if deps.Cluster, err = cl.deps(ctx, reg); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	sys, err := actors.New(acfg, deps)
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("start actors: %w", err)
 	}
-	return &node{log: l, sys: sys, gw: gw, ctl: ctl, unlock: unlock}, nil
+	if cl != nil {
+		cl.serveAdmissions(sys)
+	}
+	return &node{log: l, sys: sys, gw: gw, ctl: ctl, cluster: cl, unlock: unlock}, nil
 }
 
 func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
@@ -343,6 +381,13 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 			lg.Info("demo service echo: a built-in echo upstream", "upstream", up)
 		}
 	}
+	// clusterNode returns this node's membership in the cluster (a
+	// *cluster.Node): nil on a single node, and until the actors joined
+	// (ClusterDeps.StartNode, which may run after actors.New returns). It
+	// is what /api/cluster and /health read. MERGE: hand it to httpapi
+	// here (an option of httpapi.New) once its /api/cluster routes land.
+	clusterNode := n.cluster.Node
+	_ = clusterNode
 	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg, httpapi.WithControl(n.ctl))
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zapcore"
+
+	"gatehouse/actors"
+	"gatehouse/actors/cluster"
+	"gatehouse/actors/cluster/transport"
+	"gatehouse/wal/etcdlog"
+)
+
+// Cluster mode (cluster.etcd_endpoints set). What it opens, in this
+// order, because protoactor's Remote.Start replaces grpc's global logger
+// and races with grpc traffic already running (the etcd client's):
+//
+//  1. the transport of forwarded admissions, answering "not the owner"
+//     until the actors exist (lateAdmitter);
+//  2. the etcd client;
+//  3. the master key check against {prefix}/masterkey.id;
+//  4. the replicated log, {prefix}/wal/ (beside the node's {prefix}/members/,
+//     /shards/ and /data/);
+//  5. the node, which the actors start through ClusterDeps.StartNode.
+//
+// It closes in reverse order after the actors.
+
+// etcdDialTimeout bounds the etcd client's connection attempts.
+const etcdDialTimeout = 5 * time.Second
+
+// clusterRun is what cluster mode opened for one serve.
+type clusterRun struct {
+	cfg   clusterConfig
+	lg    *slog.Logger
+	admit lateAdmitter
+	tr    *transport.Transport
+	cli   *clientv3.Client
+	node  atomic.Pointer[cluster.Node] // set once the actors joined
+	once  sync.Once
+	err   error // close's
+}
+
+// startCluster starts the transport, then the etcd client.
+func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
+	c := &clusterRun{cfg: cfg, lg: lg.With("component", "cluster")}
+	tr, err := transport.Start(cfg.Listen, &c.admit, cfg.ForwardTimeout.d, lg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w; choose another with --cluster-listen or GATEHOUSE_CLUSTER_LISTEN", err)
+	}
+	c.tr = tr
+	c.cli, err = clientv3.New(clientv3.Config{
+		Endpoints:            cfg.EtcdEndpoints,
+		DialTimeout:          etcdDialTimeout,
+		DialKeepAliveTime:    time.Second,
+		DialKeepAliveTimeout: time.Second,
+		Logger:               zapLogger(lg.With("component", "etcd-client"), zapcore.WarnLevel, nil),
+	})
+	if err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("cluster: etcd client for %s: %w", c.endpoints(), err)
+	}
+	c.lg.Info("cluster transport listening", "addr", tr.Addr(), "etcd", c.endpoints())
+	return c, nil
+}
+
+func (c *clusterRun) endpoints() string { return strings.Join(c.cfg.EtcdEndpoints, ",") }
+
+// masterKeyIDKey is where the cluster's master key fingerprint lives.
+func (c *clusterRun) masterKeyIDKey() string { return c.cfg.Prefix + "/masterkey.id" }
+
+// errClusterKeyMismatch: the master key is not the one the cluster was
+// started with.
+var errClusterKeyMismatch = errors.New("master key does not match the cluster's")
+
+// checkMasterKey records the master key's fingerprint (as master.key.id holds it) in
+// etcd if none is there yet, else checks key against it: every node must
+// open the others' records.
+func (c *clusterRun) checkMasterKey(ctx context.Context, cfg fileConfig) error {
+	key, err := loadMasterKey(cfg, slog.New(slog.DiscardHandler)) // explicit in cluster mode (validateCluster): never generated
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.d)
+	defer cancel()
+	k := c.masterKeyIDKey()
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, string(newFingerprint(key)))).
+		Else(clientv3.OpGet(k)).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: etcd at %s: read the master key fingerprint %s: %w (is etcd running and reachable? cluster.request_timeout is %s)",
+			c.endpoints(), k, err, c.cfg.RequestTimeout.d)
+	}
+	if resp.Succeeded {
+		c.lg.Info("recorded the master key fingerprint in etcd", "key", k)
+		return nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return fmt.Errorf("cluster: etcd key %s vanished while read; start again", k)
+	}
+	if err := checkFingerprint(kvs[0].Value, key); err != nil {
+		return fmt.Errorf("%w: the key from %s is not the key of the cluster under %s in etcd (%s: %w); "+
+			"every node needs the same GATEHOUSE_MASTER_KEY (or master_key_file); nothing was changed",
+			errClusterKeyMismatch, masterKeySource(cfg).desc, c.cfg.Prefix, k, err)
+	}
+	return nil
+}
+
+// deps opens the replicated log under {prefix}/wal/ (written as the node
+// id) and returns the actors' ClusterDeps: the node joins when the actors
+// call StartNode, with ctx for its registration.
+func (c *clusterRun) deps(ctx context.Context, reg prometheus.Registerer) (*actors.ClusterDeps, error) {
+	l, err := etcdlog.Open(ctx, c.cli, c.cfg.Prefix+"/wal/", c.cfg.NodeID, c.cfg.RequestTimeout.d)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open the replicated log at %s: %w", c.endpoints(), err)
+	}
+	return &actors.ClusterDeps{
+		Log: l,
+		StartNode: func(h cluster.Handler) (actors.ClusterNode, error) {
+			n, err := cluster.Start(ctx, cluster.Config{
+				Client: c.cli, Prefix: c.cfg.Prefix, NodeID: c.cfg.NodeID, Addr: c.tr.Addr(),
+				TTL: c.cfg.LeaseTTL.d, RequestTimeout: c.cfg.RequestTimeout.d,
+				Handler: h, Logger: c.lg, Metrics: reg,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("join the cluster at %s: %w", c.endpoints(), err)
+			}
+			if !c.node.CompareAndSwap(nil, n) {
+				_ = n.Close()
+				return nil, errors.New("join the cluster: this process joined already")
+			}
+			c.lg.Info("joined the cluster", "node_id", n.ID(), "addr", c.tr.Addr(), "members", len(n.Members()), "shards", n.Shards())
+			return n, nil
+		},
+		Forward: c.tr.Forward,
+	}, nil
+}
+
+// serveAdmissions routes forwarded admissions to sys once it exists.
+func (c *clusterRun) serveAdmissions(sys any) {
+	a, ok := sys.(transport.Admitter)
+	if !ok {
+		c.lg.Error("the actors do not admit forwarded requests (no AdmitOwned): other nodes' forwards are answered \"not the owner\"")
+		return
+	}
+	c.admit.set(a)
+}
+
+// Node is the cluster node once the actors joined, else nil.
+func (c *clusterRun) Node() *cluster.Node {
+	if c == nil {
+		return nil
+	}
+	return c.node.Load()
+}
+
+// close leaves the cluster (after the actors stopped), then stops the
+// transport and the etcd client.
+// It runs once; later calls return its error.
+func (c *clusterRun) close() error {
+	c.once.Do(func() {
+		var errs []error
+		if n := c.node.Load(); n != nil {
+			errs = append(errs, n.Close())
+		}
+		c.tr.Close()
+		errs = append(errs, c.cli.Close())
+		c.err = errors.Join(errs...)
+	})
+	return c.err
+}
+
+// lateAdmitter is the transport's Admitter before the actors exist: it
+// answers NotOwner (the forwarder looks the owner up again) until set.
+type lateAdmitter struct {
+	a atomic.Pointer[transport.Admitter]
+}
+
+func (l *lateAdmitter) set(a transport.Admitter) { l.a.Store(&a) }
+
+// AdmitOwned admits through the actors once set.
+func (l *lateAdmitter) AdmitOwned(ctx context.Context, keyID string) transport.Verdict {
+	if a := l.a.Load(); a != nil {
+		return (*a).AdmitOwned(ctx, keyID)
+	}
+	return transport.Verdict{Code: transport.NotOwner}
+}
