@@ -268,10 +268,12 @@ func (s *System) forwardCounted(ctx context.Context, r AuthResult) AuthResult {
 }
 
 // forward asks the owner of the key's cluster shard to admit the request
-// r was authorized for here (the secret checked, the key active). After a
-// timeout or a "not the owner" it asks again, the owner as then known,
-// for up to ownerWait: a shard changing hands answers NotOwner until its
-// successor has claimed it.
+// r was authorized for here (the secret checked, the key active). Until
+// ownerWait has passed it asks again, the owner as then known: after a
+// timeout or a transport error (the same owner may answer the retry; its
+// request id makes a repeat count once), after "not the owner" (a shard
+// changing hands answers so until its successor claims it) and after
+// "unavailable" (an owner still loading the shard or reserving).
 func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 	cm := s.cm
 	cs := int(r.fwd - 1)
@@ -279,41 +281,61 @@ func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 	reqID := cm.reqID.Add(1)
 	deadline := time.Now().Add(ownerWait)
 	var last error
-	var stale int64 // the epoch of an owner that failed us
-	for time.Now().Before(deadline) {
+	var stale int64 // the epoch of an owner that said it is not the owner
+	for {
 		addr, epoch, err := s.ownerOf(ctx, cs, stale, deadline)
 		if err != nil {
 			last = err
 			break
 		}
 		v, err := cm.deps.Forward(ctx, addr, r.KeyID.String(), reqID)
-		if err != nil {
-			last, stale = err, epoch
-			continue
-		}
-		r.Limit.Allowed = v.Code == transport.Admitted
-		r.Limit.Limit, r.Limit.Remaining, r.Limit.Reset, r.Limit.RetryAfter = v.Limit, v.Remaining, v.Reset, v.RetryAfter
-		r.Limit.Used = max(0, v.Limit-v.Remaining)
-		switch v.Code {
-		case transport.Admitted:
-			return r
-		case transport.Limited:
-			r.Err = ErrRateLimited
-			return r
-		case transport.KeyRevoked:
-			return AuthResult{KeyID: r.KeyID, UserID: r.UserID, Err: ErrKeyRevoked}
-		case transport.KeyExpired:
-			return AuthResult{KeyID: r.KeyID, UserID: r.UserID, IsActive: r.IsActive, Err: ErrKeyExpired}
-		case transport.KeyInvalid:
-			return AuthResult{Err: ErrKeyInvalid}
-		case transport.NotOwner:
+		switch {
+		case err != nil:
+			last = err
+		case v.Code == transport.NotOwner:
 			last, stale = errNotOwner, epoch
-			continue
+		case v.Code == transport.Unavailable:
+			last = errors.New("the owner cannot admit now")
 		default:
-			return AuthResult{Err: fmt.Errorf("authorize: the key's owner cannot admit now: %w", ErrUnavailable)}
+			return resultOf(r, v)
+		}
+		if !time.Now().Before(deadline) || sleepCtx(ctx, ownerPoll) != nil {
+			break
 		}
 	}
 	return AuthResult{Err: fmt.Errorf("authorize: forward to the key's owner: %w: %w", ErrUnavailable, last)}
+}
+
+// resultOf is the AuthResult of the owner's verdict v on r.
+func resultOf(r AuthResult, v transport.Verdict) AuthResult {
+	r.Limit.Allowed = v.Code == transport.Admitted
+	r.Limit.Limit, r.Limit.Remaining, r.Limit.Reset, r.Limit.RetryAfter = v.Limit, v.Remaining, v.Reset, v.RetryAfter
+	r.Limit.Used = max(0, v.Limit-v.Remaining)
+	switch v.Code {
+	case transport.Admitted:
+		return r
+	case transport.Limited:
+		r.Err = ErrRateLimited
+		return r
+	case transport.KeyRevoked:
+		return AuthResult{KeyID: r.KeyID, UserID: r.UserID, Err: ErrKeyRevoked}
+	case transport.KeyExpired:
+		return AuthResult{KeyID: r.KeyID, UserID: r.UserID, IsActive: r.IsActive, Err: ErrKeyExpired}
+	case transport.KeyInvalid:
+		return AuthResult{Err: ErrKeyInvalid}
+	}
+	return AuthResult{Err: fmt.Errorf("authorize: the key's owner answered %d: %w", v.Code, ErrUnavailable)}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // ownerOf returns the address and epoch of the owner of cluster shard cs

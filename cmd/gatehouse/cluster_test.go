@@ -231,7 +231,6 @@ func TestClusterMasterKey(t *testing.T) {
 // TestClusterServeJoins: two nodes in cluster mode join the cluster, own
 // every shard between them, and leave it when they stop.
 func TestClusterServeJoins(t *testing.T) {
-	t.Skip("needs the actors' cluster mode")
 	etcd := etcdtest.Start(t, 1)
 	ep := etcd.Endpoint(0)
 	var nodes []*child

@@ -12,11 +12,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap/zapcore"
 
 	"gatehouse/actors"
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
+	"gatehouse/httpapi"
 	"gatehouse/wal/etcdlog"
 )
 
@@ -194,4 +196,80 @@ func (l *lateAdmitter) AdmitOwned(ctx context.Context, keyID string) transport.V
 		return (*a).AdmitOwned(ctx, keyID)
 	}
 	return transport.Verdict{Code: transport.NotOwner}
+}
+
+// clusterOpts are the httpapi options of cluster mode: /api/cluster and a
+// /health that says whether the node is a member in good standing.
+func (n *node) clusterOpts() []httpapi.Option {
+	if node := n.cluster.Node(); node != nil {
+		return []httpapi.Option{httpapi.WithCluster(node)}
+	}
+	return nil
+}
+
+// health is the gateway listener's /health: the actors', and in cluster
+// mode whether this node holds its lease (a load balancer takes it out
+// of rotation when not).
+func (n *node) health() error {
+	if err := n.sys.Health(); err != nil {
+		return err
+	}
+	if node := n.cluster.Node(); node != nil && !node.Live() {
+		return fmt.Errorf("%w: not a member of the cluster in good standing (no valid lease)", actors.ErrUnavailable)
+	}
+	return nil
+}
+
+// bootstrapKey records that the bootstrap admin was created.
+func (c *clusterRun) bootstrapKey() string { return c.cfg.Prefix + "/bootstrap-admin" }
+
+// bootstrapAdmin runs ensure (the bootstrap admin's creation) on one node
+// at a time, under an etcd lock: nodes started together on an empty
+// cluster would each create the admin otherwise. A node that finds the
+// admin recorded waits until its replica has the user, then runs ensure
+// (which then only warns about an ignored password). On a single node it
+// is ensure.
+func (c *clusterRun) bootstrapAdmin(ctx context.Context, sys *actors.System, email string, ensure func() error) error {
+	if c == nil {
+		return ensure()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sess, err := concurrency.NewSession(c.cli, concurrency.WithTTL(int(max(c.cfg.LeaseTTL.d/time.Second, 1))), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("cluster: bootstrap admin: %w", err)
+	}
+	defer sess.Close()
+	mu := concurrency.NewMutex(sess, c.cfg.Prefix+"/locks/bootstrap-admin")
+	if err := mu.Lock(ctx); err != nil {
+		return fmt.Errorf("cluster: bootstrap admin: lock: %w", err)
+	}
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout.d)
+		_ = mu.Unlock(uctx)
+		ucancel()
+	}()
+	resp, err := c.cli.Get(ctx, c.bootstrapKey())
+	if err != nil {
+		return fmt.Errorf("cluster: bootstrap admin: %w", err)
+	}
+	if len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == email {
+		for {
+			if _, err := sys.UserByEmail(ctx, email); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("cluster: bootstrap admin %s was created by another node but has not reached this one: %w", email, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	if err := ensure(); err != nil {
+		return err
+	}
+	if _, err := c.cli.Put(ctx, c.bootstrapKey(), email); err != nil {
+		return fmt.Errorf("cluster: bootstrap admin: %w", err)
+	}
+	return nil
 }

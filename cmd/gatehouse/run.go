@@ -167,7 +167,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		{"gateway", net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port)), "--gateway-port or GATEHOUSE_GATEWAY_PORT", gw},
 	}
 	if cfg.Server.MetricsAddr != "" {
-		servers = append(servers, server{"metrics", cfg.Server.MetricsAddr, "server.metrics_addr", httpapi.NewHealthServer("metrics", lg, reg, reg)})
+		servers = append(servers, server{"metrics", cfg.Server.MetricsAddr, "server.metrics_addr", httpapi.NewHealthServer("metrics", lg, reg, reg, n.clusterOpts()...)})
 	}
 	// Bind every listener first: the bootstrap admin (whose generated
 	// password is shown once) is created only once they all bound, so a
@@ -191,7 +191,9 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		}
 		lns = append(lns, ln)
 	}
-	if err := bootstrapAdmin(ctx, n.sys, cfg.DataDir, getenv, stderr, lg); err != nil {
+	if err := n.cluster.bootstrapAdmin(ctx, n.sys, bootstrapEmail(getenv), func() error {
+		return bootstrapAdmin(ctx, n.sys, cfg.DataDir, getenv, stderr, lg)
+	}); err != nil {
 		closeAll()
 		return err
 	}
@@ -344,8 +346,8 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	ctl := control.New() // access tokens, the API's services, per-key service lists
 	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{gw, ctl}}
 	if cl != nil {
-		// MERGE: with the actors' cluster mode, Log and Snapshots (bbolt)
-		// are left nil here: the replicated log replaces them.
+		// The replicated log replaces the bbolt WAL and the snapshots.
+		deps.Log, deps.Snapshots = nil, nil
 		if deps.Cluster, err = cl.deps(ctx, reg); err != nil {
 			l.Close()
 			return nil, err
@@ -381,14 +383,7 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 			lg.Info("demo service echo: a built-in echo upstream", "upstream", up)
 		}
 	}
-	// clusterNode returns this node's membership in the cluster (a
-	// *cluster.Node): nil on a single node, and until the actors joined
-	// (ClusterDeps.StartNode, which may run after actors.New returns). It
-	// is what /api/cluster and /health read. MERGE: hand it to httpapi
-	// here (an option of httpapi.New) once its /api/cluster routes land.
-	clusterNode := n.cluster.Node
-	_ = clusterNode
-	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg, httpapi.WithControl(n.ctl))
+	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg, append(n.clusterOpts(), httpapi.WithControl(n.ctl))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)
 	}
@@ -396,7 +391,7 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 	gcfg.Token = cfg.Gateway.Token
 	gcfg.MaxUploadBytes = cfg.Gateway.MaxUploadBytes
 	deps := gwapi.DepsOf(n.gw, gwApp)
-	deps.Health = sys.Health
+	deps.Health = n.health
 	gw, err = gwapi.New(gcfg, deps, lg, gwReg, gwReg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway api: %w", err)

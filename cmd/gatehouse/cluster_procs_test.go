@@ -1,0 +1,253 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gatehouse/actors/cluster/etcdtest"
+)
+
+// ttlSeconds is the test cluster's lease TTL.
+const ttlSeconds = 2
+
+// clusterNode is one gatehouse process of a test cluster.
+type clusterNode struct {
+	id  string
+	cfg string
+	c   *child
+}
+
+// startClusterNode starts a gatehouse process in cluster mode on the etcd
+// members endpoints, with its own data dir and free ports.
+func startClusterNode(t *testing.T, id string, endpoints []string, masterKey string, extra map[string]any) *clusterNode {
+	t.Helper()
+	cfg := map[string]any{
+		"cluster": map[string]any{"etcd_endpoints": endpoints, "node_id": id, "listen": "127.0.0.1:0", "lease_ttl": fmt.Sprintf("%ds", ttlSeconds)},
+		"usage":   map[string]any{"flush_interval": "200ms"},
+	}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	n := &clusterNode{id: id, cfg: writeConfig(t, t.TempDir(), cfg)}
+	n.start(t, masterKey)
+	return n
+}
+
+func (n *clusterNode) start(t *testing.T, masterKey string) {
+	t.Helper()
+	env := append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword,
+		"GATEHOUSE_MASTER_KEY="+masterKey)
+	n.c = startServe(t, "", env, "serve", "--config", n.cfg)
+}
+
+// proxyCount sends n proxied requests with secret through api and counts
+// the answers by status.
+func proxyCount(api, secret string, n int, counts *sync.Map) {
+	cl := newClient(api)
+	for range n {
+		code, err := cl.do("GET", "/api/proxy/stub/v1/ping", nil, map[string]string{"X-API-Key": secret}, nil)
+		if err != nil {
+			code = -1
+		}
+		v, _ := counts.LoadOrStore(code, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+}
+
+func countOf(counts *sync.Map, code int) int64 {
+	if v, ok := counts.Load(code); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// TestClusterProcesses runs three gatehouse processes on three embedded
+// etcd members: a login on one node is a session on the others; a key
+// created on one validates on the others right after; the three together
+// never admit beyond the key's limit, across a kill -9 of the key's owner;
+// a revocation is refused everywhere within a second; and after a kill -9
+// of every node, restarted nodes have every key and every used hour.
+func TestClusterProcesses(t *testing.T) {
+	etcd := etcdtest.Start(t, 3)
+	up := upstream(t)
+	masterKey := hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	const limit = 150
+	extra := map[string]any{
+		"services": map[string]any{"stub": map[string]any{"upstream": up}},
+		"plans":    map[string]any{"standard": limit, "premium": limit},
+	}
+	var nodes []*clusterNode
+	for _, id := range []string{"a", "b", "c"} {
+		nodes = append(nodes, startClusterNode(t, id, etcd.Endpoints(), masterKey, extra))
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+
+	// A session opened on a is a session on b.
+	admin := newClient(a.c.api)
+	admin.login(t, adminEmail, adminPassword)
+	onB := newClient(b.c.api)
+	onB.hc.Jar = admin.hc.Jar
+	start := time.Now()
+	if !eventually(time.Second, func() bool {
+		code, err := onB.do("GET", "/api/keys", nil, nil, nil)
+		return err == nil && code == 200
+	}) {
+		t.Fatal("a's session was not accepted on b within 1s")
+	}
+	t.Logf("a's session accepted on b %v after the login", time.Since(start).Round(time.Millisecond))
+
+	// The cluster is whole: every node sees three members and every shard owned.
+	var view struct {
+		Node    string `json:"node"`
+		Members []struct {
+			ID    string `json:"id"`
+			Alive bool   `json:"alive"`
+		} `json:"members"`
+		Shards []struct {
+			Owner string `json:"owner"`
+		} `json:"shards"`
+	}
+	if !eventually(10*time.Second, func() bool {
+		code, err := admin.do("GET", "/api/cluster", nil, nil, &view)
+		if err != nil || code != 200 || len(view.Members) != 3 {
+			return false
+		}
+		for _, s := range view.Shards {
+			if s.Owner == "" {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("GET /api/cluster never showed three members owning every shard: %+v", view)
+	}
+
+	// A key created on a validates on b and c right after the 201.
+	var k createdKey
+	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": "shared"}, nil, &k); err != nil || code != 201 {
+		t.Fatalf("create key on a = %d, %v", code, err)
+	}
+	for _, n := range []*clusterNode{b, c} {
+		cl := newClient(n.c.api)
+		start := time.Now()
+		if !eventually(time.Second, func() bool {
+			var v struct{ Valid bool }
+			code, err := cl.do("POST", "/api/keys/validate", nil, map[string]string{"X-API-Key": k.Key}, &v)
+			return err == nil && code == 200 && v.Valid
+		}) {
+			t.Fatalf("the key did not validate on %s within 1s", n.id)
+		}
+		t.Logf("key valid on %s %v after the 201", n.id, time.Since(start).Round(time.Millisecond))
+	}
+
+	// The three together admit exactly the limit.
+	var counts sync.Map
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() { proxyCount(n.c.api, k.Key, 80, &counts) })
+	}
+	wg.Wait()
+	if ok := countOf(&counts, 200); ok > limit || ok < limit-2 {
+		t.Errorf("three nodes admitted %d of 240 for a limit of %d", ok, limit)
+	}
+	if other := 240 - countOf(&counts, 200) - countOf(&counts, 429); other != 0 {
+		t.Errorf("%d answers neither 200 nor 429", other)
+	}
+
+	// kill -9 of a second key's owner while the others send its requests.
+	var k2 createdKey
+	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": "owner-dies"}, nil, &k2); err != nil || code != 201 {
+		t.Fatalf("create key = %d, %v", code, err)
+	}
+	var where struct{ Owner string }
+	if code, err := admin.do("GET", "/api/cluster/keys/"+k2.ID, nil, nil, &where); err != nil || code != 200 {
+		t.Fatalf("GET /api/cluster/keys = %d, %v", code, err)
+	}
+	var owner *clusterNode
+	var survivors []*clusterNode
+	for _, n := range nodes {
+		if n.id == where.Owner {
+			owner = n
+		} else {
+			survivors = append(survivors, n)
+		}
+	}
+	if owner == nil {
+		t.Fatalf("owner %q is not a node", where.Owner)
+	}
+	var counts2 sync.Map
+	proxyCount(owner.c.api, k2.Key, 50, &counts2)
+	for _, n := range survivors {
+		proxyCount(n.c.api, k2.Key, 25, &counts2)
+	}
+	owner.c.kill()
+	killed := time.Now()
+	for _, n := range survivors {
+		wg.Go(func() {
+			for time.Since(killed) < 8*time.Second && countOf(&counts2, 429) == 0 {
+				proxyCount(n.c.api, k2.Key, 10, &counts2)
+			}
+		})
+	}
+	wg.Wait()
+	admitted := countOf(&counts2, 200)
+	t.Logf("owner %s killed: %d admitted of limit %d, %d refused 503 meanwhile", owner.id, admitted, limit, countOf(&counts2, 503))
+	if admitted > limit {
+		t.Errorf("over-admitted across the owner's kill -9: %d > %d", admitted, limit)
+	}
+	if admitted < limit-2*int64(max(1, limit/100)) {
+		t.Errorf("under-admitted beyond the bound: %d", admitted)
+	}
+
+	// A revocation on one survivor is refused by the other within 1 s.
+	rev := newClient(survivors[0].c.api)
+	rev.login(t, adminEmail, adminPassword)
+	var k3 createdKey
+	if code, err := rev.do("POST", "/api/keys", map[string]string{"name": "revoked"}, nil, &k3); err != nil || code != 201 {
+		t.Fatalf("create key = %d, %v", code, err)
+	}
+	if code, err := rev.do("POST", "/api/keys/"+k3.ID+"/revoke", nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("revoke = %d, %v", code, err)
+	}
+	other := newClient(survivors[1].c.api)
+	if !eventually(time.Second, func() bool {
+		code, _ := other.do("GET", "/api/proxy/stub/v1/ping", nil, map[string]string{"X-API-Key": k3.Key}, nil)
+		return code == 401
+	}) {
+		t.Errorf("the revoked key was not refused on %s within 1s", survivors[1].id)
+	}
+
+	// kill -9 of every node; restarted, they have everything.
+	for _, n := range survivors {
+		n.c.kill()
+	}
+	for _, n := range nodes {
+		n.start(t, masterKey)
+	}
+	admin = newClient(c.c.api)
+	admin.login(t, adminEmail, adminPassword)
+	var list struct {
+		Keys []struct{ ID string } `json:"keys"`
+	}
+	if code, err := admin.do("GET", "/api/keys", nil, nil, &list); err != nil || code != 200 || len(list.Keys) != 3 {
+		t.Fatalf("keys after restarting every node = %d, %v, %d keys (want 3)", code, err, len(list.Keys))
+	}
+	restarted := time.Now()
+	var code int
+	if !eventually(2*time.Duration(ttlSeconds)*time.Second+3*time.Second, func() bool {
+		code, _ = newClient(a.c.api).do("GET", "/api/proxy/stub/v1/ping", nil, map[string]string{"X-API-Key": k.Key}, nil)
+		return code != 503
+	}) || code != 429 {
+		t.Errorf("a key that used its hour, after every node's kill -9 = %d (want 429)", code)
+	}
+	t.Logf("the used key answered %d %v after the restart", code, time.Since(restarted).Round(time.Millisecond))
+	if strings.Contains(a.c.logs.String(), k.Key) {
+		t.Error("a full key reached the log")
+	}
+}
