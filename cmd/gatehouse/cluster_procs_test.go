@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,6 +80,7 @@ func TestClusterProcesses(t *testing.T) {
 	masterKey := hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	const limit = 150
 	extra := map[string]any{
+		"gateway":  map[string]any{"host": "127.0.0.1", "port": 0, "token": "gw-admin"},
 		"services": map[string]any{"stub": map[string]any{"upstream": up}},
 		"plans":    map[string]any{"standard": limit, "premium": limit},
 	}
@@ -126,6 +128,35 @@ func TestClusterProcesses(t *testing.T) {
 		return true
 	}) {
 		t.Fatalf("GET /api/cluster never showed three members owning every shard: %+v", view)
+	}
+
+	// Gateway entities created on a are on b and c: a provider, an agent,
+	// a gateway API key that authenticates there.
+	gwAdmin := map[string]string{"Authorization": "Bearer gw-admin", "X-Gateway-User-Id": "alice"}
+	var gwKey struct{ Key string }
+	for _, st := range []struct {
+		path string
+		body any
+		out  any
+	}{
+		{"/v1/providers", map[string]any{"name": "echo", "provider_type": "echo", "api_key": "sk-echo-unused-1234"}, nil},
+		{"/v1/agents", map[string]any{"agent_key": "shared", "provider": "echo", "model": "m"}, nil},
+		{"/v1/api-keys", map[string]any{"name": "ci", "scopes": []string{"operator.read"}, "user_id": "alice"}, &gwKey},
+	} {
+		if code, err := newClient(a.c.gateway).do("POST", st.path, st.body, gwAdmin, st.out); err != nil || code != 201 {
+			t.Fatalf("POST %s on a = %d, %v", st.path, code, err)
+		}
+	}
+	for _, n := range []*clusterNode{b, c} {
+		gc := newClient(n.c.gateway)
+		start := time.Now()
+		if !eventually(time.Second, func() bool {
+			code, err := gc.do("GET", "/v1/agents/shared", nil, map[string]string{"Authorization": "Bearer " + gwKey.Key, "X-Gateway-User-Id": "alice"}, nil)
+			return err == nil && code == 200
+		}) {
+			t.Fatalf("the agent and the gateway key made on a were not usable on %s within 1s", n.id)
+		}
+		t.Logf("gateway agent and key usable on %s %v after their 201", n.id, time.Since(start).Round(time.Millisecond))
 	}
 
 	// A key created on a validates on b and c right after the 201.
@@ -249,5 +280,81 @@ func TestClusterProcesses(t *testing.T) {
 	t.Logf("the used key answered %d %v after the restart", code, time.Since(restarted).Round(time.Millisecond))
 	if strings.Contains(a.c.logs.String(), k.Key) {
 		t.Error("a full key reached the log")
+	}
+}
+
+// TestClusterPausedOwner: the owner of a key is paused (SIGSTOP) for twice
+// its lease while the two other nodes send the key's requests: they take
+// the key over and, with what the paused owner admitted, never exceed its
+// limit; woken up (SIGCONT), the old owner has demoted itself and its
+// answers agree with the others (no split brain).
+func TestClusterPausedOwner(t *testing.T) {
+	etcd := etcdtest.Start(t, 3)
+	up := upstream(t)
+	masterKey := hex.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
+	const limit = 200
+	extra := map[string]any{
+		"services": map[string]any{"stub": map[string]any{"upstream": up}},
+		"plans":    map[string]any{"standard": limit, "premium": limit},
+	}
+	var nodes []*clusterNode
+	for _, id := range []string{"a", "b", "c"} {
+		nodes = append(nodes, startClusterNode(t, id, etcd.Endpoints(), masterKey, extra))
+	}
+	admin := newClient(nodes[0].c.api)
+	admin.login(t, adminEmail, adminPassword)
+	var k createdKey
+	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": "paused"}, nil, &k); err != nil || code != 201 {
+		t.Fatalf("create key = %d, %v", code, err)
+	}
+	var where struct{ Owner string }
+	if !eventually(10*time.Second, func() bool {
+		code, err := admin.do("GET", "/api/cluster/keys/"+k.ID, nil, nil, &where)
+		return err == nil && code == 200 && where.Owner != ""
+	}) {
+		t.Fatal("the key's shard has no owner")
+	}
+	var owner *clusterNode
+	var others []*clusterNode
+	for _, n := range nodes {
+		if n.id == where.Owner {
+			owner = n
+		} else {
+			others = append(others, n)
+		}
+	}
+	var counts sync.Map
+	proxyCount(owner.c.api, k.Key, 40, &counts)
+	if err := owner.c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	var wg sync.WaitGroup
+	for _, n := range others {
+		wg.Go(func() {
+			for time.Since(paused) < 2*ttlSeconds*time.Second {
+				proxyCount(n.c.api, k.Key, 5, &counts)
+			}
+		})
+	}
+	wg.Wait()
+	if err := owner.c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// The woken owner sends the key's requests too, with the others.
+	for _, n := range nodes {
+		wg.Go(func() { proxyCount(n.c.api, k.Key, 60, &counts) })
+	}
+	wg.Wait()
+	admitted := countOf(&counts, 200)
+	t.Logf("owner %s paused %v: %d admitted of limit %d, %d answered 503", owner.id, 2*ttlSeconds*time.Second, admitted, limit, countOf(&counts, 503))
+	if admitted > limit {
+		t.Errorf("over-admitted across the owner's pause: %d > %d", admitted, limit)
+	}
+	if admitted < limit-2*int64(max(1, limit/100)) {
+		t.Errorf("under-admitted beyond the bound: %d", admitted)
+	}
+	if !strings.Contains(owner.c.logs.String(), "demoting") {
+		t.Errorf("the paused owner did not demote itself:\n%s", owner.c.logs.String())
 	}
 }
