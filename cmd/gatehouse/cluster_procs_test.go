@@ -358,3 +358,74 @@ func TestClusterPausedOwner(t *testing.T) {
 		t.Errorf("the paused owner did not demote itself:\n%s", owner.c.logs.String())
 	}
 }
+
+// TestClusterRollingRestart: every node in turn is stopped (SIGTERM) and
+// started again while requests for a key go through the others: the
+// graceful hand-offs lose nothing and admit nothing beyond the limit, and
+// no request fails.
+func TestClusterRollingRestart(t *testing.T) {
+	etcd := etcdtest.Start(t, 3)
+	up := upstream(t)
+	masterKey := hex.EncodeToString([]byte("0011223344556677889900aabbccddee"))
+	const limit = 400
+	extra := map[string]any{
+		"services": map[string]any{"stub": map[string]any{"upstream": up}},
+		"plans":    map[string]any{"standard": limit, "premium": limit},
+	}
+	var nodes []*clusterNode
+	for _, id := range []string{"a", "b", "c"} {
+		nodes = append(nodes, startClusterNode(t, id, etcd.Endpoints(), masterKey, extra))
+	}
+	admin := newClient(nodes[0].c.api)
+	admin.login(t, adminEmail, adminPassword)
+	var k createdKey
+	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": "rolling"}, nil, &k); err != nil || code != 201 {
+		t.Fatalf("create key = %d, %v", code, err)
+	}
+	var counts sync.Map
+	for i, n := range nodes {
+		// Load through the two others while n restarts.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for j, o := range nodes {
+			if j == i {
+				continue
+			}
+			api := o.c.api
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					proxyCount(api, k.Key, 5, &counts)
+					time.Sleep(20 * time.Millisecond)
+				}
+			})
+		}
+		n.c.stop(t)
+		n.start(t, masterKey)
+		time.Sleep(time.Second)
+		close(stop)
+		wg.Wait()
+	}
+	admitted, refused := countOf(&counts, 200), countOf(&counts, 429)
+	var failed int64
+	counts.Range(func(code, v any) bool {
+		if c := code.(int); c != 200 && c != 429 {
+			failed += v.(*atomic.Int64).Load()
+		}
+		return true
+	})
+	t.Logf("rolling restart of 3 nodes: %d admitted, %d refused 429, %d failed (limit %d)", admitted, refused, failed, limit)
+	if admitted > limit {
+		t.Errorf("over-admitted: %d > %d", admitted, limit)
+	}
+	if refused > 0 && admitted < limit-int64(max(1, limit/100)) {
+		t.Errorf("refused with 429 at %d admitted, below the limit %d", admitted, limit)
+	}
+	if failed > 0 {
+		t.Errorf("%d requests failed during a rolling restart", failed)
+	}
+}
