@@ -572,3 +572,54 @@ func TestQuorumLost(t *testing.T) {
 	t.Logf("changes and admissions on every node %v after quorum came back", time.Since(start).Round(time.Millisecond))
 	_ = k
 }
+
+// TestReservationBudget: a key that uses its whole hour costs etcd about
+// 2 × limit/chunk = 200 reservation commits (a reservation tops the balance
+// up to one chunk once it is down to half of one, so each brings about
+// half a chunk: what keeps the tokens outstanding, and so the
+// under-admission after a crash, within one chunk), and one node's usage
+// is logged in one group-committed append per flush, whatever the number
+// of keys.
+func TestReservationBudget(t *testing.T) {
+	f := newFleet(t)
+	reg := prometheus.NewRegistry()
+	a := f.startWith("a", reg)
+	waitOwners(t, a)
+	const limit = 10000
+	_, secret := newKey(t, a, limit)
+	rev0 := etcdRevision(t, a)
+	admitted, failed := hammer(t, secret, limit/2, a, a)
+	if admitted != limit || len(failed) > 0 {
+		t.Fatalf("admitted %d of %d, %d failed", admitted, limit, len(failed))
+	}
+	if err := a.sys.FlushUsage(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var res float64
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "gatehouse_cluster_reservations_total" {
+			for _, m := range mf.GetMetric() {
+				res += m.GetCounter().GetValue()
+			}
+		}
+	}
+	revs := etcdRevision(t, a) - rev0
+	t.Logf("%d admissions: %.0f reservation commits, %d etcd revisions in all (reservations and usage appends)", admitted, res, revs)
+	want := 2 * float64(limit) / float64(cluster.Chunk(limit))
+	if res < want/2 || res > 1.05*want+1 {
+		t.Errorf("%.0f reservations for a whole hour of a key limited to %d (want about %.0f)", res, limit, want)
+	}
+}
+
+func etcdRevision(t *testing.T, m *member) int64 {
+	t.Helper()
+	r, err := m.cli.Get(ctx(t), "/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Revision
+}
