@@ -26,7 +26,7 @@ type clusterNode struct {
 
 // startClusterNode starts a gatehouse process in cluster mode on the etcd
 // members endpoints, with its own data dir and free ports.
-func startClusterNode(t *testing.T, id string, endpoints []string, masterKey string, extra map[string]any) *clusterNode {
+func startClusterNode(t testing.TB, id string, endpoints []string, masterKey string, extra map[string]any) *clusterNode {
 	t.Helper()
 	cfg := map[string]any{
 		"cluster": map[string]any{"etcd_endpoints": endpoints, "node_id": id, "listen": "127.0.0.1:0", "lease_ttl": fmt.Sprintf("%ds", ttlSeconds)},
@@ -40,7 +40,7 @@ func startClusterNode(t *testing.T, id string, endpoints []string, masterKey str
 	return n
 }
 
-func (n *clusterNode) start(t *testing.T, masterKey string) {
+func (n *clusterNode) start(t testing.TB, masterKey string) {
 	t.Helper()
 	env := append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword,
 		"GATEHOUSE_MASTER_KEY="+masterKey)
