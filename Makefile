@@ -123,6 +123,13 @@ bench-agents:
 bench-deps:
 	$(call need_debs,nginx:nginx /usr/lib/nginx/modules/ngx_http_lua_module.so:libnginx-mod-http-lua haproxy:haproxy wrk:wrk,the bench's peers (nginx+Lua, HAProxy) and wrk)
 
+## bench-cluster: cluster mode's rows (issue 22): admissions on a single
+## node, on a key's owner and forwarded, side by side; proxied requests on
+## real processes, to the owner and forwarded
+bench-cluster:
+	$(GO) test -run='^$$' -bench=Admit -benchtime=300000x -count=3 ./actors/clusterit
+	$(GO) test -run='^$$' -bench=ClusterProxy -benchtime=3000x -count=3 ./cmd/gatehouse
+
 ## bench-go: every Go benchmark, into bench/latest.txt
 bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout=3600s $(PKGS) | tee bench/latest.txt

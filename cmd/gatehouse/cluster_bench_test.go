@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"slices"
 	"sync"
 	"testing"
@@ -29,14 +31,9 @@ func BenchmarkClusterProxy(b *testing.B) {
 	}
 	admin := newClient(nodes[0].c.api)
 	admin.login(b, adminEmail, adminPassword)
+	waitSettled(b, admin, len(nodes))
 	var k createdKey
 	var where struct{ Owner string }
-	if !eventually(10*time.Second, func() bool {
-		code, err := admin.do("GET", "/api/cluster/keys/00000000-0000-0000-0000-000000000000", nil, nil, &where)
-		return err == nil && code == 200 && where.Owner != ""
-	}) {
-		b.Fatal("no shard owners")
-	}
 	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": "bench"}, nil, &k); err != nil || code != 201 {
 		b.Fatalf("create key = %d, %v", code, err)
 	}
@@ -86,4 +83,34 @@ func BenchmarkClusterProxy(b *testing.B) {
 			b.ReportMetric(float64(8*per)/time.Since(start).Seconds(), "req/s")
 		})
 	}
+}
+
+// waitSettled waits until GET /api/cluster lists members nodes and every
+// shard's owner has stayed the same for a second.
+func waitSettled(tb testing.TB, admin *client, members int) {
+	tb.Helper()
+	var last string
+	since := time.Now()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var view struct {
+			Members []struct{ ID string } `json:"members"`
+			Shards  []struct {
+				Owner string `json:"owner"`
+				Epoch int64  `json:"epoch"`
+			} `json:"shards"`
+		}
+		if code, err := admin.do("GET", "/api/cluster", nil, nil, &view); err != nil || code != 200 || len(view.Members) != members {
+			continue
+		}
+		cur := fmt.Sprint(view.Shards)
+		if strings.Contains(cur, "{ 0}") {
+			continue
+		}
+		if cur != last {
+			last, since = cur, time.Now()
+		} else if time.Since(since) >= time.Second {
+			return
+		}
+	}
+	tb.Fatal("the cluster's shard owners did not settle within 20s")
 }
