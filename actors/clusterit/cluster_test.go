@@ -44,8 +44,11 @@ type member struct {
 	cli  *clientv3.Client
 }
 
-func newFleet(t testing.TB) *fleet {
-	return &fleet{t: t, etcd: etcdtest.Start(t, 3), key: make([]byte, 32)}
+func newFleet(t testing.TB) *fleet { return newFleetOf(t, 3) }
+
+// newFleetOf is newFleet on members etcd members.
+func newFleetOf(t testing.TB, members int) *fleet {
+	return &fleet{t: t, etcd: etcdtest.Start(t, members), key: make([]byte, 32)}
 }
 
 func (f *fleet) forward(ctx context.Context, addr, keyID string, _ uint64) (transport.Verdict, error) {
