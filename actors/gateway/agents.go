@@ -60,7 +60,7 @@ func (r *registry) putAgent(id uuid.UUID, ref, user string, in AgentInput) (Agen
 		return Agent{}, err
 	}
 	if ref == "" && a.Description != "" && a.SystemPrompt == "" {
-		a.Status = AgentSummoning // its provider writes the prompt: see Gateway.FinishSummon
+		a.Status, a.SummonNode = AgentSummoning, r.node // its provider writes the prompt: see Gateway.FinishSummon
 	}
 	a.UpdatedAt = now
 	verb := verbOf(ref == "")

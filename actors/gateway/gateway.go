@@ -23,6 +23,9 @@ import (
 
 // Config bounds the gateway's in-memory state.
 type Config struct {
+	// NodeID is this node's id in cluster mode ("" on a single node): the
+	// node a summon it starts runs on.
+	NodeID string
 	// KeyShards is the number of API-key shard actors.
 	KeyShards int
 	// MaxTraces is how many run traces are kept (the oldest are dropped).
@@ -244,7 +247,7 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}
 		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return ks }))
 	}
-	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg, pub: &g.view, quota: g.cfg.Quotas}
+	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg, pub: &g.view, quota: g.cfg.Quotas, node: g.cfg.NodeID}
 	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
 	g.startTenants(env, st.tenants)

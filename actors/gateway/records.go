@@ -385,8 +385,11 @@ type agentRec struct {
 	// Description is the summoning brief; SummonError why summoning
 	// failed; MaxToolIterations 0 means the default (20). All absent in
 	// records written before them.
-	Description       string    `json:"description,omitempty"`
-	SummonError       string    `json:"summon_error,omitempty"`
+	Description string `json:"description,omitempty"`
+	SummonError string `json:"summon_error,omitempty"`
+	// SummonNode is the cluster node running the summon while the agent
+	// is summoning ("" on a single node, and in records before it).
+	SummonNode        string    `json:"summon_node,omitempty"`
 	MaxToolIterations int       `json:"max_tool_iterations,omitempty"`
 	IsDefault         bool      `json:"is_default,omitempty"`
 	CreatedAt         time.Time `json:"created_at"`

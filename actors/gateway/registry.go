@@ -27,6 +27,7 @@ type registry struct {
 	pub        *atomic.Pointer[registryPart]
 	pubVersion uint64
 	quota      Quotas
+	node       string // Config.NodeID
 }
 
 // publish makes the part's current state the readers' view, if it

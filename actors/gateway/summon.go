@@ -13,7 +13,10 @@ import (
 // Close ends) asks its provider to write the prompt, then FinishSummon
 // makes the agent active, or summon_failed with the error kept. Resummon retries. A summon the process died during
 // never stays stuck: Start turns every agent still summoning into
-// summon_failed ("interrupted by a restart").
+// summon_failed ("interrupted by a restart"). In cluster mode a summon
+// runs on the node that started it (the record names it, SummonNode), and
+// only that node fails it when it starts again: another node's start must
+// not fail a summon still running elsewhere.
 
 // interruptedSummon is the SummonError of a summon a restart cut short.
 const interruptedSummon = "interrupted by a restart; resummon to retry"
@@ -28,6 +31,7 @@ func (r *registry) finishSummon(id uuid.UUID, prompt, failure string) (Agent, er
 		return a.view(), fmt.Errorf("agent %s is %s, not summoning: %w", a.AgentKey, a.Status, ErrInUse)
 	}
 	next := *a
+	next.SummonNode = ""
 	if failure != "" {
 		next.Status, next.SummonError = AgentSummonFailed, failure
 	} else {
@@ -51,7 +55,7 @@ func (r *registry) resummon(ref, user string) (Agent, error) {
 		return Agent{}, fmt.Errorf("other_config.description is empty: nothing to summon from: %w", ErrInvalid)
 	}
 	next := *a
-	next.Status, next.SummonError, next.UpdatedAt = AgentSummoning, "", r.clock.Now().UTC()
+	next.Status, next.SummonError, next.SummonNode, next.UpdatedAt = AgentSummoning, "", r.node, r.clock.Now().UTC()
 	au := audit{action: "agent.resummon", entityType: string(kindAgent), entityID: a.ID.String(), summary: fmt.Sprintf("resummoned agent %q", a.AgentKey)}
 	if err := r.commit(au, entitySaved{&next}); err != nil {
 		return Agent{}, fmt.Errorf("log resummon: %w", err)
@@ -61,11 +65,11 @@ func (r *registry) resummon(ref, user string) (Agent, error) {
 
 func (r *registry) failInterrupted() {
 	for _, a := range r.part.agents.rows {
-		if a.Status != AgentSummoning {
-			continue
+		if a.Status != AgentSummoning || (a.SummonNode != "" && a.SummonNode != r.node) {
+			continue // not summoning, or summoning on another node of the cluster
 		}
 		next := *a
-		next.Status, next.SummonError, next.UpdatedAt = AgentSummonFailed, interruptedSummon, r.clock.Now().UTC()
+		next.Status, next.SummonError, next.SummonNode, next.UpdatedAt = AgentSummonFailed, interruptedSummon, "", r.clock.Now().UTC()
 		if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
 			r.lg.Error("interrupted summon not logged", "agent", a.AgentKey, "err", err)
 		}

@@ -43,3 +43,30 @@ func TestSummonSurvivesRestart(t *testing.T) {
 		t.Errorf("after restart = %+v, want the summoned prompt, active", got)
 	}
 }
+
+// TestSummonOnAnotherNode: in cluster mode a node's start fails only the
+// summons it ran itself; one running on another node stays summoning.
+func TestSummonOnAnotherNode(t *testing.T) {
+	node := "n1"
+	n := newNode(t, DefaultConfig(), func(g *Gateway) { g.cfg.NodeID = node })
+	gw := start(n)
+	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("p"), Provider: ptr("echo"), Model: ptr("m"),
+		OtherConfig: &AgentOtherConfig{Description: "a pirate"}}); err != nil {
+		t.Fatal(err)
+	}
+	node = "n2" // another node starts on the same state
+	n.Restart()
+	gw = n.Exts[0].(*Gateway)
+	if got, err := gw.GetAgent(ctx(t), "alice", "p"); err != nil || got.Status != AgentSummoning {
+		t.Fatalf("after another node's start = %+v, %v; want still summoning", got, err)
+	}
+	node = "n1" // the node that ran it starts again: the summon died with it
+	n.Restart()
+	gw = n.Exts[0].(*Gateway)
+	if got, err := gw.GetAgent(ctx(t), "alice", "p"); err != nil || got.Status != AgentSummonFailed {
+		t.Fatalf("after its own node's restart = %+v, %v; want summon_failed", got, err)
+	}
+}

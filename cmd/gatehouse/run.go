@@ -335,6 +335,9 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	gwcfg.WorkspaceDir = filepath.Join(cfg.DataDir, "workspaces")
 	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
 	gwcfg.DefaultAgent = cfg.Gateway.DefaultAgent
+	if cl != nil {
+		gwcfg.NodeID = cfg.Cluster.NodeID // a summon runs on the node that started it
+	}
 	q := cfg.Gateway.Quotas
 	gwcfg.Quotas = gateway.Quotas{MemoryEntries: q.MemoryEntries, MediaBytes: q.MediaBytes, Sessions: q.Sessions, Agents: q.Agents, PendingMCPRequests: q.PendingMCPRequests}
 	gwcfg.Registerer = gwReg
