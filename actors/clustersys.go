@@ -388,3 +388,14 @@ func (s *System) ClusterApplied() uint64 {
 	}
 	return s.cm.applied.Load()
 }
+
+// ClusterWritten returns the position of the last record this node wrote
+// to the replicated log and had acknowledged (0 in single-node mode):
+// another node that has applied up to it has seen every change this node
+// acknowledged so far.
+func (s *System) ClusterWritten() uint64 {
+	if s.cm == nil {
+		return 0
+	}
+	return s.cm.rlog.written.Load()
+}

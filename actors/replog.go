@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gatehouse/wal"
@@ -22,6 +23,7 @@ import (
 type replicatedLog struct {
 	rl      ReplicatedLog
 	timeout time.Duration
+	written atomic.Uint64 // the last record of an acknowledged append
 
 	mu     sync.Mutex
 	q      []appendReq
@@ -122,6 +124,7 @@ func (l *replicatedLog) commit(batch []appendReq, n int) {
 		}
 		return
 	}
+	l.written.Store(max(l.written.Load(), last))
 	// Sequence numbers inside one etcd transaction are its revision's
 	// high bits plus the record's index (etcdlog.Seq), so the last of each
 	// request is last minus the records after it.

@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/hex"
 	"fmt"
-	"strings"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"

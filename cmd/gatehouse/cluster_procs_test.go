@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -434,5 +435,82 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 	if failed > 0 {
 		t.Errorf("%d requests failed during a rolling restart", failed)
+	}
+}
+
+// TestClusterSessionTurns: turns of one session sent to two nodes at once
+// run one at a time, each over the whole history the other node's turns
+// left: with the echo provider a turn's prompt counts the words of every
+// message before it, so the prompts of n turns grow by the same step, one
+// turn's messages, and both nodes end with every turn's two messages.
+func TestClusterSessionTurns(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	masterKey := hex.EncodeToString([]byte("sessionsessionsessionsession1234"))
+	extra := map[string]any{"gateway": map[string]any{"host": "127.0.0.1", "port": 0, "token": "gw-admin"}}
+	a := startClusterNode(t, "a", etcd.Endpoints(), masterKey, extra)
+	b := startClusterNode(t, "b", etcd.Endpoints(), masterKey, extra)
+	admin := map[string]string{"Authorization": "Bearer gw-admin", "X-Gateway-User-Id": "alice"}
+	for _, st := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/providers", map[string]any{"name": "echo", "provider_type": "echo", "api_key": "sk-echo-unused-1234", "settings": map[string]any{"delay_ms": 5}}},
+		{"/v1/agents", map[string]any{"agent_key": "talker", "provider": "echo", "model": "m", "system_prompt": "be brief"}},
+	} {
+		if code, err := newClient(a.c.gateway).do("POST", st.path, st.body, admin, nil); err != nil || code != 201 {
+			t.Fatalf("POST %s = %d, %v", st.path, code, err)
+		}
+	}
+	if !eventually(2*time.Second, func() bool {
+		code, _ := newClient(b.c.gateway).do("GET", "/v1/agents/talker", nil, admin, nil)
+		return code == 200
+	}) {
+		t.Fatal("the agent did not reach b")
+	}
+	const perNode = 6
+	var mu sync.Mutex
+	var prompts []int64
+	var wg sync.WaitGroup
+	for _, n := range []*clusterNode{a, b} {
+		wg.Go(func() {
+			gc := newClient(n.c.gateway)
+			for range perNode {
+				var out struct {
+					Usage struct {
+						PromptTokens int64 `json:"prompt_tokens"`
+					} `json:"usage"`
+				}
+				code, err := gc.do("POST", "/v1/agents/talker/wake", map[string]any{"message": "hello", "session_key": "shared"}, admin, &out)
+				if err != nil || code != 200 {
+					t.Errorf("wake on %s = %d, %v", n.id, code, err)
+					return
+				}
+				mu.Lock()
+				prompts = append(prompts, out.Usage.PromptTokens)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(prompts)
+	t.Logf("prompt sizes of %d turns from two nodes: %v", len(prompts), prompts)
+	for i := 1; i < len(prompts); i++ {
+		if step := prompts[1] - prompts[0]; step <= 0 || prompts[i]-prompts[i-1] != step {
+			t.Fatalf("turns overlapped or missed history: prompt sizes %v (want one more turn's messages each time)", prompts)
+		}
+	}
+	for _, n := range []*clusterNode{a, b} {
+		var list struct {
+			Sessions []struct {
+				Key          string `json:"key"`
+				MessageCount int    `json:"message_count"`
+			} `json:"data"`
+		}
+		if !eventually(2*time.Second, func() bool {
+			code, err := newClient(n.c.gateway).do("GET", "/v1/sessions", nil, admin, &list)
+			return err == nil && code == 200 && len(list.Sessions) == 1 && list.Sessions[0].MessageCount == 4*perNode
+		}) {
+			t.Errorf("sessions on %s = %+v, want one with %d messages", n.id, list.Sessions, 4*perNode)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
+	"gatehouse/actors/gateway/runtime"
 	"gatehouse/httpapi"
 	"gatehouse/wal/etcdlog"
 )
@@ -47,6 +48,7 @@ type clusterRun struct {
 	tr    *transport.Transport
 	cli   *clientv3.Client
 	node  atomic.Pointer[cluster.Node] // set once the actors joined
+	locks *cluster.SessionLocks        // the gateway sessions' turn locks
 	once  sync.Once
 	err   error // close's
 }
@@ -172,6 +174,9 @@ func (c *clusterRun) Node() *cluster.Node {
 func (c *clusterRun) close() error {
 	c.once.Do(func() {
 		var errs []error
+		if c.locks != nil {
+			c.locks.Close()
+		}
 		if n := c.node.Load(); n != nil {
 			errs = append(errs, n.Close())
 		}
@@ -272,4 +277,15 @@ func (c *clusterRun) bootstrapAdmin(ctx context.Context, sys *actors.System, ema
 		return fmt.Errorf("cluster: bootstrap admin: %w", err)
 	}
 	return nil
+}
+
+// serializeTurns gives the runtime the cluster's session locks, so that a
+// session's turns run one at a time across the nodes, each over the whole
+// history (nothing on a single node: the session's tenant shard does it).
+func (c *clusterRun) serializeTurns(rt *runtime.Runtime, sys *actors.System) {
+	if c == nil {
+		return
+	}
+	c.locks = cluster.NewSessionLocks(c.cli, c.cfg.Prefix, c.cfg.NodeID, c.cfg.LeaseTTL.d, sys.ClusterApplied, sys.ClusterWritten)
+	rt.SetTurnLock(c.locks)
 }

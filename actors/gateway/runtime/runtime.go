@@ -116,12 +116,25 @@ type Runtime struct {
 	skills      Skills
 	lg          *slog.Logger
 	limits      Limits
+	turnLock    TurnLock // nil: one node
 
 	// Background runs (summoning) end with bgCtx at Close.
 	bgCtx  context.Context
 	bgStop context.CancelFunc
 	bg     sync.WaitGroup
 }
+
+// TurnLock serializes the turns of one session across the nodes of a
+// cluster (on one node the session's tenant shard does): Lock waits until
+// this node may run a turn of user's session key and holds every turn
+// recorded before it; unlock releases it once the turn is recorded.
+type TurnLock interface {
+	Lock(ctx context.Context, user, key string) (unlock func(), err error)
+}
+
+// SetTurnLock serializes session turns across a cluster's nodes; call it
+// before the first run.
+func (rt *Runtime) SetTurnLock(l TurnLock) { rt.turnLock = l }
 
 // SetToolbox gives agents their custom and MCP tools; call it before the
 // first run.

@@ -36,6 +36,10 @@ func (rt *Runtime) beginSession(ctx context.Context, p gateway.Principal, req Tu
 		}
 		return nil, err
 	}
+	if err := rt.lockTurn(ctx, t, &turn); err != nil {
+		rt.endTurn(ctx, t, Result{}, err)
+		return nil, err
+	}
 	if err := rt.prepareTurn(ctx, p, req, t, turn); err != nil {
 		rt.endTurn(ctx, t, Result{}, err)
 		return nil, err
@@ -62,6 +66,35 @@ func (rt *Runtime) queue(ctx context.Context, ss Sessions, p gateway.Principal, 
 	return ss.QueueTurn(req.SessionKey, ref, p.User, req.Channel, t.release), nil
 }
 
+// sessionReader reads a session with its messages (the gateway).
+type sessionReader interface {
+	SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (gateway.Session, error)
+}
+
+// lockTurn takes the session's cluster-wide turn lock, when there is one,
+// and reads the session's history again under it: the history handed out
+// when the turn began locally may miss a turn another node recorded.
+func (rt *Runtime) lockTurn(ctx context.Context, t *Turn, turn *gateway.Turn) error {
+	if rt.turnLock == nil {
+		return nil
+	}
+	unlock, err := rt.turnLock.Lock(ctx, t.owner, t.SessionKey)
+	if err != nil {
+		return fmt.Errorf("session %q: %w", t.SessionKey, err)
+	}
+	t.unlock = unlock
+	sr, ok := rt.agents.(sessionReader)
+	if !ok {
+		return nil
+	}
+	s, err := sr.SessionOp(ctx, "get", t.SessionKey, t.owner, false, nil)
+	if err != nil {
+		return fmt.Errorf("session %q: %w", t.SessionKey, err)
+	}
+	turn.Session = s
+	return nil
+}
+
 // prepareTurn decides policy on the session's agent and prepares the
 // run: the session's history, then the request's messages.
 func (rt *Runtime) prepareTurn(ctx context.Context, p gateway.Principal, req TurnRequest, t *Turn, turn gateway.Turn) error {
@@ -86,6 +119,9 @@ func (rt *Runtime) prepareTurn(ctx context.Context, p gateway.Principal, req Tur
 // meanwhile is not an error. Without a session it only releases t.
 func (rt *Runtime) endTurn(ctx context.Context, t *Turn, res Result, runErr error) {
 	defer t.done()
+	if t.unlock != nil {
+		defer t.unlock() // after the turn is recorded
+	}
 	ss, ok := rt.agents.(Sessions)
 	if t.SessionKey == "" || !ok {
 		return

@@ -83,6 +83,7 @@ type Turn struct {
 	asked   string          // the session's new user message
 	aborted context.Context // done when the session turn is aborted (nil: the caller's ctx carries it)
 	release context.CancelFunc
+	unlock  func() // releases the cluster-wide session turn lock (nil: none taken)
 }
 
 // TurnResult is a finished turn.
