@@ -173,7 +173,7 @@ func (e *testEnv) do(tb testing.TB, r request) response {
 	for i := 0; i+1 < len(r.headers); i += 2 {
 		req.Header.Add(r.headers[i], r.headers[i+1])
 	}
-	if err := e.client.DoTimeout(req, resp, 10*time.Second); err != nil {
+	if err := e.client.DoTimeout(req, resp, 30*time.Second); err != nil { // generous: -race on a loaded 2-core machine
 		tb.Fatalf("%s %s: %v", r.method, r.path, err)
 	}
 	return readResponse(tb, resp)

@@ -117,11 +117,12 @@ type stub struct {
 	auth      []string
 	release   chan struct{} // streaming: closed by the test to let the rest through
 	cancelled chan struct{} // closed when a streaming request's context ends early
+	arrived   chan struct{} // a hanging request has arrived (capacity 1)
 	hang      time.Duration
 }
 
 func newStub(t *testing.T) (*stub, *httptest.Server) {
-	st := &stub{release: make(chan struct{}), cancelled: make(chan struct{}, 1)}
+	st := &stub{release: make(chan struct{}), cancelled: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
 	srv := httptest.NewServer(http.HandlerFunc(st.serve))
 	t.Cleanup(srv.Close)
 	return st, srv
@@ -136,6 +137,10 @@ func (st *stub) serve(w http.ResponseWriter, r *http.Request) {
 	hang := st.hang
 	st.mu.Unlock()
 	if hang > 0 {
+		select {
+		case st.arrived <- struct{}{}:
+		default:
+		}
 		select {
 		case <-time.After(hang):
 		case <-r.Context().Done():

@@ -67,8 +67,17 @@ func TestDisconnectCancelsRun(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			// The client goes away once the upstream has the request (a
+			// fixed delay raced the run's start on a loaded machine).
+			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			go func() {
+				select {
+				case <-st.arrived:
+				case <-time.After(10 * time.Second):
+				}
+				cancel()
+			}()
 			req, _ := http.NewRequestWithContext(ctx, "POST", e.url+tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Authorization", "Bearer "+gwToken)
 			req.Header.Set("X-Gateway-User-Id", "alice")

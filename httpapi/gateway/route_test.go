@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -296,7 +297,15 @@ func TestStreamErrorsAreLogged(t *testing.T) {
 			t.Errorf("%s error event = %s, want INTERNAL without the cause", path, last)
 		}
 	}
+	// The failure is logged once its stream has ended: the client may see
+	// the end first.
+	deadline := time.Now().Add(5 * time.Second)
+	for logs.count("request failed: disk on fire") < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := logs.count("request failed: disk on fire"); n != 2 {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
 		t.Errorf("logged %d failures, want 2 (one per stream): %q", n, logs.lines)
 	}
 }
