@@ -66,3 +66,10 @@ var _ ClusterNode = (*cluster.Node)(nil)
 type LiveApplier interface {
 	ApplyLive(ctx context.Context, seq uint64, rec wal.Record) error
 }
+
+// EntityLocks serialize the changes to one entity across the nodes of a
+// cluster (a *cluster.Locks): Lock waits until this node holds name and
+// has applied every change its previous holder made; unlock releases it.
+type EntityLocks interface {
+	Lock(ctx context.Context, name string) (unlock func(), err error)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,10 @@ type clusterMode struct {
 	applied atomic.Uint64 // the last record of the replicated log applied here
 	cancel  context.CancelFunc
 	done    chan struct{} // the follower ended
+	locks   atomic.Pointer[EntityLocks]
+	// lastGiveUp is the Unix second a forward last gave up (logs are
+	// throttled to one a second).
+	lastGiveUp atomic.Int64
 }
 
 // Timings of cluster mode.
@@ -42,7 +47,12 @@ func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
 	if d.Log == nil || d.StartNode == nil || d.Forward == nil {
 		return nil, errors.New("actors: cluster mode needs Log, StartNode and Forward")
 	}
-	return &clusterMode{deps: d, rlog: newReplicatedLog(d.Log, clusterTimeout), done: make(chan struct{})}, nil
+	cm := &clusterMode{deps: d, rlog: newReplicatedLog(d.Log, clusterTimeout), done: make(chan struct{})}
+	// Request ids start anywhere: an owner remembers answers by (address,
+	// id) for a while, and a node restarted on the same cluster address
+	// must not repeat its previous process's ids.
+	cm.reqID.Store(rand.Uint64() >> 1)
+	return cm, nil
 }
 
 // restoreCluster rebuilds the state from the replicated log: everything
@@ -303,6 +313,9 @@ func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 			break
 		}
 	}
+	if now := time.Now().Unix(); cm.lastGiveUp.Swap(now) != now { // at most one line a second
+		s.lg.Warn("cluster: no owner admitted a forwarded request in time", "shard", cs, "waited", ownerWait, "err", last)
+	}
 	return AuthResult{Err: fmt.Errorf("authorize: forward to the key's owner: %w: %w", ErrUnavailable, last)}
 }
 
@@ -398,4 +411,32 @@ func (s *System) ClusterWritten() uint64 {
 		return 0
 	}
 	return s.cm.rlog.written.Load()
+}
+
+// SetClusterLocks serializes each key's changes across the nodes (cluster
+// mode; call it once New returned, before serving): a change is decided
+// on a state that holds every earlier change, wherever it was made, so
+// every node applies a key's changes in one order. Without it two nodes
+// changing a key at the same moment may end up disagreeing.
+func (s *System) SetClusterLocks(l EntityLocks) {
+	if s.cm != nil {
+		s.cm.locks.Store(&l)
+	}
+}
+
+// lockKey takes the cluster-wide lock of key id for a change (nothing on
+// a single node, or before SetClusterLocks).
+func (s *System) lockKey(ctx context.Context, id uuid.UUID) (func(), error) {
+	if s.cm == nil {
+		return func() {}, nil
+	}
+	l := s.cm.locks.Load()
+	if l == nil {
+		return func() {}, nil
+	}
+	unlock, err := (*l).Lock(ctx, "key/"+id.String())
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w: %w", id, ErrUnavailable, err)
+	}
+	return unlock, nil
 }

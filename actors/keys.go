@@ -223,6 +223,13 @@ func (s *System) publish(ctx context.Context, fx dirEffects) error {
 
 // keyCommand sends a command to the key's owner and waits for the answer.
 func (s *System) keyCommand(ctx context.Context, c *keyCmd) (keyReply, error) {
+	if c.op.mutates() {
+		unlock, err := s.lockKey(ctx, c.id)
+		if err != nil {
+			return keyReply{}, err
+		}
+		defer unlock()
+	}
 	c.reply = make(chan keyReply, 1)
 	s.root.Send(s.shards[shardOfID(c.id, len(s.shards))], c)
 	r, err := await(ctx, c.reply)

@@ -502,6 +502,13 @@ func (n *Node) reconcile(ctx context.Context) {
 			claims = append(claims, s)
 		case own != 0 && want != me:
 			n.release(ctx, s, own)
+		case own == 0 && cur.node == me && cur.epoch != 0:
+			// etcd says this node owns s, but it let s go: a release
+			// whose delete failed, a drop after a lost lease whose key
+			// outlived it. Nobody else may claim s while the key stands,
+			// so delete it (fenced on its epoch); the desired owner
+			// claims it next.
+			n.forget(ctx, s, cur.epoch)
 		}
 	}
 	// Claims are independent transactions: run them side by side (a node
@@ -612,6 +619,22 @@ func (n *Node) release(ctx context.Context, s int, epoch int64) {
 		n.owners[s] = owner{rev: resp.Header.Revision}
 	}
 	n.mu.Unlock()
+}
+
+// forget deletes shard s's key at epoch, which this node no longer
+// serves.
+func (n *Node) forget(ctx context.Context, s int, epoch int64) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	k := n.shardKey(s)
+	if _, err := n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", epoch)).
+		Then(clientv3.OpDelete(k)).
+		Commit(); err != nil {
+		n.cfg.Logger.Warn("cluster: delete a shard key left behind", "shard", s, "err", err)
+		return
+	}
+	n.cfg.Logger.Info("cluster: deleted a shard key left behind", "shard", s, "epoch", epoch)
 }
 
 // drop stops owning s locally and tells the handler.

@@ -38,10 +38,11 @@ type fleet struct {
 }
 
 type member struct {
-	id   string
-	sys  *actors.System
-	node *cluster.Node
-	cli  *clientv3.Client
+	id    string
+	locks *cluster.Locks
+	sys   *actors.System
+	node  *cluster.Node
+	cli   *clientv3.Client
 }
 
 func newFleet(t testing.TB) *fleet { return newFleetOf(t, 3) }
@@ -95,6 +96,8 @@ func (f *fleet) start(id string) *member {
 		t.Fatalf("start %s: %v", id, err)
 	}
 	m.sys = sys
+	m.locks = cluster.NewLocks(cli, prefix, id, ttl, sys.ClusterApplied, sys.ClusterWritten)
+	sys.SetClusterLocks(m.locks)
 	f.addrs.Store(id, sys)
 	t.Cleanup(func() { m.stop() })
 	return m
@@ -122,6 +125,7 @@ func (m *member) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = m.sys.Close(ctx)
+	m.locks.Close()
 	m.sys = nil
 }
 
@@ -625,4 +629,58 @@ func etcdRevision(t *testing.T, m *member) int64 {
 		t.Fatal(err)
 	}
 	return r.Header.Revision
+}
+
+// TestRacingKeyChangesConverge: three nodes change the same keys at the
+// same moment (rotate on one, revoke on another, rename on the third);
+// every node ends with the same state of every key, and a node started
+// afterwards, which replays the log in order, with that state too.
+func TestRacingKeyChangesConverge(t *testing.T) {
+	f := newFleet(t)
+	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
+	waitOwners(t, ms...)
+	var keys []actors.KeyInfo
+	for range 12 {
+		k, secret := newKey(t, ms[0], 1000)
+		keys = append(keys, k)
+		for _, m := range ms {
+			eventually(t, time.Second, "the key on "+m.id, func() bool {
+				return m.sys.Validate(context.Background(), []byte(secret)).Err == nil
+			})
+		}
+	}
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		for j, m := range ms {
+			wg.Go(func() {
+				c := ctx(t)
+				switch (i + j) % 3 {
+				case 0:
+					_, _, _ = m.sys.RotateKey(c, k.ID)
+				case 1:
+					_ = m.sys.RevokeKey(c, k.ID)
+				case 2:
+					name := "renamed-by-" + m.id
+					_, _ = m.sys.UpdateKey(c, k.ID, actors.KeyPatch{Name: &name})
+				}
+			})
+		}
+	}
+	wg.Wait()
+	state := func(m *member, k actors.KeyInfo) string {
+		ki, err := m.sys.GetKey(context.Background(), k.ID)
+		return fmt.Sprintf("%v %s %s %v", err, ki.Name, ki.Preview, ki.IsActive)
+	}
+	for _, k := range keys {
+		eventually(t, 2*time.Second, "the key "+k.ID.String()+" the same everywhere", func() bool {
+			s := state(ms[0], k)
+			return s == state(ms[1], k) && s == state(ms[2], k)
+		})
+	}
+	fresh := f.start("d")
+	for _, k := range keys {
+		eventually(t, 2*time.Second, "the replayed key "+k.ID.String()+" as the others have it", func() bool {
+			return state(fresh, k) == state(ms[0], k)
+		})
+	}
 }

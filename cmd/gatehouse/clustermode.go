@@ -48,7 +48,7 @@ type clusterRun struct {
 	tr    *transport.Transport
 	cli   *clientv3.Client
 	node  atomic.Pointer[cluster.Node] // set once the actors joined
-	locks *cluster.SessionLocks        // the gateway sessions' turn locks
+	locks *cluster.Locks               // keys' changes and sessions' turns, one at a time across the nodes
 	once  sync.Once
 	err   error // close's
 }
@@ -279,13 +279,15 @@ func (c *clusterRun) bootstrapAdmin(ctx context.Context, sys *actors.System, ema
 	return nil
 }
 
-// serializeTurns gives the runtime the cluster's session locks, so that a
-// session's turns run one at a time across the nodes, each over the whole
-// history (nothing on a single node: the session's tenant shard does it).
-func (c *clusterRun) serializeTurns(rt *runtime.Runtime, sys *actors.System) {
+// serializeChanges gives the actors and the runtime the cluster's entity
+// locks: a key's changes, and a gateway session's turns, run one at a time
+// across the nodes, each on a state that holds the ones before (nothing on
+// a single node, where the entity's actor does it).
+func (c *clusterRun) serializeChanges(rt *runtime.Runtime, sys *actors.System) {
 	if c == nil {
 		return
 	}
-	c.locks = cluster.NewSessionLocks(c.cli, c.cfg.Prefix, c.cfg.NodeID, c.cfg.LeaseTTL.d, sys.ClusterApplied, sys.ClusterWritten)
-	rt.SetTurnLock(c.locks)
+	c.locks = cluster.NewLocks(c.cli, c.cfg.Prefix, c.cfg.NodeID, c.cfg.LeaseTTL.d, sys.ClusterApplied, sys.ClusterWritten)
+	sys.SetClusterLocks(c.locks)
+	rt.SetTurnLock(c.locks.Sessions())
 }

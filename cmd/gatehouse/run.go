@@ -145,7 +145,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		return fmt.Errorf("gateway services: %w", err)
 	}
 	checkSandbox(cfg, gwApp.Sandbox, lg)
-	n.cluster.serializeTurns(gwApp.Runtime, n.sys) // a session's turns, one at a time across the nodes
+	n.cluster.serializeChanges(gwApp.Runtime, n.sys) // a key's changes, a session's turns: one at a time across the nodes
 	closeApp := sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
