@@ -37,6 +37,7 @@ const (
 	clusterTimeout = 3 * time.Second        // one etcd request or forward
 	ownerWait      = 4 * time.Second        // how long an admission waits for a shard to get an owner
 	ownerPoll      = 25 * time.Millisecond  // how often it looks
+	staleRetry     = 250 * time.Millisecond // when an owner that said "not the owner" is asked again
 	followBackoff  = 200 * time.Millisecond // the first pause after the follower fails
 	maxFollowPause = 2 * time.Second
 	settleTimeout  = 2 * time.Second // a graceful release's settling
@@ -175,6 +176,12 @@ func (s *System) loadShard(cs int, epoch int64) {
 // epoch still holds, it commits each key's settle record so the successor
 // counts nothing as outstanding.
 func (s *System) releaseShard(cs int, epoch int64, graceful bool) {
+	start := time.Now()
+	defer func() {
+		if d := time.Since(start); d > 300*time.Millisecond {
+			s.lg.Warn("cluster: a shard's release took long", "shard", cs, "graceful", graceful, "duration", d)
+		}
+	}()
 	out := make(chan cluster.Put, 1024)
 	replies := make(chan releasedReply, len(s.shards))
 	for _, pid := range s.shards {
@@ -291,9 +298,10 @@ func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 	reqID := cm.reqID.Add(1)
 	deadline := time.Now().Add(ownerWait)
 	var last error
-	var stale int64 // the epoch of an owner that said it is not the owner
+	var stale int64          // the epoch of an owner that said it is not the owner
+	var staleUntil time.Time // until when that epoch is not asked again
 	for {
-		addr, epoch, err := s.ownerOf(ctx, cs, stale, deadline)
+		addr, epoch, err := s.ownerOf(ctx, cs, stale, staleUntil, deadline)
 		if err != nil {
 			last = err
 			break
@@ -303,7 +311,10 @@ func (s *System) forward(ctx context.Context, r AuthResult) AuthResult {
 		case err != nil:
 			last = err
 		case v.Code == transport.NotOwner:
-			last, stale = errNotOwner, epoch
+			// Usually the shard is changing hands: wait for the next
+			// epoch. But an owner whose lease check failed for a moment
+			// answers so too and keeps its epoch: ask it again soon.
+			last, stale, staleUntil = errNotOwner, epoch, time.Now().Add(staleRetry)
 		case v.Code == transport.Unavailable:
 			last = errors.New("the owner cannot admit now")
 		default:
@@ -352,13 +363,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // ownerOf returns the address and epoch of the owner of cluster shard cs
-// other than the one at epoch stale (0: any), waiting until deadline for
-// one when the shard is between owners.
-func (s *System) ownerOf(ctx context.Context, cs int, stale int64, deadline time.Time) (string, int64, error) {
+// (the one at epoch stale only from staleUntil on), waiting until
+// deadline for one when the shard is between owners.
+func (s *System) ownerOf(ctx context.Context, cs int, stale int64, staleUntil, deadline time.Time) (string, int64, error) {
 	cm := s.cm
 	for {
 		node, addr, epoch, ok := cm.node.Owner(cs)
-		if ok && epoch != stale {
+		if ok && (epoch != stale || !time.Now().Before(staleUntil)) {
 			if node != cm.node.ID() {
 				return addr, epoch, nil
 			}
