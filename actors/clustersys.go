@@ -238,12 +238,14 @@ func (s *System) AdmitOwned(ctx context.Context, keyID string) transport.Verdict
 	if err != nil || s.cm == nil {
 		return transport.Verdict{Code: transport.KeyInvalid}
 	}
-	m := &authorize{id: id, routed: true, consume: true, forwarded: true, reply: make(chan AuthResult, 1)}
-	r, ok, err := Ask(ctx, s.root, s.shards[shardOfID(id, len(s.shards))], m, m.reply, s.Watchdog())
+	m := s.authPool.Get()
+	m.id, m.routed, m.consume, m.forwarded = id, true, true, true
+	r, ok, _ := Ask(ctx, s.root, s.shards[shardOfID(id, len(s.shards))], m, m.reply, s.Watchdog())
 	if !ok {
-		_ = err
-		return transport.Verdict{Code: transport.Unavailable}
+		return transport.Verdict{Code: transport.Unavailable} // m may still be answered: not reused
 	}
+	m.forwarded = false // authorize sets the other fields, not this one
+	s.authPool.Put(m)
 	return verdictOf(r)
 }
 

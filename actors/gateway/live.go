@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
@@ -126,38 +125,14 @@ func (p *keyPart) marks() *liveMarks      { return &p.live }
 func (p *tenantPart) marks() *liveMarks   { return &p.live }
 func (r *registryPart) marks() *liveMarks { return &r.live }
 
-// liveMarks settle, in cluster mode, two writes of one entity by two nodes
-// at about the same time. This node's actors apply their own records when
-// they commit, and the other nodes' when the follower brings them, so
-// without marks a node that wrote entity E at seq 12 and then gets
-// another node's E at seq 10 would end with the older state, while the
-// writer of 10 ends with 12 (and a revoked key or deleted entity could
-// come back). A part that gets records of other nodes therefore keeps,
-// per entity, the seq of the last record its actor wrote until the log
-// passes it: a foreign record of that entity with a lower seq is older,
-// and skipped, so every node ends with the newest record of each entity,
-// as replay does. Nothing of it is durable: replay follows the log's
-// order. Marks start with the part's first foreign record (a node outside
-// a cluster never keeps any); records that add to a state (turns, runs)
-// and audit entries (written once) take none.
-type liveMarks struct {
-	on    bool
-	seqs  map[liveRef]uint64
-	limit int // prune (forget what the log passed) above this many marks
-}
+// liveMarks are a part's actors.LiveMarks, by entity: records that add to
+// a state (turns, runs) and audit entries (written once) take none.
+type liveMarks struct{ actors.LiveMarks[liveRef] }
 
 type liveRef struct {
 	k  kind
 	id uuid.UUID
 }
-
-// Bounds of the marks of one part: pruned by the foreign records'
-// position above minMarks, and above maxMarks (own writes without
-// foreign records to prune by) halved, oldest first.
-const (
-	minMarks = 64
-	maxMarks = 4096
-)
 
 // marked is a part that keeps live marks (the key, tenant and registry
 // parts; commitAll marks their actors' records).
@@ -177,38 +152,17 @@ func liveRefOf(ev event) (liveRef, bool) {
 
 // own marks ev, this node's record at seq.
 func (m *liveMarks) own(seq uint64, ev event) {
-	r, ok := liveRefOf(ev)
-	if !m.on || !ok {
-		return
-	}
-	m.seqs[r] = seq
-	if len(m.seqs) > maxMarks {
-		seqs := slices.Sorted(maps.Values(m.seqs))
-		cut := seqs[len(seqs)/2]
-		maps.DeleteFunc(m.seqs, func(_ liveRef, s uint64) bool { return s < cut })
+	if r, ok := liveRefOf(ev); ok {
+		m.Own(seq, r)
 	}
 }
 
 // stale reports whether ev, another node's record at seq, is older than
-// this node's last record of the same entity. Foreign records come in log
-// order, so marks below seq are forgotten: no later one is older.
+// this node's last record of the same entity.
 func (m *liveMarks) stale(seq uint64, ev event) bool {
-	if !m.on {
-		m.on, m.seqs, m.limit = true, map[liveRef]uint64{}, minMarks
-	}
-	if len(m.seqs) > m.limit {
-		maps.DeleteFunc(m.seqs, func(_ liveRef, s uint64) bool { return s < seq })
-		m.limit = max(minMarks, 2*len(m.seqs))
-	}
+	m.Passed(seq)
 	r, ok := liveRefOf(ev)
-	if !ok {
-		return false
-	}
-	mark, ok := m.seqs[r]
-	if ok && mark < seq {
-		delete(m.seqs, r)
-	}
-	return ok && mark > seq
+	return ok && m.Older(seq, r)
 }
 
 // applyForeign applies another node's record to p unless p's actor wrote

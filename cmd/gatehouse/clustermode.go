@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap/zapcore"
 
 	"gatehouse/actors"
@@ -225,58 +224,24 @@ func (n *node) health() error {
 	return nil
 }
 
-// bootstrapKey records that the bootstrap admin was created.
-func (c *clusterRun) bootstrapKey() string { return c.cfg.Prefix + "/bootstrap-admin" }
-
 // bootstrapAdmin runs ensure (the bootstrap admin's creation) on one node
-// at a time, under an etcd lock: nodes started together on an empty
-// cluster would each create the admin otherwise. A node that finds the
-// admin recorded waits until its replica has the user, then runs ensure
-// (which then only warns about an ignored password). On a single node it
-// is ensure.
-func (c *clusterRun) bootstrapAdmin(ctx context.Context, sys *actors.System, email string, ensure func() error) error {
+// at a time, under the cluster's entity lock "bootstrap-admin": nodes
+// started together on an empty cluster would each create the admin
+// otherwise. The lock's next holder has applied what the previous one
+// wrote, so a node after the first finds the admin and only warns about
+// an ignored password. On a single node it is ensure.
+func (c *clusterRun) bootstrapAdmin(ctx context.Context, ensure func() error) error {
 	if c == nil {
 		return ensure()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sess, err := concurrency.NewSession(c.cli, concurrency.WithTTL(int(max(c.cfg.LeaseTTL.d/time.Second, 1))), concurrency.WithContext(ctx))
+	unlock, err := c.locks.Lock(ctx, "bootstrap-admin")
 	if err != nil {
 		return fmt.Errorf("cluster: bootstrap admin: %w", err)
 	}
-	defer sess.Close()
-	mu := concurrency.NewMutex(sess, c.cfg.Prefix+"/locks/bootstrap-admin")
-	if err := mu.Lock(ctx); err != nil {
-		return fmt.Errorf("cluster: bootstrap admin: lock: %w", err)
-	}
-	defer func() {
-		uctx, ucancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout.d)
-		_ = mu.Unlock(uctx)
-		ucancel()
-	}()
-	resp, err := c.cli.Get(ctx, c.bootstrapKey())
-	if err != nil {
-		return fmt.Errorf("cluster: bootstrap admin: %w", err)
-	}
-	if len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == email {
-		for {
-			if _, err := sys.UserByEmail(ctx, email); err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("cluster: bootstrap admin %s was created by another node but has not reached this one: %w", email, ctx.Err())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	if err := ensure(); err != nil {
-		return err
-	}
-	if _, err := c.cli.Put(ctx, c.bootstrapKey(), email); err != nil {
-		return fmt.Errorf("cluster: bootstrap admin: %w", err)
-	}
-	return nil
+	defer unlock()
+	return ensure()
 }
 
 // serializeChanges gives the actors and the runtime the cluster's entity

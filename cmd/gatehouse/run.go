@@ -192,7 +192,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		}
 		lns = append(lns, ln)
 	}
-	if err := n.cluster.bootstrapAdmin(ctx, n.sys, bootstrapEmail(getenv), func() error {
+	if err := n.cluster.bootstrapAdmin(ctx, func() error {
 		return bootstrapAdmin(ctx, n.sys, cfg.DataDir, getenv, stderr, lg)
 	}); err != nil {
 		closeAll()
