@@ -300,24 +300,8 @@ func TestClusterProcesses(t *testing.T) {
 // limit; woken up (SIGCONT), the old owner has demoted itself and its
 // answers agree with the others (no split brain).
 func TestClusterPausedOwner(t *testing.T) {
-	etcd := etcdtest.Start(t, 3)
-	up := upstream(t)
-	masterKey := hex.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
 	const limit = 200
-	extra := map[string]any{
-		"services": map[string]any{"stub": map[string]any{"upstream": up}},
-		"plans":    map[string]any{"standard": limit, "premium": limit},
-	}
-	var nodes []*clusterNode
-	for _, id := range []string{"a", "b", "c"} {
-		nodes = append(nodes, startClusterNode(t, id, etcd.Endpoints(), masterKey, extra))
-	}
-	admin := newClient(nodes[0].c.api)
-	admin.login(t, adminEmail, adminPassword)
-	var k createdKey
-	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": "paused"}, nil, &k); err != nil || code != 201 {
-		t.Fatalf("create key = %d, %v", code, err)
-	}
+	nodes, admin, _, k := startKeyCluster(t, limit, "paused")
 	var where struct{ Owner string }
 	if !eventually(10*time.Second, func() bool {
 		code, err := admin.do("GET", "/api/cluster/keys/"+k.ID, nil, nil, &where)
@@ -377,24 +361,8 @@ func TestClusterPausedOwner(t *testing.T) {
 // graceful hand-offs lose nothing and admit nothing beyond the limit, and
 // no request fails.
 func TestClusterRollingRestart(t *testing.T) {
-	etcd := etcdtest.Start(t, 3)
-	up := upstream(t)
-	masterKey := hex.EncodeToString([]byte("0011223344556677889900aabbccddee"))
 	const limit = 400
-	extra := map[string]any{
-		"services": map[string]any{"stub": map[string]any{"upstream": up}},
-		"plans":    map[string]any{"standard": limit, "premium": limit},
-	}
-	var nodes []*clusterNode
-	for _, id := range []string{"a", "b", "c"} {
-		nodes = append(nodes, startClusterNode(t, id, etcd.Endpoints(), masterKey, extra))
-	}
-	admin := newClient(nodes[0].c.api)
-	admin.login(t, adminEmail, adminPassword)
-	var k createdKey
-	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": "rolling"}, nil, &k); err != nil || code != 201 {
-		t.Fatalf("create key = %d, %v", code, err)
-	}
+	nodes, _, masterKey, k := startKeyCluster(t, limit, "rolling")
 	for _, n := range nodes { // the load starts once every node has the key
 		cl := newClient(n.c.api)
 		if !eventually(time.Second, func() bool {
@@ -554,4 +522,27 @@ func warnings(log string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// startKeyCluster starts three nodes on three etcd members, with a stub
+// service and every plan limited to limit, logs the admin in on the first
+// and creates a key there.
+func startKeyCluster(t *testing.T, limit int, keyName string) (nodes []*clusterNode, admin *client, masterKey string, k createdKey) {
+	t.Helper()
+	etcd := etcdtest.Start(t, 3)
+	up := upstream(t)
+	masterKey = hex.EncodeToString([]byte(t.Name() + "0123456789abcdef0123456789abcdef")[:32])
+	extra := map[string]any{
+		"services": map[string]any{"stub": map[string]any{"upstream": up}},
+		"plans":    map[string]any{"standard": limit, "premium": limit},
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		nodes = append(nodes, startClusterNode(t, id, etcd.Endpoints(), masterKey, extra))
+	}
+	admin = newClient(nodes[0].c.api)
+	admin.login(t, adminEmail, adminPassword)
+	if code, err := admin.do("POST", "/api/keys", map[string]string{"name": keyName}, nil, &k); err != nil || code != 201 {
+		t.Fatalf("create key = %d, %v", code, err)
+	}
+	return nodes, admin, masterKey, k
 }
