@@ -440,16 +440,22 @@ func (s *System) SetClusterLocks(l EntityLocks) {
 // lockKey takes the cluster-wide lock of key id for a change (nothing on
 // a single node, or before SetClusterLocks).
 func (s *System) lockKey(ctx context.Context, id uuid.UUID) (func(), error) {
-	if s.cm == nil {
+	return s.lockEntity(ctx, "key/"+id.String())
+}
+
+// lockEntity takes the cluster-wide lock name (see EntityLocks): while it
+// is held, this node's state holds every change made under name before,
+// on any node. Nothing on a single node, or before SetClusterLocks.
+func (s *System) lockEntity(ctx context.Context, name string) (func(), error) {
+	if !s.clusterLocked() {
 		return func() {}, nil
 	}
-	l := s.cm.locks.Load()
-	if l == nil {
-		return func() {}, nil
-	}
-	unlock, err := (*l).Lock(ctx, "key/"+id.String())
+	unlock, err := (*s.cm.locks.Load()).Lock(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("key %s: %w: %w", id, ErrUnavailable, err)
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrUnavailable, err)
 	}
 	return unlock, nil
 }
+
+// clusterLocked reports whether changes are serialized across nodes.
+func (s *System) clusterLocked() bool { return s.cm != nil && s.cm.locks.Load() != nil }

@@ -80,15 +80,12 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if !ok {
 		maxKeys = s.cfg.MaxKeys[PlanStandard]
 	}
-	if err := s.reserveKeySlot(ctx, k.Owner, maxKeys); err != nil {
+	release, err := s.reserveKeySlot(ctx, k.Owner, maxKeys)
+	if err != nil {
 		return KeyInfo{}, "", err
 	}
 	created := false
-	defer func() {
-		if !created {
-			s.root.Send(s.accounts, releaseKey{owner: k.Owner.ID})
-		}
-	}()
+	defer func() { release(created) }()
 	limit, ok := s.cfg.Plans[k.Owner.Plan]
 	if !ok {
 		limit = s.cfg.Plans[PlanStandard]
@@ -165,28 +162,55 @@ func idOnShard(home, n int) (uuid.UUID, error) {
 	return id, nil
 }
 
-// reserveKeySlot takes one of owner's key slots (max on their plan) from
-// the accounts actor, counting the owner's keys on the shards the first
-// time since start.
-func (s *System) reserveKeySlot(ctx context.Context, owner User, maxKeys int) error {
+// reserveKeySlot takes one of owner's key slots (max on their plan) and
+// returns what gives it back unless the key was created. On one node the
+// accounts actor keeps the count, from the shards the first time since
+// start. In a cluster other nodes create and delete the owner's keys too:
+// the owner's creations are serialized across the nodes under one lock,
+// held until the key is created, and each counts the keys afresh.
+func (s *System) reserveKeySlot(ctx context.Context, owner User, maxKeys int) (release func(created bool), err error) {
+	if s.clusterLocked() {
+		return s.reserveKeySlotCluster(ctx, owner, maxKeys)
+	}
 	counted := -1
 	for {
 		reply := make(chan reserveReply, 1)
 		r, _, err := Ask(ctx, s.root, s.accounts, reserveKey{owner: owner.ID, max: maxKeys, counted: counted, reply: reply}, reply, nil)
 		switch {
 		case err != nil:
-			return fmt.Errorf("create key: %w", err)
+			return nil, fmt.Errorf("create key: %w", err)
 		case r == reserveTaken:
-			return nil
+			return func(created bool) {
+				if !created {
+					s.root.Send(s.accounts, releaseKey{owner: owner.ID})
+				}
+			}, nil
 		case r == reserveRefused:
-			return fmt.Errorf("%d keys on the %s plan: %w", maxKeys, owner.Plan, ErrKeyLimit)
+			return nil, fmt.Errorf("%d keys on the %s plan: %w", maxKeys, owner.Plan, ErrKeyLimit)
 		}
 		keys, err := s.ListKeys(ctx, owner.ID)
 		if err != nil {
-			return fmt.Errorf("create key: %w", err)
+			return nil, fmt.Errorf("create key: %w", err)
 		}
 		counted = len(keys)
 	}
+}
+
+func (s *System) reserveKeySlotCluster(ctx context.Context, owner User, maxKeys int) (func(bool), error) {
+	unlock, err := s.lockEntity(ctx, "keys-of/"+owner.ID.String())
+	if err != nil {
+		return nil, fmt.Errorf("create key: %w", err)
+	}
+	keys, err := s.ListKeys(ctx, owner.ID)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("create key: %w", err)
+	}
+	if len(keys) >= maxKeys {
+		unlock()
+		return nil, fmt.Errorf("%d keys on the %s plan: %w", maxKeys, owner.Plan, ErrKeyLimit)
+	}
+	return func(bool) { unlock() }, nil
 }
 
 // publish delivers directory effects to the directory shards that own

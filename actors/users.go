@@ -79,6 +79,13 @@ func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 		ID: uuid.New(), Email: email, Role: nu.Role, Plan: nu.Plan, LicenseActive: nu.LicenseActive,
 		CreatedAt: s.clock.Now().Unix(), PasswordHash: ph,
 	}
+	// In a cluster, one creation per email at a time, each seeing every
+	// earlier one: two nodes never both take an email.
+	unlock, err := s.lockEntity(ctx, "email/"+email)
+	if err != nil {
+		return User{}, fmt.Errorf("create user: %w", err)
+	}
+	defer unlock()
 	reply := make(chan userReply, 1)
 	r, err := s.askUser(ctx, putUser{rec: rec, reply: reply}, reply)
 	if err != nil {
@@ -109,6 +116,13 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 		}
 		m.passwordHash = ph
 	}
+	// In a cluster, one change of a user at a time, each on a state that
+	// holds the previous one: racing patches of two fields keep both.
+	unlock, err := s.lockEntity(ctx, "user/"+id.String())
+	if err != nil {
+		return User{}, fmt.Errorf("update user %s: %w", id, err)
+	}
+	defer unlock()
 	r, err := s.askUser(ctx, m, m.reply)
 	if err != nil {
 		return User{}, fmt.Errorf("update user %s: %w", id, err)
@@ -186,6 +200,13 @@ func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (Use
 	token := base64.RawURLEncoding.EncodeToString(raw[:])
 	exp := s.clock.Now().Add(s.cfg.SessionTTL)
 	rec := sessionRecord{Hash: sha256.Sum256([]byte(token)), UserID: lb.user.ID, ExpiresAt: exp.Unix()}
+	// Under the user's lock in a cluster, so that a logout-all on another
+	// node either sees this session or comes after it.
+	unlock, err := s.lockEntity(ctx, "user/"+lb.user.ID.String())
+	if err != nil {
+		return User{}, Session{}, fmt.Errorf("login: %w", err)
+	}
+	defer unlock()
 	errc := make(chan error, 1)
 	s.root.Send(s.accounts, putSession{rec: rec, reply: errc})
 	if err, werr := await(ctx, errc); err != nil || werr != nil {
@@ -197,8 +218,13 @@ func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (Use
 // LogoutAll ends every session of user (after a suspected compromise,
 // from POST /api/auth/logout-all).
 func (s *System) LogoutAll(ctx context.Context, user uuid.UUID) error {
+	unlock, err := s.lockEntity(ctx, "user/"+user.String())
+	if err != nil {
+		return fmt.Errorf("logout all: %w", err)
+	}
+	defer unlock()
 	reply := make(chan userReply, 1)
-	_, err := s.askUser(ctx, logoutAll{user: user, reply: reply}, reply)
+	_, err = s.askUser(ctx, logoutAll{user: user, reply: reply}, reply)
 	return err
 }
 

@@ -25,8 +25,9 @@ import (
 // were decided. A node that dies holding a lock loses it with its lease.
 //
 // What uses them: a key's changes (rotate, revoke, update, delete) and a
-// gateway session's turns. A node never asks for a lock it holds: the
-// entity's local actor serializes its own changes first.
+// gateway session's turns; a user's changes and logins, an email's
+// registration, the creation of an owner's keys. Callers on one node take
+// turns at a name before they ask etcd for it.
 type Locks struct {
 	cli     *clientv3.Client
 	prefix  string
@@ -35,13 +36,22 @@ type Locks struct {
 	applied func() uint64 // the replicated log's position applied here
 	written func() uint64 // this node's last acknowledged write
 
-	mu   sync.Mutex
-	sess *concurrency.Session
+	mu    sync.Mutex
+	sess  *concurrency.Session
+	local map[string]*localLock // names held or waited for on this node
+}
+
+// localLock makes the callers on this node who want one name take turns
+// before the etcd mutex: two mutexes on one lease share one key in etcd,
+// so the etcd mutex alone would let them both in.
+type localLock struct {
+	ch   chan struct{} // holds a token while some caller holds the name
+	refs int           // callers holding or waiting; the entry goes at 0
 }
 
 // NewLocks returns the entity locks of node, under prefix.
 func NewLocks(cli *clientv3.Client, prefix, node string, ttl time.Duration, applied, written func() uint64) *Locks {
-	return &Locks{cli: cli, prefix: prefix, node: node, ttl: max(int(ttl/time.Second), 1), applied: applied, written: written}
+	return &Locks{cli: cli, prefix: prefix, node: node, ttl: max(int(ttl/time.Second), 1), applied: applied, written: written, local: map[string]*localLock{}}
 }
 
 // SessionLocks are the locks of gateway sessions, by user and key.
@@ -80,6 +90,47 @@ func (l *Locks) session(ctx context.Context) (*concurrency.Session, error) {
 // "key/{id}") and has applied every write its previous holder
 // acknowledged; unlock releases it.
 func (l *Locks) Lock(ctx context.Context, name string) (unlock func(), err error) {
+	unlockLocal, err := l.lockLocal(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	unlockShared, err := l.lockShared(ctx, name)
+	if err != nil {
+		unlockLocal()
+		return nil, err
+	}
+	return func() { unlockShared(); unlockLocal() }, nil
+}
+
+// lockLocal waits for this node's turn at name.
+func (l *Locks) lockLocal(ctx context.Context, name string) (func(), error) {
+	l.mu.Lock()
+	ll := l.local[name]
+	if ll == nil {
+		ll = &localLock{ch: make(chan struct{}, 1)}
+		l.local[name] = ll
+	}
+	ll.refs++
+	l.mu.Unlock()
+	done := func() {
+		l.mu.Lock()
+		if ll.refs--; ll.refs == 0 {
+			delete(l.local, name)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case ll.ch <- struct{}{}:
+		return func() { <-ll.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, fmt.Errorf("cluster: lock: waiting for this node's turn: %w", ctx.Err())
+	}
+}
+
+// lockShared takes the etcd mutex of name, then waits until this node has
+// applied its previous holder's writes.
+func (l *Locks) lockShared(ctx context.Context, name string) (unlock func(), err error) {
 	s, err := l.session(ctx)
 	if err != nil {
 		return nil, err

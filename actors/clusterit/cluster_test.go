@@ -35,6 +35,7 @@ type fleet struct {
 	addrs sync.Map
 	key   []byte
 	reg   *prometheus.Registry // for the next start
+	tune  func(*actors.Config) // when set, changes every node's config
 }
 
 type member struct {
@@ -76,6 +77,9 @@ func (f *fleet) start(id string) *member {
 	cfg := actors.DefaultConfig()
 	cfg.Shards = 8
 	cfg.FlushInterval = flushInterval
+	if f.tune != nil {
+		f.tune(&cfg)
+	}
 	m := &member{id: id, cli: cli}
 	sys, err := actors.New(cfg, actors.Deps{
 		Clock: clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
@@ -681,6 +685,116 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 	for _, k := range keys {
 		eventually(t, 2*time.Second, "the replayed key "+k.ID.String()+" as the others have it", func() bool {
 			return state(fresh, k) == state(ms[0], k)
+		})
+	}
+}
+
+// TestRacingAccountChanges: account changes made on several nodes at once
+// are decided one at a time, each on a state that holds the others: an
+// email is taken once, patches of different fields of one user all stay,
+// and an owner's keys never exceed the plan's count, wherever they were
+// created.
+func TestRacingAccountChanges(t *testing.T) {
+	const maxKeys = 4
+	f := newFleet(t)
+	f.tune = func(c *actors.Config) { c.MaxKeys = map[actors.Plan]int{actors.PlanStandard: maxKeys, actors.PlanPremium: 10 * maxKeys} }
+	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
+	waitOwners(t, ms...)
+
+	// One email, asked for on every node at once.
+	for round := range 4 {
+		email := fmt.Sprintf("race%d@example.com", round)
+		var created, taken atomic.Int32
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Go(func() {
+				_, err := m.sys.CreateUser(ctx(t), actors.NewUser{Email: email, Password: "correct horse", LicenseActive: true})
+				switch {
+				case err == nil:
+					created.Add(1)
+				case errors.Is(err, actors.ErrEmailTaken):
+					taken.Add(1)
+				default:
+					t.Errorf("create %s on %s: %v", email, m.id, err)
+				}
+			})
+		}
+		wg.Wait()
+		if created.Load() != 1 || taken.Load() != 2 {
+			t.Fatalf("%s: %d created, %d refused as taken; want 1 and 2", email, created.Load(), taken.Load())
+		}
+		for _, m := range ms {
+			eventually(t, time.Second, email+" on "+m.id, func() bool {
+				users, err := m.sys.ListUsers(context.Background())
+				n := 0
+				for _, u := range users {
+					if u.Email == email {
+						n++
+					}
+				}
+				return err == nil && n == 1
+			})
+		}
+	}
+
+	// Three fields of one user, each patched on another node at once.
+	u, err := ms[0].sys.CreateUser(ctx(t), actors.NewUser{Email: "patched@example.com", Password: "correct horse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		eventually(t, time.Second, "the user on "+m.id, func() bool {
+			_, err := m.sys.GetUser(context.Background(), u.ID)
+			return err == nil
+		})
+	}
+	premium, licensed, limit := actors.PlanPremium, true, int64(77)
+	patches := []actors.UserPatch{{Plan: &premium}, {LicenseActive: &licensed}, {KeyRateLimit: &limit}}
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Go(func() {
+			if _, err := m.sys.UpdateUser(ctx(t), u.ID, patches[i]); err != nil {
+				t.Errorf("patch on %s: %v", m.id, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, m := range ms {
+		eventually(t, time.Second, "every patch on "+m.id, func() bool {
+			got, err := m.sys.GetUser(context.Background(), u.ID)
+			return err == nil && got.Plan == premium && got.LicenseActive && got.KeyRateLimit == limit
+		})
+	}
+
+	// One owner's keys, created on every node at once.
+	owner, err := ms[0].sys.CreateUser(ctx(t), actors.NewUser{Email: "owner@example.com", Password: "correct horse", LicenseActive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made, refused atomic.Int32
+	for _, m := range ms {
+		wg.Go(func() {
+			for range maxKeys {
+				_, _, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: owner, Name: "k-" + m.id})
+				switch {
+				case err == nil:
+					made.Add(1)
+				case errors.Is(err, actors.ErrKeyLimit):
+					refused.Add(1)
+				default:
+					t.Errorf("create a key on %s: %v", m.id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if made.Load() != maxKeys || refused.Load() != 2*maxKeys {
+		t.Fatalf("%d keys created and %d refused; want %d and %d", made.Load(), refused.Load(), maxKeys, 2*maxKeys)
+	}
+	for _, m := range ms {
+		eventually(t, time.Second, "the owner's keys on "+m.id, func() bool {
+			keys, err := m.sys.ListKeys(context.Background(), owner.ID)
+			return err == nil && len(keys) == maxKeys
 		})
 	}
 }
