@@ -697,7 +697,9 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 func TestRacingAccountChanges(t *testing.T) {
 	const maxKeys = 4
 	f := newFleet(t)
-	f.tune = func(c *actors.Config) { c.MaxKeys = map[actors.Plan]int{actors.PlanStandard: maxKeys, actors.PlanPremium: 10 * maxKeys} }
+	f.tune = func(c *actors.Config) {
+		c.MaxKeys = map[actors.Plan]int{actors.PlanStandard: maxKeys, actors.PlanPremium: 10 * maxKeys}
+	}
 	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
 	waitOwners(t, ms...)
 
