@@ -129,6 +129,11 @@ type Gateway struct {
 	// ApplyLive replaces it (placeLive).
 	homes atomic.Pointer[keyHomes]
 
+	// members, in cluster mode, lists the live nodes (see SetMembers);
+	// summons tracks the sweep of summons whose node left.
+	members atomic.Pointer[func() []string]
+	summons summonSweep
+
 	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
 	// collection from BeforeBarrier through Capture to AfterSnapshot (the
 	// System runs them one snapshot at a time, on one goroutine).
@@ -405,8 +410,12 @@ func (g *Gateway) Allow(ctx context.Context, subject string) (bool, error) {
 	return g.bk.allow(ctx, subject)
 }
 
-// Tick drives the bucket sweep; the System calls it every flush interval.
-func (g *Gateway) Tick(now time.Time) { g.bk.tick(now) }
+// Tick drives the bucket sweep and, in cluster mode, the sweep of summons
+// whose node left; the System calls it every flush interval.
+func (g *Gateway) Tick(now time.Time) {
+	g.bk.tick(now)
+	g.sweepOrphanedSummons(now)
+}
 
 // await waits for a reply or the caller's deadline.
 func await[T any](ctx context.Context, ch <-chan T) (T, error) {

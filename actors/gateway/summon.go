@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -16,10 +18,105 @@ import (
 // summon_failed ("interrupted by a restart"). In cluster mode a summon
 // runs on the node that started it (the record names it, SummonNode), and
 // only that node fails it when it starts again: another node's start must
-// not fail a summon still running elsewhere.
+// not fail a summon still running elsewhere. A node that never comes back
+// would leave its summons stuck, so every node also watches the cluster's
+// members (SetMembers): a summon whose node has been out of the cluster
+// for OrphanedSummonAfter fails ("its node left the cluster"). Several
+// nodes may record that failure; the records are the same but for the time.
+// The summon's node, if it was only cut off and still finishes, finds the
+// agent failed (ErrInUse) and its prompt is dropped: resummon retries.
+
+// OrphanedSummonAfter is how long a summon's node must be out of the
+// cluster before another node fails the summon: longer than a restart.
+const OrphanedSummonAfter = 30 * time.Second
+
+// summonSweepEvery is how often a node looks for orphaned summons.
+const summonSweepEvery = 5 * time.Second
 
 // interruptedSummon is the SummonError of a summon a restart cut short.
 const interruptedSummon = "interrupted by a restart; resummon to retry"
+
+// orphanedSummon is the SummonError of a summon whose node left the
+// cluster and did not come back.
+func orphanedSummon(node string) string {
+	return "interrupted: node " + node + " left the cluster; resummon to retry"
+}
+
+// summonSweep is the state of the orphaned-summon sweep: at most one runs
+// at a time; gone (owned by the sweep in flight) records since when each
+// summon's node has been seen missing.
+type summonSweep struct {
+	running atomic.Bool
+	last    atomic.Int64 // unix nanoseconds of the last sweep
+	gone    map[uuid.UUID]time.Time
+}
+
+// SetMembers gives the gateway, in cluster mode, the ids of the live nodes
+// of the cluster (called on every tick, from a goroutine of its own: it
+// must not block for long). Without it no summon is failed for its node's
+// absence.
+func (g *Gateway) SetMembers(members func() []string) { g.members.Store(&members) }
+
+// sweepOrphanedSummons starts a sweep when one is due (Tick must not
+// block: the sweep runs on its own goroutine and then in the registry).
+func (g *Gateway) sweepOrphanedSummons(now time.Time) {
+	mp := g.members.Load()
+	sw := &g.summons
+	if mp == nil || g.cfg.NodeID == "" || now.UnixNano()-sw.last.Load() < int64(summonSweepEvery) || !sw.running.CompareAndSwap(false, true) {
+		return
+	}
+	sw.last.Store(now.UnixNano())
+	go func() {
+		defer sw.running.Store(false)
+		alive := map[string]bool{}
+		for _, id := range (*mp)() {
+			alive[id] = true
+		}
+		if len(alive) == 0 {
+			return // no view of the cluster (this node is cut off): decide nothing
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+		defer cancel()
+		if err := do(ctx, g, func(r *registry) error { r.failOrphaned(alive, now, sw); return nil }); err != nil {
+			g.lg.Warn("fail summons of nodes that left", "err", err)
+		}
+	}()
+}
+
+// failOrphaned fails the summons whose node has been out of alive for
+// OrphanedSummonAfter, as of now.
+func (r *registry) failOrphaned(alive map[string]bool, now time.Time, sw *summonSweep) {
+	seen := map[uuid.UUID]bool{}
+	for _, a := range r.part.agents.rows {
+		if a.Status != AgentSummoning || a.SummonNode == "" || a.SummonNode == r.node || alive[a.SummonNode] {
+			continue
+		}
+		seen[a.ID] = true
+		if sw.gone == nil {
+			sw.gone = map[uuid.UUID]time.Time{}
+		}
+		since, ok := sw.gone[a.ID]
+		if !ok {
+			sw.gone[a.ID] = now
+			continue
+		}
+		if now.Sub(since) < OrphanedSummonAfter {
+			continue
+		}
+		next := *a
+		next.Status, next.SummonError, next.SummonNode, next.UpdatedAt = AgentSummonFailed, orphanedSummon(a.SummonNode), "", r.clock.Now().UTC()
+		if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
+			r.lg.Warn("orphaned summon not failed", "agent", a.AgentKey, "err", err)
+			continue
+		}
+		r.lg.Warn("failed a summon whose node left the cluster", "agent", a.AgentKey, "node", a.SummonNode, "missing_for", now.Sub(since))
+	}
+	for id := range sw.gone {
+		if !seen[id] {
+			delete(sw.gone, id)
+		}
+	}
+}
 
 func (r *registry) finishSummon(id uuid.UUID, prompt, failure string) (Agent, error) {
 	a, ok := r.part.agents.rows[id]

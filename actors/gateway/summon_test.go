@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestSummonSurvivesRestart: a summon the process died during ends
@@ -68,5 +70,63 @@ func TestSummonOnAnotherNode(t *testing.T) {
 	gw = n.Exts[0].(*Gateway)
 	if got, err := gw.GetAgent(ctx(t), "alice", "p"); err != nil || got.Status != AgentSummonFailed {
 		t.Fatalf("after its own node's restart = %+v, %v; want summon_failed", got, err)
+	}
+}
+
+// TestSummonOfANodeThatLeft: in cluster mode a summon whose node is out
+// of the cluster for OrphanedSummonAfter fails on the nodes that remain,
+// and not before; while its node is a member it stays summoning.
+func TestSummonOfANodeThatLeft(t *testing.T) {
+	node := "n1"
+	n := newNode(t, DefaultConfig(), func(g *Gateway) { g.cfg.NodeID = node })
+	gw := start(n)
+	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("p"), Provider: ptr("echo"), Model: ptr("m"),
+		OtherConfig: &AgentOtherConfig{Description: "a pirate"}}); err != nil {
+		t.Fatal(err)
+	}
+	node = "n2" // another node of the cluster, on the same state
+	n.Restart()
+	gw = n.Exts[0].(*Gateway)
+	var members atomic.Pointer[[]string]
+	members.Store(&[]string{"n1", "n2"})
+	gw.SetMembers(func() []string { return *members.Load() })
+	sweep := func() {
+		n.Clock.Advance(summonSweepEvery)
+		n.Sys.Tick()
+		for gw.summons.running.Load() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	status := func() (string, string) {
+		a, err := gw.GetAgent(ctx(t), "alice", "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Status, a.SummonError
+	}
+	for range 8 { // 40 s with its node in the cluster
+		sweep()
+	}
+	if st, _ := status(); st != AgentSummoning {
+		t.Fatalf("with its node a member: %s, want summoning", st)
+	}
+	members.Store(&[]string{"n2"}) // n1 leaves
+	for range int(OrphanedSummonAfter / summonSweepEvery) {
+		sweep()
+		if st, _ := status(); st != AgentSummoning {
+			t.Fatalf("%s before its node was gone for %v", st, OrphanedSummonAfter)
+		}
+	}
+	sweep()
+	if st, why := status(); st != AgentSummonFailed || why != orphanedSummon("n1") {
+		t.Fatalf("after its node was gone for %v: %s (%q), want summon_failed", OrphanedSummonAfter, st, why)
+	}
+	n.Restart()
+	gw = n.Exts[0].(*Gateway)
+	if st, _ := status(); st != AgentSummonFailed {
+		t.Fatalf("after a restart: %s, want the failure kept", st)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
+	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/httpapi"
 	"gatehouse/wal/etcdlog"
@@ -255,4 +256,26 @@ func (c *clusterRun) serializeChanges(rt *runtime.Runtime, sys *actors.System) {
 	c.locks = cluster.NewLocks(c.cli, c.cfg.Prefix, c.cfg.NodeID, c.cfg.LeaseTTL.d, sys.ClusterApplied, sys.ClusterWritten)
 	sys.SetClusterLocks(c.locks)
 	rt.SetTurnLock(c.locks.Sessions())
+}
+
+// watchMembers gives the gateway the cluster's live members, so that a
+// summon whose node left and never came back fails on the others. A node
+// that is not itself a member in good standing reports none: it decides
+// nothing about the others.
+func (c *clusterRun) watchMembers(gw *gateway.Gateway) {
+	if c == nil {
+		return
+	}
+	gw.SetMembers(func() []string {
+		n := c.Node()
+		if n == nil || !n.Live() {
+			return nil
+		}
+		ms := n.Members()
+		ids := make([]string, len(ms))
+		for i, m := range ms {
+			ids[i] = m.ID
+		}
+		return ids
+	})
 }

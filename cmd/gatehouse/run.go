@@ -146,6 +146,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	}
 	checkSandbox(cfg, gwApp.Sandbox, lg)
 	n.cluster.serializeChanges(gwApp.Runtime, n.sys) // a key's changes, a session's turns: one at a time across the nodes
+	n.cluster.watchMembers(n.gw)                     // a summon whose node left fails on the others
 	closeApp := sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
