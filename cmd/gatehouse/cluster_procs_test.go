@@ -424,11 +424,10 @@ func TestClusterRollingRestart(t *testing.T) {
 	if refused > 0 && admitted < limit-6*int64(max(1, limit/100)) {
 		t.Errorf("refused with 429 at %d admitted, below the limit %d", admitted, limit)
 	}
-	// Known and open (docs/cluster.md): about one run in ten, one request
-	// in a thousand finds its key's shard without an owner for the whole
-	// 4 s a forward waits, while a node rejoins, and answers 503. Anything
-	// else, or more of them, fails the test.
-	if failed > 3 || failed > countOf(&counts, 503) {
+	// Every request is answered 200 or 429: a forward waits for the
+	// shard's next owner (a 503 here once came from an owner that
+	// remembered its "not the owner" and repeated it to every retry).
+	if failed > 0 {
 		t.Errorf("%d requests failed during a rolling restart (status×count: %v)", failed, codes)
 		for _, n := range nodes {
 			t.Logf("node %s's warnings:\n%s", n.id, warnings(n.past+n.c.logs.String()))

@@ -217,6 +217,17 @@ func (s *admitServer) Receive(c actor.Context) {
 			c.Send(w, wrapperspb.Bytes(encodeVerdict(m.v)))
 		}
 		e.waiters = nil
+		if m.v.Code == NotOwner || m.v.Code == Unavailable {
+			// Asked again, the request must be asked of the key actor
+			// again: a shard still being taken answers "not the owner"
+			// until it is, and remembering that answer would refuse
+			// the forwarder's retries for as long as it is remembered.
+			// "Not the owner" admitted nothing; "unavailable" may have
+			// (an owner that gave up waiting for its key actor), so a
+			// retry may count the request twice: under-admission, never
+			// over.
+			delete(s.seen, m.k)
+		}
 	}
 }
 

@@ -74,10 +74,31 @@ func runOwner() {
 
 // countingAdmitter admits everything; Remaining counts down with each
 // admission, so the forwarder sees how many the owner ran. Key "slow"
-// takes 200 ms, key "revoked" is refused.
-type countingAdmitter struct{ calls atomic.Int64 }
+// takes 200 ms, key "revoked" is refused; a key named "notyet…" is
+// answered "not the owner", then "unavailable", then admitted (a shard
+// the owner is still taking).
+type countingAdmitter struct {
+	calls  atomic.Int64
+	mu     sync.Mutex
+	notyet map[string]int
+}
 
 func (c *countingAdmitter) AdmitOwned(ctx context.Context, keyID string) Verdict {
+	if strings.HasPrefix(keyID, "notyet") {
+		c.mu.Lock()
+		if c.notyet == nil {
+			c.notyet = map[string]int{}
+		}
+		c.notyet[keyID]++
+		n := c.notyet[keyID]
+		c.mu.Unlock()
+		switch n {
+		case 1:
+			return Verdict{Code: NotOwner}
+		case 2:
+			return Verdict{Code: Unavailable}
+		}
+	}
 	n := c.calls.Add(1)
 	switch keyID {
 	case "slow":
@@ -112,6 +133,20 @@ func TestForward(t *testing.T) {
 	}
 	if v, _ := local.Forward(ctx, ownerAddr, "revoked", newID()); v.Code != KeyRevoked {
 		t.Fatalf("revoked key: %+v", v)
+	}
+}
+
+// TestForwardRetryAfterNotOwner: "not the owner" and "unavailable" admit
+// nothing and are not remembered: the same request id asked again (the
+// forwarder's retry once the shard is taken) is admitted, once.
+func TestForwardRetryAfterNotOwner(t *testing.T) {
+	ctx := context.Background()
+	id := newID()
+	for _, want := range []VerdictCode{NotOwner, Unavailable, Admitted, Admitted} {
+		v, err := local.Forward(ctx, ownerAddr, "notyet-1", id)
+		if err != nil || v.Code != want {
+			t.Fatalf("forward = %+v, %v; want code %d", v, err, want)
+		}
 	}
 }
 
