@@ -57,6 +57,9 @@ type Node struct {
 	// Sync turns fsync on in the WAL (off by default: tests are not crash
 	// tests of the disk).
 	Sync bool
+	// RealClock makes Start use the wall clock instead of Clock: for
+	// benchmarks set beside production paths, which read the real one.
+	RealClock bool
 
 	// Log and Sys are the running system's WAL and System (nil when down).
 	Log *wal.Log
@@ -123,8 +126,12 @@ func (n *Node) Start() *actors.System {
 	if n.Extensions != nil {
 		exts = n.Extensions()
 	}
+	var clk clock.Clock = n.Clock
+	if n.RealClock {
+		clk = clock.Real{}
+	}
 	sys, err := actors.New(n.Config, actors.Deps{
-		Log: l, Snapshots: snaps, Clock: n.Clock, Sealer: sealer, Logger: n.Logger, Extensions: exts,
+		Log: l, Snapshots: snaps, Clock: clk, Sealer: sealer, Logger: n.Logger, Extensions: exts,
 	})
 	if err != nil {
 		_ = l.Close()

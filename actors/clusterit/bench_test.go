@@ -29,6 +29,9 @@ func BenchmarkAdmit(b *testing.B) {
 		newFleetOf(b, 1) // idle etcd members in this process, as in the other cases
 		n := actorstest.New(b)
 		n.Config.FlushInterval = flushInterval // as the fleet's nodes
+		// As the fleet's nodes too: the wall clock (a fake one never moves
+		// the window on) and appends durable on disk (etcd fsyncs).
+		n.RealClock, n.Sync = true, true
 		s := n.Start()
 		u, err := s.CreateUser(ctx(b), actors.NewUser{Email: "a@example.com", Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
 		if err != nil {
