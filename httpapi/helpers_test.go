@@ -1,11 +1,11 @@
 package httpapi
 
 import (
-	"os"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
