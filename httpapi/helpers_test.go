@@ -30,6 +30,14 @@ func TestMain(m *testing.M) {
 		// A HostClient's cleaner sleeps out MaxIdleConnDuration after the
 		// last connection closed, then exits.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		// fasthttp compresses on a few global workers, started once.
+		goleak.IgnoreTopFunction("github.com/valyala/fasthttp/stackless.funcWorker"),
+		// fasthttp's default dialer cleans its DNS cache on a global
+		// goroutine, started by the first dial.
+		goleak.IgnoreTopFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+		// The process's upstream deadline wheel ticks while any upstream
+		// connection is open; an idle pooled one outlives its test.
+		goleak.IgnoreAnyFunction("gatehouse/httpapi.(*deadlineWheel).run"),
 		// Cleanup replaces goleak's os.Exit: exit with its code, or a
 		// leak found after a passing run would exit 0.
 		goleak.Cleanup(func(code int) { removeWorldSeed(); os.Exit(code) }),
