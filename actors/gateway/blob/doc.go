@@ -109,7 +109,7 @@
 // Logs, with component=blob: each leftover temp file New removes (Info), a
 // damaged copy Put replaces (Warn), each Collect that removed blobs (Info).
 // Returned errors are not logged. Metrics, on the Registerer passed to New:
-// gatehouse_blob_puts_total{result="stored"|"existing"|"too_large"|"error"},
+// gatehouse_blob_puts_total{result="stored"|"existing"|"too_large"|"corrupt"|"error"},
 // gatehouse_blob_written_bytes_total, gatehouse_blob_put_duration_seconds,
 // gatehouse_blob_collected_total, gatehouse_blob_corrupt_total, and
 // gatehouse_blob_blobs and gatehouse_blob_stored_bytes as of the last
