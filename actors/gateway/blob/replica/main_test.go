@@ -38,7 +38,7 @@ const (
 )
 
 var (
-	local *transport.Transport // n0's
+	local *transport.Transport  // n0's
 	slot  atomic.Pointer[Store] // the Store n0's transport serves
 	peers [2]string             // the transport addresses of n1, n2
 )
