@@ -391,7 +391,9 @@ func (l localBlobs) Put(_ context.Context, r io.Reader, limit int64) (blob.Ref, 
 	return l.Store.Put(r, limit)
 }
 
-func (l localBlobs) Open(_ context.Context, ref blob.Ref) (*blob.Reader, error) { return l.Store.Open(ref) }
+func (l localBlobs) Open(_ context.Context, ref blob.Ref) (*blob.Reader, error) {
+	return l.Store.Open(ref)
+}
 
 // blobNamer is an entity whose state names blobs; Capture keeps them.
 type blobNamer interface {
