@@ -100,6 +100,7 @@ type Store struct {
 	flights  map[blob.Ref]*flight   // fetches running, by ref
 	pulledIn map[blob.Ref]time.Time // copies pulled in for another node's Put, when
 	cuts     map[blob.Cut]time.Time // Cuts not yet Collected, when taken
+	notes    int                    // notePulledIn calls, for its pruning
 }
 
 // flight is one fetch of a ref; waiters read err once done is closed.
@@ -436,10 +437,30 @@ func (s *Store) takeCopy(ctx context.Context, ref blob.Ref, size int64, from str
 	return nil
 }
 
+// notePulledIn records a copy pulled in for another node's Put, for
+// Collect. Without collections (cluster mode takes no snapshots yet) the
+// record would grow forever: every 256 copies it forgets those older than
+// CopyGrace before the oldest Cut not yet collected (or now), which no
+// Collect can need.
 func (s *Store) notePulledIn(ref blob.Ref) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pulledIn[ref] = time.Now()
+	now := time.Now()
+	s.pulledIn[ref] = now
+	if s.notes++; s.notes%256 != 0 {
+		return
+	}
+	oldest := now
+	for _, at := range s.cuts {
+		if at.Before(oldest) {
+			oldest = at
+		}
+	}
+	for r, t := range s.pulledIn {
+		if t.Before(oldest.Add(-s.cfg.CopyGrace)) {
+			delete(s.pulledIn, r)
+		}
+	}
 }
 
 // Cut starts a new generation of the local store (blob.Store.Cut) and

@@ -247,3 +247,32 @@ func TestServeRejectsMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestPulledInForgotten: without collections, the record of pulled-in
+// copies forgets those no Collect can need (older than the grace before
+// the oldest outstanding Cut), and keeps those a pending Cut needs.
+func TestPulledInForgotten(t *testing.T) {
+	grace := 50 * time.Millisecond
+	n0 := setup(t, nil, func(c *Config) { c.CopyGrace = grace })
+	old := refOf([]byte("old"))
+	n0.notePulledIn(old)
+	c := n0.Cut() // pending: its Collect may still need old
+	time.Sleep(2 * grace)
+	for i := range 255 {
+		n0.notePulledIn(refOf([]byte{byte(i), 1}))
+	}
+	if _, ok := n0.pulledIn[old]; !ok {
+		t.Fatal("forgot a copy a pending Cut's Collect needs")
+	}
+	if _, err := n0.Collect(c, func(blob.Ref) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	n0.notePulledIn(refOf([]byte("fresh")))
+	time.Sleep(2 * grace)
+	for i := range 256 {
+		n0.notePulledIn(refOf([]byte{byte(i), 2}))
+	}
+	if _, ok := n0.pulledIn[refOf([]byte("fresh"))]; ok || len(n0.pulledIn) > 256 {
+		t.Fatalf("%d copies remembered; want those older than the grace forgotten", len(n0.pulledIn))
+	}
+}
