@@ -59,6 +59,11 @@ type Config struct {
 	// WAL: skill ZIPs, media, workspace files); cmd sets <data>/blobs.
 	// Empty: no blob store, Blobs returns nil.
 	BlobDir string
+	// WrapBlobs, when set, wraps the store under BlobDir in the one the
+	// gateway uses: in cluster mode, package replica's, which keeps each
+	// upload on two nodes and fetches what is missing here. nil: the
+	// store under BlobDir as it is.
+	WrapBlobs func(*blob.Store) (BlobStore, error)
 	// ToolsExecEnabled allows custom tools, which run commands on the host
 	// (cmd: tools.exec_enabled, default off). Off, creating or changing
 	// one is ErrDisabled and agents run without them.
@@ -137,7 +142,8 @@ type Gateway struct {
 	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
 	// collection from BeforeBarrier through Capture to AfterSnapshot (the
 	// System runs them one snapshot at a time, on one goroutine).
-	blobs *blob.Store
+	blobs BlobStore
+	local *blob.Store // the store under BlobDir (blobs wraps it in cluster mode)
 	cut   blob.Cut
 	keep  map[blob.Ref]bool
 
@@ -241,7 +247,12 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
-		g.blobs = bs
+		g.local, g.blobs = bs, localBlobs{bs}
+		if g.cfg.WrapBlobs != nil {
+			if g.blobs, err = g.cfg.WrapBlobs(bs); err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+		}
 	}
 	st := g.st
 	g.st = nil
@@ -356,10 +367,38 @@ func (g *Gateway) Capture(ctx context.Context) ([]byte, error) {
 // Stop has nothing to release: the System stops the actors.
 func (g *Gateway) Stop() {}
 
-// Blobs is the gateway's blob store (nil without Config.BlobDir). A
-// resource that keeps bytes there Puts them, appends the record naming the
-// Ref, then Releases the Ref (see package blob).
-func (g *Gateway) Blobs() *blob.Store { return g.blobs }
+// Blobs is the gateway's local blob store, under Config.BlobDir (nil
+// without it). A resource that keeps bytes Puts them through the
+// gateway's BlobStore, appends the record naming the Ref, then Releases
+// the Ref (see package blob).
+func (g *Gateway) Blobs() *blob.Store { return g.local }
+
+// BlobStore is what the gateway needs of its blob store: the local
+// *blob.Store on one node (see package blob for the rules: Put, append
+// the record naming the ref, Release; Cut before a snapshot's barrier,
+// Collect after it), or in cluster mode the store Config.WrapBlobs makes,
+// whose Put returns once the bytes are on two nodes and whose Open
+// fetches a blob missing here. Put and Open may then fail with an error
+// wrapping blob.ErrUnavailable (503).
+type BlobStore interface {
+	Put(ctx context.Context, r io.Reader, limit int64) (blob.Ref, int64, error)
+	Release(ref blob.Ref)
+	Open(ctx context.Context, ref blob.Ref) (*blob.Reader, error)
+	Cut() blob.Cut
+	Collect(c blob.Cut, keep func(blob.Ref) bool) (int, error)
+}
+
+// localBlobs is a *blob.Store as a BlobStore: its calls are local disk
+// I/O, bounded by their input, so they take no context.
+type localBlobs struct{ *blob.Store }
+
+func (l localBlobs) Put(_ context.Context, r io.Reader, limit int64) (blob.Ref, int64, error) {
+	return l.Store.Put(r, limit)
+}
+
+func (l localBlobs) Open(_ context.Context, ref blob.Ref) (*blob.Reader, error) {
+	return l.Store.Open(ref)
+}
 
 // blobNamer is an entity whose state names blobs; Capture keeps them.
 type blobNamer interface {

@@ -82,7 +82,7 @@ func (g *Gateway) PutMedia(ctx context.Context, r io.Reader, limit int64, filena
 	if n == 0 {
 		return Media{}, fmt.Errorf("file: empty: %w", ErrInvalid)
 	}
-	ref, size, err := g.blobs.Put(io.MultiReader(bytes.NewReader(head), r), limit)
+	ref, size, err := g.blobs.Put(ctx, io.MultiReader(bytes.NewReader(head), r), limit)
 	switch {
 	case errors.Is(err, blob.ErrTooLarge):
 		return Media{}, fmt.Errorf("file: over %d bytes: %w", limit, ErrTooLarge)
@@ -157,12 +157,13 @@ func (g *Gateway) GetMedia(ctx context.Context, id uuid.UUID) (Media, error) {
 	return rec.view(), nil
 }
 
-// OpenMedia opens a media file's bytes (see blob.Store.Open).
-func (g *Gateway) OpenMedia(m Media) (*blob.Reader, error) {
+// OpenMedia opens a media file's bytes (see blob.Store.Open; in cluster
+// mode fetched from another node first if missing here, within ctx).
+func (g *Gateway) OpenMedia(ctx context.Context, m Media) (*blob.Reader, error) {
 	if g.blobs == nil {
 		return nil, ErrNotFound
 	}
-	rd, err := g.blobs.Open(m.Ref)
+	rd, err := g.blobs.Open(ctx, m.Ref)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, fmt.Errorf("media %s: %w", m.ID, ErrNotFound)
 	}

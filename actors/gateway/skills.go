@@ -499,7 +499,7 @@ func (g *Gateway) UploadSkill(ctx context.Context, zipData []byte, user string) 
 	if slug == "" {
 		return Skill{}, skillErr("the name %q makes no slug", ps.name)
 	}
-	ref, size, err := g.blobs.Put(bytes.NewReader(zipData), MaxSkillZip)
+	ref, size, err := g.blobs.Put(ctx, bytes.NewReader(zipData), MaxSkillZip)
 	if err != nil {
 		return Skill{}, fmt.Errorf("skills: %w", err)
 	}
@@ -582,7 +582,10 @@ func (g *Gateway) ReadSkillFile(ctx context.Context, viewer, ref string, version
 	if file == "" || file == "." || file == "SKILL.md" {
 		return []byte(ver.SkillMD), nil
 	}
-	rd, err := g.blobs.Open(ver.Ref)
+	if g.blobs == nil {
+		return nil, fmt.Errorf("skills: no blob store: %w", ErrDisabled)
+	}
+	rd, err := g.blobs.Open(ctx, ver.Ref)
 	if err != nil {
 		return nil, err
 	}

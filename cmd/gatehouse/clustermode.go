@@ -18,6 +18,8 @@ import (
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/blob"
+	"gatehouse/actors/gateway/blob/replica"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/httpapi"
 	"gatehouse/wal/etcdlog"
@@ -28,7 +30,8 @@ import (
 // and races with grpc traffic already running (the etcd client's):
 //
 //  1. the transport of forwarded admissions, answering "not the owner"
-//     until the actors exist (lateAdmitter);
+//     until the actors exist (lateAdmitter), and of blob copies (refused
+//     until the gateway opened its blob store: lateBlobs);
 //  2. the etcd client;
 //  3. the master key check against {prefix}/masterkey.id;
 //  4. the replicated log, {prefix}/wal/ (beside the node's {prefix}/members/,
@@ -45,6 +48,7 @@ type clusterRun struct {
 	cfg   clusterConfig
 	lg    *slog.Logger
 	admit lateAdmitter
+	blobs lateBlobs
 	tr    *transport.Transport
 	cli   *clientv3.Client
 	node  atomic.Pointer[cluster.Node] // set once the actors joined
@@ -61,6 +65,10 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 		return nil, fmt.Errorf("cluster: %w; choose another with --cluster-listen or GATEHOUSE_CLUSTER_LISTEN", err)
 	}
 	c.tr = tr
+	if err := tr.Handle(replica.Service, c.blobs.serve); err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	c.cli, err = clientv3.New(clientv3.Config{
 		Endpoints:            cfg.EtcdEndpoints,
 		DialTimeout:          etcdDialTimeout,
@@ -148,6 +156,54 @@ func (c *clusterRun) deps(ctx context.Context, reg prometheus.Registerer) (*acto
 		},
 		Forward: c.tr.Forward,
 	}, nil
+}
+
+// wrapBlobs is the gateway's Config.WrapBlobs in cluster mode: the local
+// blob store wrapped in package replica's, which keeps every upload on a
+// second live member before it is acknowledged and fetches a blob missing
+// here from the others. Its metrics go to reg.
+func (c *clusterRun) wrapBlobs(reg prometheus.Registerer) func(*blob.Store) (gateway.BlobStore, error) {
+	return func(local *blob.Store) (gateway.BlobStore, error) {
+		st, err := replica.New(replica.Config{
+			Local: local, NodeID: c.cfg.NodeID, Addr: c.tr.Addr(), Transport: c.tr,
+			Members:     c.members,
+			CallTimeout: c.cfg.RequestTimeout.d,
+			Logger:      c.lg, Registerer: reg,
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.blobs.st.Store(st)
+		return st, nil
+	}
+}
+
+// members are the live members as the node last heard (none before it
+// joined).
+func (c *clusterRun) members() []replica.Member {
+	n := c.Node()
+	if n == nil {
+		return nil
+	}
+	ms := n.Members()
+	out := make([]replica.Member, len(ms))
+	for i, m := range ms {
+		out[i] = replica.Member{ID: m.ID, Addr: m.Addr}
+	}
+	return out
+}
+
+// lateBlobs answers other nodes' blob requests once the gateway opened its
+// blob store; before, it refuses them (the asking node tries another).
+type lateBlobs struct {
+	st atomic.Pointer[replica.Store]
+}
+
+func (l *lateBlobs) serve(ctx context.Context, req []byte) ([]byte, error) {
+	if st := l.st.Load(); st != nil {
+		return st.Serve(ctx, req)
+	}
+	return nil, errors.New("blob store not open yet")
 }
 
 // serveAdmissions routes forwarded admissions to sys once it exists.

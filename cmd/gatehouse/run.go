@@ -338,7 +338,8 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
 	gwcfg.DefaultAgent = cfg.Gateway.DefaultAgent
 	if cl != nil {
-		gwcfg.NodeID = cfg.Cluster.NodeID // a summon runs on the node that started it
+		gwcfg.NodeID = cfg.Cluster.NodeID     // a summon runs on the node that started it
+		gwcfg.WrapBlobs = cl.wrapBlobs(gwReg) // every upload on two nodes; a missing blob fetched
 	}
 	q := cfg.Gateway.Quotas
 	gwcfg.Quotas = gateway.Quotas{MemoryEntries: q.MemoryEntries, MediaBytes: q.MediaBytes, Sessions: q.Sessions, Agents: q.Agents, PendingMCPRequests: q.PendingMCPRequests}

@@ -10,6 +10,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/blob"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/webhook"
 	"gatehouse/actors/gateway/workspace"
@@ -175,6 +176,8 @@ func classify(err error) (e *apiError, unexpected bool) {
 		return e, false
 	case errors.Is(err, listener.ErrTooLarge), errors.Is(err, fasthttp.ErrBodyTooLarge), errors.Is(err, gateway.ErrTooLarge):
 		return errTooLarge, false
+	case errors.Is(err, blob.ErrUnavailable): // cluster mode: no second copy of an upload, or no node sent a missing blob
+		return newError(fasthttp.StatusServiceUnavailable, codeUnavailable, msgBlobUnavailable), false
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return errUnavailable, false
 	}

@@ -20,7 +20,7 @@ import (
 type MediaStore interface {
 	PutMedia(ctx context.Context, r io.Reader, limit int64, filename, user string) (gateway.Media, error)
 	GetMedia(ctx context.Context, id uuid.UUID) (gateway.Media, error)
-	OpenMedia(m gateway.Media) (io.ReadCloser, error)
+	OpenMedia(ctx context.Context, m gateway.Media) (io.ReadCloser, error)
 	// DeleteMedia deletes a file for its uploader or a trusted backend;
 	// gateway.ErrNotFound for anyone else.
 	DeleteMedia(ctx context.Context, p gateway.Principal, id uuid.UUID) error
@@ -30,8 +30,8 @@ type MediaStore interface {
 // type) to MediaStore.
 type mediaAdapter struct{ *gateway.Gateway }
 
-func (m mediaAdapter) OpenMedia(md gateway.Media) (io.ReadCloser, error) {
-	return m.Gateway.OpenMedia(md)
+func (m mediaAdapter) OpenMedia(ctx context.Context, md gateway.Media) (io.ReadCloser, error) {
+	return m.Gateway.OpenMedia(ctx, md)
 }
 
 type uploadIn struct {
@@ -122,7 +122,7 @@ func (s *Server) getMedia(ctx context.Context, c Caller, in mediaIn) (Body, erro
 	if in.IfNoneMatch != "" && strings.Contains(in.IfNoneMatch, m.SHA256) {
 		return Body{Status: http.StatusNotModified, Header: h}, nil
 	}
-	rd, err := s.d.Media.OpenMedia(m)
+	rd, err := s.d.Media.OpenMedia(ctx, m)
 	if err != nil {
 		return Body{}, err
 	}

@@ -1,7 +1,9 @@
 // Package transport carries forwarded admissions between gatehouse nodes:
 // the node a request reached asks the key's owner to admit it, over
 // protoactor remote (plain request/response; not protoactor's cluster
-// package, whose placement does not check ownership).
+// package, whose placement does not check ownership). It also carries
+// named request/response services for other packages (Handle, Call): the
+// blob copies between nodes.
 //
 // protoactor's Remote.Start replaces grpc's global logger, which races
 // with any grpc traffic already running in the process: start the
@@ -19,6 +21,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"gatehouse/actors/cluster/internal/wire"
@@ -71,6 +74,9 @@ type Transport struct {
 	addr    string
 	timeout time.Duration
 	self    *actor.PID
+	// ctx is the services' (Handle): cancelled by Close.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // admitActorName is the well-known name of the transport's actor.
@@ -101,11 +107,16 @@ func Start(listen string, a Admitter, timeout time.Duration, lg *slog.Logger) (*
 	}
 	quiet := lg.With("component", "cluster-transport")
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	rem := remote.NewRemote(sys, remote.Configure(host, port))
+	// A batch of the messages in flight to one node travels as one gRPC
+	// message: allow MaxMessage (services send chunks of up to 256 KiB).
+	rem := remote.NewRemote(sys, remote.Configure(host, port,
+		remote.WithServerOptions(grpc.MaxRecvMsgSize(MaxMessage)),
+		remote.WithCallOptions(grpc.MaxCallSendMsgSize(MaxMessage))))
 	if err := start(rem); err != nil {
 		return nil, fmt.Errorf("transport: listen on %s: %w", listen, err)
 	}
 	t := &Transport{sys: sys, rem: rem, addr: sys.Address(), timeout: timeout}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &admitServer{a: a, seen: map[dedupeKey]*seenEntry{}}
 	}), admitActorName)
@@ -132,7 +143,10 @@ func start(rem *remote.Remote) (err error) {
 func (t *Transport) Addr() string { return t.addr }
 
 // Close stops the transport.
-func (t *Transport) Close() { t.rem.Shutdown(false) }
+func (t *Transport) Close() {
+	t.cancel()
+	t.rem.Shutdown(false)
+}
 
 // Forward asks the node at addr to admit one request for keyID, with the
 // forwarding node's request id. A timeout returns ErrForward.

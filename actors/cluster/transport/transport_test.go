@@ -67,6 +67,10 @@ func runOwner() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := tr.Handle("echo", echoService); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	fmt.Println(tr.Addr())
 	io.Copy(io.Discard, os.Stdin)
 	tr.Close()

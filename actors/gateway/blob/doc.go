@@ -13,6 +13,13 @@
 //	cut := st.Cut()                              // before a snapshot's barrier, then once it is saved:
 //	removed, err := st.Collect(cut, func(r blob.Ref) bool { return named[r] })
 //
+// PutRef stores bytes whose ref the caller knows already (a copy from
+// another node) and refuses them, storing nothing, if they hash to another
+// one; Reader.ReadAt serves a range without verifying it (to a node that
+// verifies the whole copy itself). In cluster mode the gateway uses this
+// Store through package replica, which keeps every Put on a second node
+// and fetches a blob missing here; the rules below hold on each node.
+//
 // # Directory layout
 //
 //	<dir>/sha256/ab/cdef…   the blob whose SHA-256 is abcdef…: 64 lowercase hex
@@ -109,7 +116,7 @@
 // Logs, with component=blob: each leftover temp file New removes (Info), a
 // damaged copy Put replaces (Warn), each Collect that removed blobs (Info).
 // Returned errors are not logged. Metrics, on the Registerer passed to New:
-// gatehouse_blob_puts_total{result="stored"|"existing"|"too_large"|"error"},
+// gatehouse_blob_puts_total{result="stored"|"existing"|"too_large"|"corrupt"|"error"},
 // gatehouse_blob_written_bytes_total, gatehouse_blob_put_duration_seconds,
 // gatehouse_blob_collected_total, gatehouse_blob_corrupt_total, and
 // gatehouse_blob_blobs and gatehouse_blob_stored_bytes as of the last

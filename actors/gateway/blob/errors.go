@@ -14,4 +14,9 @@ var (
 	ErrCorrupt = errors.New("blob: corrupt")
 	// ErrTooLarge: Put's input is longer than its limit; nothing was stored.
 	ErrTooLarge = errors.New("blob: too large")
+	// ErrUnavailable: the bytes cannot be kept or found where they must be
+	// now, and retrying later may help. Store never returns it; a store
+	// built over it does (in cluster mode, package replica: no other node
+	// took a copy of a Put, or none could be asked for a missing blob).
+	ErrUnavailable = errors.New("blob: unavailable")
 )

@@ -11,6 +11,7 @@ const (
 	putStored   = "stored"    // new bytes, installed
 	putExisting = "existing"  // an intact copy was there; nothing written
 	putTooLarge = "too_large" // refused: longer than the limit
+	putCorrupt  = "corrupt"   // PutRef refused: the bytes hash to another ref
 	putError    = "error"     // failed: read, write, sync or rename
 )
 
@@ -32,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_blob_puts_total",
-			Help: "Calls to Put, by result: stored, existing (deduplicated), too_large, error.",
+			Help: "Calls to Put and PutRef, by result: stored, existing (deduplicated), too_large, corrupt (PutRef's bytes hash to another ref), error.",
 		}, []string{"result"}),
 		writtenBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gatehouse_blob_written_bytes_total",
@@ -60,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Bytes of the blobs stored after the last Collect.",
 		}),
 	}
-	for _, r := range []string{putStored, putExisting, putTooLarge, putError} {
+	for _, r := range []string{putStored, putExisting, putTooLarge, putCorrupt, putError} {
 		m.puts.WithLabelValues(r) // export zeros
 	}
 	if reg == nil {

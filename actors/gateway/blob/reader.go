@@ -81,6 +81,18 @@ func (r *Reader) Read(p []byte) (int, error) {
 	return n, r.err
 }
 
+// ReadAt reads len(p) bytes of the blob from offset off, as io.ReaderAt
+// does, without verifying them and without moving Read's position: for
+// serving a range to a reader that verifies the whole blob itself (a node
+// copying it through PutRef). Read and ReadAt may be mixed.
+func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.f.ReadAt(p, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = fmt.Errorf("read %s at %d: %w", r.ref, off, err)
+	}
+	return n, err
+}
+
 // Close closes the file.
 func (r *Reader) Close() error { return r.f.Close() }
 

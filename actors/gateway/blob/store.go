@@ -108,6 +108,21 @@ func (s *Store) path(r Ref) (dir, file string) {
 // the package documentation): call Release once the record naming it is
 // appended, or once it is certain never to be. On error nothing is held.
 func (s *Store) Put(r io.Reader, limit int64) (ref Ref, size int64, err error) {
+	return s.put(r, limit, nil)
+}
+
+// PutRef stores the bytes r yields as Put does, for a caller that knows
+// their ref already (bytes copied from another node): if they do not hash
+// to want it returns an error wrapping ErrCorrupt and stores nothing (the
+// temp file is removed unsynced, and nothing is held). On success the blob
+// is held until Release(want), as after Put.
+func (s *Store) PutRef(r io.Reader, want Ref, limit int64) (size int64, err error) {
+	_, size, err = s.put(r, limit, &want)
+	return size, err
+}
+
+// put is Put, and PutRef when want is not nil.
+func (s *Store) put(r io.Reader, limit int64, want *Ref) (ref Ref, size int64, err error) {
 	start := time.Now()
 	result := putError
 	defer func() { s.m.puts.WithLabelValues(result).Inc() }()
@@ -136,6 +151,11 @@ func (s *Store) Put(r io.Reader, limit int64) (ref Ref, size int64, err error) {
 		return Ref{}, 0, fmt.Errorf("put: %w", err)
 	}
 	ref = Ref(h.Sum(nil))
+	if want != nil && ref != *want {
+		result = putCorrupt
+		s.m.corrupt.Inc()
+		return Ref{}, 0, fmt.Errorf("put %s: content hashes to %s: %w", *want, ref, ErrCorrupt)
+	}
 	s.hold(ref) // from here on Collect leaves ref alone
 	if renamed, err = s.install(f, ref, size); err != nil {
 		s.Release(ref)
