@@ -80,6 +80,8 @@ func runEtcd(ctx context.Context, args []string, getenv func(string) string, std
 	select {
 	case err := <-e.Err():
 		return fmt.Errorf("etcd: member %s: %w", *name, err)
+	case <-e.Server.StopNotify(): // removed from the cluster (gatehouse etcd member remove), or failed
+		return fmt.Errorf("etcd: member %s stopped by itself (removed from the cluster? its log above says why)", *name)
 	case <-ctx.Done():
 		return nil
 	}

@@ -128,6 +128,7 @@ func memberAdd(ctx context.Context, cli *clientv3.Client, name, peerURL string, 
 			initial = append(initial, n+"="+u)
 		}
 	}
+	slices.Sort(initial)
 	fmt.Fprintf(stdout, "added member %s (%x) at %s; start it now (until it runs, the cluster counts it in its quorum):\n", name, resp.Member.ID, peerURL)
 	fmt.Fprintf(stdout, "gatehouse etcd --name %s --data-dir %s.etcd --listen-peer %s --listen-client HOST:PORT --initial-cluster-state existing --initial-cluster %s\n",
 		name, name, strings.TrimPrefix(peerURL, "http://"), strings.Join(initial, ","))
