@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -89,7 +90,8 @@ func memberList(ctx context.Context, cli *clientv3.Client, stdout io.Writer) err
 	if err != nil {
 		return fmt.Errorf("etcd member list: %w", err)
 	}
-	for _, m := range resp.Members {
+	ms := slices.SortedFunc(slices.Values(resp.Members), func(a, b *etcdserverpb.Member) int { return strings.Compare(a.Name, b.Name) })
+	for _, m := range ms {
 		name := m.Name
 		if name == "" {
 			name = "(not started)"
