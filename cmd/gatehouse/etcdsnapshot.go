@@ -357,11 +357,18 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 // restoreSnapshot makes data dir dir of member name from the snapshot at
 // path, with etcd's restore: the database, then a WAL and a raft
 // snapshot naming the members of initialCluster.
-func restoreSnapshot(path, name, dir string, peers []string, initialCluster string, bump uint64, stderr io.Writer) error {
+func restoreSnapshot(path, name, dir string, peers []string, initialCluster string, bump uint64, stderr io.Writer) (err error) {
+	if _, statErr := os.Stat(dir); errors.Is(statErr, os.ErrNotExist) {
+		defer func() { // a failed restore leaves no half-made data dir behind
+			if err != nil {
+				os.RemoveAll(dir)
+			}
+		}()
+	}
 	var fc fileConfig
 	fc.Log.Format, fc.Log.Level = "text", "info"
 	zl := zapLogger(newLogger(fc, stderr).With("component", "etcd"), zapcore.WarnLevel, nil)
-	err := etcdsnap.NewV3(zl).Restore(etcdsnap.RestoreConfig{
+	err = etcdsnap.NewV3(zl).Restore(etcdsnap.RestoreConfig{
 		SnapshotPath:        path,
 		Name:                name,
 		OutputDataDir:       dir,

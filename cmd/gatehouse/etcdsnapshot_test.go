@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -245,7 +247,9 @@ func TestEtcdSnapshotRestore(t *testing.T) {
 	}
 
 	// The used hour is kept: used is refused, half admits what it had left
-	// (less at most a reservation chunk its owner held at the snapshot).
+	// (less a reservation chunk its owner held at the snapshot; a loaded
+	// machine may add lease lapses, a chunk each: allow three, as the
+	// other cluster tests do).
 	if !eventually(2*ttlSeconds*time.Second+5*time.Second, func() bool {
 		code, _ = newClient(b.c.api).do("GET", "/api/proxy/stub/v1/ping", nil, map[string]string{"X-API-Key": used.Key}, nil)
 		return code != 503
@@ -261,8 +265,8 @@ func TestEtcdSnapshotRestore(t *testing.T) {
 	left, chunk := int64(limit-limit/4), int64(max(1, limit/100))
 	ok := countOf(&afterCounts, 200)
 	t.Logf("half: %d admitted after the restore, %d left at the snapshot", ok, left)
-	if ok > left || ok < left-chunk {
-		t.Errorf("half admitted %d after the restore; %d were left (at most %d less)", ok, left, chunk)
+	if ok > left || ok < left-3*chunk {
+		t.Errorf("half admitted %d after the restore; %d were left (at most %d less)", ok, left, 3*chunk)
 	}
 	var u keyUsage
 	if !eventually(5*time.Second, func() bool {
@@ -337,6 +341,17 @@ func TestCheckSnapshot(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: err %v, want %q", tt.name, err, tt.want)
 		}
+	}
+	// etcd's restore checks the sha256 too; one that fails leaves no data
+	// dir behind.
+	p := filepath.Join(dir, "a-flipped-bit.db")
+	out := filepath.Join(dir, "restored")
+	err := restoreSnapshot(p, "e1", out, []string{"http://127.0.0.1:2380"}, "e1=http://127.0.0.1:2380", 0, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "expected sha256") {
+		t.Errorf("restore of a damaged snapshot: %v", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed restore left %s: %v", out, err)
 	}
 }
 
