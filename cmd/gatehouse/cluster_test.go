@@ -76,14 +76,16 @@ func launchEtcdChild(t *testing.T, args ...string) *etcdChild {
 // waitReady waits until the member says it is ready.
 func (e *etcdChild) waitReady(t *testing.T) {
 	t.Helper()
+	exited := false
 	if !eventually(30*time.Second, func() bool {
 		select {
-		case <-e.done:
+		case <-e.done: // not ProcessState: Wait may set it at any time
+			exited = true
 			return true
 		default:
 		}
 		return strings.Contains(e.logs.String(), `"msg":"etcd member ready"`)
-	}) || e.cmd.ProcessState != nil {
+	}) || exited {
 		t.Fatalf("gatehouse etcd did not become ready:\n%s", e.logs.String())
 	}
 }

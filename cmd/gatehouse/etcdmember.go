@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -21,37 +20,25 @@ import (
 // that a member can be replaced with nothing but this binary.
 
 func runEtcdMember(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	sub := ""
-	if len(args) > 0 {
-		sub = args[0]
+	subs := map[string]func([]string) error{}
+	for _, sub := range []string{"list", "add", "remove"} {
+		subs[sub] = func(args []string) error { return runMemberOp(ctx, sub, args, getenv, stdout, stderr) }
 	}
-	switch sub {
-	case "list", "add", "remove":
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, subcommands["etcd member"])
-		return errHelp
-	case "":
-		return errors.New("gatehouse etcd member: list, add or remove?\n\n" + subcommands["etcd member"])
-	default:
-		return fmt.Errorf("gatehouse etcd member: unknown subcommand %q\n\n%s", sub, subcommands["etcd member"])
-	}
-	fs := newFlagSet("etcd member "+sub, args[1:], stdout, stderr)
+	return runOperation("etcd member", args, stdout, subs)
+}
+
+// runMemberOp is `gatehouse etcd member sub`, with args after sub.
+func runMemberOp(ctx context.Context, sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("etcd member "+sub, args, stdout, stderr)
 	endpoints := fs.String("endpoints", etcdEndpoints(getenv), "etcd client URLs, comma-separated (env GATEHOUSE_ETCD_ENDPOINTS)")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the change")
 	var peer *string
 	if sub == "add" {
 		peer = fs.String("listen-peer", "", "host:port where the other members will reach the new one (its gatehouse etcd --listen-peer)")
 	}
-	pos, err := parseInterspersed(fs, args[1:])
+	pos, err := parseOperands("etcd member "+sub, fs, args, map[string][]string{"add": {"NAME"}, "remove": {"NAME"}}[sub]...)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
 		return err
-	}
-	want := map[string]int{"list": 0, "add": 1, "remove": 1}[sub]
-	if len(pos) != want {
-		return fmt.Errorf("gatehouse etcd member %s: want %d arguments, got %d (gatehouse etcd member %s -h)", sub, want, len(pos), sub)
 	}
 	var peerURL string
 	if sub == "add" {

@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,46 +51,67 @@ func etcdEndpoints(getenv func(string) string) string {
 	return "http://127.0.0.1:2379"
 }
 
-// parseInterspersed parses args with fs, flags before or after the
-// positional arguments, which it returns.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
+// parseOperands parses the args of subcommand cmd with fs, flags before
+// or after the operands, and checks there are as many operands as names
+// (FILE, NAME): -h returns errHelp.
+func parseOperands(cmd string, fs *flag.FlagSet, args []string, names ...string) ([]string, error) {
+	var ops []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
 			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
+			break
 		}
 		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
+			ops = append(ops, args[1:]...)
+			break
 		}
-		pos, args = append(pos, args[0]), args[1:]
+		ops, args = append(ops, args[0]), args[1:]
+	}
+	if len(ops) != len(names) {
+		want := "no arguments"
+		if len(names) > 0 {
+			want = strings.Join(names, " ")
+		}
+		return nil, fmt.Errorf("gatehouse %s: want %s, got %d arguments (gatehouse %s -h)", cmd, want, len(ops), cmd)
+	}
+	return ops, nil
+}
+
+// runOperation runs the subcommand of group (etcd snapshot, etcd member)
+// that args name, one of subs.
+func runOperation(group string, args []string, stdout io.Writer, subs map[string]func(args []string) error) error {
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	names := slices.Sorted(maps.Keys(subs))
+	if run, ok := subs[sub]; ok {
+		return run(args[1:])
+	}
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, subcommands[group])
+		return errHelp
+	case "":
+		return fmt.Errorf("gatehouse %s: %s?\n\n%s", group, strings.Join(names, ", "), subcommands[group])
+	default:
+		return fmt.Errorf("gatehouse %s: unknown subcommand %q\n\n%s", group, sub, subcommands[group])
 	}
 }
 
 // runEtcdSnapshot is `gatehouse etcd snapshot save|restore|status`.
 func runEtcdSnapshot(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	sub := ""
-	if len(args) > 0 {
-		sub = args[0]
-	}
-	switch sub {
-	case "save":
-		return runSnapshotSave(ctx, args[1:], getenv, stdout, stderr)
-	case "restore":
-		return runSnapshotRestore(args[1:], stdout, stderr)
-	case "status":
-		return runSnapshotStatus(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, subcommands["etcd snapshot"])
-		return errHelp
-	case "":
-		return errors.New("gatehouse etcd snapshot: save, restore or status?\n\n" + subcommands["etcd snapshot"])
-	default:
-		return fmt.Errorf("gatehouse etcd snapshot: unknown subcommand %q\n\n%s", sub, subcommands["etcd snapshot"])
-	}
+	return runOperation("etcd snapshot", args, stdout, map[string]func([]string) error{
+		"save":    func(args []string) error { return runSnapshotSave(ctx, args, getenv, stdout, stderr) },
+		"restore": func(args []string) error { return runSnapshotRestore(args, stdout, stderr) },
+		"status":  func(args []string) error { return runSnapshotStatus(args, stdout, stderr) },
+	})
 }
 
 func runSnapshotSave(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -96,15 +119,9 @@ func runSnapshotSave(ctx context.Context, args []string, getenv func(string) str
 	endpoints := fs.String("endpoints", etcdEndpoints(getenv), "etcd client URLs, comma-separated (env GATEHOUSE_ETCD_ENDPOINTS); the snapshot is taken from the leader among them")
 	force := fs.Bool("force", false, "replace FILE if it exists")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole save")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseOperands("etcd snapshot save", fs, args, "FILE")
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
 		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("gatehouse etcd snapshot save: want one FILE, got %d arguments (gatehouse etcd snapshot save -h)", len(pos))
 	}
 	eps := splitList(*endpoints)
 	if len(eps) == 0 {
@@ -295,15 +312,9 @@ func checkSnapshot(path string) (snapshotStatus, error) {
 
 func runSnapshotStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("etcd snapshot status", args, stdout, stderr)
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseOperands("etcd snapshot status", fs, args, "FILE")
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
 		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("gatehouse etcd snapshot status: want one FILE, got %d arguments", len(pos))
 	}
 	st, err := checkSnapshot(pos[0])
 	if err != nil {
@@ -320,15 +331,9 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	peer := fs.String("listen-peer", "127.0.0.1:2380", "host:port of this member's peer URL, when --initial-cluster is not given")
 	initial := fs.String("initial-cluster", "", "every member of the restored cluster as name=http://host:port, comma-separated, the same for each member restored (default: this member alone)")
 	bump := fs.Uint64("bump-revision", defaultRevisionBump, "move etcd's revision this far past the snapshot's and mark the history before compacted (0: keep the snapshot's)")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseOperands("etcd snapshot restore", fs, args, "FILE")
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
 		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("gatehouse etcd snapshot restore: want one FILE, got %d arguments (gatehouse etcd snapshot restore -h)", len(pos))
 	}
 	// The member's settings as gatehouse etcd checks them (the client URL
 	// is not part of a restore).

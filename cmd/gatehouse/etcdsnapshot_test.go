@@ -383,19 +383,20 @@ func TestEtcdOperationsFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"snapshot"}, "gatehouse etcd snapshot: save, restore or status?"},
+		{[]string{"snapshot"}, "gatehouse etcd snapshot: restore, save, status?"},
 		{[]string{"snapshot", "take"}, `gatehouse etcd snapshot: unknown subcommand "take"`},
-		{[]string{"snapshot", "save"}, "want one FILE, got 0 arguments"},
-		{[]string{"snapshot", "save", "a.db", "b.db"}, "want one FILE, got 2 arguments"},
+		{[]string{"snapshot", "save"}, "gatehouse etcd snapshot save: want FILE, got 0 arguments (gatehouse etcd snapshot save -h)"},
+		{[]string{"snapshot", "save", "a.db", "b.db"}, "want FILE, got 2 arguments"},
 		{[]string{"snapshot", "save", "--endpoints", dead, "--timeout", "2s", "a.db"}, "no etcd member with a leader at " + dead},
 		{[]string{"snapshot", "restore", "missing.db", "--name", "e1"}, "missing.db: no such file"},
 		{[]string{"snapshot", "restore", "missing.db", "--name", "e 1"}, "--name=e 1: must be 1 to 63 letters"},
 		{[]string{"snapshot", "restore", "missing.db", "--name", "e1", "--initial-cluster", "e2=http://127.0.0.1:1"}, "must list this member"},
-		{[]string{"snapshot", "status"}, "want one FILE, got 0 arguments"},
-		{[]string{"member"}, "gatehouse etcd member: list, add or remove?"},
+		{[]string{"snapshot", "status"}, "gatehouse etcd snapshot status: want FILE, got 0 arguments"},
+		{[]string{"member"}, "gatehouse etcd member: add, list, remove?"},
 		{[]string{"member", "add", "e4"}, "--listen-peer=: must be host:port"},
 		{[]string{"member", "add", "e 4", "--listen-peer", "127.0.0.1:1"}, `member name "e 4": must be`},
-		{[]string{"member", "remove"}, "want 1 arguments, got 0"},
+		{[]string{"member", "remove"}, "gatehouse etcd member remove: want NAME, got 0 arguments"},
+		{[]string{"member", "list", "x"}, "gatehouse etcd member list: want no arguments, got 1 arguments"},
 		{[]string{"member", "list", "--endpoints", dead, "--timeout", "2s"}, "etcd member list: context deadline exceeded"},
 	}
 	for _, tt := range tests {
