@@ -47,6 +47,16 @@ type etcdChild struct {
 // member is ready.
 func startEtcdChild(t *testing.T, args ...string) *etcdChild {
 	t.Helper()
+	e := launchEtcdChild(t, args...)
+	e.waitReady(t)
+	return e
+}
+
+// launchEtcdChild runs `gatehouse etcd` with args (members of a new
+// cluster are ready only once a majority runs: launch them all, then
+// waitReady for each).
+func launchEtcdChild(t *testing.T, args ...string) *etcdChild {
+	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -60,17 +70,24 @@ func startEtcdChild(t *testing.T, args ...string) *etcdChild {
 	}
 	go func() { _ = e.cmd.Wait(); close(e.done) }()
 	t.Cleanup(func() { _ = e.cmd.Process.Kill(); <-e.done })
+	return e
+}
+
+// waitReady waits until the member says it is ready.
+func (e *etcdChild) waitReady(t *testing.T) {
+	t.Helper()
+	exited := false
 	if !eventually(30*time.Second, func() bool {
 		select {
-		case <-e.done:
+		case <-e.done: // not ProcessState: Wait may set it at any time
+			exited = true
 			return true
 		default:
 		}
 		return strings.Contains(e.logs.String(), `"msg":"etcd member ready"`)
-	}) || e.cmd.ProcessState != nil {
+	}) || exited {
 		t.Fatalf("gatehouse etcd did not become ready:\n%s", e.logs.String())
 	}
-	return e
 }
 
 // stop sends SIGTERM and waits for a clean exit.

@@ -23,7 +23,17 @@ const etcdStopTimeout = 30 * time.Second
 
 // runEtcd is `gatehouse etcd`: one embedded etcd member, until ctx ends
 // (SIGTERM, SIGINT). etcd's own messages are logged from warn up.
-func runEtcd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// `gatehouse etcd snapshot …` and `gatehouse etcd member …` are the
+// member's operations (etcdsnapshot.go, etcdmember.go).
+func runEtcd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "snapshot":
+			return runEtcdSnapshot(ctx, args[1:], getenv, stdout, stderr)
+		case "member":
+			return runEtcdMember(ctx, args[1:], getenv, stdout, stderr)
+		}
+	}
 	fs := newFlagSet("etcd", args, stdout, stderr)
 	name := fs.String("name", "default", "the member's name, unique in the etcd cluster")
 	dataDir := fs.String("data-dir", "", "the member's data directory (default <name>.etcd)")
@@ -70,6 +80,8 @@ func runEtcd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	select {
 	case err := <-e.Err():
 		return fmt.Errorf("etcd: member %s: %w", *name, err)
+	case <-e.Server.StopNotify(): // removed from the cluster (gatehouse etcd member remove), or failed
+		return fmt.Errorf("etcd: member %s stopped by itself (removed from the cluster? its log above says why)", *name)
 	case <-ctx.Done():
 		return nil
 	}
@@ -119,7 +131,7 @@ func etcdConfig(name, dataDir, client, peer, initial, state string, zl *zap.Logg
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster, cfg.ClusterState = initial, state
-	cfg.InitialClusterToken = "gatehouse"
+	cfg.InitialClusterToken = etcdClusterToken
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zl)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)

@@ -75,7 +75,58 @@ Runs one etcd member (etcd 3.7, embedded) for cluster mode, so that a
 cluster needs nothing but this binary: one member, or three started with
 the same --initial-cluster. Its clients (gatehouse serve --etcd-endpoints)
 reach it at --listen-client; its peers at --listen-peer. SIGTERM or
-SIGINT stops it. For production, an external etcd cluster works as well.`,
+SIGINT stops it. For production, an external etcd cluster works as well.
+
+Operations (docs/cluster.md, "Operations"; each has its own -h):
+  gatehouse etcd snapshot save|restore|status   back up and restore
+  gatehouse etcd member list|add|remove         change the members`,
+	"etcd snapshot": `usage:
+  gatehouse etcd snapshot save [--endpoints URLs] [--force] FILE
+  gatehouse etcd snapshot restore FILE --name NAME --data-dir DIR --initial-cluster NAME=URL,...
+  gatehouse etcd snapshot status FILE
+
+save writes a consistent snapshot of the cluster's etcd (everything the
+gatehouse nodes share) to FILE, taken from the leader; restore makes a
+member's data dir from it (once per member, with the same
+--initial-cluster); status checks a snapshot file.`,
+	"etcd snapshot save": `usage: gatehouse etcd snapshot save [flags] FILE
+
+Saves a snapshot of the etcd cluster at --endpoints into FILE, taken from
+the leader after a linearizable read (every change acknowledged before the
+save is in it): written beside FILE, synced, checked (the sha256 etcd
+appends, the bbolt pages, etcd's buckets), then renamed. Prints its size,
+revision and key count. Refuses to replace FILE without --force.`,
+	"etcd snapshot restore": `usage: gatehouse etcd snapshot restore FILE [flags]
+
+Makes the data dir of one etcd member from the snapshot FILE (etcd's own
+restore): run it for every member of the new cluster, each with its
+--name and --data-dir and the same --initial-cluster, then start each
+with gatehouse etcd on that data dir. The data dir must be absent or
+empty. The restored etcd is the cluster as it was at the snapshot: stop
+every gatehouse node first, start them after.`,
+	"etcd snapshot status": `usage: gatehouse etcd snapshot status FILE
+
+Checks that FILE is a whole etcd snapshot (its sha256, its bbolt pages,
+etcd's buckets) and prints its size, revision and key count.`,
+	"etcd member": `usage:
+  gatehouse etcd member list [--endpoints URLs]
+  gatehouse etcd member add NAME --listen-peer HOST:PORT [--endpoints URLs]
+  gatehouse etcd member remove NAME [--endpoints URLs]
+
+Changes the etcd cluster's members (etcdctl member list/add/remove): add
+prints the gatehouse etcd command that starts the new member.`,
+	"etcd member list": `usage: gatehouse etcd member list [flags]
+
+Lists the etcd cluster's members: id, name, peer and client URLs.`,
+	"etcd member add": `usage: gatehouse etcd member add NAME --listen-peer HOST:PORT [flags]
+
+Adds member NAME, whose peers will reach it at --listen-peer, and prints
+the gatehouse etcd command that starts it (--initial-cluster-state
+existing). Start it at once: the cluster counts it in its quorum from now.`,
+	"etcd member remove": `usage: gatehouse etcd member remove NAME [flags]
+
+Removes the member named NAME (or of that hex id) from the etcd cluster;
+then stop its process and delete its data dir.`,
 	"reset-password": `usage: gatehouse reset-password [flags]
 
 Sets a new password for the admin named by GATEHOUSE_ADMIN_EMAIL (default

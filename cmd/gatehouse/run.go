@@ -36,6 +36,10 @@ const usage = `usage:
                                      generated one, printed once; run it with the server stopped
   gatehouse etcd [flags]             run one etcd member for cluster mode (gatehouse etcd -h;
                                      docs/cluster.md)
+  gatehouse etcd snapshot save|restore|status
+                                     back up the cluster's etcd and restore it
+  gatehouse etcd member list|add|remove
+                                     change the etcd cluster's members
   gatehouse version                  print the version, the commit and the Go version
                                      (also gatehouse --version)
 
@@ -61,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve", "reset-password":
 	case "etcd":
-		return runEtcd(ctx, args[1:], stdout, stderr)
+		return runEtcd(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintln(stdout, versionLine())
 		return nil
