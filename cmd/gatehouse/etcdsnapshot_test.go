@@ -128,7 +128,28 @@ func TestEtcdSnapshotRestore(t *testing.T) {
 	expect(t, "create key", 201)(user.do("POST", "/api/keys", map[string]string{"name": "used"}, nil, &used))
 	expect(t, "create key", 201)(user.do("POST", "/api/keys", map[string]string{"name": "half"}, nil, &half))
 
+	// The load starts once the three own every shard between them (a shard
+	// moving under load may cost a chunk).
+	var view struct {
+		Members []struct{ ID string }    `json:"members"`
+		Shards  []struct{ Owner string } `json:"shards"`
+	}
+	if !eventually(10*time.Second, func() bool {
+		code, err := admin.do("GET", "/api/cluster", nil, nil, &view)
+		if err != nil || code != 200 || len(view.Members) != 3 {
+			return false
+		}
+		owners := map[string]bool{}
+		for _, sh := range view.Shards {
+			owners[sh.Owner] = true
+		}
+		return len(owners) == 3 && !owners[""]
+	}) {
+		t.Fatalf("GET /api/cluster never showed three members owning every shard: %+v", view)
+	}
+
 	// used spends its hour through the three nodes, half a quarter of it.
+	chunk := int64(max(1, limit/100))
 	var counts sync.Map
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -141,8 +162,12 @@ func TestEtcdSnapshotRestore(t *testing.T) {
 		wg.Go(func() { proxyCount(n.c.api, used.Key, 10, &counts) })
 	}
 	wg.Wait()
-	if ok := countOf(&counts, 200); ok != limit {
-		t.Fatalf("used: %d admitted of 30 for a limit of %d", ok, limit)
+	// Under-admission: a chunk per ownership change; a loaded machine may
+	// add lease lapses (allow three, as the other cluster tests do).
+	usedOK := countOf(&counts, 200)
+	t.Logf("used: %d admitted of 30 for a limit of %d", usedOK, limit)
+	if usedOK > limit || usedOK < limit-3*chunk {
+		t.Fatalf("used: %d admitted of 30 for a limit of %d", usedOK, limit)
 	}
 	var halfCounts sync.Map
 	proxyCount(c.c.api, half.Key, limit/4, &halfCounts)
@@ -153,7 +178,7 @@ func TestEtcdSnapshotRestore(t *testing.T) {
 	for _, k := range []struct {
 		createdKey
 		want int64
-	}{{used, limit}, {half, limit / 4}} {
+	}{{used, usedOK}, {half, limit / 4}} {
 		var u keyUsage
 		if !eventually(5*time.Second, func() bool {
 			code, err := user.do("GET", "/api/keys/"+k.ID+"/usage", nil, nil, &u)
@@ -262,7 +287,7 @@ func TestEtcdSnapshotRestore(t *testing.T) {
 		wg.Go(func() { proxyCount(n.c.api, half.Key, limit/2, &afterCounts) })
 	}
 	wg.Wait()
-	left, chunk := int64(limit-limit/4), int64(max(1, limit/100))
+	left := int64(limit - limit/4)
 	ok := countOf(&afterCounts, 200)
 	t.Logf("half: %d admitted after the restore, %d left at the snapshot", ok, left)
 	if ok > left || ok < left-3*chunk {
@@ -271,9 +296,9 @@ func TestEtcdSnapshotRestore(t *testing.T) {
 	var u keyUsage
 	if !eventually(5*time.Second, func() bool {
 		code, err := user.do("GET", "/api/keys/"+used.ID+"/usage", nil, nil, &u)
-		return err == nil && code == 200 && u.TotalUsageCount == limit
+		return err == nil && code == 200 && u.TotalUsageCount == usedOK
 	}) {
-		t.Errorf("usage of used after the restore = %+v, want %d", u, limit)
+		t.Errorf("usage of used after the restore = %+v, want %d", u, usedOK)
 	}
 }
 
