@@ -21,6 +21,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,9 +58,11 @@ type Config struct {
 // Pool is a keep-alive pool of connections to one upstream. It is safe
 // for concurrent use.
 type Pool struct {
-	cfg  Config
-	idle chan *conn    // kept-alive connections, oldest first
-	sem  chan struct{} // one token per open connection
+	cfg     Config
+	idle    chan *conn    // kept-alive connections, oldest first
+	sem     chan struct{} // one token per open connection
+	closed  atomic.Bool   // Close was called: connections are not kept
+	sweeper atomic.Bool   // the goroutine closing stale idle connections runs
 }
 
 // New returns a pool; it dials nothing until the first request.
@@ -144,11 +147,44 @@ func (p *Pool) dial() (*conn, error) {
 	return &conn{nc: nc, br: br, bw: bw}, nil
 }
 
-// put returns c to the idle connections.
+// put returns c to the idle connections, and starts the sweeper if it
+// is not running.
 func (p *Pool) put(c *conn) {
+	if p.closed.Load() {
+		p.close(c)
+		return
+	}
 	c.reused = true
 	c.used = time.Now().UnixNano()
 	p.idle <- c // never blocks: at most MaxConns exist
+	if !p.sweeper.Load() && p.sweeper.CompareAndSwap(false, true) {
+		go p.sweep()
+	}
+}
+
+// sweep closes the connections idle for longer than IdleTimeout, every
+// half of it, until none is open.
+func (p *Pool) sweep() {
+	t := time.NewTicker(max(p.cfg.IdleTimeout/2, 10*time.Millisecond))
+	defer t.Stop()
+	for range t.C {
+		now := time.Now().UnixNano()
+		for range len(p.idle) {
+			select {
+			case c := <-p.idle:
+				if now-c.used > int64(p.cfg.IdleTimeout) || p.closed.Load() {
+					p.close(c)
+				} else {
+					p.idle <- c
+				}
+			default:
+			}
+		}
+		if len(p.sem) == 0 {
+			p.sweeper.Store(false)
+			return
+		}
+	}
 }
 
 // close closes c and frees its place.
@@ -160,6 +196,14 @@ func (p *Pool) close(c *conn) {
 	writerPool.Put(c.bw)
 	c.br, c.bw = nil, nil
 	<-p.sem
+}
+
+// Close closes the idle connections now and the busy ones when their
+// exchange ends. The pool still serves requests (on connections it then
+// closes): a request in flight when its service was replaced ends well.
+func (p *Pool) Close() {
+	p.closed.Store(true)
+	p.CloseIdle()
 }
 
 // CloseIdle closes the connections idle now; busy ones are kept.

@@ -337,3 +337,40 @@ func TestBuffered(t *testing.T) {
 		t.Errorf("%d connections, want 1", n)
 	}
 }
+
+// TestIdleConnectionsClosed: a connection idle past IdleTimeout is closed
+// without a request coming (the sweeper), and one released after Close
+// is closed rather than kept.
+func TestIdleConnectionsClosed(t *testing.T) {
+	u := newScripted(t)
+	p := New(Config{
+		Dial:        func() (net.Conn, error) { return net.Dial("tcp", u.addr) },
+		MaxConnWait: time.Second,
+		IdleTimeout: 50 * time.Millisecond,
+	})
+	u.answers <- script{answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}
+	var resp Response
+	if err := p.Do(get("/"), &resp); err != nil {
+		t.Fatal(err)
+	}
+	<-u.seen
+	resp.Release()
+	deadline := time.Now().Add(2 * time.Second)
+	for len(p.sem) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(p.sem); n != 0 {
+		t.Fatalf("%d connections open after the idle timeout", n)
+	}
+
+	u.answers <- script{answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}
+	if err := p.Do(get("/"), &resp); err != nil {
+		t.Fatal(err)
+	}
+	<-u.seen
+	p.Close()
+	resp.Release()
+	if n := len(p.sem); n != 0 {
+		t.Errorf("%d connections open after Close and the exchange's end", n)
+	}
+}
