@@ -231,15 +231,17 @@ func nextHeader(b []byte) (k, v, rest []byte, ok bool) {
 // canonicalKey appends k in canonical form (as fasthttp normalizes names:
 // upper case first and after each '-', lower case elsewhere) to dst.
 func canonicalKey(dst, k []byte) []byte {
+	n := len(dst)
+	dst = append(dst, k...)
+	d := dst[n:]
 	upper := true
-	for _, c := range k {
+	for i, c := range d {
 		switch {
 		case upper && 'a' <= c && c <= 'z':
-			c -= 'a' - 'A'
+			d[i] = c - ('a' - 'A')
 		case !upper && 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
+			d[i] = c + ('a' - 'A')
 		}
-		dst = append(dst, c)
 		upper = c == '-'
 	}
 	return dst

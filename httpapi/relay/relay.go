@@ -51,7 +51,8 @@ type Config struct {
 	// MaxConnWait is how long a request waits for a connection when
 	// MaxConns are busy before failing with ErrNoFreeConns.
 	MaxConnWait time.Duration
-	// IdleTimeout closes a connection idle for longer (0: DefaultIdleTimeout).
+	// IdleTimeout closes a connection idle for longer, give or take a
+	// quarter of it more (0: DefaultIdleTimeout).
 	IdleTimeout time.Duration
 }
 
@@ -63,6 +64,10 @@ type Pool struct {
 	sem     chan struct{} // one token per open connection
 	closed  atomic.Bool   // Close was called: connections are not kept
 	sweeper atomic.Bool   // the goroutine closing stale idle connections runs
+	// gen counts the sweeper's ticks (a quarter of IdleTimeout each): a
+	// connection notes it when it goes idle, so that no clock is read
+	// per request.
+	gen atomic.Int64
 }
 
 // New returns a pool; it dials nothing until the first request.
@@ -81,7 +86,7 @@ type conn struct {
 	nc     net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	used   int64 // Unix ns when it went idle
+	gen    int64 // Pool.gen when it went idle
 	reused bool  // it carried an exchange before
 }
 
@@ -93,16 +98,10 @@ var (
 // get takes an idle connection or dials one, waiting up to MaxConnWait
 // while MaxConns are open.
 func (p *Pool) get() (*conn, error) {
-	for {
-		select {
-		case c := <-p.idle:
-			if c = p.fresh(c); c != nil {
-				return c, nil
-			}
-			continue
-		default:
-		}
-		break
+	select {
+	case c := <-p.idle:
+		return c, nil
+	default:
 	}
 	select {
 	case p.sem <- struct{}{}:
@@ -114,24 +113,13 @@ func (p *Pool) get() (*conn, error) {
 	for {
 		select {
 		case c := <-p.idle:
-			if c = p.fresh(c); c != nil {
-				return c, nil
-			}
+			return c, nil
 		case p.sem <- struct{}{}:
 			return p.dial()
 		case <-t.C:
 			return nil, ErrNoFreeConns
 		}
 	}
-}
-
-// fresh returns c, or nil after closing it if it was idle too long.
-func (p *Pool) fresh(c *conn) *conn {
-	if time.Now().UnixNano()-c.used > int64(p.cfg.IdleTimeout) {
-		p.close(c)
-		return nil
-	}
-	return c
 }
 
 func (p *Pool) dial() (*conn, error) {
@@ -155,24 +143,24 @@ func (p *Pool) put(c *conn) {
 		return
 	}
 	c.reused = true
-	c.used = time.Now().UnixNano()
+	c.gen = p.gen.Load()
 	p.idle <- c // never blocks: at most MaxConns exist
 	if !p.sweeper.Load() && p.sweeper.CompareAndSwap(false, true) {
 		go p.sweep()
 	}
 }
 
-// sweep closes the connections idle for longer than IdleTimeout, every
-// half of it, until none is open.
+// sweep closes the connections idle for IdleTimeout (up to a quarter of
+// it more), ticking every quarter, until none is open.
 func (p *Pool) sweep() {
-	t := time.NewTicker(max(p.cfg.IdleTimeout/2, 10*time.Millisecond))
+	t := time.NewTicker(max(p.cfg.IdleTimeout/4, time.Millisecond))
 	defer t.Stop()
 	for range t.C {
-		now := time.Now().UnixNano()
+		gen := p.gen.Add(1)
 		for range len(p.idle) {
 			select {
 			case c := <-p.idle:
-				if now-c.used > int64(p.cfg.IdleTimeout) || p.closed.Load() {
+				if gen-c.gen > 4 || p.closed.Load() {
 					p.close(c)
 				} else {
 					p.idle <- c
