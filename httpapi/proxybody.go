@@ -164,6 +164,9 @@ func copyResponseHeader(rc *fasthttp.RequestCtx, up *relay.Head) {
 	if len(up.Reason) > 0 {
 		h.SetStatusMessage(up.Reason)
 	}
+	// The names are made canonical once, here: fasthttp need not again.
+	h.DisableNormalizing()
+	defer h.EnableNormalizing()
 	var kb [64]byte
 	for k, v := range relay.Headers(up.Lines) {
 		ck := canonicalKey(kb[:0], k)

@@ -152,8 +152,8 @@ func ParseHead(b []byte, head bool) (h Head, n int, err error) {
 }
 
 // Headers calls yield with each header line's name and value (trimmed),
-// in order, until it returns false. lines is Head.Lines, already checked
-// by ParseHead.
+// in order, until it returns false. lines is Head.Lines: ParseHead
+// checked every line, so they are only split here.
 func Headers(lines []byte) func(yield func(k, v []byte) bool) {
 	return func(yield func(k, v []byte) bool) {
 		for len(lines) > 0 {
@@ -161,9 +161,13 @@ func Headers(lines []byte) func(yield func(k, v []byte) bool) {
 			if i < 0 {
 				i = len(lines) - 1
 			}
-			k, v, ok := splitHeader(trimCR(lines[:i]))
+			line := trimCR(lines[:i])
 			lines = lines[i+1:]
-			if ok && !yield(k, v) {
+			c := bytes.IndexByte(line, ':')
+			if c <= 0 {
+				continue // not from ParseHead
+			}
+			if !yield(line[:c], trimOWS(line[c+1:])) {
 				return
 			}
 		}
