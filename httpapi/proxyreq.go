@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/httpapi/relay"
 )
 
 var (
@@ -173,18 +174,18 @@ func appendCookieLine(dst, k, v []byte) []byte {
 	mark := len(dst)
 	for len(v) > 0 {
 		var pair []byte
-		if i := indexByte(v, ';'); i >= 0 {
+		if i := bytes.IndexByte(v, ';'); i >= 0 {
 			pair, v = v[:i], v[i+1:]
 		} else {
 			pair, v = v, nil
 		}
-		pair = trimOWS(pair)
+		pair = relay.TrimOWS(pair)
 		if len(pair) == 0 {
 			continue
 		}
 		name := pair
-		if i := indexByte(pair, '='); i >= 0 {
-			name = trimOWS(pair[:i])
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			name = relay.TrimOWS(pair[:i])
 		}
 		if string(name) == CookieName {
 			continue
@@ -223,7 +224,7 @@ func nextHeader(b []byte) (k, v, rest []byte, ok bool) {
 		if c <= 0 || line[0] == ' ' || line[0] == '\t' {
 			continue
 		}
-		return trimOWS(line[:c]), trimOWS(line[c+1:]), b, true
+		return relay.TrimOWS(line[:c]), relay.TrimOWS(line[c+1:]), b, true
 	}
 	return nil, nil, nil, false
 }
@@ -251,38 +252,13 @@ func canonicalKey(dst, k []byte) []byte {
 // names k (other than close and keep-alive, which name no header).
 func namedBy(conn [][]byte, k []byte) bool {
 	for _, v := range conn {
-		for len(v) > 0 {
-			var tok []byte
-			if i := indexByte(v, ','); i >= 0 {
-				tok, v = v[:i], v[i+1:]
-			} else {
-				tok, v = v, nil
-			}
-			if asciiEqualFold(trimOWS(tok), k) {
+		for tok := range relay.Tokens(v) {
+			if asciiEqualFold(tok, k) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-func indexByte(b []byte, c byte) int {
-	for i := range b {
-		if b[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // appendRemoteIP appends the client's IP without allocating: an IPv4

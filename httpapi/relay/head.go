@@ -113,7 +113,7 @@ func ParseHead(b []byte, head bool) (h Head, n int, err error) {
 				return h, 0, ErrMalformed
 			}
 		case equalFold(k, "connection"):
-			for tok := range tokens(v) {
+			for tok := range Tokens(v) {
 				switch {
 				case equalFold(tok, "close"):
 					h.Close = true
@@ -167,7 +167,7 @@ func Headers(lines []byte) func(yield func(k, v []byte) bool) {
 			if c <= 0 {
 				continue // not from ParseHead
 			}
-			if !yield(line[:c], trimOWS(line[c+1:])) {
+			if !yield(line[:c], TrimOWS(line[c+1:])) {
 				return
 			}
 		}
@@ -194,7 +194,7 @@ func splitHeader(line []byte) (k, v []byte, ok bool) {
 			return nil, nil, false
 		}
 	}
-	v = trimOWS(line[c+1:])
+	v = TrimOWS(line[c+1:])
 	for _, ch := range v {
 		if ch < ' ' && ch != '\t' || ch == 0x7f {
 			return nil, nil, false
@@ -215,7 +215,9 @@ func isToken(c byte) bool {
 	return false
 }
 
-func trimOWS(b []byte) []byte {
+// TrimOWS trims b of the optional white space (spaces and tabs) around
+// an HTTP field value or list element.
+func TrimOWS(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		b = b[1:]
 	}
@@ -229,7 +231,7 @@ func trimOWS(b []byte) []byte {
 // equal ones ("42, 42", as some intermediaries merge them).
 func parseLength(v []byte) (int64, bool) {
 	n := int64(-1)
-	for tok := range tokens(v) {
+	for tok := range Tokens(v) {
 		if len(tok) == 0 || len(tok) > 18 {
 			return 0, false
 		}
@@ -248,8 +250,9 @@ func parseLength(v []byte) (int64, bool) {
 	return n, n >= 0
 }
 
-// tokens yields the comma-separated elements of v, trimmed.
-func tokens(v []byte) func(yield func([]byte) bool) {
+// Tokens yields the non-empty comma-separated elements of v (an HTTP
+// list), trimmed.
+func Tokens(v []byte) func(yield func([]byte) bool) {
 	return func(yield func([]byte) bool) {
 		for len(v) > 0 {
 			i := bytes.IndexByte(v, ',')
@@ -259,7 +262,7 @@ func tokens(v []byte) func(yield func([]byte) bool) {
 			} else {
 				tok, v = v[:i], v[i+1:]
 			}
-			if t := trimOWS(tok); len(t) > 0 && !yield(t) {
+			if t := TrimOWS(tok); len(t) > 0 && !yield(t) {
 				return
 			}
 		}
@@ -268,7 +271,7 @@ func tokens(v []byte) func(yield func([]byte) bool) {
 
 func lastToken(v []byte) []byte {
 	var last []byte
-	for tok := range tokens(v) {
+	for tok := range Tokens(v) {
 		last = tok
 	}
 	return last

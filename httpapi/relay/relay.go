@@ -15,6 +15,7 @@ package relay
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -535,10 +536,10 @@ func readChunkSize(br *bufio.Reader) (int64, error) {
 		return 0, fmt.Errorf("%w: chunk size line: %v", ErrMalformed, err)
 	}
 	line = trimCR(line[:len(line)-1])
-	if i := indexByte(line, ';'); i >= 0 { // chunk extensions: ignored
+	if i := bytes.IndexByte(line, ';'); i >= 0 { // chunk extensions: ignored
 		line = line[:i]
 	}
-	line = trimOWS(line)
+	line = TrimOWS(line)
 	if len(line) == 0 || len(line) > 15 {
 		return 0, ErrMalformed
 	}
@@ -592,15 +593,6 @@ func skipTrailer(br *bufio.Reader) error {
 		}
 	}
 	return ErrMalformed
-}
-
-func indexByte(b []byte, c byte) int {
-	for i := range b {
-		if b[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // Release ends the exchange: the connection goes back to the pool if the
