@@ -40,7 +40,6 @@ var (
 	// ErrConnectionClosed: the upstream closed the connection before the
 	// first byte of an answer.
 	ErrConnectionClosed = errors.New("relay: upstream closed the connection before answering")
-	errBodyBroken       = errors.New("relay: response body cut short")
 )
 
 // Config configures a Pool.
