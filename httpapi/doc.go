@@ -43,9 +43,11 @@
 // copies, and the one exception is the key passed to Authorize and
 // Validate, which those methods must not retain. A streamed answer is
 // written by the server after the handler returns, from the upstream's
-// response, which the stream owns and releases (proxybody.go). Upstream
+// answer, which the stream owns and releases (proxybody.go). Upstream
 // exchanges are bounded by Service.Timeout. Every upstream has one
-// keep-alive *fasthttp.HostClient, built in New. A panic in a handler is
+// keep-alive pool of httpapi/relay, built in New: the upstream request is
+// the client's raw header lines, edited (proxyreq.go), and the answer's
+// headers are copied from the relay's read buffer. A panic in a handler is
 // logged with its stack and answered 500; it is a bug, never control flow.
 //
 // Request bodies are read as streams (fasthttp's StreamRequestBody); the

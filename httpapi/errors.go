@@ -15,6 +15,7 @@ import (
 	"gatehouse/actors/control"
 	"gatehouse/actors/ratelimit"
 	"gatehouse/httpapi/listener"
+	"gatehouse/httpapi/relay"
 )
 
 // This file is the only place where errors become HTTP statuses and error
@@ -126,7 +127,8 @@ func (e *upstreamError) timeout() bool {
 	var te interface{ Timeout() bool }
 	switch {
 	case errors.Is(e.err, fasthttp.ErrTimeout), errors.Is(e.err, fasthttp.ErrDialTimeout),
-		errors.Is(e.err, fasthttp.ErrNoFreeConns), errors.Is(e.err, context.DeadlineExceeded):
+		errors.Is(e.err, fasthttp.ErrNoFreeConns), errors.Is(e.err, relay.ErrNoFreeConns),
+		errors.Is(e.err, context.DeadlineExceeded):
 		return true
 	case errors.As(e.err, &te):
 		return te.Timeout()

@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,16 +16,18 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/control"
 	"gatehouse/actors/ratelimit"
+	"gatehouse/httpapi/relay"
 )
 
 // upstream is one proxied service with its keep-alive client, built once.
 type upstream struct {
 	name     string
 	host     string
+	hostB    []byte
 	basePath []byte
 	headers  [][2][]byte // injected headers, canonical name then value
 	timeout  time.Duration
-	client   *fasthttp.HostClient
+	pool     *relay.Pool  // HTTP/1.1 keep-alive connections (httpapi/relay)
 	lastWarn atomic.Int64 // Unix second of the last upstream failure logged
 	disabled bool         // an API service switched off: 503 SERVICE_DISABLED
 }
@@ -45,34 +49,33 @@ func newUpstream(name string, svc Service) (*upstream, error) {
 	if timeout == 0 {
 		timeout = DefaultUpstreamTimeout
 	}
-	up := &upstream{name: name, host: u.host, basePath: []byte(u.basePath), timeout: timeout}
+	up := &upstream{name: name, host: u.host, hostB: []byte(u.host), basePath: []byte(u.basePath), timeout: timeout}
 	for k, v := range svc.Headers {
 		up.headers = append(up.headers, [2][]byte{[]byte(textproto.CanonicalMIMEHeaderKey(k)), []byte(v)})
 	}
-	up.client = &fasthttp.HostClient{
-		Addr:                     u.addr,
-		IsTLS:                    u.tls,
-		NoDefaultUserAgentHeader: true,
-		MaxConns:                 svc.MaxConns,
-		MaxConnWaitTimeout:       timeout,
-		DisablePathNormalizing:   true,
-		// Every answer arrives as a stream: forward buffers the small ones
-		// of known length and streams the rest (proxybody.go).
-		StreamResponseBody: true,
-		// net.Dialer rather than fasthttp's default dialer, whose DNS cache
-		// keeps a goroutine for the life of the process; connections are
-		// kept alive, so dials (and lookups) are rare. The service's
-		// timeout bounds the dial, and the wheel each exchange
-		// (proxydeadline.go): requests go out without a deadline of their own.
-		DialTimeout: func(addr string, _ time.Duration) (net.Conn, error) {
-			c, err := dialUpstream(addr, timeout)
+	tlsName := ""
+	if u.tls {
+		tlsName, _, _ = net.SplitHostPort(u.addr)
+		tlsName = strings.Trim(tlsName, "[]")
+	}
+	up.pool = relay.New(relay.Config{
+		// net.Dialer: connections are kept alive, so dials (and lookups)
+		// are rare. The service's timeout bounds the dial, and the wheel
+		// each exchange (proxydeadline.go).
+		Dial: func() (net.Conn, error) {
+			c, err := dialUpstream(u.addr, timeout)
 			if err != nil {
 				return nil, err
 			}
-			return newWheelConn(c, upstreamWheel, timeout), nil
+			wc := net.Conn(newWheelConn(c, upstreamWheel, timeout))
+			if u.tls {
+				wc = tls.Client(wc, &tls.Config{ServerName: tlsName, MinVersion: tls.VersionTLS12})
+			}
+			return wc, nil
 		},
-		RetryIfErr: retryUpstream,
-	}
+		MaxConns:    svc.MaxConns,
+		MaxConnWait: timeout,
+	})
 	return up, nil
 }
 
@@ -85,18 +88,6 @@ func (up *upstream) injects(k []byte) bool {
 		}
 	}
 	return false
-}
-
-// retryUpstream is fasthttp's own rule (an idempotent request is sent
-// again after a failed attempt, on another connection: a kept-alive one
-// may have been closed by the upstream meanwhile), except after a
-// timeout: with a per-request deadline fasthttp stopped there, as the
-// deadline had passed, and so does the wheel's timeout.
-func retryUpstream(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
-	if errors.Is(err, fasthttp.ErrTimeout) {
-		return false, false
-	}
-	return false, req.Header.IsGet() || req.Header.IsHead() || req.Header.IsPut()
 }
 
 func dialUpstream(addr string, timeout time.Duration) (net.Conn, error) {
@@ -209,18 +200,21 @@ func (s *Server) setLimitHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decisio
 // so is the answer (see relayBody). The request was admitted: it counts
 // in usage even if the upstream then fails.
 func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) error {
-	req := fasthttp.AcquireRequest()
-	buildUpstreamRequest(req, rc, up, suffix, res)
-	body, err := attachBody(req, rc, s.cfg.MaxProxyBodyBytes)
+	ex := exchangePool.Get().(*exchange)
+	ex.head = appendUpstreamHead(ex.head[:0], rc, up, suffix, res)
+	ex.req = relay.Request{Head: ex.head}
+	body, err := attachBody(ex, rc, s.cfg.MaxProxyBodyBytes)
 	if err != nil {
-		fasthttp.ReleaseRequest(req)
+		ex.release()
 		rc.SetConnectionClose()
 		s.setLimitHeaders(&rc.Response.Header, res.Limit)
 		return err
 	}
-	resp := fasthttp.AcquireResponse()
-	err = up.client.Do(req, resp) // timed by the wheel (proxydeadline.go)
-	fasthttp.ReleaseRequest(req)
+	m := rc.Request.Header.Method()
+	ex.req.IsHead = string(m) == fasthttp.MethodHead
+	ex.req.Idempotent = ex.req.IsHead || string(m) == fasthttp.MethodGet || string(m) == fasthttp.MethodPut
+	ex.req.SendLength = !ex.req.IsHead && string(m) != fasthttp.MethodGet
+	err = up.pool.Do(&ex.req, &ex.resp) // timed by the wheel (proxydeadline.go)
 	unread, clientErr := body.release()
 	if unread {
 		// The rest of the client's body is still on the wire, where the
@@ -228,12 +222,12 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, r
 		defer rc.SetConnectionClose()
 	}
 	if err != nil {
-		fasthttp.ReleaseResponse(resp)
+		ex.release()
 		return s.upstreamFailed(rc, up, res, clientErr, err)
 	}
-	copyResponseHeader(rc, resp)
+	copyResponseHeader(rc, &ex.resp.Head)
 	s.setLimitHeaders(&rc.Response.Header, res.Limit)
-	if err := relayBody(rc, resp); err != nil {
+	if err := relayBody(rc, ex); err != nil {
 		return s.upstreamFailed(rc, up, res, nil, err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/httpapi/listener"
+	"gatehouse/httpapi/relay"
 )
 
 // bufferBodyMax is the largest body of known length that the proxy reads
@@ -83,14 +84,45 @@ func (b *requestBody) release() (unread bool, failed error) {
 	return unread, failed
 }
 
-// attachBody gives req the client's body: as it is if fasthttp holds it
-// whole, copied if its length is known and at most bufferBodyMax, else as
-// a stream (chunked upstream if the client's was chunked). It returns the
-// stream, or nil if the body was buffered. A client whose small body
-// breaks off is answered 400 by the caller through errBodyRead.
-func attachBody(req *fasthttp.Request, rc *fasthttp.RequestCtx, limit int) (*requestBody, error) {
+// exchange is one proxied request's upstream side: the request head,
+// a small request body read whole, the relay's request and answer. It
+// is pooled; a streamed answer holds it until the server has written it.
+type exchange struct {
+	head []byte
+	body []byte
+	req  relay.Request
+	resp relay.Response
+}
+
+var exchangePool = sync.Pool{New: func() any { return &exchange{head: make([]byte, 0, 1024)} }}
+
+// release ends the upstream exchange (see relay.Response.Release) and
+// returns ex to its pool.
+func (ex *exchange) release() {
+	ex.resp.Release()
+	ex.req = relay.Request{}
+	if cap(ex.body) > bufferBodyMax {
+		ex.body = nil
+	}
+	ex.body = ex.body[:0]
+	exchangePool.Put(ex)
+}
+
+// Write appends to the buffered request body.
+func (ex *exchange) Write(p []byte) (int, error) {
+	ex.body = append(ex.body, p...)
+	return len(p), nil
+}
+
+// attachBody gives ex's request the client's body: as it is if fasthttp
+// holds it whole, copied if its length is known and at most
+// bufferBodyMax, else as a stream (chunked upstream if the client's was
+// chunked). It returns the stream, or nil if the body was buffered. A
+// client whose small body breaks off is answered 400 by the caller
+// through errBodyRead.
+func attachBody(ex *exchange, rc *fasthttp.RequestCtx, limit int) (*requestBody, error) {
 	if !rc.Request.IsBodyStream() {
-		req.SetBodyRaw(rc.Request.Body())
+		ex.req.Body = rc.Request.Body()
 		return nil, nil
 	}
 	cl := rc.Request.Header.ContentLength()
@@ -98,14 +130,16 @@ func attachBody(req *fasthttp.Request, rc *fasthttp.RequestCtx, limit int) (*req
 		if cl == 0 {
 			return nil, nil
 		}
-		if err := rc.Request.BodyWriteTo(req.BodyWriter()); err != nil {
+		if err := rc.Request.BodyWriteTo(ex); err != nil {
 			return nil, errBodyRead
 		}
+		ex.req.Body = ex.body
 		return nil, nil
 	}
 	b := requestBodyPool.Get().(*requestBody)
 	*b = requestBody{r: rc.RequestBodyStream(), left: limit}
-	req.SetBodyStream(b, max(cl, -1))
+	ex.req.BodyStream = b
+	ex.req.BodyLen = int64(max(cl, -1))
 	return b, nil
 }
 
@@ -118,35 +152,44 @@ func proxyBodyTooLarge(rc *fasthttp.RequestCtx, limit int) bool {
 	return len(rc.Request.Body()) > limit
 }
 
-// copyResponseHeader copies the upstream's status and headers to rc,
-// minus its hop-by-hop headers and its own rate-limit headers (gatehouse
-// sets the five, and a copy of the upstream's would travel beside each).
-// The status line is ours too: an HTTP/1.0 upstream must not make the
-// answer to an HTTP/1.1 client read "HTTP/1.0".
-func copyResponseHeader(rc *fasthttp.RequestCtx, resp *fasthttp.Response) {
+// copyResponseHeader sets the upstream's status and headers on rc,
+// minus its hop-by-hop and framing headers, its cookies and its own
+// rate-limit headers (gatehouse sets the five, and a copy of the
+// upstream's would travel beside each). The status line is ours: an
+// HTTP/1.0 upstream must not make the answer to an HTTP/1.1 client read
+// "HTTP/1.0".
+func copyResponseHeader(rc *fasthttp.RequestCtx, up *relay.Head) {
 	h := &rc.Response.Header
-	resp.Header.CopyTo(h)
-	h.SetProtocol(http11)
-	h.ResetConnectionClose()
-	// One pass finds the headers to drop present: the usual answer has
-	// none, and six unconditional deletions each scanned every header.
-	var buf8 [8][]byte
-	drop := buf8[:0]
-	for k := range resp.Header.All() {
-		if hopByHop(k) || limitHeader(k) {
-			drop = append(drop, k)
+	h.SetStatusCode(up.Status)
+	if len(up.Reason) > 0 {
+		h.SetStatusMessage(up.Reason)
+	}
+	// The names are made canonical once, here: fasthttp need not again.
+	h.DisableNormalizing()
+	defer h.EnableNormalizing()
+	var kb [64]byte
+	for k, v := range relay.Headers(up.Lines) {
+		ck := canonicalKey(kb[:0], k)
+		switch string(ck) {
+		case "Connection", "Transfer-Encoding", "Content-Length":
+			continue // framing is the server's
+		case "Set-Cookie":
+			// An upstream's cookies would be set on gatehouse's own
+			// origin, next to its session cookie: never passed through.
+			continue
 		}
+		if hopByHop(ck) || limitHeader(ck) {
+			continue
+		}
+		h.AddBytesKV(ck, v)
 	}
-	for _, k := range drop {
-		h.DelBytes(k)
+	if up.ContentLength >= 0 && up.BodyLen == 0 {
+		h.SetContentLength(int(up.ContentLength)) // a HEAD's, 304's
 	}
-	// An upstream's cookies would be set on gatehouse's own origin, next
-	// to its session cookie: never passed through.
-	h.DelAllCookies()
 }
 
-// limitHeader reports whether k (canonical form, as fasthttp normalizes
-// it) is one of the rate-limit headers gatehouse sets (setLimitHeaders).
+// limitHeader reports whether k (canonical form) is one of the
+// rate-limit headers gatehouse sets (setLimitHeaders).
 func limitHeader(k []byte) bool {
 	switch string(k) {
 	case "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit", "Ratelimit-Policy":
@@ -155,38 +198,44 @@ func limitHeader(k []byte) bool {
 	return false
 }
 
-// relayBody hands the upstream's body (a stream, see newUpstream) to rc
-// and resp to whoever finishes with it. A body of known length up to
-// bufferBodyMax is copied now, so its errors can still become a 502 or
-// 504. Any other body is streamed by the server after the handler
-// returns, flushed as it arrives so that server-sent events reach the
-// client one by one; an upstream failure then cuts the client's
-// connection, the only signal left once the status is sent.
-func relayBody(rc *fasthttp.RequestCtx, resp *fasthttp.Response) error {
-	if resp.BodyStream() == nil { // HEAD, 204, 304: no body
-		fasthttp.ReleaseResponse(resp)
+// relayBody hands the upstream's body to rc and ex to whoever finishes
+// with it. A body of known length up to bufferBodyMax is copied now, so
+// its errors can still become a 502 or 504. Any other body is streamed
+// by the server after the handler returns, flushed as it arrives so that
+// server-sent events reach the client one by one; an upstream failure
+// then cuts the client's connection, the only signal left once the
+// status is sent.
+func relayBody(rc *fasthttp.RequestCtx, ex *exchange) error {
+	r := &ex.resp
+	switch n := r.BodyLen; {
+	case n == 0: // HEAD, 204, 304, or empty
+		ex.release()
 		return nil
-	}
-	cl := resp.Header.ContentLength()
-	if cl >= 0 && cl <= bufferBodyMax {
-		err := resp.BodyWriteTo(rc.Response.BodyWriter())
-		fasthttp.ReleaseResponse(resp)
+	case n > 0 && n <= bufferBodyMax:
+		if b := r.Buffered(); b != nil { // the usual small answer: one copy
+			rc.Response.SetBody(b)
+			r.Skip()
+			ex.release()
+			return nil
+		}
+		_, err := io.Copy(rc.Response.BodyWriter(), r)
+		ex.release()
 		return err
 	}
 	b := responseBodyPool.Get().(*responseBody)
-	b.resp = resp
+	b.ex = ex
 	rc.Response.ImmediateHeaderFlush = true
-	rc.Response.SetBodyStream(b, max(cl, -1))
+	rc.Response.SetBodyStream(b, int(max(r.BodyLen, -1)))
 	return nil
 }
 
 // responseBody is the upstream's body as the body stream of the answer to
 // the client. The server reads it through WriteTo, which flushes after
-// every read, and closes it with CloseWithError, which releases the
-// upstream response (and its connection: back to the pool if the body
-// was read to its end, closed otherwise). It is pooled.
+// every read, and closes it with CloseWithError, which ends the exchange
+// (its connection back to the pool if the body was read to its end,
+// closed otherwise). It is pooled.
 type responseBody struct {
-	resp *fasthttp.Response
+	ex *exchange
 }
 
 var (
@@ -194,7 +243,7 @@ var (
 	copyBufPool      = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 )
 
-func (b *responseBody) Read(p []byte) (int, error) { return b.resp.BodyStream().Read(p) }
+func (b *responseBody) Read(p []byte) (int, error) { return b.ex.resp.Read(p) }
 
 // SupportsBodyWriteTo lets fasthttp use WriteTo for both fixed-length and
 // chunked framing.
@@ -229,12 +278,11 @@ func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// CloseWithError releases the upstream response; fasthttp calls it once
-// the body is written or the write failed.
+// CloseWithError ends the exchange; fasthttp calls it once the body is
+// written or the write failed.
 func (b *responseBody) CloseWithError(error) error {
-	err := b.resp.CloseBodyStream()
-	fasthttp.ReleaseResponse(b.resp)
-	b.resp = nil
+	b.ex.release()
+	b.ex = nil
 	responseBodyPool.Put(b)
-	return err
+	return nil
 }

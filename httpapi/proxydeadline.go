@@ -8,24 +8,25 @@ import (
 )
 
 // The upstream exchange's timeout is kept by one timer wheel instead of a
-// deadline per request. fasthttp's HostClient sets a write and a read
-// deadline on the connection for every request it sends with a timeout:
-// two runtime timers re-armed and three clock reads per request, about 1%
-// of the proxy's CPU (bench/RESULTS.md, issue 25). The upstream's
+// deadline per request. fasthttp's HostClient, which the proxy used
+// before httpapi/relay, set a write and a read deadline on the connection
+// for every request it sent with a timeout: two runtime timers re-armed
+// and three clock reads per request, about 1% of the proxy's CPU
+// (bench/RESULTS.md, issue 25). The upstream's
 // connections (wheelConn) instead note when their exchange is due (one
 // clock read), and the wheel's one goroutine ticks every
 // wheelTick while any connection is open, interrupting an exchange past
 // its due time by setting the connection's real deadline in the past:
 // its blocked read or write then fails with a timeout, as with a
-// deadline of its own, and fasthttp answers ErrTimeout (504).
+// deadline of its own (a timeout: 504).
 //
 // An exchange is timed from its first byte written (the wait for a free
-// connection is bounded apart, by MaxConnWaitTimeout) to the next
+// connection is bounded apart, by relay.Config.MaxConnWait) to the next
 // exchange on the connection: a streamed answer must end within the
 // timeout too, as it did with fasthttp's deadlines. The wheel may let an
 // exchange run up to a tick longer than the timeout (more if its
 // goroutine waits for a CPU), never shorter. A timed-out request is not
-// sent again (retryUpstream).
+// sent again (relay.Pool.Do).
 
 // wheelTick is the wheel's resolution.
 const wheelTick = 10 * time.Millisecond
@@ -105,9 +106,9 @@ func newWheelConn(c net.Conn, w *deadlineWheel, timeout time.Duration) *wheelCon
 	return wc
 }
 
-// SetWriteDeadline is called by fasthttp before every request it writes
-// (with a zero time: the client sends without a timeout): the previous
-// exchange is over, and a deadline the wheel set for it is lifted.
+// SetWriteDeadline is called by the relay before every request it writes
+// (with a zero time): the previous exchange is over, and a deadline the
+// wheel set for it is lifted.
 func (c *wheelConn) SetWriteDeadline(time.Time) error {
 	c.due.Store(0)
 	c.mu.Lock()

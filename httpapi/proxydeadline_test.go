@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gatehouse/httpapi/relay"
 )
 
 // TestDeadlineWheel: the upstream client without per-request deadlines
 // (proxydeadline.go). A connection left idle past its last exchange's due
 // time serves the next exchange; an exchange past the timeout fails with
-// fasthttp's ErrTimeout (504) after the timeout, not before; the wheel
+// a timeout (504) after the timeout, not before; the wheel
 // stops ticking once no connection is open.
 func TestDeadlineWheel(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -37,23 +39,13 @@ func TestDeadlineWheel(t *testing.T) {
 		t.Fatal(err)
 	}
 	get := func(path string) (time.Duration, error) {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI("http://" + ln.Addr().String() + path)
+		req := relay.Request{Head: []byte("GET " + path + " HTTP/1.1\r\nHost: t\r\n"), Idempotent: true}
+		var resp relay.Response
 		start := time.Now()
-		err := up.client.Do(req, resp)
-		if resp.BodyStream() != nil { // StreamResponseBody: read it to the end
-			b := make([]byte, 16)
-			for err == nil {
-				var n int
-				n, err = resp.BodyStream().Read(b)
-				_ = n
-			}
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			_ = resp.CloseBodyStream()
+		err := up.pool.Do(&req, &resp)
+		if err == nil { // read the body to its end
+			_, err = io.Copy(io.Discard, &resp)
+			resp.Release()
 		}
 		return time.Since(start), err
 	}
@@ -69,8 +61,8 @@ func TestDeadlineWheel(t *testing.T) {
 		t.Errorf("second exchange came from %s, want the kept-alive %s", again, first)
 	}
 	took, err := get("/slow")
-	if !errors.Is(err, fasthttp.ErrTimeout) {
-		t.Fatalf("slow exchange: %v after %v, want ErrTimeout", err, took)
+	if ue := (&upstreamError{up: up, err: err}); err == nil || !ue.timeout() {
+		t.Fatalf("slow exchange: %v after %v, want a timeout (504)", err, took)
 	}
 	if took < timeout || took > timeout+time.Second/4 {
 		t.Errorf("slow exchange timed out after %v, want %v (+ a tick)", took, timeout)
@@ -80,7 +72,7 @@ func TestDeadlineWheel(t *testing.T) {
 		t.Fatalf("after a timeout: %v", err)
 	}
 	<-ports
-	up.client.CloseIdleConnections()
+	up.pool.CloseIdle()
 	upstreamWheel.mu.Lock()
 	for c := range upstreamWheel.conns {
 		if c.RemoteAddr().String() == ln.Addr().String() {

@@ -4,26 +4,25 @@ import (
 	"bytes"
 	"net"
 	"strconv"
-	"sync"
 
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/httpapi/relay"
 )
 
 var (
-	hdrXFF      = []byte("X-Forwarded-For")
-	hdrXFHost   = []byte("X-Forwarded-Host")
-	hdrXFProto  = []byte("X-Forwarded-Proto")
-	hdrUserID   = []byte("X-Gatehouse-User-Id")
-	hdrKeyID    = []byte("X-Gatehouse-Key-Id")
-	hdrAPIKey   = []byte("X-Api-Key")
-	hdrAuthz    = []byte("Authorization")
-	commaSpace  = []byte(", ")
-	protoHTTP   = []byte("http")
-	protoHTTPS  = []byte("https")
-	http11      = []byte("HTTP/1.1")
-	cookieNameB = []byte(CookieName)
+	hdrXFF     = []byte("X-Forwarded-For")
+	hdrXFHost  = []byte("X-Forwarded-Host")
+	hdrXFProto = []byte("X-Forwarded-Proto")
+	hdrUserID  = []byte("X-Gatehouse-User-Id")
+	hdrKeyID   = []byte("X-Gatehouse-Key-Id")
+	hdrAPIKey  = []byte("X-Api-Key")
+	hdrAuthz   = []byte("Authorization")
+	commaSpace = []byte(", ")
+	protoHTTP  = []byte("http")
+	protoHTTPS = []byte("https")
+	http11     = []byte("HTTP/1.1")
 )
 
 // dropped reports whether the client's header named k (canonical form) is
@@ -57,107 +56,209 @@ func hopByHop(k []byte) bool {
 	return false
 }
 
-var uriPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
-
-// buildUpstreamRequest fills req's header from the client's request in rc;
-// attachBody adds the body.
-func buildUpstreamRequest(req *fasthttp.Request, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) {
-	h := &req.Header
-	rc.Request.Header.CopyTo(h)
-	if conn := rc.Request.Header.Peek(fasthttp.HeaderConnection); len(conn) > 0 {
-		stripConnectionTokens(h, conn) // its tokens are as the client cased them
-	}
-	// Every name from here on is canonical already (the server normalized
-	// the client's, ours are constants): no need to normalize each again.
-	h.DisableNormalizing()
-	// The client's Connection header is about its own hop: forwarded, it
-	// would make an HTTP/1.1 intermediary before the upstream drop the
-	// headers it names (the identity headers set below).
-	h.Del(fasthttp.HeaderConnection)
-	h.ResetConnectionClose()
-	h.Del(fasthttp.HeaderTransferEncoding)
-	// One pass finds what to drop, so that the usual request, which has
-	// nothing to drop but its key, pays for one deletion instead of ten.
-	var buf8 [8][]byte
-	drop := buf8[:0] // grows (allocates) only past 8 headers to drop
-	for k := range rc.Request.Header.All() {
-		if dropped(k) || up.injects(k) {
-			drop = append(drop, k)
-		}
-	}
-	for _, k := range drop {
-		h.DelBytes(k) // every copy
-	}
-	if len(rc.Request.Header.Peek(fasthttp.HeaderCookie)) > 0 {
-		h.DelCookieBytes(cookieNameB)
-	}
-
-	bp := uriPool.Get().(*[]byte)
-	uri := append((*bp)[:0], up.basePath...)
-	uri = append(uri, suffix...)
+// appendUpstreamHead appends the upstream request's request line and
+// header lines (each ending in CRLF; the relay adds the framing and the
+// empty line) to dst. The client's header lines are passed on as the
+// bytes it sent (RawHeaders), minus the ones not forwarded (dropped,
+// up.injects, those its Connection header names, its Host, framing and
+// X-Forwarded-For), with the gatehouse session cookie cut out of Cookie;
+// then come X-Forwarded-For (the client's first value, extended with its
+// address), X-Forwarded-Host and -Proto, the identity headers and the
+// service's own headers, each once.
+func appendUpstreamHead(dst []byte, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) []byte {
+	h := &rc.Request.Header
+	dst = append(dst, h.Method()...)
+	dst = append(dst, ' ')
+	dst = append(dst, up.basePath...)
+	dst = append(dst, suffix...)
 	if q := rc.URI().QueryString(); len(q) > 0 {
-		uri = append(uri, '?')
-		uri = append(uri, q...)
+		dst = append(dst, '?')
+		dst = append(dst, q...)
 	}
-	req.Header.SetRequestURIBytes(uri)
-	*bp = uri
-	uriPool.Put(bp)
-	req.Header.SetHost(up.host)
+	dst = append(dst, " HTTP/1.1\r\n"...)
 
-	var buf [64]byte
-	xff := buf[:0]
-	if prev := rc.Request.Header.PeekBytes(hdrXFF); len(prev) > 0 {
-		xff = append(append(xff, prev...), commaSpace...)
+	raw := h.RawHeaders()
+	if len(raw) == 0 { // a request that was not parsed (built in memory)
+		hb := h.Header()
+		raw = hb[bytes.IndexByte(hb, '\n')+1:]
 	}
-	req.Header.SetCanonical(hdrXFF, appendRemoteIP(xff, rc.RemoteAddr()))
-	// The rest were dropped from the copy above (dropped, up.injects):
-	// appended without looking for a copy to replace.
-	req.Header.AddBytesKV(hdrXFHost, rc.Request.Header.Host())
+	// The client's Connection header names headers about its own hop:
+	// found first, as it may come after them.
+	var connBuf [4][]byte
+	conn := connBuf[:0]
+	for rest := raw; ; {
+		k, v, next, ok := nextHeader(rest)
+		if !ok {
+			break
+		}
+		rest = next
+		if len(k) == len("Connection") && asciiEqualFold(k, hdrConnection) && len(conn) < cap(conn) {
+			conn = append(conn, v)
+		}
+	}
+	var kb [64]byte
+	var xff []byte
+	xffSeen := false
+	for rest := raw; ; {
+		k, v, next, ok := nextHeader(rest)
+		if !ok {
+			break
+		}
+		rest = next
+		ck := canonicalKey(kb[:0], k)
+		switch string(ck) {
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection":
+			continue
+		case "X-Forwarded-For":
+			if !xffSeen {
+				xff, xffSeen = v, true
+			}
+			continue
+		}
+		if dropped(ck) || up.injects(ck) || namedBy(conn, k) {
+			continue
+		}
+		if string(ck) == "Cookie" {
+			dst = appendCookieLine(dst, k, v)
+			continue
+		}
+		dst = appendLine(dst, k, v)
+	}
+	if !up.injects(hdrHost) {
+		dst = appendLine(dst, hdrHost, up.hostB)
+	}
+	dst = append(dst, hdrXFF...)
+	dst = append(dst, ": "...)
+	if len(xff) > 0 {
+		dst = append(append(dst, xff...), commaSpace...)
+	}
+	dst = appendRemoteIP(dst, rc.RemoteAddr())
+	dst = append(dst, "\r\n"...)
+	dst = appendLine(dst, hdrXFHost, h.Host())
 	if rc.IsTLS() {
-		req.Header.AddBytesKV(hdrXFProto, protoHTTPS)
+		dst = appendLine(dst, hdrXFProto, protoHTTPS)
 	} else {
-		req.Header.AddBytesKV(hdrXFProto, protoHTTP)
+		dst = appendLine(dst, hdrXFProto, protoHTTP)
 	}
-	req.Header.AddBytesKV(hdrUserID, appendUUID(buf[:0], res.UserID))
-	req.Header.AddBytesKV(hdrKeyID, appendUUID(buf[:0], res.KeyID))
+	var buf [36]byte
+	dst = appendLine(dst, hdrUserID, appendUUID(buf[:0], res.UserID))
+	dst = appendLine(dst, hdrKeyID, appendUUID(buf[:0], res.KeyID))
 	for _, kv := range up.headers {
-		req.Header.SetCanonical(kv[0], kv[1]) // may be a special header (Host, User-Agent…)
+		switch string(kv[0]) {
+		case "Content-Length", "Transfer-Encoding", "Connection": // the relay's
+			continue
+		}
+		dst = appendLine(dst, kv[0], kv[1])
 	}
+	return dst
 }
 
-// stripConnectionTokens removes the headers the Connection header names.
-func stripConnectionTokens(h *fasthttp.RequestHeader, conn []byte) {
-	for len(conn) > 0 {
-		var tok []byte
-		if i := indexByte(conn, ','); i >= 0 {
-			tok, conn = conn[:i], conn[i+1:]
+var (
+	hdrHost       = []byte("Host")
+	hdrConnection = []byte("connection")
+)
+
+func appendLine(dst, k, v []byte) []byte {
+	dst = append(dst, k...)
+	dst = append(dst, ": "...)
+	dst = append(dst, v...)
+	return append(dst, "\r\n"...)
+}
+
+// appendCookieLine appends the client's Cookie line without gatehouse's
+// session cookie (upstreams never see it), or nothing if that was all.
+func appendCookieLine(dst, k, v []byte) []byte {
+	start := len(dst)
+	dst = append(dst, k...)
+	dst = append(dst, ": "...)
+	mark := len(dst)
+	for len(v) > 0 {
+		var pair []byte
+		if i := bytes.IndexByte(v, ';'); i >= 0 {
+			pair, v = v[:i], v[i+1:]
 		} else {
-			tok, conn = conn, nil
+			pair, v = v, nil
 		}
-		tok = trimOWS(tok)
-		if len(tok) > 0 && !asciiEqualFold(tok, []byte("close")) && !asciiEqualFold(tok, []byte("keep-alive")) {
-			h.DelBytes(tok)
+		pair = relay.TrimOWS(pair)
+		if len(pair) == 0 {
+			continue
 		}
+		name := pair
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			name = relay.TrimOWS(pair[:i])
+		}
+		if string(name) == CookieName {
+			continue
+		}
+		if len(dst) > mark {
+			dst = append(dst, "; "...)
+		}
+		dst = append(dst, pair...)
 	}
+	if len(dst) == mark {
+		return dst[:start]
+	}
+	return append(dst, "\r\n"...)
 }
 
-func indexByte(b []byte, c byte) int {
-	for i := range b {
-		if b[i] == c {
-			return i
+// nextHeader splits the first header line off b (raw header lines, CRLF
+// or LF ended): its name and trimmed value. ok is false at the block's
+// end. A line that is not "name: value" is skipped (the server refused
+// such requests already).
+func nextHeader(b []byte) (k, v, rest []byte, ok bool) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		var line []byte
+		if i < 0 {
+			line, b = b, nil
+		} else {
+			line, b = b[:i], b[i+1:]
 		}
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if len(line) == 0 {
+			return nil, nil, nil, false
+		}
+		c := bytes.IndexByte(line, ':')
+		if c <= 0 || line[0] == ' ' || line[0] == '\t' {
+			continue
+		}
+		return relay.TrimOWS(line[:c]), relay.TrimOWS(line[c+1:]), b, true
 	}
-	return -1
+	return nil, nil, nil, false
 }
 
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
+// canonicalKey appends k in canonical form (as fasthttp normalizes names:
+// upper case first and after each '-', lower case elsewhere) to dst.
+func canonicalKey(dst, k []byte) []byte {
+	n := len(dst)
+	dst = append(dst, k...)
+	d := dst[n:]
+	upper := true
+	for i, c := range d {
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			d[i] = c - ('a' - 'A')
+		case !upper && 'A' <= c && c <= 'Z':
+			d[i] = c + ('a' - 'A')
+		}
+		upper = c == '-'
 	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
+	return dst
+}
+
+// namedBy reports whether one of the Connection header values conn
+// names k (other than close and keep-alive, which name no header).
+func namedBy(conn [][]byte, k []byte) bool {
+	for _, v := range conn {
+		for tok := range relay.Tokens(v) {
+			if asciiEqualFold(tok, k) {
+				return true
+			}
+		}
 	}
-	return b
+	return false
 }
 
 // appendRemoteIP appends the client's IP without allocating: an IPv4

@@ -207,7 +207,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.l.Shutdown(ctx)
 	if t := s.table.Load(); t != nil {
 		for _, up := range t.byName {
-			up.client.CloseIdleConnections()
+			up.pool.Close()
 		}
 	}
 	return err

@@ -73,7 +73,7 @@ func (s *Server) rebuildServices(v *control.View) {
 			if t.byName[name] != up {
 				// Replaced or removed: requests in flight keep their
 				// connections; idle ones go now.
-				up.client.CloseIdleConnections()
+				up.pool.Close()
 			}
 		}
 	}
