@@ -63,7 +63,9 @@ type Pool struct {
 	idle    chan *conn    // kept-alive connections, oldest first
 	sem     chan struct{} // one token per open connection
 	closed  atomic.Bool   // Close was called: connections are not kept
-	sweeper atomic.Bool   // the goroutine closing stale idle connections runs
+	done    chan struct{} // closed by Close: the sweeper stops at once
+	once    sync.Once
+	sweeper atomic.Bool // the goroutine closing stale idle connections runs
 	// gen counts the sweeper's ticks (a quarter of IdleTimeout each): a
 	// connection notes it when it goes idle, so that no clock is read
 	// per request.
@@ -78,7 +80,7 @@ func New(cfg Config) *Pool {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
-	return &Pool{cfg: cfg, idle: make(chan *conn, cfg.MaxConns), sem: make(chan struct{}, cfg.MaxConns)}
+	return &Pool{cfg: cfg, idle: make(chan *conn, cfg.MaxConns), sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{})}
 }
 
 // conn is one upstream connection and its buffers.
@@ -155,7 +157,14 @@ func (p *Pool) put(c *conn) {
 func (p *Pool) sweep() {
 	t := time.NewTicker(max(p.cfg.IdleTimeout/4, time.Millisecond))
 	defer t.Stop()
-	for range t.C {
+	for {
+		select {
+		case <-p.done:
+			p.CloseIdle()
+			p.sweeper.Store(false)
+			return
+		case <-t.C:
+		}
 		gen := p.gen.Add(1)
 		for range len(p.idle) {
 			select {
@@ -191,6 +200,7 @@ func (p *Pool) close(c *conn) {
 // closes): a request in flight when its service was replaced ends well.
 func (p *Pool) Close() {
 	p.closed.Store(true)
+	p.once.Do(func() { close(p.done) })
 	p.CloseIdle()
 }
 

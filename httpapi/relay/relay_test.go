@@ -374,3 +374,32 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		t.Errorf("%d connections open after Close and the exchange's end", n)
 	}
 }
+
+// TestCloseStopsTheSweeper: Close ends the sweeper at once, not at its
+// next tick (a quarter of IdleTimeout): a closed pool leaves no goroutine.
+func TestCloseStopsTheSweeper(t *testing.T) {
+	u := newScripted(t)
+	p := New(Config{
+		Dial:        func() (net.Conn, error) { return net.Dial("tcp", u.addr) },
+		MaxConnWait: time.Second,
+		IdleTimeout: time.Hour,
+	})
+	u.answers <- script{answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}
+	var resp Response
+	if err := p.Do(get("/"), &resp); err != nil {
+		t.Fatal(err)
+	}
+	<-u.seen
+	resp.Release()
+	if !p.sweeper.Load() {
+		t.Fatal("no sweeper runs with an idle connection open")
+	}
+	p.Close()
+	deadline := time.Now().Add(time.Second)
+	for p.sweeper.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if p.sweeper.Load() || len(p.sem) != 0 {
+		t.Fatalf("after Close: sweeper running %v, %d connections open", p.sweeper.Load(), len(p.sem))
+	}
+}
