@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -78,12 +80,30 @@ func (l *Locks) session(ctx context.Context) (*concurrency.Session, error) {
 			return l.sess, nil
 		}
 	}
-	s, err := concurrency.NewSession(l.cli, concurrency.WithTTL(l.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
+	// The lease is granted under the caller's deadline: a session's own
+	// grant would run under its context, which must outlive the caller,
+	// and without quorum it would wait forever (a CreateUser hung).
+	g, err := l.cli.Grant(ctx, int64(l.ttl))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: lock: grant a lease: %w", err)
+	}
+	s, err := concurrency.NewSession(l.cli, concurrency.WithLease(g.ID), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: lock: %w", err)
 	}
 	l.sess = s
 	return s, nil
+}
+
+// dropSession forgets s if it is the node's session (its lease is gone:
+// the next Lock starts another).
+func (l *Locks) dropSession(s *concurrency.Session) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess == s {
+		_ = s.Close()
+		l.sess = nil
+	}
 }
 
 // Lock waits until this node holds the lock name (a path, such as
@@ -138,7 +158,19 @@ func (l *Locks) lockShared(ctx context.Context, name string) (unlock func(), err
 	lockName, seqName := l.prefix+"/locks/"+name, l.prefix+"/lockseq/"+name
 	m := concurrency.NewMutex(s, lockName)
 	if err := m.Lock(ctx); err != nil {
-		return nil, fmt.Errorf("cluster: lock: %w", err)
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, fmt.Errorf("cluster: lock: %w", err)
+		}
+		// The session's lease ran out (keep-alives late under load)
+		// before the session noticed: start another, once.
+		l.dropSession(s)
+		if s, err = l.session(ctx); err != nil {
+			return nil, err
+		}
+		m = concurrency.NewMutex(s, lockName)
+		if err := m.Lock(ctx); err != nil {
+			return nil, fmt.Errorf("cluster: lock: %w", err)
+		}
 	}
 	release := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
