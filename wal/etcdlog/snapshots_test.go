@@ -165,19 +165,22 @@ func TestSnapshotLock(t *testing.T) {
 	}
 }
 
-// TestTruncateAndCompact: a follower from the truncation's cut on keeps
-// following; one from before it, even by one record of the cut's batch,
-// gets ErrCompacted; compaction leaves the log after the cut readable.
+// TestTruncateAndCompact: a follower from a snapshot's position (the end
+// of a revision, as Replay returns) keeps following after the log is
+// truncated and etcd compacted there; one from inside the cut (a record
+// of a deleted batch: it cannot know it saw the batch's last) gets
+// ErrCompacted.
 func TestTruncateAndCompact(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	l := open(t, c, 0, "/t/wal/", "w")
 	ctx := context.Background()
 	l.Append(ctx, rec("a"))
-	cut, err := l.Append(ctx, rec("b1"), rec("b2"))
+	b, err := l.Append(ctx, rec("b1"), rec("b2"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Append(ctx, rec("c"))
+	cut := Seq(Rev(b), MaxBatch-1)
 	if _, err := l.Truncate(ctx, cut+1); err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +193,10 @@ func TestTruncateAndCompact(t *testing.T) {
 	if out := follow(t, l, cut, 1); string(out[0].rec.Data) != "c" {
 		t.Fatalf("follow from the cut = %q", out[0].rec.Data)
 	}
-	err = l.Follow(ctx, cut-1, func(uint64, string, wal.Record) error { return nil })
-	if !errors.Is(err, ErrCompacted) {
-		t.Fatalf("follow from inside the cut's batch = %v, want ErrCompacted", err)
+	for _, after := range []uint64{b - 1, b} {
+		err = l.Follow(ctx, after, func(uint64, string, wal.Record) error { return nil })
+		if !errors.Is(err, ErrCompacted) {
+			t.Fatalf("follow from %d, inside the cut = %v, want ErrCompacted", after, err)
+		}
 	}
 }
