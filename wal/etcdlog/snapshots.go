@@ -50,6 +50,9 @@ func (l *Log) Snapshots(lockTTL time.Duration) *Snapshots {
 	return &Snapshots{l: l, ttl: max(int(lockTTL/time.Second), 1), chunk: MaxValue}
 }
 
+// Log is the log the snapshots are of.
+func (s *Snapshots) Log() *Log { return s.l }
+
 func (s *Snapshots) pointerKey() string { return s.l.prefix + "snapshot" }
 func (s *Snapshots) chunksPrefix() string {
 	return s.l.prefix + "snap/"
