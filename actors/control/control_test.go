@@ -242,7 +242,7 @@ func TestReplayExact(t *testing.T) {
 		func() error { return ctl().SetKeyServices(ctx, key, nil) },
 		func() error { return ctl().DeleteService(ctx, "s") },
 	}
-	var base []byte   // the section of the last snapshot (the WAL starts after it)
+	var base []byte    // the section of the last snapshot (the WAL starts after it)
 	var baseIdx uint64 // its index
 	for i, step := range steps {
 		if err := step(); err != nil {

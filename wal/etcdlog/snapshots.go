@@ -258,7 +258,7 @@ func (k *SnapshotLock) Save(ctx context.Context, pos uint64, payload []byte) (Sn
 	defer cancel()
 	resp, err := s.l.cli.Txn(rctx).If(k.m.IsOwner(), cmp).Then(
 		clientv3.OpPut(s.pointerKey(), string(info.encode())),
-		clientv3.OpDelete(all, clientv3.WithRange(dir)), // the older ones
+		clientv3.OpDelete(all, clientv3.WithRange(dir)),                                                         // the older ones
 		clientv3.OpDelete(clientv3.GetPrefixRangeEnd(dir), clientv3.WithRange(clientv3.GetPrefixRangeEnd(all))), // unfinished later ones
 	).Commit()
 	if err != nil {
