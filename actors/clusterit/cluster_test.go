@@ -17,6 +17,8 @@ import (
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/etcdtest"
 	"gatehouse/actors/cluster/transport"
+	"gatehouse/actors/control"
+	"gatehouse/actors/gateway"
 	"gatehouse/wal/etcdlog"
 	"gatehouse/wal/waltest"
 )
@@ -36,6 +38,9 @@ type fleet struct {
 	key   []byte
 	reg   *prometheus.Registry // for the next start
 	tune  func(*actors.Config) // when set, changes every node's config
+	// exts, when set, runs the gateway and the control extension on
+	// every node started from then on (snapshot_test.go).
+	exts bool
 }
 
 type member struct {
@@ -44,6 +49,9 @@ type member struct {
 	sys   *actors.System
 	node  *cluster.Node
 	cli   *clientv3.Client
+	gw    *gateway.Gateway // with fleet.exts
+	ctl   *control.Control
+	took  time.Duration // actors.New's restore and start
 }
 
 func newFleet(t testing.TB) *fleet { return newFleetOf(t, 3) }
@@ -81,8 +89,20 @@ func (f *fleet) start(id string) *member {
 		f.tune(&cfg)
 	}
 	m := &member{id: id, cli: cli}
+	var exts []actors.Extension
+	if f.exts {
+		gcfg := gateway.DefaultConfig()
+		gcfg.NodeID = id
+		if m.gw, err = gateway.New(gcfg); err != nil {
+			t.Fatal(err)
+		}
+		m.ctl = control.New()
+		exts = []actors.Extension{m.gw, m.ctl}
+	}
+	started := time.Now()
 	sys, err := actors.New(cfg, actors.Deps{
-		Clock: clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
+		Extensions: exts,
+		Clock:      clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
 		Cluster: &actors.ClusterDeps{
 			Log: elog,
 			StartNode: func(h cluster.Handler) (actors.ClusterNode, error) {
@@ -93,12 +113,14 @@ func (f *fleet) start(id string) *member {
 				m.node = n
 				return n, err
 			},
-			Forward: f.forward,
+			Forward:   f.forward,
+			Snapshots: elog.Snapshots(ttl),
 		},
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
+	m.took = time.Since(started)
 	m.sys = sys
 	m.locks = cluster.NewLocks(cli, prefix, id, ttl, sys.ClusterApplied, sys.ClusterWritten)
 	sys.SetClusterLocks(m.locks)
