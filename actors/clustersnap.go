@@ -243,6 +243,7 @@ func (s *System) restoreClusterOnce() (*image, uint64, int, error) {
 		return nil, 0, 0, fmt.Errorf("restore from the replicated log after %d: %w", base, err)
 	}
 	s.cm.snapPos.Store(base)
+	s.cm.sinceSnap.Store(uint64(replayed))
 	s.lg.Info("cluster state restored", "snapshot_position", base, "replayed_records", replayed, "up_to", upTo)
 	return im, upTo, replayed, nil
 }

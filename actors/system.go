@@ -316,7 +316,16 @@ func (s *System) Tick() {
 			defer s.snapping.Store(false)
 			take := s.Snapshot
 			if s.cm != nil {
-				take = func() (uint64, error) { return s.snapshotCluster(context.Background(), false) }
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				go func() { // Close stops a snapshot under way
+					select {
+					case <-s.stop:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				take = func() (uint64, error) { return s.snapshotCluster(ctx, false) }
 			}
 			if _, err := take(); err != nil {
 				s.m.snapErrors.Inc()
@@ -368,6 +377,9 @@ func (s *System) Close(ctx context.Context) error {
 	<-s.loopDone
 	err := s.FlushUsage(ctx)
 	if s.cm != nil {
+		for s.snapping.Load() { // a ticker snapshot, cancelled by stop
+			time.Sleep(10 * time.Millisecond)
+		}
 		err = errors.Join(err, s.stopCluster())
 	} else if err == nil {
 		for s.snapping.Load() { // a ticker snapshot may still run

@@ -41,6 +41,8 @@ type fleet struct {
 	// exts, when set, runs the gateway and the control extension on
 	// every node started from then on (snapshot_test.go).
 	exts bool
+	// endpoints, when set, are the only etcd members the next nodes reach.
+	endpoints []string
 }
 
 type member struct {
@@ -52,6 +54,7 @@ type member struct {
 	gw    *gateway.Gateway // with fleet.exts
 	ctl   *control.Control
 	took  time.Duration // actors.New's restore and start
+	fatal chan error    // ClusterDeps.Fatal's
 }
 
 func newFleet(t testing.TB) *fleet { return newFleetOf(t, 3) }
@@ -73,7 +76,7 @@ func (f *fleet) forward(ctx context.Context, addr, keyID string, _ uint64) (tran
 func (f *fleet) start(id string) *member {
 	t := f.t
 	t.Helper()
-	cli := f.etcd.Client(t)
+	cli := f.etcd.Client(t, f.endpoints...)
 	elog, err := etcdlog.Open(context.Background(), cli, prefix+"/wal/", id, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +91,7 @@ func (f *fleet) start(id string) *member {
 	if f.tune != nil {
 		f.tune(&cfg)
 	}
-	m := &member{id: id, cli: cli}
+	m := &member{id: id, cli: cli, fatal: make(chan error, 1)}
 	var exts []actors.Extension
 	if f.exts {
 		gcfg := gateway.DefaultConfig()
@@ -115,6 +118,7 @@ func (f *fleet) start(id string) *member {
 			},
 			Forward:   f.forward,
 			Snapshots: elog.Snapshots(ttl),
+			Fatal:     func(err error) { m.fatal <- err },
 		},
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package clusterit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -294,6 +295,55 @@ func TestSnapshotsTakenByTicker(t *testing.T) {
 	}
 	if len(us) != users {
 		t.Errorf("a node started after the snapshots has %d users, want %d", len(us), users)
+	}
+}
+
+// TestFollowerBehindTheCutStops: a node cut off from etcd while the others
+// take two snapshots (the second truncates the log past its position)
+// cannot follow when etcd is back: it reports ErrCompacted through
+// Fatal and /health, and started again it restores from the snapshot.
+func TestFollowerBehindTheCutStops(t *testing.T) {
+	f := newFleet(t)
+	a, b := f.start("a"), f.start("b")
+	f.endpoints = []string{f.etcd.Endpoint(2)}
+	d := f.start("d")
+	f.endpoints = nil
+	waitOwners(t, a, b, d)
+	newKey(t, a, 100)
+	settle(t, a, b, d)
+	f.etcd.Kill(2) // d's only member
+	newKey(t, a, 100)
+	if _, err := a.sys.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	newKey(t, b, 100)
+	if _, err := b.sys.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if d.sys.Health() != nil {
+		t.Fatalf("d unhealthy before it reached etcd again: %v", d.sys.Health())
+	}
+	f.etcd.Restart(t, 2)
+	select {
+	case err := <-d.fatal:
+		if !errors.Is(err, etcdlog.ErrCompacted) {
+			t.Fatalf("d's fatal error = %v, want ErrCompacted", err)
+		}
+		t.Logf("d stopped following: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("d did not report that it fell behind the cut")
+	}
+	if err := d.sys.Health(); !errors.Is(err, actors.ErrUnavailable) {
+		t.Errorf("d's health = %v, want ErrUnavailable", err)
+	}
+	d.stop()
+	d = f.start("d")
+	us, err := d.sys.ListUsers(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(us) != 3 {
+		t.Errorf("d restarted has %d users, want 3", len(us))
 	}
 }
 
