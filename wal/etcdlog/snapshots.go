@@ -195,13 +195,20 @@ type SnapshotLock struct {
 // Lock takes the snapshot lock without waiting: ErrLocked when another
 // node holds it.
 func (s *Snapshots) Lock(ctx context.Context) (*SnapshotLock, error) {
-	sess, err := concurrency.NewSession(s.l.cli, concurrency.WithTTL(s.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
+	// The lease is granted here, bounded by the timeout (a session's own
+	// grant would wait as long as its context, which must outlive this
+	// call to keep the lease alive: without quorum, forever).
+	rctx, cancel := context.WithTimeout(ctx, s.l.timeout)
+	defer cancel()
+	lease, err := s.l.cli.Grant(rctx, int64(s.ttl))
+	if err != nil {
+		return nil, fmt.Errorf("etcdlog: snapshot lock: %w", err)
+	}
+	sess, err := concurrency.NewSession(s.l.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(s.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("etcdlog: snapshot lock: %w", err)
 	}
 	m := concurrency.NewMutex(sess, s.l.prefix+"snaplock")
-	rctx, cancel := context.WithTimeout(ctx, s.l.timeout)
-	defer cancel()
 	if err := m.TryLock(rctx); err != nil {
 		_ = sess.Close()
 		if errors.Is(err, concurrency.ErrLocked) {
