@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/wal"
+	"gatehouse/wal/etcdlog"
 )
 
 // Every node follows the replicated log and applies what the other nodes
@@ -21,7 +22,8 @@ import (
 //
 // Records reach a node once each and in log order, so the follower applies
 // them without the replay watermarks (which guard a snapshot's overlap with
-// the log, and cluster mode takes no snapshots yet): a record another node
+// the log; cluster mode's snapshots are exact at their position, and a
+// node follows from there): a record another node
 // wrote before one of this node's own that was applied already still
 // counts (a key's usage flushed by its previous owner, say).
 
@@ -135,6 +137,7 @@ func (s *System) follow(ctx context.Context, after uint64) {
 			}
 			after = seq
 			cm.applied.Store(seq)
+			cm.sinceSnap.Add(1)
 			pause = followBackoff
 			return nil
 		})
@@ -142,6 +145,12 @@ func (s *System) follow(ctx context.Context, after uint64) {
 			return
 		}
 		s.m.followErrors.Inc()
+		if errors.Is(err, etcdlog.ErrCompacted) {
+			// The records after this node's position are gone: truncated
+			// below a snapshot it is more than one snapshot behind.
+			s.failCluster(fmt.Errorf("following the replicated log after %d: %w", after, err))
+			return
+		}
 		s.lg.Warn("cluster: following the replicated log", "after", after, "err", err)
 		select {
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
 	"gatehouse/wal"
+	"gatehouse/wal/etcdlog"
 )
 
 // ClusterDeps turn cluster mode on (Deps.Cluster; nil: a single node on
@@ -24,6 +25,16 @@ type ClusterDeps struct {
 	// Forward asks the node at addr to admit one request for keyID (a
 	// *transport.Transport's Forward).
 	Forward func(ctx context.Context, addr, keyID string, reqID uint64) (transport.Verdict, error)
+	// Snapshots is the snapshot store beside the log (Log's own,
+	// (*etcdlog.Log).Snapshots): a node restores from its latest snapshot
+	// and the log after it, and one node at a time takes snapshots
+	// (Config.SnapshotEvery, Config.SnapshotInterval) and truncates the
+	// log. Nil: no snapshots, the whole log is kept and replayed.
+	Snapshots *etcdlog.Snapshots
+	// Fatal, if set, is called (once, and must not block) when the node
+	// cannot go on: its follower fell behind the log's truncation. The
+	// process should stop; started again, it restores from the snapshot.
+	Fatal func(error)
 }
 
 // ReplicatedLog is the log cluster mode keeps in etcd (wal/etcdlog).

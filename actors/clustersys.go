@@ -13,7 +13,6 @@ import (
 
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
-	"gatehouse/wal"
 )
 
 // clusterMode is System's part of cluster mode (nil: a single node).
@@ -30,6 +29,12 @@ type clusterMode struct {
 	// lastGiveUp is the Unix second a forward last gave up (logs are
 	// throttled to one a second).
 	lastGiveUp atomic.Int64
+	// snapPos is the position of the latest snapshot in etcd this node
+	// knows of, sinceSnap how many records it followed since (clustersnap.go).
+	snapPos   atomic.Uint64
+	sinceSnap atomic.Uint64
+	// fatal is set once the node cannot follow the log any more.
+	fatal atomic.Pointer[error]
 }
 
 // Timings of cluster mode.
@@ -54,28 +59,6 @@ func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
 	// must not repeat its previous process's ids.
 	cm.reqID.Store(rand.Uint64() >> 1)
 	return cm, nil
-}
-
-// restoreCluster rebuilds the state from the replicated log: everything
-// it holds now, applied in order. It returns the position the follower
-// continues from.
-func (s *System) restoreCluster() (*image, uint64, int, error) {
-	im := newImage(s.cfg.Shards, 0)
-	if err := s.restoreExtensions(nil); err != nil {
-		return nil, 0, 0, fmt.Errorf("restore: %w", err)
-	}
-	replayed := 0
-	upTo, err := s.cm.deps.Log.Replay(context.Background(), 0, func(seq uint64, _ string, r wal.Record) error {
-		replayed++
-		if x := s.extensionFor(r.Type); x != nil {
-			return x.Apply(seq, r)
-		}
-		return im.apply(seq, r)
-	})
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("restore from the replicated log: %w", err)
-	}
-	return im, upTo, replayed, nil
 }
 
 // startCluster joins the cluster once the actors run, and starts following

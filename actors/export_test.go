@@ -51,6 +51,16 @@ func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64) ([]byte
 	return canonical(im, now), nil
 }
 
+// OfflinePayload is the snapshot payload of the image the records of l
+// build, off the actors, on shards shards (cluster mode's snapshots).
+func OfflinePayload(l *wal.Log, shards int, now int64) ([]byte, error) {
+	im := newImage(shards, 0)
+	if err := l.Replay(0, im.apply); err != nil {
+		return nil, err
+	}
+	return im.encode(now, nil, nil), nil
+}
+
 // canonical encodes im as CanonicalImage describes; im has one shard.
 func canonical(im *image, now int64) []byte {
 	var w enc

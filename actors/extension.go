@@ -86,6 +86,27 @@ type SnapshotObserver interface {
 	AfterSnapshot(index uint64) error
 }
 
+// OfflineImager is an optional Extension capability that cluster mode's
+// snapshots need: an image of the extension's state built off its actors,
+// from a snapshot section and the records after it, exactly at a position
+// of the log (the live actors may already reflect later records). Every
+// extension of a cluster must have it, or no snapshot is taken.
+type OfflineImager interface {
+	// OfflineImage returns a fresh, empty image, independent of the
+	// running extension (it may be called at any time after New).
+	OfflineImage() OfflineImage
+}
+
+// OfflineImage is an extension's restore path on its own: Restore, Apply
+// of each later record, then Section, which is the section Capture would
+// return on a node that applied the same records (each domain checks it
+// with a test).
+type OfflineImage interface {
+	Restore(section []byte) error
+	Apply(seq uint64, rec wal.Record) error
+	Section() ([]byte, error)
+}
+
 // Ticker is an optional Extension capability: System calls Tick every
 // Config.FlushInterval (and when a test calls System.Tick), for sweeps and
 // other periodic work. Tick must not block.

@@ -213,6 +213,49 @@ func (iw *imageWriter) block(count int, b []byte) {
 	iw.blob(b)
 }
 
+// writeImage streams a snapshot payload: the accounts, the key blocks
+// (total keys in all) and the extensions' sections by name.
+func writeImage(w io.Writer, acc accountsImage, blocks []keyBlock, total int, names []string, sections [][]byte) error {
+	iw := &imageWriter{w: w}
+	iw.write(imageMagic)
+	iw.blob(acc.users)
+	iw.blob(acc.sessions)
+	iw.uvarint(uint64(total))
+	for _, b := range blocks {
+		iw.block(b.count, b.buf)
+	}
+	iw.uvarint(0)
+	iw.uvarint(uint64(len(names)))
+	for i, n := range names {
+		iw.blob([]byte(n))
+		iw.blob(sections[i])
+	}
+	return iw.err
+}
+
+// encode is im's snapshot payload at now (sessions ended by then are
+// left out), with the extensions' sections by name: what a snapshot
+// captured from actors holding im would hold.
+func (im *image) encode(now int64, names []string, sections [][]byte) []byte {
+	blocks := make([]keyBlock, 0, len(im.keys))
+	total := 0
+	for _, t := range im.keys {
+		w := enc{b: make([]byte, 0, t.len()*encodedKeyEstimate)}
+		n := 0
+		t.each(func(sl *slot) {
+			encodeKeyState(&w, &sl.st)
+			n++
+		})
+		blocks = append(blocks, keyBlock{count: n, buf: w.b})
+		total += n
+	}
+	var buf bytes.Buffer
+	if err := writeImage(&buf, im.acc.encode(now), blocks, total, names, sections); err != nil {
+		panic("actors: encode image: " + err.Error()) // a bytes.Buffer does not fail
+	}
+	return buf.Bytes()
+}
+
 // decodeImage parses a snapshot payload into an image for shards shards.
 func decodeImage(payload []byte, shards int) (*image, error) {
 	if !bytes.HasPrefix(payload, imageMagic) {

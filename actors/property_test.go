@@ -366,4 +366,15 @@ func replayFromBeforeCut(t *testing.T, snapDir, walDir string, idx uint64, now i
 	if got, err := actors.ReplayCanonical(nil, l, 0, now); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("WAL-only replay differs from the live state (err %v)", err)
 	}
+	// Cluster mode's snapshots: the image replayed off the actors, encoded
+	// as a payload (on several shards), decodes to the live state.
+	for _, shards := range []int{1, 5} {
+		off, err := actors.OfflinePayload(l, shards, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := actors.CanonicalImage(off, now); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("offline image's payload on %d shards differs from the live state (err %v)", shards, err)
+		}
+	}
 }

@@ -25,7 +25,7 @@ const captureTimeout = 30 * time.Second
 // per-key watermarks make their replay a no-op.
 func (s *System) Snapshot() (uint64, error) {
 	if s.cm != nil {
-		return 0, fmt.Errorf("snapshot: %w", errNotReplicated)
+		return s.snapshotCluster(context.Background(), true)
 	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
@@ -51,22 +51,12 @@ func (s *System) Snapshot() (uint64, error) {
 			return 0, fmt.Errorf("snapshot capture %s: %w", x.Name(), err)
 		}
 	}
+	names := make([]string, len(s.exts))
+	for i, x := range s.exts {
+		names[i] = x.Name()
+	}
 	size, err := s.snaps.Save(idx, func(w io.Writer) error {
-		iw := &imageWriter{w: w}
-		iw.write(imageMagic)
-		iw.blob(acc.users)
-		iw.blob(acc.sessions)
-		iw.uvarint(uint64(total))
-		for _, b := range blocks {
-			iw.block(b.count, b.buf)
-		}
-		iw.uvarint(0)
-		iw.uvarint(uint64(len(s.exts)))
-		for i, x := range s.exts {
-			iw.blob([]byte(x.Name()))
-			iw.blob(sections[i])
-		}
-		return iw.err
+		return writeImage(w, acc, blocks, total, names, sections)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("snapshot save: %w", err)

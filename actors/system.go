@@ -314,7 +314,20 @@ func (s *System) Tick() {
 	if s.snapshotDue(now) && s.snapping.CompareAndSwap(false, true) {
 		go func() {
 			defer s.snapping.Store(false)
-			if _, err := s.Snapshot(); err != nil {
+			take := s.Snapshot
+			if s.cm != nil {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				go func() { // Close stops a snapshot under way
+					select {
+					case <-s.stop:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				take = func() (uint64, error) { return s.snapshotCluster(ctx, false) }
+			}
+			if _, err := take(); err != nil {
 				s.m.snapErrors.Inc()
 				s.lg.Error("snapshot failed", "err", err)
 			}
@@ -324,7 +337,7 @@ func (s *System) Tick() {
 
 func (s *System) snapshotDue(now int64) bool {
 	if s.cm != nil {
-		return false // cluster mode keeps the whole log in etcd (docs/cluster.md)
+		return s.clusterSnapshotDue(now)
 	}
 	last, err := s.log.LastIndex()
 	if err != nil || last <= s.lastSnapIdx.Load() {
@@ -364,6 +377,9 @@ func (s *System) Close(ctx context.Context) error {
 	<-s.loopDone
 	err := s.FlushUsage(ctx)
 	if s.cm != nil {
+		for s.snapping.Load() { // a ticker snapshot, cancelled by stop
+			time.Sleep(10 * time.Millisecond)
+		}
 		err = errors.Join(err, s.stopCluster())
 	} else if err == nil {
 		for s.snapping.Load() { // a ticker snapshot may still run
@@ -432,7 +448,12 @@ func (s *System) Watchdog() <-chan struct{} { return *s.watchdog.Load() }
 // meanwhile, its usage held in memory.
 func (s *System) Health() error {
 	if s.cm != nil {
-		return nil // cluster mode: the node's standing is the cluster's (/health)
+		// cluster mode: the node's standing is the cluster's (/health),
+		// unless it stopped following the log
+		if err := s.cm.fatal.Load(); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, *err)
+		}
+		return nil
 	}
 	return unavailable(s.log.Err())
 }

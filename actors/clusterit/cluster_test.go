@@ -17,6 +17,8 @@ import (
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/etcdtest"
 	"gatehouse/actors/cluster/transport"
+	"gatehouse/actors/control"
+	"gatehouse/actors/gateway"
 	"gatehouse/wal/etcdlog"
 	"gatehouse/wal/waltest"
 )
@@ -36,6 +38,11 @@ type fleet struct {
 	key   []byte
 	reg   *prometheus.Registry // for the next start
 	tune  func(*actors.Config) // when set, changes every node's config
+	// exts, when set, runs the gateway and the control extension on
+	// every node started from then on (snapshot_test.go).
+	exts bool
+	// endpoints, when set, are the only etcd members the next nodes reach.
+	endpoints []string
 }
 
 type member struct {
@@ -44,6 +51,10 @@ type member struct {
 	sys   *actors.System
 	node  *cluster.Node
 	cli   *clientv3.Client
+	gw    *gateway.Gateway // with fleet.exts
+	ctl   *control.Control
+	took  time.Duration // actors.New's restore and start
+	fatal chan error    // ClusterDeps.Fatal's
 }
 
 func newFleet(t testing.TB) *fleet { return newFleetOf(t, 3) }
@@ -65,7 +76,7 @@ func (f *fleet) forward(ctx context.Context, addr, keyID string, _ uint64) (tran
 func (f *fleet) start(id string) *member {
 	t := f.t
 	t.Helper()
-	cli := f.etcd.Client(t)
+	cli := f.etcd.Client(t, f.endpoints...)
 	elog, err := etcdlog.Open(context.Background(), cli, prefix+"/wal/", id, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -80,9 +91,21 @@ func (f *fleet) start(id string) *member {
 	if f.tune != nil {
 		f.tune(&cfg)
 	}
-	m := &member{id: id, cli: cli}
+	m := &member{id: id, cli: cli, fatal: make(chan error, 1)}
+	var exts []actors.Extension
+	if f.exts {
+		gcfg := gateway.DefaultConfig()
+		gcfg.NodeID = id
+		if m.gw, err = gateway.New(gcfg); err != nil {
+			t.Fatal(err)
+		}
+		m.ctl = control.New()
+		exts = []actors.Extension{m.gw, m.ctl}
+	}
+	started := time.Now()
 	sys, err := actors.New(cfg, actors.Deps{
-		Clock: clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
+		Extensions: exts,
+		Clock:      clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
 		Cluster: &actors.ClusterDeps{
 			Log: elog,
 			StartNode: func(h cluster.Handler) (actors.ClusterNode, error) {
@@ -93,12 +116,15 @@ func (f *fleet) start(id string) *member {
 				m.node = n
 				return n, err
 			},
-			Forward: f.forward,
+			Forward:   f.forward,
+			Snapshots: elog.Snapshots(ttl),
+			Fatal:     func(err error) { m.fatal <- err },
 		},
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
+	m.took = time.Since(started)
 	m.sys = sys
 	m.locks = cluster.NewLocks(cli, prefix, id, ttl, sys.ClusterApplied, sys.ClusterWritten)
 	sys.SetClusterLocks(m.locks)

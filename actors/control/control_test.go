@@ -13,6 +13,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
+	"gatehouse/wal"
 )
 
 func TestMain(m *testing.M) { actorstest.VerifyTestMain(m) }
@@ -241,18 +242,28 @@ func TestReplayExact(t *testing.T) {
 		func() error { return ctl().SetKeyServices(ctx, key, nil) },
 		func() error { return ctl().DeleteService(ctx, "s") },
 	}
+	var base []byte    // the section of the last snapshot (the WAL starts after it)
+	var baseIdx uint64 // its index
 	for i, step := range steps {
 		if err := step(); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if i%2 == 0 {
-			if _, err := n.Sys.Snapshot(); err != nil {
+			idx, err := n.Sys.Snapshot()
+			if err != nil {
 				t.Fatal(err)
 			}
+			if base, err = ctl().Capture(ctx); err != nil {
+				t.Fatal(err)
+			}
+			baseIdx = idx
 		}
 		live, err := ctl().Capture(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if off := offline(t, n, ctl(), base, baseIdx); !bytes.Equal(live, off) {
+			t.Fatalf("step %d: the offline image of the WAL differs:\nlive    %s\noffline %s", i, live, off)
 		}
 		n.Restart()
 		got, err := ctl().Capture(ctx)
@@ -263,6 +274,29 @@ func TestReplayExact(t *testing.T) {
 			t.Fatalf("step %d: restored state differs:\nlive %s\ngot  %s", i, live, got)
 		}
 	}
+}
+
+// offline is the section of c's OfflineImage (cluster mode's snapshots)
+// restored from base (nil: none) and the records of n's WAL after idx.
+func offline(t *testing.T, n *actorstest.Node, c *Control, base []byte, idx uint64) []byte {
+	t.Helper()
+	oi := c.OfflineImage()
+	if err := oi.Restore(base); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Log.Replay(idx, func(seq uint64, r wal.Record) error {
+		if !c.Owns(r.Type) {
+			return nil
+		}
+		return oi.Apply(seq, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := oi.Section()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestDecodeRejectsCorrupt(t *testing.T) {

@@ -298,15 +298,18 @@ func (p *prop) capture() (uint64, []byte) {
 	return idx, b
 }
 
-// replay restores a state as the System does, from section (nil: none)
-// and the node's WAL records after idx, and encodes it.
+// replay restores a state as cluster mode's snapshots do (the restore
+// path, off the actors: OfflineImage), from section (nil: none) and the
+// node's WAL records after idx, and encodes it. It is what a System's
+// restore holds too: Restore and Apply run the same state.apply.
 func (p *prop) replay(section []byte, idx uint64) []byte {
 	p.t.Helper()
 	g, err := New(p.gw.cfg)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	if err := g.Restore(section); err != nil {
+	oi := g.OfflineImage()
+	if err := oi.Restore(section); err != nil {
 		p.t.Fatalf("Restore: %v", err)
 	}
 	err = p.n.Log.Replay(idx, func(seq uint64, r wal.Record) error {
@@ -314,12 +317,16 @@ func (p *prop) replay(section []byte, idx uint64) []byte {
 			return nil
 		}
 		p.see(r)
-		return g.Apply(seq, r)
+		return oi.Apply(seq, r)
 	})
 	if err != nil {
 		p.t.Fatalf("replay after %d: %v", idx, err)
 	}
-	return g.st.encode()
+	b, err := oi.Section()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return b
 }
 
 // lastTurnAtOrBefore is the index of the last session turn (record 73)

@@ -54,12 +54,13 @@ type clusterRun struct {
 	node  atomic.Pointer[cluster.Node] // set once the actors joined
 	locks *cluster.Locks               // keys' changes and sessions' turns, one at a time across the nodes
 	once  sync.Once
-	err   error // close's
+	err   error      // close's
+	fatal chan error // the actors cannot go on (ClusterDeps.Fatal): serve stops
 }
 
 // startCluster starts the transport, then the etcd client.
 func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
-	c := &clusterRun{cfg: cfg, lg: lg.With("component", "cluster")}
+	c := &clusterRun{cfg: cfg, lg: lg.With("component", "cluster"), fatal: make(chan error, 1)}
 	tr, err := transport.Start(cfg.Listen, &c.admit, cfg.ForwardTimeout.d, lg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w; choose another with --cluster-listen or GATEHOUSE_CLUSTER_LISTEN", err)
@@ -155,6 +156,15 @@ func (c *clusterRun) deps(ctx context.Context, reg prometheus.Registerer) (*acto
 			return n, nil
 		},
 		Forward: c.tr.Forward,
+		// Snapshots in etcd beside the log ({prefix}/wal/snap/, /snapshot),
+		// their lock under a lease of the node's TTL.
+		Snapshots: l.Snapshots(c.cfg.LeaseTTL.d),
+		Fatal: func(err error) {
+			select {
+			case c.fatal <- err:
+			default:
+			}
+		},
 	}, nil
 }
 
@@ -204,6 +214,15 @@ func (l *lateBlobs) serve(ctx context.Context, req []byte) ([]byte, error) {
 		return st.Serve(ctx, req)
 	}
 	return nil, errors.New("blob store not open yet")
+}
+
+// failed receives the actors' fatal error in cluster mode (never
+// on a single node: a nil channel).
+func (c *clusterRun) failed() <-chan error {
+	if c == nil {
+		return nil
+	}
+	return c.fatal
 }
 
 // serveAdmissions routes forwarded admissions to sys once it exists.

@@ -215,6 +215,8 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	case <-ctx.Done():
 	case err = <-errc:
 		lg.Error("listener failed", "err", err)
+	case err = <-n.cluster.failed():
+		lg.Error("stopping: this node cannot go on in the cluster; start it again to restore from the cluster's snapshot", "err", err)
 	}
 	lg.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)

@@ -120,7 +120,7 @@ func (l *Log) checkKept(ctx context.Context, after uint64, at int64) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s", ErrCorrupt, l.truncatedKey())
 	}
-	if Rev(after)+1 < below {
+	if after+1 < Seq(below, 0) { // a record after after, at a revision below the cut, may be gone
 		return fmt.Errorf("%w: truncated below revision %d, asked from %d", ErrCompacted, below, Rev(after))
 	}
 	return nil
