@@ -151,7 +151,16 @@ func (l *Locks) lockLocal(ctx context.Context, name string) (func(), error) {
 // lockShared takes the etcd mutex of name, then waits until this node has
 // applied its previous holder's writes.
 func (l *Locks) lockShared(ctx context.Context, name string) (unlock func(), err error) {
-	s, err := l.session(ctx)
+	// etcd must answer within the lease's TTL: without quorum a change is
+	// refused then, not left waiting for the caller's deadline (waiting
+	// for another holder below is bounded by the caller alone). The
+	// probe is a linearizable read, which needs quorum as the lock does.
+	pctx, cancel := context.WithTimeout(ctx, time.Duration(l.ttl)*time.Second)
+	defer cancel()
+	if _, err := l.cli.Get(pctx, l.prefix+"/locks/"+name, clientv3.WithCountOnly()); err != nil {
+		return nil, fmt.Errorf("cluster: lock: etcd: %w", err)
+	}
+	s, err := l.session(pctx)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +173,7 @@ func (l *Locks) lockShared(ctx context.Context, name string) (unlock func(), err
 		// The session's lease ran out (keep-alives late under load)
 		// before the session noticed: start another, once.
 		l.dropSession(s)
-		if s, err = l.session(ctx); err != nil {
+		if s, err = l.session(pctx); err != nil {
 			return nil, err
 		}
 		m = concurrency.NewMutex(s, lockName)
