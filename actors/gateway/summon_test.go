@@ -52,13 +52,7 @@ func TestSummonOnAnotherNode(t *testing.T) {
 	node := "n1"
 	n := newNode(t, DefaultConfig(), func(g *Gateway) { g.cfg.NodeID = node })
 	gw := start(n)
-	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("p"), Provider: ptr("echo"), Model: ptr("m"),
-		OtherConfig: &AgentOtherConfig{Description: "a pirate"}}); err != nil {
-		t.Fatal(err)
-	}
+	summoning(t, gw)
 	node = "n2" // another node starts on the same state
 	n.Restart()
 	gw = n.Exts[0].(*Gateway)
@@ -80,13 +74,7 @@ func TestSummonOfANodeThatLeft(t *testing.T) {
 	node := "n1"
 	n := newNode(t, DefaultConfig(), func(g *Gateway) { g.cfg.NodeID = node })
 	gw := start(n)
-	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("p"), Provider: ptr("echo"), Model: ptr("m"),
-		OtherConfig: &AgentOtherConfig{Description: "a pirate"}}); err != nil {
-		t.Fatal(err)
-	}
+	summoning(t, gw)
 	node = "n2" // another node of the cluster, on the same state
 	n.Restart()
 	gw = n.Exts[0].(*Gateway)
@@ -128,5 +116,18 @@ func TestSummonOfANodeThatLeft(t *testing.T) {
 	gw = n.Exts[0].(*Gateway)
 	if st, _ := status(); st != AgentSummonFailed {
 		t.Fatalf("after a restart: %s, want the failure kept", st)
+	}
+}
+
+// summoning creates alice's agent "p" with a description and no prompt
+// (so it starts summoning) on an echo provider.
+func summoning(t *testing.T, gw *Gateway) {
+	t.Helper()
+	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("p"), Provider: ptr("echo"), Model: ptr("m"),
+		OtherConfig: &AgentOtherConfig{Description: "a pirate"}}); err != nil {
+		t.Fatal(err)
 	}
 }

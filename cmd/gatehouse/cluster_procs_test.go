@@ -70,6 +70,38 @@ func proxyCount(api, secret string, n int, counts *sync.Map) {
 	}
 }
 
+// tally sums proxyCount's counts: admitted (200), refused (429), failed
+// (anything else) and, for a failure report, each other status with its
+// count and each reason seen.
+func tally(counts *sync.Map) (admitted, refused, failed int64, codes []string) {
+	counts.Range(func(code, v any) bool {
+		if why, ok := code.(string); ok {
+			codes = append(codes, why+": "+v.(string))
+			return true
+		}
+		if c := code.(int); c != 200 && c != 429 {
+			failed += v.(*atomic.Int64).Load()
+			codes = append(codes, fmt.Sprintf("%d×%d", c, v.(*atomic.Int64).Load()))
+		}
+		return true
+	})
+	return countOf(counts, 200), countOf(counts, 429), failed, codes
+}
+
+// waitValid fails t unless secret validates on every node within 1 s.
+func waitValid(t *testing.T, nodes []*clusterNode, secret string) {
+	t.Helper()
+	for _, n := range nodes {
+		cl := newClient(n.c.api)
+		if !eventually(time.Second, func() bool {
+			code, _ := cl.do("POST", "/api/keys/validate", nil, map[string]string{"X-API-Key": secret}, nil)
+			return code == 200
+		}) {
+			t.Fatalf("the key did not validate on %s within 1s", n.id)
+		}
+	}
+}
+
 func countOf(counts *sync.Map, code int) int64 {
 	if v, ok := counts.Load(code); ok {
 		return v.(*atomic.Int64).Load()
@@ -363,15 +395,7 @@ func TestClusterPausedOwner(t *testing.T) {
 func TestClusterRollingRestart(t *testing.T) {
 	const limit = 400
 	nodes, _, masterKey, k := startKeyCluster(t, limit, "rolling")
-	for _, n := range nodes { // the load starts once every node has the key
-		cl := newClient(n.c.api)
-		if !eventually(time.Second, func() bool {
-			code, _ := cl.do("POST", "/api/keys/validate", nil, map[string]string{"X-API-Key": k.Key}, nil)
-			return code == 200
-		}) {
-			t.Fatalf("the key did not validate on %s within 1s", n.id)
-		}
-	}
+	waitValid(t, nodes, k.Key) // the load starts once every node has the key
 	var counts sync.Map
 	for i, n := range nodes {
 		// Load through the two others while n restarts.
@@ -400,20 +424,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		close(stop)
 		wg.Wait()
 	}
-	admitted, refused := countOf(&counts, 200), countOf(&counts, 429)
-	var failed int64
-	var codes []string
-	counts.Range(func(code, v any) bool {
-		if why, ok := code.(string); ok {
-			codes = append(codes, why+": "+v.(string))
-			return true
-		}
-		if c := code.(int); c != 200 && c != 429 {
-			failed += v.(*atomic.Int64).Load()
-			codes = append(codes, fmt.Sprintf("%d×%d", c, v.(*atomic.Int64).Load()))
-		}
-		return true
-	})
+	admitted, refused, failed, codes := tally(&counts)
 	t.Logf("rolling restart of 3 nodes: %d admitted, %d refused 429, %d failed (limit %d)", admitted, refused, failed, limit)
 	if admitted > limit {
 		t.Errorf("over-admitted: %d > %d", admitted, limit)
@@ -447,15 +458,7 @@ func TestClusterEtcdLeaderKilled(t *testing.T) {
 	const limit = 4000
 	etcd := etcdtest.Start(t, 3)
 	nodes, admin, _, k := startKeyClusterOn(t, etcd, limit, "leader-kill")
-	for _, n := range nodes {
-		cl := newClient(n.c.api)
-		if !eventually(time.Second, func() bool {
-			code, _ := cl.do("POST", "/api/keys/validate", nil, map[string]string{"X-API-Key": k.Key}, nil)
-			return code == 200
-		}) {
-			t.Fatalf("the key did not validate on %s within 1s", n.id)
-		}
-	}
+	waitValid(t, nodes, k.Key)
 	var counts sync.Map
 	var created []createdKey
 	var createFailed []string
@@ -501,20 +504,7 @@ func TestClusterEtcdLeaderKilled(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	close(stop)
 	wg.Wait()
-	admitted, refused := countOf(&counts, 200), countOf(&counts, 429)
-	var failed int64
-	var codes []string
-	counts.Range(func(code, v any) bool {
-		if why, ok := code.(string); ok {
-			codes = append(codes, why+": "+v.(string))
-			return true
-		}
-		if c := code.(int); c != 200 && c != 429 {
-			failed += v.(*atomic.Int64).Load()
-			codes = append(codes, fmt.Sprintf("%d×%d", c, v.(*atomic.Int64).Load()))
-		}
-		return true
-	})
+	admitted, refused, failed, codes := tally(&counts)
 	t.Logf("etcd leader killed: %d admitted, %d refused 429, %d failed (limit %d); %d keys created",
 		admitted, refused, failed, limit, len(created))
 	if admitted > limit {
