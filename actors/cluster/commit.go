@@ -131,10 +131,22 @@ func (n *Node) commitTxn(ctx context.Context, shard int, epoch int64, reqs []*co
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := n.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(n.shardKey(shard)), "=", epoch)).
-		Then(ops...).
-		Commit()
+	var resp *clientv3.TxnResponse
+	var err error
+	for {
+		resp, err = n.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(n.shardKey(shard)), "=", epoch)).
+			Then(ops...).
+			Commit()
+		// A leader change fails a transaction at once (the client does not
+		// retry writes). The values are whole records fenced on the epoch,
+		// so writing them again is harmless: try again until the request
+		// timeout, which outlasts an election.
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
 	n.m.etcd("commit", time.Since(start))
 	switch {
 	case err != nil:
