@@ -80,10 +80,20 @@ const inlineThroughput = 300
 // The rule that makes it safe: such actors never block (the WAL is only
 // appended to asynchronously from them), and goroutines that must not run
 // actor code (the WAL writer) post through the courier. Their mailbox is
-// inlineMailbox (mailbox.go): no allocation per run.
-func (d *keyDeps) inlineProps(p actor.Producer) *actor.Props {
+// inlineMailbox (mailbox.go): no allocation per run. keep, if not nil,
+// receives the actor's mailbox when it is spawned, for direct delivery
+// (inlineMailbox.deliver).
+func (d *keyDeps) inlineProps(p actor.Producer, keep **inlineMailbox) *actor.Props {
+	mb := newInlineMailbox
+	if keep != nil {
+		mb = func() actor.Mailbox {
+			m := newInlineMailbox()
+			*keep = m.(*inlineMailbox)
+			return m
+		}
+	}
 	return actor.PropsFromProducer(p, actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)),
-		actor.WithMailbox(newInlineMailbox))
+		actor.WithMailbox(mb))
 }
 
 // keyActor owns one live key: its record, limiter window and usage. Admitted
@@ -166,6 +176,21 @@ func (a *keyActor) Receive(ctx actor.Context) {
 	case passivate:
 		a.passivate(ctx)
 	}
+}
+
+// receiveDirect takes an authorization straight from its shard
+// (inlineMailbox.deliver), as Receive would. It declines everything else,
+// a passivated actor's messages and, in cluster mode, authorizations
+// (they may wait for a takeover or a reservation, which needs the
+// actor's context).
+func (a *keyActor) receiveDirect(msg any) bool {
+	m, ok := msg.(*authorize)
+	if !ok || a.state == nil || a.kc != nil {
+		return false
+	}
+	r, _ := a.authorize(nil, m) // ctx is used in cluster mode only
+	m.reply <- r
+	return true
 }
 
 // authorize decides m. ok is false only in cluster mode, when the request

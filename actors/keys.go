@@ -37,7 +37,11 @@ func (s *System) authorize(ctx context.Context, secret []byte, consume bool) Aut
 	}
 	m := s.authPool.Get()
 	m.hash, m.consume, m.routed = hashOf(secret), consume, false
-	r, ok, err := Ask(ctx, s.root, s.shards[shardOfHash(m.hash, len(s.shards))], m, m.reply, s.Watchdog())
+	i := shardOfHash(m.hash, len(s.shards))
+	if !s.shardMBs[i].deliver(m, s.shardObjs[i]) {
+		s.root.Send(s.shards[i], m)
+	}
+	r, ok, err := Await(ctx, m.reply, s.Watchdog())
 	if !ok {
 		return AuthResult{Err: fmt.Errorf("authorize: %w", err)}
 	}

@@ -101,3 +101,106 @@ func TestFIFO(t *testing.T) {
 		t.Errorf("drained: want %d of %d, head %d, len %d", want, next, q.head, len(q.buf))
 	}
 }
+
+// orderActor checks that its messages ([2]int: poster, sequence) come one
+// at a time and in each poster's order, whether through the mailbox
+// (Receive) or delivered directly (receiveDirect).
+type orderActor struct {
+	mu      sync.Mutex
+	running bool
+	last    []int
+	bad     int
+	direct  int
+	wg      *sync.WaitGroup
+}
+
+func (a *orderActor) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().([2]int); ok {
+		a.take(m)
+	}
+}
+
+func (a *orderActor) receiveDirect(msg any) bool {
+	m, ok := msg.([2]int)
+	if !ok {
+		return false
+	}
+	if m[1] < 0 {
+		panic("bad message")
+	}
+	a.direct++ // under the turn: no lock needed, as for the actor's own state
+	a.take(m)
+	return true
+}
+
+func (a *orderActor) take(m [2]int) {
+	a.mu.Lock()
+	if a.running {
+		a.bad++
+	}
+	a.running = true
+	if m[1] != a.last[m[0]]+1 {
+		a.bad++
+	}
+	a.last[m[0]] = m[1]
+	a.running = false
+	a.mu.Unlock()
+	a.wg.Done()
+}
+
+// TestInlineMailboxDeliver: posters that deliver directly when they can and
+// send otherwise never run the actor concurrently and never overtake their
+// own earlier messages; a panic in a direct delivery goes to the
+// supervisor, which restarts the actor, and later messages are handled.
+func TestInlineMailboxDeliver(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	const posters, each = 8, 3000
+	var wg sync.WaitGroup
+	wg.Add(posters * each)
+	a := &orderActor{last: make([]int, posters), wg: &wg}
+	var mb *inlineMailbox
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)),
+		actor.WithMailbox(func() actor.Mailbox {
+			m := newInlineMailbox()
+			mb = m.(*inlineMailbox)
+			return m
+		}))
+	pid := sys.Root.Spawn(props)
+	var start sync.WaitGroup
+	start.Add(1)
+	for p := range posters {
+		go func() {
+			start.Wait()
+			for i := 1; i <= each; i++ {
+				if !mb.deliver([2]int{p, i}, a) {
+					sys.Root.Send(pid, [2]int{p, i})
+				}
+			}
+		}()
+	}
+	start.Done()
+	wg.Wait()
+	if a.bad != 0 {
+		t.Errorf("%d messages out of order or processed concurrently", a.bad)
+	}
+	if a.direct == 0 || a.direct == posters*each {
+		t.Errorf("%d of %d messages delivered directly: want some of each kind", a.direct, posters*each)
+	}
+
+	// A panic: escalated (the default supervisor restarts the actor), and
+	// the actor goes on.
+	if !mb.deliver([2]int{0, -1}, a) {
+		t.Fatal("deliver to an idle actor declined")
+	}
+	wg.Add(1)
+	sys.Root.Send(pid, [2]int{0, each + 1})
+	wg.Wait()
+	if mb.status.Load() != mailboxIdle || a.last[0] != each+1 {
+		t.Errorf("after a panic: status %d, last %d; want idle, %d", mb.status.Load(), a.last[0], each+1)
+	}
+	if mb.deliver("not mine", a) {
+		t.Error("deliver of a message the receiver declines = true")
+	}
+}

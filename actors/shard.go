@@ -26,7 +26,16 @@ type liveSlot struct {
 	dirty       bool
 	passivating bool
 	held        *held // only while passivating
+	// The key actor's mailbox and the actor itself (the producer sets it,
+	// again after a restart), for direct delivery (inlineMailbox.deliver):
+	// read only while holding the actor's turn.
+	mb *inlineMailbox
+	ka *keyActor
 }
+
+// receiveDirect passes a directly delivered message to the key actor; ka
+// is read here, in the actor's turn, because a restart replaces it.
+func (l *liveSlot) receiveDirect(msg any) bool { return l.ka.receiveDirect(msg) }
 
 // held is what waits for a passivation to finish.
 type held struct {
@@ -47,6 +56,7 @@ type shard struct {
 	now       int64
 	live      map[*slot]struct{} // slots with a key actor: what ticks visit
 	cl        *shardCluster      // cluster mode only (clustershard.go)
+	ctx       actor.Context      // its own, kept at start for receiveDirect
 	onLive    func(delta int)    // metrics hook
 
 	// The usage batch of this flush round: flushKey was sent to expect key
@@ -64,6 +74,8 @@ func (s *shard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *authorize:
 		s.authorize(ctx, m)
+	case *actor.Started:
+		s.ctx = ctx
 	case *keyCmd:
 		s.route(ctx, m.id, m, false)
 	case createKey:
@@ -106,6 +118,19 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 }
 
+// receiveDirect takes an authorization straight from System.authorize
+// (inlineMailbox.deliver) and declines everything else. It acts through
+// the shard's own context, kept from its start: the one its mailbox runs
+// use, and the caller holds the shard's turn.
+func (s *shard) receiveDirect(msg any) bool {
+	m, ok := msg.(*authorize)
+	if !ok || s.ctx == nil {
+		return false
+	}
+	s.authorize(s.ctx, m)
+	return true
+}
+
 func (s *shard) authorize(ctx actor.Context, m *authorize) {
 	if !m.routed {
 		id, ok := s.dir.get(m.hash)
@@ -139,6 +164,9 @@ func (s *shard) route(ctx actor.Context, id uuid.UUID, msg any, consume bool) {
 	}
 	l.lastSeen = s.now
 	l.dirty = l.dirty || consume
+	if _, ok := msg.(*authorize); ok && l.mb != nil && l.mb.deliver(msg, l) {
+		return
+	}
 	ctx.Send(l.pid, msg)
 }
 
@@ -158,15 +186,17 @@ func (s *shard) reject(msg any) {
 
 func (s *shard) activate(ctx actor.Context, sl *slot) {
 	st := &sl.st
-	sl.live = &liveSlot{owner: st.rec.owner}
+	live := &liveSlot{owner: st.rec.owner}
+	sl.live = live
 	var kc *keyCluster
 	if s.cl != nil {
 		kc = &keyCluster{cs: -1, ca: s.cl.allow[st.rec.id]}
 		delete(s.cl.allow, st.rec.id)
 	}
-	sl.live.pid = ctx.Spawn(s.deps.inlineProps(func() actor.Actor {
-		return &keyActor{deps: s.deps, state: st, kc: kc}
-	}))
+	live.pid = ctx.Spawn(s.deps.inlineProps(func() actor.Actor {
+		live.ka = &keyActor{deps: s.deps, state: st, kc: kc}
+		return live.ka
+	}, &live.mb))
 	s.live[sl] = struct{}{}
 	s.onLive(1)
 }

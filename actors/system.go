@@ -36,20 +36,24 @@ type Deps struct {
 // accounts actor, restored from the latest snapshot plus the WAL. All its
 // methods are safe for concurrent use; none holds key state itself.
 type System struct {
-	cfg      Config
-	lg       *slog.Logger
-	clock    clock.Clock
-	sealer   *Sealer
-	log      *wal.Log
-	snaps    *snapshot.Store
-	m        *metrics
-	exts     []Extension
-	disp     *poolDispatcher
-	courier  *courier
-	as       *actor.ActorSystem
-	root     *actor.RootContext
-	shards   []*actor.PID
-	accounts *actor.PID
+	cfg     Config
+	lg      *slog.Logger
+	clock   clock.Clock
+	sealer  *Sealer
+	log     *wal.Log
+	snaps   *snapshot.Store
+	m       *metrics
+	exts    []Extension
+	disp    *poolDispatcher
+	courier *courier
+	as      *actor.ActorSystem
+	root    *actor.RootContext
+	shards  []*actor.PID
+	// The shards and their mailboxes, for direct delivery of
+	// authorizations (inlineMailbox.deliver).
+	shardObjs []*shard
+	shardMBs  []*inlineMailbox
+	accounts  *actor.PID
 
 	authPool *Pool[authorize]
 	elog     EventLog     // the WAL, or the replicated log in cluster mode
@@ -237,6 +241,7 @@ func (s *System) spawn(im *image) error {
 		disp: s.disp, courier: s.courier}
 	now := s.clock.Now().Unix()
 	s.shards = make([]*actor.PID, s.cfg.Shards)
+	s.shardObjs, s.shardMBs = make([]*shard, s.cfg.Shards), make([]*inlineMailbox, s.cfg.Shards)
 	for i := range s.shards {
 		sh := &shard{
 			idx: i, n: s.cfg.Shards, deps: deps, idleAfter: int64(s.cfg.IdleAfter / time.Second),
@@ -244,7 +249,8 @@ func (s *System) spawn(im *image) error {
 			onLive: func(d int) { s.m.liveKeys.Add(float64(d)) },
 		}
 		im.keys[i], im.dirs[i] = nil, nil
-		s.shards[i] = s.root.Spawn(deps.inlineProps(func() actor.Actor { return sh }))
+		s.shardObjs[i] = sh
+		s.shards[i] = s.root.Spawn(deps.inlineProps(func() actor.Actor { return sh }, &s.shardMBs[i]))
 	}
 	for _, pid := range s.shards {
 		s.root.Send(pid, shardPeers{peers: s.shards})
