@@ -49,6 +49,8 @@ type gracefulConn struct {
 	set      *lingerSet
 	once     sync.Once
 	noLinger atomic.Bool
+	phase    atomic.Uint64 // phase and its start (timeouts.go)
+	reads    atomic.Int32  // reads in progress
 }
 
 // Hijacked marks a connection taken over from the server (a WebSocket's):

@@ -17,7 +17,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Server timeouts, the same on every listener.
+// Server timeouts, the defaults of every listener (Options): a request
+// is read within ReadTimeout of its first byte (a new connection's first
+// byte too), and the next one on a kept-alive connection starts within
+// IdleTimeout. The listener keeps them itself (timeouts.go).
 const (
 	ReadTimeout = 30 * time.Second
 	IdleTimeout = 2 * time.Minute
@@ -46,6 +49,9 @@ type Options struct {
 	// StreamRequestBody hands bodies to handlers as streams (see
 	// fasthttp.Server.StreamRequestBody).
 	StreamRequestBody bool
+	// ReadTimeout and IdleTimeout replace the defaults of the same names
+	// when positive (tests).
+	ReadTimeout, IdleTimeout time.Duration
 	// ErrorHandler answers what no handler could: a request fasthttp
 	// could not read (its error, see ServerError) and a handler that
 	// panicked (ErrPanic, after the panic was logged and the response
@@ -68,6 +74,7 @@ type Listener struct {
 	prom     http.Handler
 
 	lingering lingerSet // connections closing gracefully (conn.go)
+	to        *timeouts // read and idle timeouts (timeouts.go)
 }
 
 // New builds a Listener; its handler is set with SetHandler. It always
@@ -99,10 +106,19 @@ func New(o Options) (*Listener, error) {
 	if l.onErr == nil {
 		l.onErr = func(rc *fasthttp.RequestCtx, _ error) { rc.SetStatusCode(fasthttp.StatusInternalServerError) }
 	}
+	read, idle := ReadTimeout, IdleTimeout
+	if o.ReadTimeout > 0 {
+		read = o.ReadTimeout
+	}
+	if o.IdleTimeout > 0 {
+		idle = o.IdleTimeout
+	}
+	l.to = newTimeouts(read, idle)
 	l.srv = &fasthttp.Server{
+		// No ReadTimeout or IdleTimeout: fasthttp would set a deadline
+		// twice per request; l.to keeps both (timeouts.go).
+		ConnState:                    l.to.connState,
 		NoDefaultServerHeader:        true,
-		ReadTimeout:                  ReadTimeout,
-		IdleTimeout:                  IdleTimeout,
 		MaxRequestBodySize:           o.MaxRequestBodySize,
 		StreamRequestBody:            o.StreamRequestBody,
 		DisablePreParseMultipartForm: true,
@@ -134,9 +150,16 @@ func (l *Listener) SetHandler(h fasthttp.RequestHandler) {
 func (l *Listener) Handler() fasthttp.RequestHandler { return l.srv.Handler }
 
 // Serve serves ln until Shutdown; it returns nil after a Shutdown. TCP
-// connections close gracefully (see LingerTimeout).
+// connections close gracefully (see LingerTimeout). Call it once.
 func (l *Listener) Serve(ln net.Listener) error {
 	l.lg.Info("serving", "addr", ln.Addr().String())
+	stop := make(chan struct{})
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		l.to.run(stop)
+	}()
+	defer func() { close(stop); <-swept }()
 	return l.srv.Serve(gracefulListener{Listener: ln, lingering: &l.lingering})
 }
 
