@@ -133,14 +133,25 @@ func (n *Node) commitTxn(ctx context.Context, shard int, epoch int64, reqs []*co
 	start := time.Now()
 	var resp *clientv3.TxnResponse
 	var err error
-	for {
-		resp, err = n.cli.Txn(ctx).
+	for attempt := 0; ; attempt++ {
+		// The first attempt gets a quarter of the budget: one sent to a
+		// member that is being stopped (a killed leader) may hang rather
+		// than fail, and the budget would go with it
+		// (TestClusterEtcdLeaderKilled: two admissions refused 503). Later
+		// ones get what is left, so a slow but working etcd still commits.
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if attempt == 0 {
+			actx, acancel = context.WithTimeout(ctx, max(n.cfg.RequestTimeout/4, 100*time.Millisecond))
+		}
+		resp, err = n.cli.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(n.shardKey(shard)), "=", epoch)).
 			Then(ops...).
 			Commit()
+		acancel()
 		// A leader change fails a transaction at once (the client does not
 		// retry writes). The values are whole records fenced on the epoch,
-		// so writing them again is harmless: try again until the request
+		// so writing them again is harmless (an abandoned attempt that
+		// lands later writes the same): try again until the request
 		// timeout, which outlasts an election.
 		if err == nil || ctx.Err() != nil {
 			break
