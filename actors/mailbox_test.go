@@ -11,58 +11,11 @@ import (
 // goroutines to an inline actor are each processed exactly once, one at
 // a time, in each poster's order.
 func TestInlineMailboxOrderAndConcurrency(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
 	const posters, each = 8, 2000
-	var (
-		mu      sync.Mutex
-		running bool
-		last    [posters]int
-		bad     int
-		wg      sync.WaitGroup
-	)
-	wg.Add(posters * each)
-	props := actor.PropsFromFunc(func(ctx actor.Context) {
-		m, ok := ctx.Message().([2]int)
-		if !ok {
-			return
-		}
-		mu.Lock()
-		if running {
-			bad++
-		}
-		running = true
-		if m[1] != last[m[0]]+1 {
-			bad++
-		}
-		last[m[0]] = m[1]
-		running = false
-		mu.Unlock()
-		wg.Done()
-	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)), actor.WithMailbox(newInlineMailbox))
-	pid := sys.Root.Spawn(props)
-	var start sync.WaitGroup
-	start.Add(1)
-	for p := range posters {
-		go func() {
-			start.Wait()
-			for i := 1; i <= each; i++ {
-				sys.Root.Send(pid, [2]int{p, i})
-			}
-		}()
-	}
-	start.Done()
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if bad != 0 {
-		t.Errorf("%d messages out of order or processed concurrently", bad)
-	}
-	for p, n := range last {
-		if n != each {
-			t.Errorf("poster %d: last message processed %d, want %d", p, n, each)
-		}
-	}
+	a, _, pid, sys := spawnOrderActor(t, posters, each)
+	post(posters, each, func(p, i int) { sys.Root.Send(pid, [2]int{p, i}) })
+	a.wg.Wait()
+	a.check(t, each)
 }
 
 func TestFIFO(t *testing.T) {
@@ -133,6 +86,57 @@ func (a *orderActor) receiveDirect(msg any) bool {
 	return true
 }
 
+// spawnOrderActor starts an inline orderActor expecting posters×each
+// messages, with its mailbox kept for direct delivery.
+func spawnOrderActor(t *testing.T, posters, each int) (*orderActor, *inlineMailbox, *actor.PID, *actor.ActorSystem) {
+	sys := actor.NewActorSystem()
+	t.Cleanup(sys.Shutdown)
+	a := &orderActor{last: make([]int, posters), wg: &sync.WaitGroup{}}
+	a.wg.Add(posters * each)
+	var mb *inlineMailbox
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)),
+		actor.WithMailbox(func() actor.Mailbox {
+			m := newInlineMailbox()
+			mb = m.(*inlineMailbox)
+			return m
+		}))
+	return a, mb, sys.Root.Spawn(props), sys
+}
+
+// post runs posters goroutines, released together, each calling send for
+// its messages 1..each in turn, and returns when all have.
+func post(posters, each int, send func(p, i int)) {
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for p := range posters {
+		done.Go(func() {
+			start.Wait()
+			for i := 1; i <= each; i++ {
+				send(p, i)
+			}
+		})
+	}
+	start.Done()
+	done.Wait()
+}
+
+// check reports messages taken out of order or concurrently, and posters
+// whose messages did not all arrive. Call it once they were all taken.
+func (a *orderActor) check(t *testing.T, each int) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.bad != 0 {
+		t.Errorf("%d messages out of order or processed concurrently", a.bad)
+	}
+	for p, n := range a.last {
+		if n != each {
+			t.Errorf("poster %d: last message processed %d, want %d", p, n, each)
+		}
+	}
+}
+
 func (a *orderActor) take(m [2]int) {
 	a.mu.Lock()
 	if a.running {
@@ -153,38 +157,15 @@ func (a *orderActor) take(m [2]int) {
 // own earlier messages; a panic in a direct delivery goes to the
 // supervisor, which restarts the actor, and later messages are handled.
 func TestInlineMailboxDeliver(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
 	const posters, each = 8, 3000
-	var wg sync.WaitGroup
-	wg.Add(posters * each)
-	a := &orderActor{last: make([]int, posters), wg: &wg}
-	var mb *inlineMailbox
-	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)),
-		actor.WithMailbox(func() actor.Mailbox {
-			m := newInlineMailbox()
-			mb = m.(*inlineMailbox)
-			return m
-		}))
-	pid := sys.Root.Spawn(props)
-	var start sync.WaitGroup
-	start.Add(1)
-	for p := range posters {
-		go func() {
-			start.Wait()
-			for i := 1; i <= each; i++ {
-				if !mb.deliver([2]int{p, i}, a) {
-					sys.Root.Send(pid, [2]int{p, i})
-				}
-			}
-		}()
-	}
-	start.Done()
-	wg.Wait()
-	if a.bad != 0 {
-		t.Errorf("%d messages out of order or processed concurrently", a.bad)
-	}
+	a, mb, pid, sys := spawnOrderActor(t, posters, each)
+	post(posters, each, func(p, i int) {
+		if !mb.deliver([2]int{p, i}, a) {
+			sys.Root.Send(pid, [2]int{p, i})
+		}
+	})
+	a.wg.Wait()
+	a.check(t, each)
 	if a.direct == 0 || a.direct == posters*each {
 		t.Errorf("%d of %d messages delivered directly: want some of each kind", a.direct, posters*each)
 	}
@@ -194,9 +175,9 @@ func TestInlineMailboxDeliver(t *testing.T) {
 	if !mb.deliver([2]int{0, -1}, a) {
 		t.Fatal("deliver to an idle actor declined")
 	}
-	wg.Add(1)
+	a.wg.Add(1)
 	sys.Root.Send(pid, [2]int{0, each + 1})
-	wg.Wait()
+	a.wg.Wait()
 	if mb.status.Load() != mailboxIdle || a.last[0] != each+1 {
 		t.Errorf("after a panic: status %d, last %d; want idle, %d", mb.status.Load(), a.last[0], each+1)
 	}

@@ -72,7 +72,16 @@ func (s *Suite) wrkScript(t *Target) (string, error) {
 		if err := os.WriteFile(keys, []byte(strings.Join(t.Keys, "\n")+"\n"), 0o600); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, `local keys = {}
+		b.WriteString(WrkRotateKeys(keys))
+	}
+	path := base + ".lua"
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// WrkRotateKeys returns the part of a wrk script that sends each request
+// with the next key of the file keys (one per line) in X-API-Key.
+func WrkRotateKeys(keys string) string {
+	return fmt.Sprintf(`local keys = {}
 for line in io.lines(%q) do keys[#keys + 1] = line end
 local i = 0
 request = function()
@@ -81,7 +90,4 @@ request = function()
   return wrk.format()
 end
 `, keys)
-	}
-	path := base + ".lua"
-	return path, os.WriteFile(path, []byte(b.String()), 0o600)
 }

@@ -69,17 +69,8 @@ func run(nkeys, body int, dir string, rounds int) error {
 		return err
 	}
 	script := filepath.Join(dir, "proxy.lua")
-	lua := fmt.Sprintf(`wrk.method = "GET"
-wrk.path = "/api/proxy/%s/v1/items?page=1"
-local keys = {}
-for line in io.lines(%q) do keys[#keys + 1] = line end
-local i = 0
-request = function()
-  i = i %% #keys + 1
-  wrk.headers["X-API-Key"] = keys[i]
-  return wrk.format()
-end
-`, bench.ServiceName, keys)
+	lua := fmt.Sprintf("wrk.method = \"GET\"\nwrk.path = \"/api/proxy/%s/v1/items?page=1\"\n", bench.ServiceName) +
+		bench.WrkRotateKeys(keys)
 	if err := os.WriteFile(script, []byte(lua), 0o600); err != nil {
 		return err
 	}
