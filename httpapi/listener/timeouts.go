@@ -29,7 +29,8 @@ import (
 //
 // A limit is kept to within one sweep (an eighth of the shorter timeout,
 // at most a second). A hijacked connection (a WebSocket's) is forgotten:
-// its handler keeps its own deadlines.
+// its handler keeps its own deadlines. Connections that are not TCP (the
+// tests' in-memory listeners) have no timeouts.
 
 // Connection phases, in the low bits of gracefulConn.phase; the sweeper's
 // tick at the phase's start is in the bits above.
