@@ -77,11 +77,26 @@ func (u *scriptedUpstream) serve(c net.Conn, n int) {
 }
 
 func (u *scriptedUpstream) pool(maxConns int) *Pool {
-	return New(Config{
-		Dial:        func() (net.Conn, error) { return net.DialTimeout("tcp", u.addr, time.Second) },
-		MaxConns:    maxConns,
-		MaxConnWait: 200 * time.Millisecond,
-	})
+	return u.poolWith(Config{MaxConns: maxConns, MaxConnWait: 200 * time.Millisecond})
+}
+
+// emptyExchange sends one GET through p to u, answered 200 with no body,
+// and releases the answer: its connection goes back to p idle.
+func (u *scriptedUpstream) emptyExchange(t *testing.T, p *Pool) {
+	t.Helper()
+	u.answers <- script{answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}
+	var resp Response
+	if err := p.Do(get("/"), &resp); err != nil {
+		t.Fatal(err)
+	}
+	<-u.seen
+	resp.Release()
+}
+
+// poolWith is a pool of connections to u configured as cfg (its Dial set).
+func (u *scriptedUpstream) poolWith(cfg Config) *Pool {
+	cfg.Dial = func() (net.Conn, error) { return net.DialTimeout("tcp", u.addr, time.Second) }
+	return New(cfg)
 }
 
 func get(path string) *Request {
@@ -343,18 +358,8 @@ func TestBuffered(t *testing.T) {
 // is closed rather than kept.
 func TestIdleConnectionsClosed(t *testing.T) {
 	u := newScripted(t)
-	p := New(Config{
-		Dial:        func() (net.Conn, error) { return net.Dial("tcp", u.addr) },
-		MaxConnWait: time.Second,
-		IdleTimeout: 50 * time.Millisecond,
-	})
-	u.answers <- script{answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}
-	var resp Response
-	if err := p.Do(get("/"), &resp); err != nil {
-		t.Fatal(err)
-	}
-	<-u.seen
-	resp.Release()
+	p := u.poolWith(Config{MaxConnWait: time.Second, IdleTimeout: 50 * time.Millisecond})
+	u.emptyExchange(t, p)
 	deadline := time.Now().Add(2 * time.Second)
 	for len(p.sem) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -364,6 +369,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	}
 
 	u.answers <- script{answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}
+	var resp Response
 	if err := p.Do(get("/"), &resp); err != nil {
 		t.Fatal(err)
 	}
@@ -379,18 +385,8 @@ func TestIdleConnectionsClosed(t *testing.T) {
 // next tick (a quarter of IdleTimeout): a closed pool leaves no goroutine.
 func TestCloseStopsTheSweeper(t *testing.T) {
 	u := newScripted(t)
-	p := New(Config{
-		Dial:        func() (net.Conn, error) { return net.Dial("tcp", u.addr) },
-		MaxConnWait: time.Second,
-		IdleTimeout: time.Hour,
-	})
-	u.answers <- script{answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}
-	var resp Response
-	if err := p.Do(get("/"), &resp); err != nil {
-		t.Fatal(err)
-	}
-	<-u.seen
-	resp.Release()
+	p := u.poolWith(Config{MaxConnWait: time.Second, IdleTimeout: time.Hour})
+	u.emptyExchange(t, p)
 	if !p.sweeper.Load() {
 		t.Fatal("no sweeper runs with an idle connection open")
 	}

@@ -59,14 +59,22 @@ func mustLoad(t *testing.T, s *Snapshots, pos uint64, want []byte) {
 	}
 }
 
+// snapshotsOn returns a log on a one-member etcd under /s/wal/ and its
+// snapshot store, in chunks of chunk bytes (0: the default).
+func snapshotsOn(t *testing.T, chunk int) (*Log, *Snapshots) {
+	l := open(t, etcdtest.Start(t, 1), 0, "/s/wal/", "w")
+	s := l.Snapshots(2 * time.Second)
+	if chunk > 0 {
+		s.SetChunk(chunk)
+	}
+	return l, s
+}
+
 // TestSnapshotsChunked: a snapshot comes back whole across many chunks
 // (more than one page of reads), replaces the older one (whose chunks
 // go), and a position not after the current one is refused.
 func TestSnapshotsChunked(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	l := open(t, c, 0, "/s/wal/", "w")
-	s := l.Snapshots(2 * time.Second)
-	s.SetChunk(1000)
+	l, s := snapshotsOn(t, 1000)
 	ctx := context.Background()
 	if _, _, err := s.Load(ctx); !errors.Is(err, ErrNoSnapshot) {
 		t.Fatalf("load from an empty etcd = %v, want ErrNoSnapshot", err)
@@ -102,10 +110,7 @@ func TestSnapshotsChunked(t *testing.T) {
 // snapshot deletes them, whether they were for an earlier or a later
 // position.
 func TestSnapshotCrashBeforePointer(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	l := open(t, c, 0, "/s/wal/", "w")
-	s := l.Snapshots(2 * time.Second)
-	s.SetChunk(100)
+	l, s := snapshotsOn(t, 100)
 	ctx := context.Background()
 	first := payloadOf(450, 1)
 	save(t, s, 100, first)
@@ -128,9 +133,7 @@ func TestSnapshotCrashBeforePointer(t *testing.T) {
 // TestSnapshotLock: one holder at a time; a holder that lost its lease
 // cannot save; a damaged chunk is reported, not loaded.
 func TestSnapshotLock(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	l := open(t, c, 0, "/s/wal/", "w")
-	s := l.Snapshots(2 * time.Second)
+	l, s := snapshotsOn(t, 0)
 	ctx := context.Background()
 	a, err := s.Lock(ctx)
 	if err != nil {
