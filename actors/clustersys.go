@@ -17,9 +17,13 @@ import (
 
 // clusterMode is System's part of cluster mode (nil: a single node).
 type clusterMode struct {
-	deps    *ClusterDeps
-	rlog    *replicatedLog
+	deps *ClusterDeps
+	rlog *replicatedLog
+	// node is set once StartNode returns, and nodeSet closed then (also
+	// when it failed, node staying nil). The node's loops may call the
+	// handler before that: a handler needing node waits on nodeSet.
 	node    ClusterNode
+	nodeSet chan struct{}
 	ctx     *clusterCtx
 	reqID   atomic.Uint64
 	applied atomic.Uint64 // the last record of the replicated log applied here
@@ -53,12 +57,26 @@ func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
 	if d.Log == nil || d.StartNode == nil || d.Forward == nil {
 		return nil, errors.New("actors: cluster mode needs Log, StartNode and Forward")
 	}
-	cm := &clusterMode{deps: d, rlog: newReplicatedLog(d.Log, clusterTimeout), done: make(chan struct{})}
+	cm := &clusterMode{deps: d, rlog: newReplicatedLog(d.Log, clusterTimeout), done: make(chan struct{}), nodeSet: make(chan struct{})}
 	// Request ids start anywhere: an owner remembers answers by (address,
 	// id) for a while, and a node restarted on the same cluster address
 	// must not repeat its previous process's ids.
 	cm.reqID.Store(rand.Uint64() >> 1)
 	return cm, nil
+}
+
+// waitNode returns the node once StartNode returned, waiting at most d
+// (nil: it failed, or took longer). A graceful release waits bounded: the
+// node may be closed inside StartNode, by the caller, before it returns.
+func (cm *clusterMode) waitNode(d time.Duration) ClusterNode {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-cm.nodeSet:
+		return cm.node
+	case <-t.C:
+		return nil
+	}
 }
 
 // startCluster joins the cluster once the actors run, and starts following
@@ -70,10 +88,12 @@ func (s *System) startCluster(upTo uint64) error {
 	}
 	node, err := cm.deps.StartNode(clusterHandler{s})
 	if err != nil {
+		close(cm.nodeSet)
 		return fmt.Errorf("join the cluster: %w", err)
 	}
 	cm.node = node
 	cm.ctx.node = node
+	close(cm.nodeSet)
 	cm.applied.Store(upTo)
 	ctx, cancel := context.WithCancel(context.Background())
 	cm.cancel = cancel
@@ -115,6 +135,10 @@ func (h clusterHandler) Released(cs int, epoch int64, graceful bool) {
 // the shard's keys wait (parked in their shard).
 func (s *System) loadShard(cs int, epoch int64) {
 	cm := s.cm
+	<-cm.nodeSet // closed once StartNode returns, whichever way
+	if cm.node == nil {
+		return
+	}
 	pause := followBackoff
 	var data map[string][]byte
 	for {
@@ -199,10 +223,15 @@ wait:
 			break wait
 		}
 	}
+	node := s.cm.waitNode(settleTimeout)
+	if node == nil && len(puts) > 0 {
+		s.lg.Warn("cluster: a shard released before the node started is not settled", "shard", cs)
+		return
+	}
 	for len(puts) > 0 {
 		n := min(len(puts), commitChunk)
 		ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
-		err := s.cm.node.Commit(ctx, cs, epoch, puts[:n]...)
+		err := node.Commit(ctx, cs, epoch, puts[:n]...)
 		cancel()
 		if err != nil {
 			// The successor counts the outstanding tokens as spent: it

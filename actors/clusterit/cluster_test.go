@@ -43,6 +43,9 @@ type fleet struct {
 	exts bool
 	// endpoints, when set, are the only etcd members the next nodes reach.
 	endpoints []string
+	// joinDelay holds StartNode back after the node started, its loops
+	// (and so the handler's calls) already running.
+	joinDelay time.Duration
 }
 
 type member struct {
@@ -114,6 +117,7 @@ func (f *fleet) start(id string) *member {
 					RequestTimeout: time.Second, Logger: waltest.Logger(t).With("node", id),
 				})
 				m.node = n
+				time.Sleep(f.joinDelay)
 				return n, err
 			},
 			Forward:   f.forward,
@@ -304,6 +308,20 @@ func TestKeysAndLimitsShared(t *testing.T) {
 			return errors.Is(m.sys.Authorize(context.Background(), []byte(secret)).Err, actors.ErrKeyRevoked)
 		})
 		t.Logf("revocation on %s after %v", m.id, took)
+	}
+}
+
+// TestShardsWonBeforeStartReturns: the node's loops claim shards, and call
+// the handler, before StartNode has returned the node; the shards still
+// load, and the node admits for their keys.
+func TestShardsWonBeforeStartReturns(t *testing.T) {
+	f := newFleetOf(t, 1)
+	f.joinDelay = 500 * time.Millisecond
+	a := f.start("a")
+	waitOwners(t, a)
+	_, secret := newKey(t, a, 10)
+	if r := a.sys.Authorize(ctx(t), []byte(secret)); r.Err != nil {
+		t.Fatalf("authorize on a node whose shards were won before it started: %v", r.Err)
 	}
 }
 
