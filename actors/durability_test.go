@@ -2,6 +2,9 @@ package actors_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,4 +239,69 @@ func TestHotKeyLogsOncePerTick(t *testing.T) {
 	if us := usageOf(t, s, k); us.Total != int64(used) {
 		t.Errorf("usage after flush and crash = %d, want %d", us.Total, used)
 	}
+}
+
+// TestUsageExactAcrossTicks: many keys, one of them hot, used from several
+// goroutines while flush rounds run back to back (a round flushes an idle
+// key actor directly and a busy one through its mailbox, and the answers
+// of both kinds interleave with requests): after a flush and a crash, every key's
+// usage is exactly what it admitted.
+func TestUsageExactAcrossTicks(t *testing.T) {
+	n := actorstest.New(t)
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanPremium, true)
+	const nkeys = 40
+	keys := make([]actors.KeyInfo, nkeys)
+	secrets := make([]string, nkeys)
+	for i := range keys {
+		keys[i], secrets[i] = mustKey(t, s, u, fmt.Sprintf("k%d", i))
+		setLimit(t, s, keys[i], 1_000_000)
+	}
+	var admitted [nkeys]atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; ; i += 7 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := i % nkeys
+				if i%2 == 1 {
+					k = 0 // a hot key: its actor is often busy at a tick
+				}
+				admitted[k].Add(int64(authN(t, s, secrets[k], 1)))
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.Tick()
+			time.Sleep(time.Millisecond)
+		}
+	})
+	time.Sleep(400 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if err := s.FlushUsage(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	n.Crash()
+	s = n.Start()
+	var total int64
+	for i, k := range keys {
+		want := admitted[i].Load()
+		total += want
+		if got := usageOf(t, s, k).Total; got != want {
+			t.Errorf("key %d: usage after flush and crash = %d, want %d", i, got, want)
+		}
+	}
+	t.Logf("%d requests over %d keys", total, nkeys)
 }

@@ -112,6 +112,7 @@ type keyActor struct {
 	state    *keyState
 	pending  []secCount
 	inflight []secCount
+	spare    []secCount // a committed inflight's array, for the next pending
 	waiters  []*sync.WaitGroup // flushNow callers waiting for inflight to commit
 	gone     bool
 	cmd      *keyCmd     // the command whose event is being logged
@@ -184,13 +185,24 @@ func (a *keyActor) Receive(ctx actor.Context) {
 // (they may wait for a takeover or a reservation, which needs the
 // actor's context).
 func (a *keyActor) receiveDirect(msg any) bool {
-	m, ok := msg.(*authorize)
-	if !ok || a.state == nil || a.kc != nil {
+	if a.state == nil {
 		return false
 	}
-	r, _ := a.authorize(nil, m) // ctx is used in cluster mode only
-	m.reply <- r
-	return true
+	switch m := msg.(type) {
+	case *authorize:
+		if a.kc != nil {
+			return false
+		}
+		r, _ := a.authorize(nil, m) // ctx is used in cluster mode only
+		m.reply <- r
+		return true
+	case *flushDirect:
+		m.part = a.flushPart()
+		return true
+	case *loggedDirect:
+		return a.loggedDirect(m.m)
+	}
+	return false
 }
 
 // authorize decides m. ok is false only in cluster mode, when the request
@@ -244,6 +256,9 @@ func (a *keyActor) count(now int64) {
 	if n := len(a.pending); n > 0 && a.pending[n-1].sec == now {
 		a.pending[n-1].n++
 	} else {
+		if a.pending == nil {
+			a.pending, a.spare = a.spare, nil
+		}
 		a.pending = append(a.pending, secCount{sec: now, n: 1})
 	}
 }
@@ -254,15 +269,39 @@ func (a *keyActor) count(now int64) {
 // A key whose previous batch is still in flight keeps its deltas for the
 // next tick and asks the shard to keep it dirty (the tick cleared it).
 func (a *keyActor) flush(ctx actor.Context) {
+	p := a.flushPart()
+	p.pid = ctx.Self()
+	ctx.Send(ctx.Parent(), p)
+}
+
+// flushPart is flush's answer, its pid unset: the pending deltas, now
+// inflight.
+func (a *keyActor) flushPart() usagePart {
 	switch {
 	case len(a.pending) == 0 || a.gone:
-		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self()})
+		return usagePart{}
 	case len(a.inflight) > 0:
-		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id}, again: true})
+		return usagePart{ev: keyUsed{id: a.state.rec.id}, again: true}
 	default:
 		a.inflight, a.pending = a.pending, nil
-		ctx.Send(ctx.Parent(), usagePart{pid: ctx.Self(), ev: keyUsed{id: a.state.rec.id, pairs: a.inflight}})
+		return usagePart{ev: keyUsed{id: a.state.rec.id, pairs: a.inflight}}
 	}
+}
+
+// loggedDirect is logged's common case, also taken straight from the
+// shard: a commit, nothing left to append for flushNow waiters. It
+// declines (false) what needs the actor's context: a failure (the key
+// asks to stay dirty) or waiters with usage pending (their own append).
+func (a *keyActor) loggedDirect(m usageLogged) bool {
+	if m.err != nil || (len(a.pending) > 0 && len(a.waiters) > 0 && !a.gone) {
+		return false
+	}
+	a.state.usageSeq = max(a.state.usageSeq, m.seq)
+	// The batch was encoded when it was appended: nothing else holds
+	// inflight's array.
+	a.spare, a.inflight = a.inflight[:0], nil
+	a.release()
+	return true
 }
 
 // logged takes the commit (or failure) of the inflight batch. Live state
@@ -270,6 +309,9 @@ func (a *keyActor) flush(ctx actor.Context) {
 // meanwhile wait for the next tick (their requests marked the key dirty,
 // or flush asked for it), unless flushNow callers wait for them.
 func (a *keyActor) logged(ctx actor.Context, m usageLogged) {
+	if a.loggedDirect(m) {
+		return
+	}
 	if m.err != nil {
 		// Keep the deltas: they go out again with the next tick. A failed
 		// log said so once already; this would repeat it every second.
@@ -277,16 +319,14 @@ func (a *keyActor) logged(ctx actor.Context, m usageLogged) {
 			a.deps.lg.Warn("usage flush failed", "key_id", a.state.rec.id, "err", m.err)
 		}
 		a.pending = append(a.inflight, a.pending...)
+		a.inflight = nil
 		ctx.Send(ctx.Parent(), keyDirty{id: a.state.rec.id})
-	} else {
-		a.state.usageSeq = max(a.state.usageSeq, m.seq)
-	}
-	a.inflight = nil
-	if m.err == nil && len(a.pending) > 0 && len(a.waiters) > 0 && !a.gone {
-		a.appendPending(ctx) // the waiters are released on its commit
+		a.release()
 		return
 	}
-	a.release()
+	a.state.usageSeq = max(a.state.usageSeq, m.seq)
+	a.inflight = nil
+	a.appendPending(ctx) // the waiters are released on its commit
 }
 
 // appendPending logs the pending deltas as this key's own record, outside

@@ -131,10 +131,29 @@ type keyDirty struct{ id uuid.UUID }
 // batchLogged is the WAL's answer to a shard's usage batch, for the key
 // actors whose usage it held.
 type batchLogged struct {
-	seq  uint64
-	err  error
-	pids []*actor.PID
+	seq uint64
+	err error
+	of  []batchMember
 }
+
+// batchMember is a key actor whose usage a shard's batch holds: its PID,
+// and its slot and live handle when the shard knew them (for direct
+// delivery of the answer, while the slot still has that actor).
+type batchMember struct {
+	pid *actor.PID
+	sl  *slot
+	l   *liveSlot
+}
+
+// flushDirect is flushKey delivered by the shard's tick straight to an
+// idle key actor (inlineMailbox.deliver): the actor leaves its answer in
+// part (its pid unset) instead of sending it.
+type flushDirect struct{ part usagePart }
+
+// loggedDirect is usageLogged delivered by the shard straight to an idle
+// key actor. The actor declines it when it needs its context (a failed
+// batch, or flushNow waiters with usage pending).
+type loggedDirect struct{ m usageLogged }
 
 // flushAll asks a shard (and then each live key actor) to log pending usage
 // synchronously; wg.Done is called once per flushed actor and once by the shard.

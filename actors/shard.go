@@ -63,7 +63,11 @@ type shard struct {
 	// actors, got of them answered, parts hold the usage to log.
 	expect, got int
 	parts       keysUsed
-	partPIDs    []*actor.PID
+	partOf      []batchMember
+	spareOf     []batchMember // a logged batch's members array, for the next
+	// Reused by direct deliveries in the shard's turn (no allocation).
+	flushMsg  flushDirect
+	loggedMsg loggedDirect
 }
 
 // shardPeers gives a shard the PIDs of all shards (sent once at start).
@@ -96,9 +100,7 @@ func (s *shard) Receive(ctx actor.Context) {
 	case keyDirty:
 		s.markDirty(m.id)
 	case batchLogged:
-		for _, pid := range m.pids {
-			ctx.Send(pid, usageLogged{seq: m.seq, err: m.err})
-		}
+		s.batchLogged(ctx, m)
 	case passivated:
 		s.passivated(ctx, m)
 	case keyGone:
@@ -284,7 +286,10 @@ func (s *shard) capture(ctx actor.Context) captureReply {
 }
 
 // tick visits only live slots: with a million passive keys, scanning them
-// all every flush interval would cost more than the flushes.
+// all every flush interval would cost more than the flushes. A dirty key
+// whose actor is idle is flushed directly (inlineMailbox.deliver), in the
+// key actor's turn: a round over thousands of keys would otherwise cost
+// three actor messages per key (flushKey, usagePart, usageLogged).
 func (s *shard) tick(ctx actor.Context, m tick) {
 	s.now = m.now
 	s.logBatch(ctx) // what the last round's stragglers did not complete
@@ -297,28 +302,76 @@ func (s *shard) tick(ctx actor.Context, m tick) {
 		if l.dirty {
 			l.dirty = false
 			s.expect++
-			ctx.Send(l.pid, flushKey{})
+			if l.mb != nil && l.mb.deliver(&s.flushMsg, l) {
+				p := s.flushMsg.part
+				s.flushMsg = flushDirect{}
+				p.pid = l.pid
+				s.takePart(p, sl, l)
+			} else {
+				ctx.Send(l.pid, flushKey{})
+			}
 		} else if m.sweep && s.now-l.lastSeen >= s.idleAfter {
 			l.passivating, l.held = true, &held{}
 			ctx.Send(l.pid, passivate{})
 		}
 	}
+	if s.got >= s.expect { // every key answered directly
+		s.logBatch(ctx)
+	}
 }
 
-// usagePart takes a key actor's answer to flushKey; the round's last
-// answer logs the batch.
+// usagePart takes a key actor's answer to flushKey sent through its
+// mailbox; the round's last answer logs the batch.
 func (s *shard) usagePart(ctx actor.Context, m usagePart) {
+	var sl *slot
+	var l *liveSlot
+	if m.ev.id != uuid.Nil {
+		if sl = s.keys.get(m.ev.id); sl != nil {
+			l = sl.live
+		}
+	}
+	s.takePart(m, sl, l)
+	if s.got >= s.expect {
+		s.logBatch(ctx)
+	}
+}
+
+// takePart adds a key actor's answer to the round's batch; sl and l are
+// its slot and live handle (nil when unknown).
+func (s *shard) takePart(m usagePart, sl *slot, l *liveSlot) {
 	s.got++
 	if m.again {
 		s.markDirty(m.ev.id)
 	}
 	if len(m.ev.pairs) > 0 {
 		s.parts = append(s.parts, m.ev)
-		s.partPIDs = append(s.partPIDs, m.pid)
+		s.partOf = append(s.partOf, batchMember{pid: m.pid, sl: sl, l: l})
 	}
-	if s.got >= s.expect {
-		s.logBatch(ctx)
+}
+
+// batchLogged hands the WAL's answer to each key actor of the batch:
+// straight to an idle one still live in its slot, else through its
+// mailbox.
+func (s *shard) batchLogged(ctx actor.Context, m batchLogged) {
+	for _, b := range m.of {
+		if b.l != nil && b.sl.live == b.l && !b.l.passivating && b.l.mb != nil && s.isLive(b.sl) {
+			s.loggedMsg = loggedDirect{m: usageLogged{seq: m.seq, err: m.err}}
+			if b.l.mb.deliver(&s.loggedMsg, b.l) {
+				continue
+			}
+		}
+		ctx.Send(b.pid, usageLogged{seq: m.seq, err: m.err})
 	}
+	s.loggedMsg = loggedDirect{}
+	clear(m.of)
+	s.spareOf = m.of[:0]
+}
+
+// isLive reports whether sl has a key actor (gone removes a deleted key's
+// slot from the live set as it stops the actor).
+func (s *shard) isLive(sl *slot) bool {
+	_, ok := s.live[sl]
+	return ok
 }
 
 func (s *shard) markDirty(id uuid.UUID) {
@@ -334,11 +387,13 @@ func (s *shard) logBatch(ctx actor.Context) {
 	if len(s.parts) == 0 {
 		return
 	}
-	batch, pids := s.parts, s.partPIDs
-	s.parts, s.partPIDs = nil, nil
+	of := s.partOf
+	rec := s.parts.record() // encoded now: the parts array is reused
+	clear(s.parts)
+	s.parts, s.partOf, s.spareOf = s.parts[:0], s.spareOf, nil
 	self, c := ctx.Self(), s.deps.courier
-	s.deps.log.AppendAsync([]wal.Record{batch.record()}, func(seq uint64, err error) {
-		c.post(self, batchLogged{seq: seq, err: err, pids: pids})
+	s.deps.log.AppendAsync([]wal.Record{rec}, func(seq uint64, err error) {
+		c.post(self, batchLogged{seq: seq, err: err, of: of})
 	})
 }
 
