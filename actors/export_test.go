@@ -209,3 +209,24 @@ func SealedOfCreated(r wal.Record) ([]byte, bool) {
 	}
 	return c.rec.sealed[:], true
 }
+
+// SetDeclineDirect makes key actors decline the direct deliveries decline
+// picks (kind: "authorize", "flush" or "logged"), as busy ones would, so
+// that the mailbox path runs beside the direct one. The returned func
+// resets it.
+func SetDeclineDirect(decline func(id uuid.UUID, kind string) bool) (reset func()) {
+	f := func(id uuid.UUID, msg any) bool {
+		kind := ""
+		switch msg.(type) {
+		case *authorize:
+			kind = "authorize"
+		case *flushDirect:
+			kind = "flush"
+		case *loggedDirect:
+			kind = "logged"
+		}
+		return decline(id, kind)
+	}
+	declineDirect.Store(&f)
+	return func() { declineDirect.Store(nil) }
+}

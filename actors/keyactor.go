@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
 
 	"gatehouse/actors/clock"
 	"gatehouse/actors/cluster"
@@ -112,7 +114,7 @@ type keyActor struct {
 	state    *keyState
 	pending  []secCount
 	inflight []secCount
-	spare    []secCount // a committed inflight's array, for the next pending
+	spare    []secCount        // a committed inflight's array, for the next pending
 	waiters  []*sync.WaitGroup // flushNow callers waiting for inflight to commit
 	gone     bool
 	cmd      *keyCmd     // the command whose event is being logged
@@ -179,13 +181,22 @@ func (a *keyActor) Receive(ctx actor.Context) {
 	}
 }
 
-// receiveDirect takes an authorization straight from its shard
-// (inlineMailbox.deliver), as Receive would. It declines everything else,
-// a passivated actor's messages and, in cluster mode, authorizations
-// (they may wait for a takeover or a reservation, which needs the
-// actor's context).
+// declineDirect is set by tests only (export_test.go): a key actor
+// declines the direct deliveries it picks, as a busy one would, so the
+// mailbox path runs beside the direct one.
+var declineDirect atomic.Pointer[func(id uuid.UUID, msg any) bool]
+
+// receiveDirect takes a message straight from its shard
+// (inlineMailbox.deliver), as Receive would: an authorization, or a flush
+// round's flushDirect and loggedDirect. It declines everything else, a
+// passivated actor's messages and, in cluster mode, authorizations (they
+// may wait for a takeover or a reservation, which needs the actor's
+// context).
 func (a *keyActor) receiveDirect(msg any) bool {
 	if a.state == nil {
+		return false
+	}
+	if f := declineDirect.Load(); f != nil && (*f)(a.state.rec.id, msg) {
 		return false
 	}
 	switch m := msg.(type) {
