@@ -209,8 +209,14 @@ func TestAdmissionsNeverExceedTheLimit(t *testing.T) {
 	}
 
 	time.Sleep(1500 * time.Millisecond)
-	// The owner of key-00 dies.
-	victim, _, _, _ := w.nodes[0].Owner(w.nodes[0].ShardOf(ids[0]))
+	// The owner of key-00 dies (as node-0 sees it, once it sees one).
+	var victim string
+	for deadline := time.Now().Add(5 * time.Second); victim == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		victim, _, _, _ = w.nodes[0].Owner(w.nodes[0].ShardOf(ids[0]))
+	}
+	if victim == "" {
+		t.Fatal("node-0 sees no owner of key-00's shard")
+	}
 	var survivors []*Node
 	for _, n := range w.nodes {
 		if n.ID() == victim {

@@ -109,9 +109,17 @@ func TestDisconnectCancelsRun(t *testing.T) {
 		})
 	}
 	// The session's turn was still recorded, as failed: the question
-	// without an answer.
-	sess, err := e.gw.SessionOp(ctxT(t), "get", "s1", "alice", false, nil)
-	if err != nil || len(sess.Messages) != 1 || sess.Messages[0].Content != "hi in s1" {
-		t.Errorf("session s1 = %+v, %v; want the question recorded", sess.Messages, err)
+	// without an answer. The run's trace is recorded before its turn ends
+	// (RunTurn), so the turn may land a moment after the trace seen above.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sess, err := e.gw.SessionOp(ctxT(t), "get", "s1", "alice", false, nil)
+		if err == nil && len(sess.Messages) == 1 && sess.Messages[0].Content == "hi in s1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session s1 = %+v, %v; want the question recorded", sess.Messages, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
