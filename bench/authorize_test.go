@@ -1,10 +1,6 @@
 package bench
 
-import (
-	"context"
-	"sync/atomic"
-	"testing"
-)
+import "testing"
 
 // BenchmarkAuthorizeHotKey: the real actor system's Authorize (check,
 // limit, usage) on one key from GOMAXPROCS goroutines, as the proxy calls
@@ -26,22 +22,6 @@ func benchAuthorize(b *testing.B, keys int) {
 // the default one-second flush: each op carries its share of the rounds
 // (every key dirty in each).
 func BenchmarkAuthorize5kKeysFlushed(b *testing.B) {
-	const keys, perRound = 5000, 15000
-	sys, secrets := NewSystem(b, keys)
-	b.ReportAllocs()
-	var next atomic.Uint64
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			n := next.Add(1)
-			if n%perRound == 0 {
-				sys.Tick()
-			}
-			if res := sys.Authorize(ctx, secrets[n%keys]); res.Err != nil {
-				b.Error(res.Err)
-				return
-			}
-		}
-	})
+	sys, secrets := NewSystem(b, 5000)
+	AuthorizeTicked(b, sys, secrets, 15000, sys.Tick)
 }

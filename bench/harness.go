@@ -91,13 +91,25 @@ func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
 // secrets taken in turn, with the context the proxy passes (no deadline).
 func Authorize(b *testing.B, a Authorizer, secrets [][]byte) {
 	b.Helper()
+	AuthorizeTicked(b, a, secrets, 0, nil)
+}
+
+// AuthorizeTicked is Authorize calling tick once every `every`
+// authorizations (never when every is 0), from the goroutine whose turn
+// it is: each op carries its share of what tick sets off.
+func AuthorizeTicked(b *testing.B, a Authorizer, secrets [][]byte, every uint64, tick func()) {
+	b.Helper()
 	b.ReportAllocs()
 	var next atomic.Uint64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
-			s := secrets[next.Add(1)%uint64(len(secrets))]
+			n := next.Add(1)
+			if every > 0 && n%every == 0 {
+				tick()
+			}
+			s := secrets[n%uint64(len(secrets))]
 			if res := a.Authorize(ctx, s); res.Err != nil {
 				b.Error(res.Err)
 				return
