@@ -137,7 +137,12 @@ func (c *Cluster) Leader() int {
 	return -1
 }
 
-// Kill stops member i abruptly (its peers see it vanish).
+// Kill stops member i with embed.Etcd.Close, which is not a crash: a
+// leader hands its role over first (the cluster is never without one),
+// and Close waits up to the request timeout for open watch streams, so a
+// kill takes 6–14 s. With an abrupt stop (Server.HardStop) an admission
+// can fail during the election: docs/cluster.md, the caveat under the
+// failure table.
 func (c *Cluster) Kill(i int) {
 	if e := c.members[i]; e != nil {
 		e.Close()
