@@ -265,16 +265,11 @@ func TestUsageExactAcrossTicks(t *testing.T) {
 		setLimit(t, s, keys[i], 1_000_000)
 	}
 	var admitted [nkeys]atomic.Int64
-	stop := make(chan struct{})
+	end := time.Now().Add(400 * time.Millisecond)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
-			for i := g; ; i += 7 {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := g; time.Now().Before(end); i += 7 {
 				k := i % nkeys
 				if i%2 == 1 {
 					k = 0 // a hot key: its actor is often busy at a tick
@@ -284,18 +279,11 @@ func TestUsageExactAcrossTicks(t *testing.T) {
 		})
 	}
 	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for time.Now().Before(end) {
 			s.Tick()
 			time.Sleep(time.Millisecond)
 		}
 	})
-	time.Sleep(400 * time.Millisecond)
-	close(stop)
 	wg.Wait()
 	if err := s.FlushUsage(ctx(t)); err != nil {
 		t.Fatal(err)

@@ -354,7 +354,7 @@ func (s *shard) takePart(m usagePart, sl *slot, l *liveSlot) {
 // mailbox.
 func (s *shard) batchLogged(ctx actor.Context, m batchLogged) {
 	for _, b := range m.of {
-		if b.l != nil && b.sl.live == b.l && !b.l.passivating && b.l.mb != nil && s.isLive(b.sl) {
+		if b.l != nil && b.sl.live == b.l && !b.l.passivating && b.l.mb != nil {
 			s.loggedMsg = loggedDirect{m: usageLogged{seq: m.seq, err: m.err}}
 			if b.l.mb.deliver(&s.loggedMsg, b.l) {
 				continue
@@ -365,13 +365,6 @@ func (s *shard) batchLogged(ctx actor.Context, m batchLogged) {
 	s.loggedMsg = loggedDirect{}
 	clear(m.of)
 	s.spareOf = m.of[:0]
-}
-
-// isLive reports whether sl has a key actor (gone removes a deleted key's
-// slot from the live set as it stops the actor).
-func (s *shard) isLive(sl *slot) bool {
-	_, ok := s.live[sl]
-	return ok
 }
 
 func (s *shard) markDirty(id uuid.UUID) {
@@ -472,6 +465,7 @@ func (s *shard) gone(ctx actor.Context, id uuid.UUID) {
 		return
 	}
 	ctx.Poison(l.pid)
+	sl.live = nil // a batch's commit notice still holding sl finds no actor
 	delete(s.live, sl)
 	s.onLive(-1)
 	if h := l.held; h != nil {
