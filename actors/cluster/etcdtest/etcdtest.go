@@ -5,12 +5,14 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,9 +38,26 @@ func Start(t testing.TB, n int) *Cluster {
 
 // StartShared is Start for a cluster that outlives the test starting it
 // (shared by a package's tests): the caller closes it. Its data dirs are
-// removed by Close.
+// removed by Close. Ports are picked free and bound a moment later, by
+// etcd: when another process took one meanwhile, the cluster is started
+// again on new ones.
 func StartShared(t testing.TB, n int) *Cluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryStart(t, n)
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("etcdtest: %v; starting again on other ports", err)
+	}
+}
+
+// tryStart starts an n-member cluster on free ports; on an error every
+// member is stopped and the data dirs removed.
+func tryStart(t testing.TB, n int) (*Cluster, error) {
 	c := &Cluster{cfgs: make([]*embed.Config, n), members: make([]*embed.Etcd, n)}
 	peers := make([]string, n)
 	for i := range n {
@@ -46,7 +65,8 @@ func StartShared(t testing.TB, n int) *Cluster {
 		cfg.Name = fmt.Sprintf("m%d", i)
 		dir, err := os.MkdirTemp("", "etcdtest-")
 		if err != nil {
-			t.Fatal(err)
+			c.Close()
+			return nil, err
 		}
 		cfg.Dir = dir
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
@@ -62,30 +82,48 @@ func StartShared(t testing.TB, n int) *Cluster {
 	for _, cfg := range c.cfgs {
 		cfg.InitialCluster = strings.Join(peers, ",")
 	}
+	// A member that cannot start stops the others' wait for a quorum.
+	abort := make(chan struct{})
+	var once sync.Once
 	errs := make(chan error, n)
 	for i := range n {
-		go func() { errs <- c.start(i) }()
+		go func() {
+			err := c.startOr(i, abort)
+			if err != nil {
+				once.Do(func() { close(abort) })
+			}
+			errs <- err
+		}()
 	}
 	var failed error
 	for range n {
-		if err := <-errs; err != nil {
+		if err := <-errs; err != nil && (failed == nil || errors.Is(failed, errAborted)) {
 			failed = err
 		}
 	}
 	if failed != nil {
 		c.Close()
-		t.Fatal(failed)
+		return nil, failed
 	}
-	return c
+	return c, nil
 }
 
-func (c *Cluster) start(i int) error {
+// errAborted is a member's start given up because another member failed.
+var errAborted = errors.New("etcdtest: start aborted: another member failed")
+
+func (c *Cluster) start(i int) error { return c.startOr(i, nil) }
+
+// startOr starts member i and waits until it is ready, or abort closes.
+func (c *Cluster) startOr(i int, abort <-chan struct{}) error {
 	e, err := embed.StartEtcd(c.cfgs[i])
 	if err != nil {
 		return fmt.Errorf("start etcd member %d: %w", i, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
+	case <-abort:
+		e.Close()
+		return errAborted
 	case <-time.After(20 * time.Second):
 		e.Close()
 		return fmt.Errorf("etcd member %d not ready after 20s", i)
