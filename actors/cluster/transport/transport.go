@@ -21,7 +21,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"gatehouse/actors/cluster/internal/wire"
@@ -91,8 +90,13 @@ var ErrForward = errors.New("transport: forward failed")
 
 // Start listens on listen (host:port; port 0 picks one) and
 // serves admissions for the keys this node owns through a. timeout
-// bounds each forward.
-func Start(listen string, a Admitter, timeout time.Duration, lg *slog.Logger) (*Transport, error) {
+// bounds each forward. Without WithTLS every connection is plaintext
+// and anything that reaches listen is heard (tests, cluster.insecure).
+func Start(listen string, a Admitter, timeout time.Duration, lg *slog.Logger, opts ...Option) (*Transport, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	// Listen first: remote.Start panics on a busy port, and replaces
 	// grpc's global logger before it tries (see the package comment).
 	l, err := net.Listen("tcp", listen)
@@ -109,9 +113,7 @@ func Start(listen string, a Admitter, timeout time.Duration, lg *slog.Logger) (*
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	// A batch of the messages in flight to one node travels as one gRPC
 	// message: allow MaxMessage (services send chunks of up to 256 KiB).
-	rem := remote.NewRemote(sys, remote.Configure(host, port,
-		remote.WithServerOptions(grpc.MaxRecvMsgSize(MaxMessage)),
-		remote.WithCallOptions(grpc.MaxCallSendMsgSize(MaxMessage))))
+	rem := remote.NewRemote(sys, remote.Configure(host, port, o.remoteOptions()...))
 	if err := start(rem); err != nil {
 		return nil, fmt.Errorf("transport: listen on %s: %w", listen, err)
 	}

@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 		runOwner()
 		return
 	}
+	if files := os.Getenv(tlsNodeEnv); files != "" {
+		runTLSNode(files)
+		return
+	}
 	os.Exit(run(m))
 }
 
