@@ -11,8 +11,10 @@
 // transport address, and the member pulls the bytes from this node in
 // chunks of 256 KiB (request/response messages over the cluster transport),
 // writes them through its own blob.Store.PutRef, which verifies their
-// SHA-256 and fsyncs them, and answers. Members are asked one at a time, in
-// rendezvous order of the ref (the same order a fetch tries), each first
+// SHA-256 and fsyncs them, and answers. A node pulls only from current
+// members: a copy request naming an address that is not a live member's
+// is refused (ErrNotMember) and nothing is fetched. Members are asked one
+// at a time, in rendezvous order of the ref (the same order a fetch tries), each first
 // probed with a request bounded by Config.CallTimeout (so a member down
 // costs that, not the whole push), until one answers yes within
 // Config.PushTimeout (and the caller's context). If
@@ -56,11 +58,13 @@
 //
 // Logs, with component=blob-replica: a member that failed a copy or a
 // fetch (Warn, with the ref, the member and the error), an upload refused
-// for want of a second copy (Warn), a fetch that found the blob (Info).
+// for want of a second copy (Warn), a copy refused because the address it
+// names is not a member's (Warn), a fetch that found the blob (Info).
 // Refs are SHA-256 hashes, never secrets; blob bytes are never logged.
 // Metrics on Config.Registerer: gatehouse_blob_replica_pushes_total{result
 // ="ok"|"failed"} (Puts), gatehouse_blob_replica_fetches_total{result="ok"
-// |"not_found"|"failed"} (Opens that missed), gatehouse_blob_replica_peer
+// |"not_found"|"failed"|"refused"} (Opens that missed, copies pulled or
+// refused), gatehouse_blob_replica_peer
 // _failures_total{op="push"|"fetch",reason="corrupt"|"error"} (each member
 // that failed), gatehouse_blob_replica_bytes_total{direction="in"|"out"}
 // (chunk bytes received and served).

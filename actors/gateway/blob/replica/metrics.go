@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_blob_replica_fetches_total",
-			Help: "Fetches of a blob missing on this node (Opens, and copies pulled for another node's Put), by result: ok, not_found (no member has it), failed.",
+			Help: "Fetches of a blob missing on this node (Opens, and copies pulled for another node's Put), by result: ok, not_found (no member has it), failed, refused (a copy asked to be pulled from an address that is not a member's: nothing fetched).",
 		}, []string{"result"}),
 		peerFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_blob_replica_peer_failures_total",
@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{"ok", "failed"} {
 		m.pushes.WithLabelValues(r)
 	}
-	for _, r := range []string{"ok", "not_found", "failed"} {
+	for _, r := range []string{"ok", "not_found", "failed", "refused"} {
 		m.fetches.WithLabelValues(r)
 	}
 	for _, op := range []string{"push", "fetch"} {

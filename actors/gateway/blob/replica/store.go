@@ -423,9 +423,21 @@ func (s *Store) serveChunk(ref blob.Ref, off int64, n int) ([]byte, error) {
 	return out[:head+k], nil
 }
 
+// ErrNotMember refuses a copy asked to be pulled from an address that is
+// not a current member's.
+var ErrNotMember = errors.New("replica: not a current cluster member")
+
 // takeCopy pulls ref from the node at from (falling back to the other
 // members) unless an intact copy is here already, for that node's Put.
+// from must be a current member's address: a node pulls from members
+// only, so a message cannot make it fetch and store what another address
+// serves.
 func (s *Store) takeCopy(ctx context.Context, ref blob.Ref, size int64, from string) error {
+	if !s.isMember(from) {
+		s.m.fetches.WithLabelValues("refused").Inc()
+		s.lg.Warn("refused to pull a copy from an address that is not a member", "ref", ref.String(), "from", from)
+		return fmt.Errorf("copy of %s from %s: %w", ref, from, ErrNotMember)
+	}
 	if st, err := s.loc.Stat(ref); err == nil && st == size && s.loc.Verify(ref) == nil {
 		s.notePulledIn(ref)
 		return nil
@@ -435,6 +447,17 @@ func (s *Store) takeCopy(ctx context.Context, ref blob.Ref, size int64, from str
 	}
 	s.notePulledIn(ref)
 	return nil
+}
+
+// isMember reports whether addr is the transport address of a live
+// member other than this node.
+func (s *Store) isMember(addr string) bool {
+	for _, m := range s.cfg.Members() {
+		if m.Addr == addr && m.ID != s.cfg.NodeID {
+			return true
+		}
+	}
+	return false
 }
 
 // notePulledIn records a copy pulled in for another node's Put, for

@@ -276,3 +276,35 @@ func TestPulledInForgotten(t *testing.T) {
 		t.Fatalf("%d copies remembered; want those older than the grace forgotten", len(n0.pulledIn))
 	}
 }
+
+// TestCopyFromNonMemberRefused: a copy request naming an address that is
+// not a current member's (here n2, left out of n0's members) is refused:
+// nothing is pulled from it or stored; the same request naming a member
+// pulls the copy.
+func TestCopyFromNonMemberRefused(t *testing.T) {
+	n0 := setup(t, []Member{{ID: "n0", Addr: local.Addr()}, {ID: "n1", Addr: peers[0]}}, nil)
+	b := payload(7, 3*ChunkSize)
+	for i := range peers {
+		ctl(t, i, ctlReq{Op: "put_local", Data: b})
+	}
+	ref := refOf(b)
+	_, err := n0.Serve(context.Background(), encodeCopy(ref, int64(len(b)), peers[1]))
+	if !errors.Is(err, ErrNotMember) {
+		t.Fatalf("copy from a non-member = %v, want ErrNotMember", err)
+	}
+	if n0.Local().Verify(ref) == nil {
+		t.Fatal("the copy from a non-member was stored")
+	}
+	if out := ctl(t, 1, ctlReq{Op: "counter", Name: "bytes", Labels: []string{"out"}}).Value; out != 0 {
+		t.Fatalf("the non-member served %v bytes", out)
+	}
+	if got := n0.counter(t, "fetches", "refused"); got != 1 {
+		t.Fatalf("fetches{refused} = %v, want 1", got)
+	}
+	if _, err := n0.Serve(context.Background(), encodeCopy(ref, int64(len(b)), peers[0])); err != nil {
+		t.Fatalf("copy from a member = %v", err)
+	}
+	if err := n0.Local().Verify(ref); err != nil {
+		t.Fatalf("the copy from a member: %v", err)
+	}
+}
