@@ -41,22 +41,50 @@
 // Close waits for queued appends; afterwards every method returns ErrClosed
 // (AppendAsync calls its callback with ErrClosed before returning).
 //
-// # Repair on Open
+// # Corruption: found on Open, repaired offline
 //
 // Open creates the file if needed (its directory must exist) and verifies
 // every record: key length, contiguity of sequences, envelope length, CRC,
-// version and type. At the first bad record it deletes that record and every
-// later one, logs one Warn with the cut range and counts the records in
-// gatehouse_wal_repaired_records_total. Numbering then continues right after
-// the last good record (LastIndex goes back to it), so the log stays
-// contiguous. After Open every record in the log is valid. A record with a
-// valid CRC but a version newer than this build's makes Open fail with
-// ErrUnsupportedVersion and changes nothing.
+// version and type. It deletes nothing. bbolt commits are atomic (data pages
+// are fsynced before the meta page that makes them visible, and a kill
+// leaves the page cache to the kernel), so a record present in the file was
+// committed, and a commit is acknowledged only after it: a bad record, even
+// the last one, is bit rot or tampering, never a torn write, and cutting it
+// would silently drop acknowledged records. There is no torn tail to cut.
+// (Under Config.NoSync, or on a disk that ignores fsync, a power loss can
+// leave bbolt's pages themselves inconsistent: that is damage too, reported
+// the same way or by bbolt, never cut silently.)
 //
-// If a snapshot at index N is ahead of the repaired log (LastIndex() < N),
-// the caller must call TruncateBefore(LastIndex()+1) (every record left is
-// covered by the snapshot) and then SetNext(N) before appending; otherwise
-// new records would reuse sequences the snapshot already covers.
+// Open logs one Warn listing what it found, sets the
+// gatehouse_wal_corrupt_records gauge and remembers the bad entries: a bad
+// record, a run of missing sequences (Index..Through; at the end of the log
+// when the stored last index is beyond the last record present) and stray
+// keys (not 8 bytes, sequence 0, out of order, a nested bucket, or a bad
+// value beyond the last index assigned). Replay(after) then returns a
+// *CorruptError, which wraps ErrCorrupt and names every bad entry, before
+// delivering anything if one of them is > after or is a stray key. Entries
+// at or below after (a snapshot covers them) are not needed and do not stop
+// Replay; TruncateBefore deletes them and forgets them.
+//
+// Repair, run with no process holding the file, is the way out: it refuses
+// a file whose bbolt pages fail bbolt's own check (a backup is the way back
+// then) and one with a newer version's record; otherwise it copies the file
+// byte for byte to <path>.bak-<UTC time> (fsynced) and, in one transaction,
+// puts a TypeLost record in place of each bad record and each sequence
+// missing between two present records, deletes stray keys, and sets the
+// stored last index to the last record present (sequences missing at the
+// end are dropped: numbering goes on after the last record). No record that
+// verifies is deleted or changed. Its report lists every bad entry with
+// what the stored bytes still say (type byte, size, payload), for the
+// caller to describe. Replay skips TypeLost records.
+//
+// The stored last index alone is rebuilt by Open when it is unreadable (its
+// own CRC fails) or behind the last record present: nothing is lost then.
+// If a snapshot at index N is ahead of the log (LastIndex() < N: an older
+// wal.db was restored), the caller must call TruncateBefore(LastIndex()+1)
+// (every record left is covered by the snapshot) and then SetNext(N) before
+// appending; otherwise new records would reuse sequences the snapshot
+// already covers.
 //
 // # On-disk format
 //
@@ -76,6 +104,12 @@
 // The CRC covers the sequence, so a record copied to another key fails it.
 // bbolt checksums only its meta pages; the CRC catches bit rot in records.
 //
+// Type 255 (TypeLost) is reserved: only Repair writes it, in place of a
+// record it could not keep, with a 13-byte payload: the original value's
+// type byte (1), its length (4, big-endian) and the repair time in Unix
+// seconds (8, big-endian). A build from before TypeLost does not know it
+// and fails the replay of a repaired log: repair with the build that runs.
+//
 // Bucket "meta": key "last" = the last sequence ever assigned as 8 bytes
 // big-endian, followed by the CRC-32C (Castagnoli) of those 8 bytes,
 // big-endian (12 bytes in all). It is written in the same transaction as
@@ -87,7 +121,7 @@
 // 2..5 as the CRC-32C of key || byte 0 || byte 1 || bytes 6.., so any reader
 // can tell corruption (bad CRC) from a newer version (good CRC, unknown
 // version). Version 0 is never written and is corrupt. A reader rejects
-// versions it does not know with ErrUnsupportedVersion and never cuts them.
+// versions it does not know with ErrUnsupportedVersion and never repairs them.
 // A new version is introduced by bumping recordVersion, keeping the decoder
 // for every older version, and adding a golden file
 // testdata/record_vN.golden; existing golden files never change.

@@ -8,7 +8,7 @@ type metrics struct {
 	commitDuration prometheus.Histogram
 	batchRecords   prometheus.Histogram
 	appended       prometheus.Counter
-	repaired       prometheus.Counter
+	corrupt        prometheus.Gauge
 	failed         prometheus.Gauge
 }
 
@@ -28,9 +28,9 @@ func newMetrics() *metrics {
 			Name: "gatehouse_wal_appended_records_total",
 			Help: "Records committed to the log.",
 		}),
-		repaired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatehouse_wal_repaired_records_total",
-			Help: "Records cut from the log by repair on open.",
+		corrupt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatehouse_wal_corrupt_records",
+			Help: "Bad entries (records, missing sequences, stray keys) found when the log was opened and not yet truncated away: replay past them fails until gatehouse repair.",
 		}),
 		failed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gatehouse_wal_failed",
@@ -40,7 +40,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commitDuration, m.batchRecords, m.appended, m.repaired, m.failed}
+	return []prometheus.Collector{m.commitDuration, m.batchRecords, m.appended, m.corrupt, m.failed}
 }
 
 // register registers every collector on reg, or none of them. nil reg is a

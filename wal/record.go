@@ -8,8 +8,16 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Type is a record type, assigned by the caller. 0 is invalid.
+// Type is a record type, assigned by the caller. 0 is invalid and TypeLost
+// is reserved.
 type Type uint8
+
+// TypeLost marks a record Repair put in place of one that failed its
+// checks or was missing, so the sequence stays contiguous. Replay never
+// delivers it and Append refuses it. Its payload is the original's type
+// byte (1), its value's length (4, big-endian) and the repair time in Unix
+// seconds (8, big-endian); see the package documentation.
+const TypeLost Type = 255
 
 // Record is one log entry. Data is opaque to the package.
 type Record struct {
@@ -35,8 +43,8 @@ func validate(recs []Record) error {
 		return fmt.Errorf("no records: %w", ErrInvalidRecord)
 	}
 	for i, r := range recs {
-		if r.Type == 0 {
-			return fmt.Errorf("record %d: type 0: %w", i, ErrInvalidRecord)
+		if r.Type == 0 || r.Type == TypeLost {
+			return fmt.Errorf("record %d: type %d: %w", i, r.Type, ErrInvalidRecord)
 		}
 		if len(r.Data) > MaxPayload {
 			return fmt.Errorf("record %d: %d-byte payload: %w", i, len(r.Data), ErrInvalidRecord)

@@ -5,154 +5,232 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
 
 	"go.etcd.io/bbolt"
 )
 
-// scan is what scanLog found in the log bucket.
-type scan struct {
-	lastGood uint64 // sequence of the last good record; 0 if none
-	cutFrom  []byte // key of the first bad record; nil if all are good
-	cutTo    []byte // last key in the bucket when cutFrom != nil
-	cutN     int    // keys from cutFrom to the end
-	cutErr   error  // why cutFrom is bad
+// maxLostMarkers bounds the TypeLost records one Repair writes: a longer
+// run of missing sequences is not bit rot but a file from somewhere else,
+// and a backup is the way back.
+const maxLostMarkers = 1 << 20
+
+// RepairReport is what Repair found and did.
+type RepairReport struct {
+	// Backup is the copy of the file taken before the change; "" when
+	// nothing needed repairing and the file is untouched.
+	Backup string
+	// Bad lists every bad entry, in log order. A bad record and a missing
+	// sequence in the middle were replaced by a TypeLost record; a stray
+	// key was deleted; sequences missing at the end were dropped and
+	// numbering goes on after the last record present.
+	Bad []BadRecord
+	// LastIndex is the log's last index after the repair.
+	LastIndex uint64
 }
 
-// repair runs in one write transaction when Open starts: it creates the
-// buckets, verifies every record (envelope, version, CRC, contiguity), cuts
-// the log at the last good record and makes the stored last index agree with
-// the log. The transaction is committed only if something changed.
-func repair(db *bbolt.DB, lg *slog.Logger, m *metrics) error {
-	tx, err := db.Begin(true)
-	if err != nil {
-		return fmt.Errorf("repair: begin: %w", err)
+// Repair is the offline repair of the log at cfg.Path, for a process that
+// does not hold it (bbolt's lock fails after cfg.OpenTimeout otherwise). It
+// refuses a file bbolt's own consistency check rejects, or one holding a
+// record of a newer version. Otherwise, if some entry is bad, it first
+// copies the file byte for byte to <path>.bak-<UTC time> (fsynced), then in
+// one transaction replaces each bad record and each missing sequence with a
+// TypeLost record, deletes stray keys and fixes the stored last index. It
+// never deletes or changes a record that verifies. lg may be nil.
+func Repair(cfg Config, lg *slog.Logger) (RepairReport, error) {
+	if err := cfg.Validate(); err != nil {
+		return RepairReport{}, err
 	}
-	defer func() { _ = tx.Rollback() }()
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("component", "wal")
+	if _, err := os.Stat(cfg.Path); err != nil {
+		return RepairReport{}, fmt.Errorf("repair %s: %w", cfg.Path, err)
+	}
+	db, err := bbolt.Open(cfg.Path, 0o600, &bbolt.Options{Timeout: cfg.OpenTimeout, NoFreelistSync: true})
+	if err != nil {
+		return RepairReport{}, fmt.Errorf("repair %s: open (is a server using it?): %w", cfg.Path, err)
+	}
+	defer func() { _ = db.Close() }()
+	var c check
+	err = db.View(func(tx *bbolt.Tx) error {
+		if err := checkPages(tx); err != nil {
+			return err
+		}
+		logb, meta := tx.Bucket(bucketLog), tx.Bucket(bucketMeta)
+		if logb == nil || meta == nil {
+			return fmt.Errorf("no %q and %q buckets: not a gatehouse log", bucketLog, bucketMeta)
+		}
+		c, err = verify(logb, meta)
+		return err
+	})
+	if err != nil {
+		return RepairReport{}, fmt.Errorf("repair %s: %w", cfg.Path, err)
+	}
+	rep := RepairReport{Bad: c.bad, LastIndex: c.lastKey}
+	if len(c.bad) == 0 && c.metaErr == nil && c.stored >= c.lastKey {
+		rep.LastIndex = c.stored
+		return rep, nil
+	}
+	if n := lostMarkers(c); n > maxLostMarkers {
+		return RepairReport{}, fmt.Errorf("repair %s: %d sequences to replace, more than %d: not bit rot; restore the file from a backup", cfg.Path, n, maxLostMarkers)
+	}
+	if rep.Backup, err = backup(cfg.Path, time.Now()); err != nil {
+		return RepairReport{}, fmt.Errorf("repair %s: %w", cfg.Path, err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error { return fix(tx, c, time.Now()) }); err != nil {
+		return RepairReport{}, fmt.Errorf("repair %s (the copy %s is intact): %w", cfg.Path, rep.Backup, err)
+	}
+	lg.Warn("repaired", "path", cfg.Path, "backup", rep.Backup, "bad", len(c.bad), "last_index", rep.LastIndex)
+	return rep, nil
+}
 
-	changed := tx.Bucket(bucketLog) == nil || tx.Bucket(bucketMeta) == nil
-	logb, err := tx.CreateBucketIfNotExists(bucketLog)
-	if err != nil {
-		return fmt.Errorf("repair: create bucket %s: %w", bucketLog, err)
-	}
-	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-	if err != nil {
-		return fmt.Errorf("repair: create bucket %s: %w", bucketMeta, err)
-	}
-	s, err := scanLog(logb)
-	if err != nil {
-		return fmt.Errorf("repair: %w", err)
-	}
-	stored, metaErr := getLast(meta)
-	want := s.last(stored)
-	if s.cutFrom != nil {
-		if err := cut(logb, s.cutFrom); err != nil {
-			return fmt.Errorf("repair: cut from key %x: %w", s.cutFrom, err)
+// checkPages runs bbolt's own consistency check.
+func checkPages(tx *bbolt.Tx) error {
+	var errs []error
+	for err := range tx.Check() {
+		errs = append(errs, err)
+		if len(errs) == 10 {
+			break
 		}
-		lg.Warn("cut corrupt tail",
-			keyAttr("from", s.cutFrom), keyAttr("to", s.cutTo),
-			"records", s.cutN, "last_good", s.lastGood, "next_index", want+1, "err", s.cutErr)
-		m.repaired.Add(float64(s.cutN))
-		changed = true
-	} else if metaErr != nil || stored != want {
-		lg.Warn("reset last index", "stored", stored, "last_index", want, "err", metaErr)
 	}
-	if metaErr != nil || stored != want {
-		if err := putLast(meta, nil, want); err != nil {
-			return fmt.Errorf("repair: put last index: %w", err)
-		}
-		changed = true
-	}
-	if !changed {
-		return nil
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("repair: commit: %w", err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bbolt consistency check failed, beyond what a record repair can fix (restore the file from a backup): %w", err)
 	}
 	return nil
 }
 
-// last is the last index after the cut, given the stored one: the last good
-// record if any remain, else the record before the first cut one, else (the
-// log was empty before repair) the stored value.
-func (s scan) last(stored uint64) uint64 {
-	switch {
-	case s.lastGood != 0:
-		return s.lastGood
-	case len(s.cutFrom) == 8 && binary.BigEndian.Uint64(s.cutFrom) != 0:
-		return binary.BigEndian.Uint64(s.cutFrom) - 1
-	default:
-		return stored
+// lostMarkers counts the TypeLost records fix would write.
+func lostMarkers(c check) uint64 {
+	var n uint64
+	for _, b := range c.bad {
+		if !b.Stray && b.Index <= c.lastKey {
+			n += b.Through - b.Index + 1
+		}
 	}
+	return n
 }
 
-// scanLog verifies every record in order and stops at the first bad one. A
-// record of an unknown version with a valid CRC is an error: the log was
-// written by a newer build and must not be cut.
-func scanLog(b *bbolt.Bucket) (scan, error) {
-	var s scan
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		err := checkEntry(k, v, s.lastGood)
-		if errors.Is(err, ErrUnsupportedVersion) {
-			return s, err
-		}
-		if err == nil {
-			s.lastGood = binary.BigEndian.Uint64(k)
+// fix applies c's repairs in tx and checks that the log then verifies.
+func fix(tx *bbolt.Tx, c check, now time.Time) error {
+	logb, meta := tx.Bucket(bucketLog), tx.Bucket(bucketMeta)
+	if err := deleteStrays(logb, c.bad); err != nil {
+		return err
+	}
+	for _, b := range c.bad {
+		if b.Stray || b.Index > c.lastKey { // the tail: nothing after it to keep in place
 			continue
 		}
-		s.cutFrom, s.cutErr = bytes.Clone(k), err
-		for ; k != nil; k, _ = c.Next() {
-			s.cutN++
-			s.cutTo = k
+		for seq := b.Index; seq <= b.Through && seq != 0; seq++ {
+			if err := logb.Put(appendKey(nil, seq), lostRecord(seq, b, now)); err != nil {
+				return fmt.Errorf("put lost marker at %d: %w", seq, err)
+			}
 		}
-		s.cutTo = bytes.Clone(s.cutTo)
-		return s, nil
 	}
-	return s, nil
-}
-
-// checkEntry verifies one key/value pair; prev is the previous good sequence
-// (0 for the first record).
-func checkEntry(k, v []byte, prev uint64) error {
-	if len(k) != 8 {
-		return fmt.Errorf("key %x: %d bytes: %w", k, len(k), ErrCorrupt)
+	if err := putLast(meta, nil, c.lastKey); err != nil {
+		return fmt.Errorf("put last index: %w", err)
 	}
-	seq := binary.BigEndian.Uint64(k)
+	after, err := verify(logb, meta)
 	switch {
-	case seq == 0:
-		return fmt.Errorf("index 0: %w", ErrCorrupt)
-	case prev != 0 && seq != prev+1:
-		return fmt.Errorf("index %d after %d: gap: %w", seq, prev, ErrCorrupt)
-	case v == nil:
-		return fmt.Errorf("index %d: nested bucket: %w", seq, ErrCorrupt)
+	case err != nil:
+		return fmt.Errorf("verify after repair: %w", err)
+	case len(after.bad) > 0:
+		return &CorruptError{Path: "after repair", Bad: after.bad}
 	}
-	_, err := decodeRecord(seq, v)
-	return err
+	return nil
 }
 
-// cut deletes every key >= from.
-func cut(b *bbolt.Bucket, from []byte) error {
-	c := b.Cursor()
-	// Seek again after each Delete: Next after Delete skips a key.
-	for k, v := c.Seek(from); k != nil; k, v = c.Seek(from) {
+// deleteStrays deletes every stray key by its position in cursor order,
+// last first so the earlier positions hold: a key whose bits flipped may
+// sit out of order in its page, or repeat a valid key, where a seek by key
+// would find the wrong entry.
+func deleteStrays(logb *bbolt.Bucket, bad []BadRecord) error {
+	for i := len(bad) - 1; i >= 0; i-- {
+		b := bad[i]
+		if !b.Stray {
+			continue
+		}
+		c := logb.Cursor()
+		k, v := c.First()
+		for n := 0; n < b.pos && k != nil; n++ {
+			k, v = c.Next()
+		}
+		if !bytes.Equal(k, b.Key) {
+			return fmt.Errorf("delete stray key %x: found %x at its position %d", b.Key, k, b.pos)
+		}
 		var err error
 		if v == nil {
-			err = b.DeleteBucket(k)
+			err = logb.DeleteBucket(k)
 		} else {
 			err = c.Delete()
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("delete stray key %x: %w", b.Key, err)
 		}
 	}
 	return nil
 }
 
-// keyAttr logs a key as its sequence, or in hex if it is not 8 bytes long.
-func keyAttr(name string, k []byte) slog.Attr {
-	if len(k) == 8 {
-		return slog.Uint64(name, binary.BigEndian.Uint64(k))
+// lostRecord is the TypeLost envelope stored at seq in place of b.
+func lostRecord(seq uint64, b BadRecord, now time.Time) []byte {
+	p := make([]byte, 0, lostPayloadSize)
+	p = append(p, byte(b.Type))
+	p = binary.BigEndian.AppendUint32(p, uint32(min(b.Size, math.MaxUint32)))
+	p = binary.BigEndian.AppendUint64(p, uint64(now.Unix()))
+	return appendRecord(nil, seq, Record{Type: TypeLost, Data: p})
+}
+
+// lostPayloadSize is a TypeLost payload's size: type(1) | size(4) | time(8).
+const lostPayloadSize = 13
+
+// backup copies the file at path to path.bak-<now, UTC>, fsyncs the copy
+// and the directory, and returns the copy's path. An existing name is never
+// overwritten.
+func backup(path string, now time.Time) (string, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("backup: %w", err)
 	}
-	return slog.String(name, fmt.Sprintf("%x", k))
+	defer src.Close()
+	name := path + ".bak-" + now.UTC().Format("20060102T150405Z")
+	dst, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	for n := 2; errors.Is(err, fs.ErrExist) && n < 100; n++ {
+		name = fmt.Sprintf("%s.bak-%s-%d", path, now.UTC().Format("20060102T150405Z"), n)
+		dst, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if err != nil {
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return "", fmt.Errorf("backup to %s: %w", name, err)
+	}
+	if err := dst.Sync(); err != nil {
+		dst.Close()
+		return "", fmt.Errorf("backup to %s: %w", name, err)
+	}
+	if err := dst.Close(); err != nil {
+		return "", fmt.Errorf("backup to %s: %w", name, err)
+	}
+	if err := syncDir(filepath.Dir(name)); err != nil {
+		return "", fmt.Errorf("backup to %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// syncDir fsyncs dir, so a file created in it survives a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -22,20 +22,25 @@ type entry struct {
 }
 
 // Replay calls fn for every record with sequence > after, in order, including
-// records appended while it runs. fn may keep rec.Data. It returns fn's
-// error wrapped with the sequence, ErrCompacted if some record > after was
-// already deleted by TruncateBefore, or ErrCorrupt.
+// records appended while it runs, except TypeLost records. fn may keep
+// rec.Data. It returns fn's error wrapped with the sequence, ErrCompacted if
+// some record > after was already deleted by TruncateBefore, a *CorruptError
+// before calling fn at all if Open found a bad entry > after (or a stray
+// key), or ErrCorrupt for damage found on the way.
 func (l *Log) Replay(after uint64, fn func(seq uint64, rec Record) error) error {
 	if after == math.MaxUint64 {
 		return nil
 	}
+	if err := l.corruptAfter(after); err != nil {
+		return fmt.Errorf("replay after %d: %w", after, err)
+	}
 	next := after + 1
 	for {
-		chunk, err := l.readChunk(next)
+		chunk, last, err := l.readChunk(next)
 		if err != nil {
 			return fmt.Errorf("replay after %d: %w", after, err)
 		}
-		if len(chunk) == 0 {
+		if last == 0 {
 			return nil
 		}
 		for _, e := range chunk {
@@ -43,7 +48,6 @@ func (l *Log) Replay(after uint64, fn func(seq uint64, rec Record) error) error 
 				return fmt.Errorf("replay index %d: %w", e.seq, err)
 			}
 		}
-		last := chunk[len(chunk)-1].seq
 		if last == math.MaxUint64 {
 			return nil
 		}
@@ -51,10 +55,11 @@ func (l *Log) Replay(after uint64, fn func(seq uint64, rec Record) error) error 
 	}
 }
 
-// readChunk reads up to one chunk of records starting exactly at from.
-func (l *Log) readChunk(from uint64) ([]entry, error) {
-	var chunk []entry
-	err := l.view(func(tx *bbolt.Tx) error {
+// readChunk reads up to one chunk of records starting exactly at from, and
+// returns them without the TypeLost ones and the last sequence read (0 if
+// none).
+func (l *Log) readChunk(from uint64) (chunk []entry, last uint64, err error) {
+	err = l.view(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketLog).Cursor()
 		k, v := c.Seek(appendKey(nil, from))
 		if k == nil {
@@ -71,13 +76,18 @@ func (l *Log) readChunk(from uint64) ([]entry, error) {
 			return fmt.Errorf("index %d: first present %d: %w", from, binary.BigEndian.Uint64(k), ErrCompacted)
 		}
 		var data []byte // one copy per chunk; fn may keep slices of it
-		for seq := from; k != nil && len(chunk) < replayChunkRecords && len(data) < replayChunkBytes; seq++ {
+		for seq := from; k != nil && seq-from < replayChunkRecords && len(data) < replayChunkBytes; seq++ {
 			if len(k) != 8 || binary.BigEndian.Uint64(k) != seq {
 				return fmt.Errorf("index %d: found key %x: %w", seq, k, ErrCorrupt)
 			}
 			rec, err := decodeRecord(seq, v)
 			if err != nil {
 				return err
+			}
+			last = seq
+			if rec.Type == TypeLost {
+				k, v = c.Next()
+				continue
 			}
 			if rec.Data != nil {
 				start := len(data)
@@ -89,5 +99,8 @@ func (l *Log) readChunk(from uint64) ([]entry, error) {
 		}
 		return nil
 	})
-	return chunk, err
+	if err != nil {
+		return nil, 0, err
+	}
+	return chunk, last, nil
 }

@@ -43,6 +43,9 @@ type Log struct {
 
 	commits atomic.Uint64 // committed batches (tests)
 
+	badMu sync.Mutex
+	bad   []BadRecord // what Open found bad, less what TruncateBefore deleted since
+
 	// failure is the first commit error, wrapped in ErrFailed: set once by
 	// the writer, read by every append (fail-stop, see ErrFailed).
 	failure atomic.Pointer[error]
@@ -81,7 +84,8 @@ func Open(cfg Config, lg *slog.Logger, reg prometheus.Registerer) (*Log, error) 
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}
 	m := newMetrics()
-	if err := repair(db, lg, m); err != nil {
+	c, err := prepare(db, lg)
+	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}
@@ -97,6 +101,12 @@ func Open(cfg Config, lg *slog.Logger, reg prometheus.Registerer) (*Log, error) 
 		reg:  reg,
 		reqs: make(chan *request, queueSize),
 		done: make(chan struct{}),
+		bad:  c.bad,
+	}
+	if len(c.bad) > 0 {
+		m.corrupt.Set(float64(len(c.bad)))
+		lg.Warn("corrupt records in the log: replay past them fails until the log is repaired",
+			"path", cfg.Path, "bad", len(c.bad), "first", c.bad[0].String())
 	}
 	l.pool.New = func() any { return &request{ch: make(chan result, 1)} }
 	go l.run()
@@ -201,6 +211,7 @@ func (l *Log) TruncateBefore(seq uint64) error {
 			return fmt.Errorf("truncate before %d: %w", seq, err)
 		}
 		if n < truncateChunk {
+			l.forgetBefore(seq)
 			return nil
 		}
 	}
@@ -258,6 +269,43 @@ func (l *Log) SetNext(idx uint64) error {
 		}
 		return putLast(meta, make([]byte, 0, lastSize), idx)
 	})
+}
+
+// forgetBefore drops the bad entries below seq from l.bad once
+// TruncateBefore(seq) has deleted them.
+func (l *Log) forgetBefore(seq uint64) {
+	l.badMu.Lock()
+	defer l.badMu.Unlock()
+	kept := l.bad[:0]
+	for _, b := range l.bad {
+		switch {
+		case b.Stray:
+		case b.Through < seq:
+			continue
+		case b.Index < seq:
+			b.Index = seq
+		}
+		kept = append(kept, b)
+	}
+	l.bad = kept
+	l.m.corrupt.Set(float64(len(kept)))
+}
+
+// corruptAfter returns a *CorruptError listing the bad entries Replay(after)
+// would meet (stray keys always), or nil.
+func (l *Log) corruptAfter(after uint64) error {
+	l.badMu.Lock()
+	defer l.badMu.Unlock()
+	var hit []BadRecord
+	for _, b := range l.bad {
+		if b.Stray || b.Through > after {
+			hit = append(hit, b)
+		}
+	}
+	if len(hit) == 0 {
+		return nil
+	}
+	return &CorruptError{Path: l.cfg.Path, Bad: hit}
 }
 
 // view runs fn in a read transaction unless the log is closed.

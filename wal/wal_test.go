@@ -73,7 +73,7 @@ func TestAppendReplayRoundTrip(t *testing.T) {
 	}{
 		{name: "one record", calls: [][]wal.Record{{{Type: 1, Data: []byte("a")}}}},
 		{name: "empty payload", calls: [][]wal.Record{{{Type: 7}}}},
-		{name: "type 255", calls: [][]wal.Record{{{Type: 255, Data: []byte{0}}}}},
+		{name: "type 254, the highest a caller may use", calls: [][]wal.Record{{{Type: 254, Data: []byte{0}}}}},
 		{name: "several per call", calls: [][]wal.Record{
 			{{Type: 1, Data: []byte("a")}, {Type: 2, Data: []byte("b")}},
 			{{Type: 3, Data: []byte("c")}},
@@ -278,6 +278,7 @@ func TestAppendInvalid(t *testing.T) {
 		{name: "no records", recs: nil},
 		{name: "type 0", recs: []wal.Record{{Type: 0, Data: []byte("x")}}},
 		{name: "type 0 after a valid one", recs: []wal.Record{{Type: 1}, {Type: 0}}},
+		{name: "TypeLost, reserved for Repair", recs: []wal.Record{{Type: wal.TypeLost, Data: []byte("x")}}},
 	}
 	for _, tt := range tests {
 		if got, err := l.Append(tt.recs...); !errors.Is(err, wal.ErrInvalidRecord) || got != 0 {
@@ -422,7 +423,7 @@ func TestMetrics(t *testing.T) {
 		"gatehouse_wal_appended_records_total":  3,
 		"gatehouse_wal_batch_records":           2,
 		"gatehouse_wal_commit_duration_seconds": 2,
-		"gatehouse_wal_repaired_records_total":  0,
+		"gatehouse_wal_corrupt_records":         0,
 	}
 	for name, v := range want {
 		if got := metricValue(t, reg, name); got != v {
