@@ -202,8 +202,9 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 		return nil, 0, 0, fmt.Errorf("restore: wal starts at %d but the snapshot ends at %d: records are missing", first, idx)
 	}
 	if last < idx {
-		// Every record left is already in the snapshot (the WAL was cut by a
-		// repair, or an older wal.db was restored): drop them, number on.
+		// Every record left is already in the snapshot (an older wal.db
+		// was restored, or gatehouse repair dropped sequences missing at
+		// the WAL's end): drop them, number on.
 		s.lg.Warn("wal ends before the snapshot, continuing numbering after it", "wal_last", last, "snapshot_index", idx)
 		if err := s.log.TruncateBefore(last + 1); err != nil {
 			return nil, 0, 0, fmt.Errorf("restore: %w", err)
@@ -212,6 +213,11 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 			return nil, 0, 0, fmt.Errorf("restore: %w", err)
 		}
 	}
+	// Replay refuses (a *wal.CorruptError) if the WAL holds a bad record
+	// after idx: bbolt commits are atomic, so it was acknowledged, and
+	// skipping it would lose it silently (gatehouse repair, wal/doc.go). A
+	// bad record at or below idx is covered by the snapshot and harmless;
+	// the next snapshot's truncation deletes it.
 	err = s.log.Replay(idx, func(seq uint64, r wal.Record) error {
 		replayed++
 		if x := s.extensionFor(r.Type); x != nil {
