@@ -127,6 +127,7 @@ existing). Start it at once: the cluster counts it in its quorum from now.`,
 
 Removes the member named NAME (or of that hex id) from the etcd cluster;
 then stop its process and delete its data dir.`,
+	"repair": repairHelp,
 	"reset-password": `usage: gatehouse reset-password [flags]
 
 Sets a new password for the admin named by GATEHOUSE_ADMIN_EMAIL (default

@@ -34,6 +34,8 @@ const usage = `usage:
   gatehouse reset-password [flags]   set a new password for the admin (GATEHOUSE_ADMIN_EMAIL,
                                      default admin@localhost): GATEHOUSE_ADMIN_PASSWORD or a
                                      generated one, printed once; run it with the server stopped
+  gatehouse repair [flags]           repair the WAL after start-up refused a corrupt record: keeps
+                                     a copy, removes only the bad records, lists what they held
   gatehouse etcd [flags]             run one etcd member for cluster mode (gatehouse etcd -h;
                                      docs/cluster.md)
   gatehouse etcd snapshot save|restore|status
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd = args[0]
 	}
 	switch cmd {
-	case "serve", "reset-password":
+	case "serve", "reset-password", "repair":
 	case "etcd":
 		return runEtcd(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version", "-v":
@@ -86,6 +88,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if cmd == "reset-password" {
 		return resetPassword(ctx, cfg, getenv, stderr)
+	}
+	if cmd == "repair" {
+		return repairWAL(cfg, stdout)
 	}
 	lg := newLogger(cfg, stderr)
 	lg.Info("starting", "version", versionLine(), slog.Group("config", cfg.maskedAttrs()...))
@@ -368,7 +373,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	sys, err := actors.New(acfg, deps)
 	if err != nil {
 		l.Close()
-		return nil, fmt.Errorf("start actors: %w", err)
+		return nil, corruptWALHint(fmt.Errorf("start actors: %w", err), cfg.DataDir)
 	}
 	if cl != nil {
 		cl.serveAdmissions(sys)
