@@ -75,6 +75,9 @@ func Repair(cfg Config, lg *slog.Logger) (RepairReport, error) {
 		return RepairReport{}, fmt.Errorf("repair %s: %w", cfg.Path, err)
 	}
 	rep := RepairReport{Bad: c.bad, LastIndex: c.lastKey}
+	if c.lastKey == 0 && c.metaErr == nil {
+		rep.LastIndex = c.stored
+	}
 	if len(c.bad) == 0 && c.metaErr == nil && c.stored >= c.lastKey {
 		rep.LastIndex = c.stored
 		return rep, nil
@@ -134,7 +137,11 @@ func fix(tx *bbolt.Tx, c check, now time.Time) error {
 			}
 		}
 	}
-	if err := putLast(meta, nil, c.lastKey); err != nil {
+	last := c.lastKey
+	if last == 0 && c.metaErr == nil {
+		last = c.stored // an empty log keeps its numbering (truncated whole)
+	}
+	if err := putLast(meta, nil, last); err != nil {
 		return fmt.Errorf("put last index: %w", err)
 	}
 	after, err := verify(logb, meta)

@@ -122,6 +122,9 @@ var repairCases = []repairCase{
 	{name: "key of wrong length", mutate: func(logb, _ *bbolt.Bucket) error {
 		return logb.Put([]byte("zz"), []byte("junk"))
 	}, bad: []uint64{0}, last: 10},
+	{name: "stray key in a log truncated whole", truncateBefore: 11, mutate: func(logb, _ *bbolt.Bucket) error {
+		return logb.Put([]byte("zz"), []byte("junk"))
+	}, bad: []uint64{0}, last: 10},
 	{name: "first record corrupt", mutate: editValue(1, func(v []byte) []byte { v[6] ^= 1; return v }),
 		bad: []uint64{1}, lost: []uint64{1}, last: 10},
 	{name: "first record corrupt after truncation", truncateBefore: 4,

@@ -3,6 +3,7 @@
 //
 //	gatehouse serve [--config FILE] [--data-dir DIR] [--port N] ...
 //	gatehouse reset-password [--config FILE] [--data-dir DIR]
+//	gatehouse repair [--config FILE] [--data-dir DIR]
 //	gatehouse version
 //
 // See run.go for the flags and the GATEHOUSE_* environment variables.

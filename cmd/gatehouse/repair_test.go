@@ -242,3 +242,30 @@ func readFile(tb testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// TestRepairCLI: gatehouse repair describes itself on -h, refuses a
+// directory without a WAL and a data dir a server holds, and leaves a clean
+// WAL untouched (no copy).
+func TestRepairCLI(t *testing.T) {
+	code, stdout, stderr := runSplit(t, "", nil, "repair", "-h")
+	if code != 0 || !strings.Contains(stdout, "usage: gatehouse repair [flags]") || !strings.Contains(stdout, "-data-dir") {
+		t.Errorf("repair -h = %d:\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runSplit(t, "", nil, "repair", "--data-dir", t.TempDir()); code == 0 || !strings.Contains(stderr, "no wal.db") {
+		t.Errorf("repair of an empty dir = %d: %s", code, stderr)
+	}
+	dataDir := t.TempDir()
+	c := startChild(t, writeConfig(t, dataDir, nil))
+	code, _, stderr = runSplit(t, "", nil, "repair", "--data-dir", dataDir)
+	if code == 0 || !strings.Contains(stderr, "in use by another gatehouse") {
+		t.Errorf("repair while the server runs = %d: %s", code, stderr)
+	}
+	c.stop(t)
+	code, stdout, stderr = runSplit(t, "", nil, "repair", "--data-dir", dataDir)
+	if code != 0 || !strings.Contains(stdout, "nothing to repair") {
+		t.Errorf("repair of a clean WAL = %d:\n%s%s", code, stdout, stderr)
+	}
+	if baks, _ := filepath.Glob(filepath.Join(dataDir, "wal.db.bak-*")); len(baks) != 0 {
+		t.Errorf("repair of a clean WAL made copies %v", baks)
+	}
+}
