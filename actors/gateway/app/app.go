@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/mcppool"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolbox"
 	"gatehouse/actors/gateway/toolexec"
@@ -24,6 +25,9 @@ type Config struct {
 	// Limits bound a turn's message text and a provider's answer (cmd:
 	// gateway.max_message_bytes, gateway.max_answer_bytes).
 	Limits runtime.Limits
+	// MCP bounds the messages of the MCP servers (cmd:
+	// gateway.mcp_max_message_bytes).
+	MCP mcppool.Config
 }
 
 // DefaultConfig returns the services' defaults. Its Sandbox is "none",
@@ -32,7 +36,8 @@ type Config struct {
 // path in Sandbox.ReadOnly under bwrap); the gatehouse binary sets
 // bwrap unless the operator chose "none".
 func DefaultConfig() Config {
-	return Config{Webhook: webhook.DefaultConfig(), Sandbox: toolexec.SandboxConfig{Mode: toolexec.SandboxNone}, Limits: runtime.DefaultLimits()}
+	return Config{Webhook: webhook.DefaultConfig(), Sandbox: toolexec.SandboxConfig{Mode: toolexec.SandboxNone}, Limits: runtime.DefaultLimits(),
+		MCP: mcppool.DefaultConfig()}
 }
 
 // Validate names the first bad field.
@@ -45,6 +50,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("app: Limits: %w", err)
+	}
+	if err := c.MCP.Validate(); err != nil {
+		return fmt.Errorf("app: MCP: %w", err)
 	}
 	return nil
 }
@@ -81,7 +89,7 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 	if err := rt.SetLimits(cfg.Limits); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	box := toolbox.New(g, sb, g.Logger())
+	box := toolbox.New(g, sb, cfg.MCP, g.Logger())
 	rt.SetToolbox(box)
 	wh, err := webhook.New(cfg.Webhook, g, rt, lg)
 	if err != nil {

@@ -13,7 +13,10 @@
 // package for a minute), not its caller's: a caller waits as long as its
 // context allows and then gets ErrStarting, and the attempt goes on for
 // the next caller. Stdio servers share one npm cache (Spec.Cache), so a
-// package is downloaded once for all of them.
+// package is downloaded once for all of them. No message a server sends
+// (a JSON reply, an SSE event, a stdio line) is read past
+// Config.MaxMessageBytes: beyond it the connection is dropped, and its
+// status is ErrTooLarge (limit.go).
 package mcppool
 
 import (
@@ -100,6 +103,7 @@ const (
 
 // Pool holds the connections. Safe for concurrent use.
 type Pool struct {
+	cfg    Config
 	lg     *slog.Logger
 	sb     *toolexec.Sandbox
 	client *mcp.Client
@@ -115,6 +119,7 @@ type conn struct {
 	spec    Spec
 	session *mcp.ClientSession
 	cmd     *exec.Cmd
+	bound   *bound // the session's message bound
 	tools   []Tool
 	err     error
 	next    time.Time // no attempt before
@@ -127,12 +132,16 @@ type conn struct {
 }
 
 // New returns an empty pool whose stdio servers run in sb (nil: they
-// refuse to start, toolexec.ErrNoSandbox).
-func New(sb *toolexec.Sandbox, lg *slog.Logger) *Pool {
+// refuse to start, toolexec.ErrNoSandbox). A zero cfg.MaxMessageBytes is
+// the default's.
+func New(cfg Config, sb *toolexec.Sandbox, lg *slog.Logger) *Pool {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{lg: lg.With("component", "mcppool"), sb: sb, client: mcp.NewClient(&mcp.Implementation{Name: "gatehouse", Version: "1"}, nil),
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	return &Pool{cfg: cfg, lg: lg.With("component", "mcppool"), sb: sb, client: mcp.NewClient(&mcp.Implementation{Name: "gatehouse", Version: "1"}, nil),
 		conns: map[uuid.UUID]*conn{}}
 }
 
@@ -222,6 +231,7 @@ func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMe
 	if err != nil {
 		return "", err
 	}
+	b := c.boundOf(s)
 	timeout := spec.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -234,6 +244,10 @@ func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMe
 	}
 	res, err := s.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: a})
 	if err != nil {
+		if b != nil && b.tripped.Load() { // the reply was too large: the session is dropped already
+			p.drop(c, s, b.err())
+			return "", fmt.Errorf("%w: %s: %s: %w", ErrUnavailable, spec.Name, name, b.err())
+		}
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return "", fmt.Errorf("mcp %s: %s timed out after %s", spec.Name, name, timeout)
 		}
@@ -242,7 +256,7 @@ func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMe
 			return "", fmt.Errorf("mcp %s: %s: %s", spec.Name, name, werr.Message)
 		}
 		// The connection failed: drop it, the next use reconnects.
-		p.drop(c, s)
+		p.drop(c, s, errors.New("connection lost"))
 		return "", fmt.Errorf("%w: %s: connection lost while calling %s: %v", ErrUnavailable, spec.Name, name, err)
 	}
 	out := textOf(res)
@@ -252,14 +266,24 @@ func (p *Pool) Call(ctx context.Context, spec Spec, name string, args json.RawMe
 	return out, nil
 }
 
-// drop closes s if it is still c's session.
-func (p *Pool) drop(c *conn, s *mcp.ClientSession) {
+// drop closes s if it is still c's session, err its status.
+func (p *Pool) drop(c *conn, s *mcp.ClientSession, err error) {
 	c.mustAcquire()
 	defer c.release()
 	if c.session == s {
 		p.closeLocked(c)
-		c.err = errors.New("connection lost")
+		c.err = err
 	}
+}
+
+// boundOf is session s's message bound (nil if s is no longer c's).
+func (c *conn) boundOf(s *mcp.ClientSession) *bound {
+	c.mustAcquire()
+	defer c.release()
+	if c.session != s {
+		return nil
+	}
+	return c.bound
 }
 
 // textOf joins a result's text contents (other contents as JSON).
@@ -309,7 +333,7 @@ func (p *Pool) ready(ctx context.Context, spec Spec) (*mcp.ClientSession, []Tool
 			dctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 			c.dialing, c.cancelDial = make(chan struct{}), cancel
 			p.dials.Add(1)
-			go p.dial(dctx, c, spec, c.dialing)
+			go p.dial(dctx, cancel, c, spec, c.dialing)
 		}
 		done := c.dialing
 		c.release()
@@ -324,10 +348,13 @@ func (p *Pool) ready(ctx context.Context, spec Spec) (*mcp.ClientSession, []Tool
 // dial runs one connection attempt for c with spec and records its
 // outcome: the session, or the error and the next attempt's time. An
 // attempt whose conn was forgotten or reconfigured meanwhile is closed.
-func (p *Pool) dial(ctx context.Context, c *conn, spec Spec, done chan struct{}) {
+func (p *Pool) dial(ctx context.Context, cancel context.CancelFunc, c *conn, spec Spec, done chan struct{}) {
 	defer p.dials.Done()
 	defer close(done)
-	s, cmd, tools, err := p.open(ctx, spec)
+	b := newBound(p.cfg.MaxMessageBytes)
+	b.setOnTrip(cancel) // a message too large ends the attempt at once
+	s, cmd, tools, err := p.open(ctx, spec, b)
+	err = b.explain(err)
 	c.mustAcquire()
 	defer c.release()
 	c.cancelDial()
@@ -345,13 +372,16 @@ func (p *Pool) dial(ctx context.Context, c *conn, spec Spec, done chan struct{})
 		p.lg.Warn("mcp server unreachable", "server", spec.Name, "err", err, "retry_in", c.backoff)
 		return
 	}
-	c.session, c.cmd, c.tools, c.err, c.backoff = s, cmd, tools, nil, 0
+	c.session, c.cmd, c.bound, c.tools, c.err, c.backoff = s, cmd, b, tools, nil, 0
+	// From now on a message too large drops the session (the SDK may
+	// just stop reading a stream, leaving the call to time out).
+	b.setOnTrip(func() { go p.drop(c, s, b.err()) })
 	go p.watch(c, s)
 }
 
 // open connects to spec and lists its tools.
-func (p *Pool) open(ctx context.Context, spec Spec) (*mcp.ClientSession, *exec.Cmd, []Tool, error) {
-	s, cmd, err := p.connect(ctx, spec)
+func (p *Pool) open(ctx context.Context, spec Spec, b *bound) (*mcp.ClientSession, *exec.Cmd, []Tool, error) {
+	s, cmd, err := p.connect(ctx, spec, b)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -377,19 +407,22 @@ func (p *Pool) watch(c *conn, s *mcp.ClientSession) {
 	if c.session != s {
 		return // closed on purpose
 	}
-	p.lg.Warn("mcp server connection ended", "server", c.spec.Name, "err", err)
+	p.lg.Warn("mcp server connection ended", "server", c.spec.Name, "err", c.bound.explain(err))
 	killGroup(c.cmd)
 	c.session, c.cmd = nil, nil
 	if err == nil {
 		err = errors.New("connection closed")
 	}
-	c.err = err
+	c.err = c.bound.explain(err)
 }
 
-func (p *Pool) connect(ctx context.Context, spec Spec) (*mcp.ClientSession, *exec.Cmd, error) {
+func (p *Pool) connect(ctx context.Context, spec Spec, b *bound) (*mcp.ClientSession, *exec.Cmd, error) {
 	var t mcp.Transport
 	var cmd *exec.Cmd
-	hc := &http.Client{Transport: headerTransport{headers: spec.Headers}}
+	hc := &http.Client{Transport: limitTransport{headers: spec.Headers, b: b}}
+	// The SDK's own cap on an SSE event, above ours so that ours speaks
+	// first (and stops the drain of what follows).
+	maxEvent := 2*b.limit + 64<<10
 	switch spec.Transport {
 	case Stdio:
 		var err error
@@ -397,11 +430,11 @@ func (p *Pool) connect(ctx context.Context, spec Spec) (*mcp.ClientSession, *exe
 			return nil, nil, err
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}
+		t = &stdioTransport{cmd: cmd, b: b}
 	case Streamable:
-		t = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+		t = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true, MaxEventSize: maxEvent}
 	case SSE:
-		t = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+		t = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxEventSize: maxEvent}
 	default:
 		return nil, nil, fmt.Errorf("transport %q", spec.Transport)
 	}
@@ -459,19 +492,6 @@ func (p *Pool) stdioCommand(spec Spec) (*exec.Cmd, error) {
 	cmd := exec.Command(path, argv...)
 	cmd.Dir, cmd.Env = ws, toolexec.Environ(env, ws)
 	return cmd, nil
-}
-
-// headerTransport adds a server's headers to every request.
-type headerTransport struct{ headers map[string]string }
-
-func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(h.headers) > 0 {
-		r = r.Clone(r.Context())
-		for k, v := range h.headers {
-			r.Header.Set(k, v)
-		}
-	}
-	return http.DefaultTransport.RoundTrip(r)
 }
 
 func killGroup(cmd *exec.Cmd) {

@@ -18,7 +18,7 @@ import (
 // as its own context allows (ErrStarting), and Close ends the hanging
 // attempt's process.
 func TestWaitBoundedByContext(t *testing.T) {
-	p := New(toolexectest.None(t), nil)
+	p := New(Config{}, toolexectest.None(t), nil)
 	defer p.Close()
 	spec := Spec{ID: uuid.New(), Name: "silent", Transport: Stdio, Command: "sleep", Args: []string{"60"}, Workspace: t.TempDir()}
 
@@ -63,7 +63,7 @@ func TestSlowFirstStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := New(toolexectest.None(t), nil)
+	p := New(Config{}, toolexectest.None(t), nil)
 	defer p.Close()
 	spec := Spec{ID: uuid.New(), Name: "slow", Transport: Stdio, Command: self, Args: []string{"-test.run=^$"},
 		Env: map[string]string{serverEnv: "1", "MCPPOOL_TEST_DELAY_MS": "1500"}, Workspace: t.TempDir(), Cache: t.TempDir()}
@@ -89,13 +89,13 @@ func TestSlowFirstStart(t *testing.T) {
 	long, cancel3 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel3()
 	tools, err := p.Tools(long, spec)
-	if err != nil || len(tools) != 2 {
-		t.Fatalf("Tools once started = %v, %v; want the 2 tools", tools, err)
+	if err != nil || len(tools) != 3 {
+		t.Fatalf("Tools once started = %v, %v; want the 3 tools", tools, err)
 	}
 	if s := p.Status(long, spec); !s.Connected || s.Starting || p.Starting(spec.ID) {
 		t.Errorf("Status once started = %+v", s)
 	}
-	if s := p.Peek(spec.ID); !s.Connected || len(s.Tools) != 2 {
+	if s := p.Peek(spec.ID); !s.Connected || len(s.Tools) != 3 {
 		t.Errorf("Peek once started = %+v", s)
 	}
 }

@@ -24,6 +24,10 @@ import (
 const serverEnv = "MCPPOOL_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(floodEnv) == "1" {
+		serveFlood()
+		return
+	}
 	if os.Getenv(serverEnv) == "1" {
 		serveMCP()
 		return
@@ -44,8 +48,9 @@ type probe struct {
 	CacheErr string `json:"cache_err"`
 }
 
-// serveMCP serves two tools on stdio: probe, and spawn, which starts a
-// detached `setsid sleep <marker>`.
+// serveMCP serves three tools on stdio: probe, spawn, which starts a
+// detached `setsid sleep <marker>`, and big, which answers with a text of
+// the bytes asked for.
 func serveMCP() {
 	if ms, err := strconv.Atoi(os.Getenv("MCPPOOL_TEST_DELAY_MS")); err == nil {
 		time.Sleep(time.Duration(ms) * time.Millisecond) // a slow first start (npx downloading)
@@ -84,7 +89,12 @@ func serveMCP() {
 		cmd := exec.Command("setsid", "sleep", in.Marker)
 		return nil, struct{}{}, cmd.Start()
 	})
-	_ = s.Run(context.Background(), &mcp.StdioTransport{})
+	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Bytes int `json:"bytes"`
+	}) (*mcp.CallToolResult, struct{}, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("A", in.Bytes)}}}, struct{}{}, nil
+	})
+	_ = s.Run(context.Background(), &mcp.StdioTransport{MaxLineLength: -1})
 }
 
 func environOf(pid string) []string {
@@ -110,7 +120,7 @@ func TestStdioSandboxed(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := toolexectest.Bwrap(t, toolexec.SandboxConfig{ReadOnly: []string{filepath.Dir(self)}, Hide: []string{dataDir}})
-	p := New(sb, nil)
+	p := New(Config{}, sb, nil)
 	defer p.Close()
 	cache := filepath.Join(dataDir, "workspaces", "mcp-npm-cache")
 	spec := Spec{ID: uuid.New(), Name: "probe", Transport: Stdio, Command: self, Args: []string{"-test.run=^$"},
@@ -165,7 +175,7 @@ func TestStdioRefusedWithoutSandbox(t *testing.T) {
 	}
 	for name, sb := range map[string]*toolexec.Sandbox{"bwrap missing": broken, "no sandbox": nil} {
 		t.Run(name, func(t *testing.T) {
-			p := New(sb, nil)
+			p := New(Config{}, sb, nil)
 			defer p.Close()
 			marker := filepath.Join(t.TempDir(), "started")
 			spec := Spec{ID: uuid.New(), Name: "s", Transport: Stdio, Command: "touch", Args: []string{marker}, Workspace: t.TempDir()}

@@ -51,12 +51,13 @@ type Box struct {
 var _ runtime.Toolbox = (*Box)(nil)
 
 // New returns a Box over src whose custom tools and stdio MCP servers run
-// in sb (nil: they refuse to run); Close closes its MCP connections.
-func New(src Source, sb *toolexec.Sandbox, lg *slog.Logger) *Box {
+// in sb (nil: they refuse to run), its MCP connections bounded by mcp;
+// Close closes them.
+func New(src Source, sb *toolexec.Sandbox, mcp mcppool.Config, lg *slog.Logger) *Box {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Box{src: src, sb: sb, pool: mcppool.New(sb, lg), lg: lg.With("component", "toolbox")}
+	return &Box{src: src, sb: sb, pool: mcppool.New(mcp, sb, lg), lg: lg.With("component", "toolbox")}
 }
 
 // Close closes every MCP connection.
