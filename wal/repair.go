@@ -61,15 +61,16 @@ func Repair(cfg Config, lg *slog.Logger) (RepairReport, error) {
 	defer func() { _ = db.Close() }()
 	var c check
 	err = db.View(func(tx *bbolt.Tx) error {
-		if err := checkPages(tx); err != nil {
-			return err
+		if cerr := checkPages(tx); cerr != nil {
+			return cerr
 		}
 		logb, meta := tx.Bucket(bucketLog), tx.Bucket(bucketMeta)
 		if logb == nil || meta == nil {
 			return fmt.Errorf("no %q and %q buckets: not a gatehouse log", bucketLog, bucketMeta)
 		}
-		c, err = verify(logb, meta)
-		return err
+		var verr error
+		c, verr = verify(logb, meta)
+		return verr
 	})
 	if err != nil {
 		return RepairReport{}, fmt.Errorf("repair %s: %w", cfg.Path, err)

@@ -173,8 +173,8 @@ func TestOpenKeepsBadRecordsAndRepairReplacesThem(t *testing.T) {
 					t.Errorf("Replay(%d) past the bad records mismatch (-want +got):\n%s", after, diff)
 				}
 			}
-			if err := l.Close(); err != nil {
-				t.Fatalf("Close() = %v", err)
+			if cerr := l.Close(); cerr != nil {
+				t.Fatalf("Close() = %v", cerr)
 			}
 			if got := keyCount(t, path); got != keys {
 				t.Errorf("Open() left %d keys of %d: it must delete nothing", got, keys)

@@ -63,11 +63,11 @@ func (l *Log) readChunk(from uint64) (chunk []entry, last uint64, err error) {
 		c := tx.Bucket(bucketLog).Cursor()
 		k, v := c.Seek(appendKey(nil, from))
 		if k == nil {
-			last, err := getLast(tx.Bucket(bucketMeta))
-			if err != nil {
-				return err
+			assigned, gerr := getLast(tx.Bucket(bucketMeta))
+			if gerr != nil {
+				return gerr
 			}
-			if last >= from {
+			if assigned >= from {
 				return fmt.Errorf("index %d: %w", from, ErrCompacted)
 			}
 			return nil
@@ -80,9 +80,9 @@ func (l *Log) readChunk(from uint64) (chunk []entry, last uint64, err error) {
 			if len(k) != 8 || binary.BigEndian.Uint64(k) != seq {
 				return fmt.Errorf("index %d: found key %x: %w", seq, k, ErrCorrupt)
 			}
-			rec, err := decodeRecord(seq, v)
-			if err != nil {
-				return err
+			rec, derr := decodeRecord(seq, v)
+			if derr != nil {
+				return derr
 			}
 			last = seq
 			if rec.Type == TypeLost {

@@ -132,16 +132,16 @@ func flipBitInKeyRecord(t *testing.T, path, id string) (idx, last uint64) {
 				idx, value = last, bytes.Clone(v)
 			}
 		}
-		for id := 2; ; id++ {
-			p, err := tx.Page(id)
-			if err != nil {
-				return err
+		for pgid := 2; ; pgid++ {
+			p, perr := tx.Page(pgid)
+			if perr != nil {
+				return perr
 			}
 			if p == nil {
 				return nil
 			}
 			if p.Type == "leaf" {
-				pages = append(pages, id)
+				pages = append(pages, pgid)
 			}
 		}
 	})
@@ -158,13 +158,13 @@ func flipBitInKeyRecord(t *testing.T, path, id string) (idx, last uint64) {
 	defer f.Close()
 	page := make([]byte, pageSize)
 	flips := 0
-	for _, id := range pages {
-		if _, err := f.ReadAt(page, int64(id*pageSize)); err != nil {
+	for _, pgid := range pages {
+		if _, err := f.ReadAt(page, int64(pgid*pageSize)); err != nil {
 			t.Fatal(err)
 		}
 		if at := bytes.Index(page, value); at >= 0 {
 			// 6 header + 32 (key id, owner) + 1 (name length): the name's first byte.
-			off := int64(id*pageSize + at + 6 + 32 + 1)
+			off := int64(pgid*pageSize + at + 6 + 32 + 1)
 			b := []byte{page[at+6+32+1] ^ 0x04}
 			if _, err := f.WriteAt(b, off); err != nil {
 				t.Fatal(err)
@@ -251,7 +251,8 @@ func TestRepairCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "usage: gatehouse repair [flags]") || !strings.Contains(stdout, "-data-dir") {
 		t.Errorf("repair -h = %d:\n%s%s", code, stdout, stderr)
 	}
-	if code, _, stderr := runSplit(t, "", nil, "repair", "--data-dir", t.TempDir()); code == 0 || !strings.Contains(stderr, "no wal.db") {
+	code, _, stderr = runSplit(t, "", nil, "repair", "--data-dir", t.TempDir())
+	if code == 0 || !strings.Contains(stderr, "no wal.db") {
 		t.Errorf("repair of an empty dir = %d: %s", code, stderr)
 	}
 	dataDir := t.TempDir()
