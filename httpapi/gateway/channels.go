@@ -69,7 +69,10 @@ func (s *Server) deleteChannel(ctx context.Context, _ Caller, in idIn) (None, er
 // "wh:<instance id>:<sender_id>" keeps the conversation): the answer is
 // {"reply", "run_id", "session_key"}, or, for an async instance, 202 at
 // once and the same body POSTed to config.callback_url, signed the same
-// way, retried with backoff.
+// way, retried with backoff. An async instance holds at most
+// gateway.webhook_max_in_flight messages until their callbacks are
+// delivered or abandoned; beyond it a message is 429 RESOURCE_EXHAUSTED
+// with Retry-After (webhook.ErrBusy) and runs nothing.
 
 // Webhooks is the webhook channel: verification, turns, callbacks. Safe
 // for concurrent use.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/app"
 	"gatehouse/actors/gateway/webhook"
 )
 
@@ -154,5 +155,115 @@ func TestWebhookChannel(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no callback")
+	}
+}
+
+// TestWebhookAsyncBounded (issue 31): an async instance holds at most
+// webhook_max_in_flight messages, each from its 202 until its callback
+// is delivered or abandoned: beyond it a message is 429
+// RESOURCE_EXHAUSTED with Retry-After and runs nothing; the accepted ones
+// all complete; a callback receiver that is down keeps the slots (its
+// retries are the bounded queue) until the retries end.
+func TestWebhookAsyncBounded(t *testing.T) {
+	const maxInFlight = 3
+	e := newGWEnv(t, gwOpts{token: gwToken, app: func(c *app.Config) {
+		c.Webhook.MaxInFlight = maxInFlight
+		c.Webhook.CallbackRetry, c.Webhook.CallbackAttempts = 300*time.Millisecond, 2
+	}})
+	e.seedAgent("a1", `{"delay_ms":300}`, "") // a turn takes over half a second: the 8 messages arrive while the first ones run
+	const secret = "s3cret-0123456789abcdef"
+	var calls atomic.Int32
+	var down atomic.Bool
+	got := make(chan map[string]any, 100)
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		calls.Add(1)
+		if down.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		var out map[string]any
+		_ = json.Unmarshal(b, &out)
+		got <- out
+	}))
+	defer cb.Close()
+	id := e.must(201, "POST", "/v1/channel-instances", gwToken, fmt.Sprintf(`{"name":"busy","channel_type":"webhook","agent_id":"a1",`+
+		`"config":{"async":true,"callback_url":%q},"credentials":{"secret":%q}}`, cb.URL+"/cb", secret)).body["id"].(string)
+	var n atomic.Int64
+	send := func() gwResp {
+		t.Helper()
+		i := n.Add(1)
+		ts := e.gw.Now().Unix()
+		body := fmt.Sprintf(`{"sender_id":"u-%d","message":"m%d"}`, i, i)
+		return e.do("POST", "/v1/channels/"+id+"/inbound", "", body, webhook.HeaderTimestamp, strconv.FormatInt(ts, 10), webhook.HeaderSignature, webhook.Sign(secret, ts, []byte(body)))
+	}
+	wantBusy := func(r gwResp) {
+		t.Helper()
+		d, _ := r.body["error"].(map[string]any)
+		if r.status != 429 || r.errCode() != codeExhausted || r.header.Get("Retry-After") != "5" || d["retryable"] != true || d["retryAfterMs"] != 5000.0 ||
+			!strings.Contains(r.errMsg(), "gateway.webhook_max_in_flight") {
+			t.Errorf("message beyond the bound = %d Retry-After %q %s, want 429 RESOURCE_EXHAUSTED, Retry-After 5, naming the setting", r.status, r.header.Get("Retry-After"), r.raw)
+		}
+	}
+	accepted := 0
+	for range 8 {
+		switch r := send(); r.status {
+		case 202:
+			accepted++
+		default:
+			wantBusy(r)
+		}
+	}
+	if accepted != maxInFlight {
+		t.Fatalf("%d of 8 async messages accepted at once, want %d", accepted, maxInFlight)
+	}
+	for range accepted {
+		select {
+		case out := <-got:
+			if !strings.HasPrefix(out["reply"].(string), "echo: m") {
+				t.Errorf("callback = %v", out)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("an accepted message never called back")
+		}
+	}
+	waitFree := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			r := send()
+			if r.status == 202 {
+				return
+			}
+			if wantBusy(r); time.Now().After(deadline) {
+				t.Fatal("the slots were never freed")
+			}
+		}
+	}
+	waitFree() // the callbacks delivered, the slots are free
+	<-got
+
+	// The receiver is down: the messages' retries hold their slots (the
+	// retry queue is bounded by the same number) until abandoned.
+	down.Store(true)
+	before := calls.Load()
+	for range maxInFlight {
+		if r := send(); r.status != 202 {
+			t.Fatalf("async message with free slots = %d %s", r.status, r.raw)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); calls.Load() < before+maxInFlight; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no first callback attempts")
+		}
+	}
+	wantBusy(send()) // every slot waits on a retry
+	waitFree()       // the retries were abandoned
+	if c := calls.Load() - before; c < 2*maxInFlight {
+		t.Errorf("%d callback attempts while the receiver was down, want each message's 2", c)
+	}
+	// Every accepted message ran once; the refused ones ran nothing.
+	waitTraces(t, e, accepted+1+maxInFlight+1)
+	if p, _ := e.gw.TracePage(ctxT(t), gateway.TraceFilter{}); p.Total != accepted+1+maxInFlight+1 {
+		t.Errorf("%d runs, want %d: the refused messages ran nothing", p.Total, accepted+1+maxInFlight+1)
 	}
 }

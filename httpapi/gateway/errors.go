@@ -51,7 +51,8 @@ type apiError struct {
 	// so no Retry-After and retryable false.
 	final bool
 	// retryAfter, when > 0, is the Retry-After (seconds) of a 503 worth
-	// retrying soon (an MCP server starting).
+	// retrying soon (an MCP server starting), or of a 429 whose wait is
+	// not the rate limiter's minute (a busy webhook instance).
 	retryAfter int
 }
 
@@ -88,6 +89,11 @@ var (
 	errNotFound       = newError(fasthttp.StatusNotFound, codeNotFound, msgNotFound) // any resource: gateway.ErrNotFound
 	errNoSuchMethod   = newError(fasthttp.StatusNotFound, codeNotFound, msgNoSuchMethod)
 )
+
+// webhookBusyRetry is the Retry-After of an async webhook message refused
+// because its instance has gateway.webhook_max_in_flight messages in
+// flight, in seconds.
+const webhookBusyRetry = 5
 
 // mcpStartingRetry is the Retry-After of errMCPStarting, in seconds.
 const mcpStartingRetry = 2
@@ -154,6 +160,10 @@ func classify(err error) (e *apiError, unexpected bool) {
 		return errOwnerOnly, false
 	case errors.Is(err, webhook.ErrUnauthorized):
 		return errWebhookAuth, false
+	case errors.Is(err, webhook.ErrBusy):
+		e := newError(fasthttp.StatusTooManyRequests, codeExhausted, msgWebhookBusy)
+		e.retryAfter = webhookBusyRetry
+		return e, false
 	case errors.Is(err, workspace.ErrBadPath):
 		return errBadFilePath, false
 	case errors.Is(err, workspace.ErrAgentNotFound):
@@ -222,6 +232,9 @@ func retryOf(e *apiError) (bool, int64) {
 	}
 	switch e.code {
 	case codeExhausted:
+		if e.retryAfter > 0 {
+			return true, int64(e.retryAfter) * 1000
+		}
 		return true, rateRetryMs
 	case codeUnavailable:
 		if e.retryAfter > 0 {

@@ -58,6 +58,7 @@ type gwOpts struct {
 	deps  func(*Deps)  // edits the services before the server starts
 	gw    func(*gateway.Config)
 	cfg   func(*Config)
+	app   func(*app.Config) // edits the application services' config
 }
 
 func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
@@ -88,6 +89,9 @@ func newGWEnv(tb testing.TB, o gwOpts) *gwEnv {
 	}
 	acfg := app.DefaultConfig()
 	acfg.Webhook.Code = WebhookCode
+	if o.app != nil {
+		o.app(&acfg)
+	}
 	a, err := app.New(acfg, gw, o.lg)
 	if err != nil {
 		tb.Fatal(err)

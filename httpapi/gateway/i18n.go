@@ -20,6 +20,7 @@ const (
 	msgTokenMissing     msgID = "token_missing"
 	msgTokenInvalid     msgID = "token_invalid"
 	msgWebhookAuth      msgID = "webhook_auth"
+	msgWebhookBusy      msgID = "webhook_busy"
 	msgToolFailed       msgID = "tool_failed"
 	msgScopeDenied      msgID = "scope_denied"
 	msgOwnerOnly        msgID = "owner_only"
@@ -73,6 +74,7 @@ var catalogue = map[msgID][3]string{
 	msgTokenInvalid:     {"invalid, revoked or expired token", "mã xác thực không hợp lệ, đã bị thu hồi hoặc đã hết hạn", "令牌无效、已吊销或已过期"},
 	msgToolFailed:       {"tool %s failed: %s", "công cụ %s thất bại: %s", "工具 %s 执行失败：%s"},
 	msgWebhookAuth:      {"bad or replayed webhook signature, or a timestamp more than 5 minutes off", "chữ ký webhook sai hoặc bị gửi lại, hoặc dấu thời gian lệch quá 5 phút", "Webhook 签名错误或被重放，或时间戳偏差超过 5 分钟"},
+	msgWebhookBusy:      {"too many async messages in flight for this channel instance (gateway.webhook_max_in_flight); retry later", "quá nhiều tin nhắn bất đồng bộ đang xử lý cho kênh này (gateway.webhook_max_in_flight); vui lòng thử lại sau", "此渠道实例正在处理的异步消息过多（gateway.webhook_max_in_flight）；请稍后重试"},
 	msgScopeDenied:      {"this credential lacks the %s scope", "thông tin xác thực này thiếu quyền %s", "此凭据缺少 %s 权限"},
 	msgOwnerOnly:        {"only the agent's owner may do this", "chỉ chủ sở hữu agent mới được thực hiện thao tác này", "只有智能体的所有者可以执行此操作"},
 	msgUserRequired:     {"header X-Gateway-User-Id is required", "cần có header X-Gateway-User-Id", "需要请求头 X-Gateway-User-Id"},

@@ -32,8 +32,9 @@ type callbackBody struct {
 // Deliver runs in's agent for sender on message, as a turn of the
 // sender's session, and returns the answer; for an async instance it
 // returns at once (Accepted) and POSTs the outcome to the callback URL.
-// Errors: gateway.ErrInvalid (a bad sender or an empty message), the
-// turn's (runtime's errors) with the Outcome so far.
+// Errors: gateway.ErrInvalid (a bad sender or an empty message), ErrBusy
+// (an async instance with MaxInFlight messages in flight: nothing runs),
+// the turn's (runtime's errors) with the Outcome so far.
 func (s *Service) Deliver(ctx context.Context, in Inbound, sender, message string) (Outcome, error) {
 	switch {
 	case sender == "" || len(sender) > maxSenderID || !gateway.ValidUserID(sender):
@@ -46,9 +47,13 @@ func (s *Service) Deliver(ctx context.Context, in Inbound, sender, message strin
 	if !gateway.WebhookConfigOf(c).Async {
 		return s.turn(ctx, c, out, message)
 	}
+	if err := s.admit(c.ID, c.Name); err != nil {
+		return Outcome{}, err
+	}
 	s.bg.Add(1)
 	go func(out Outcome) {
 		defer s.bg.Done()
+		defer s.done(c.ID) // the slot is held until the callback is delivered or abandoned
 		res, err := s.turn(s.bgCtx, c, out, message)
 		s.callback(c, in.secret, res, err)
 	}(out)

@@ -22,6 +22,9 @@
 //
 // A Service is safe for concurrent use. It owns its async turns and
 // their callbacks: Close cancels them and waits for them until its
-// context ends. The replay cache is in memory and bounded; a restart
+// context ends. Each instance has at most Config.MaxInFlight async
+// messages in flight, each from its acceptance until its callback is
+// delivered or abandoned (so the callback retries are bounded by the same
+// number); beyond it Deliver is ErrBusy and runs nothing. The replay cache is in memory and bounded; a restart
 // forgets it, which the timestamp window makes harmless beyond Skew.
 package webhook

@@ -8,13 +8,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
 )
 
-// ErrUnauthorized is an inbound request whose timestamp, signature or
-// novelty did not check out; it runs nothing.
-var ErrUnauthorized = errors.New("webhook: bad or replayed signature")
+var (
+	// ErrUnauthorized is an inbound request whose timestamp, signature or
+	// novelty did not check out; it runs nothing.
+	ErrUnauthorized = errors.New("webhook: bad or replayed signature")
+	// ErrBusy is an async message refused because its instance has
+	// Config.MaxInFlight messages in flight already; it runs nothing.
+	ErrBusy = errors.New("webhook: too many async messages in flight")
+)
 
 // maxSenderID bounds a sender's id.
 const maxSenderID = 80
@@ -30,11 +37,20 @@ type Config struct {
 	// Code names a failed turn's error in the callback body (the
 	// transport's error code, e.g. AGENT_TIMEOUT); nil sends "INTERNAL".
 	Code func(error) string
+	// MaxInFlight bounds the async messages of one instance accepted and
+	// not finished (cmd: gateway.webhook_max_in_flight): a message is in
+	// flight from its 202 until its callback is delivered or abandoned,
+	// its retries included. Beyond it a message is ErrBusy.
+	MaxInFlight int
 }
 
-// DefaultConfig tries callbacks 5 times, 1 s apart at first, 10 s each.
+// DefaultMaxInFlight is Config.MaxInFlight's default.
+const DefaultMaxInFlight = 16
+
+// DefaultConfig tries callbacks 5 times, 1 s apart at first, 10 s each,
+// and holds up to 16 async messages in flight per instance.
 func DefaultConfig() Config {
-	return Config{CallbackRetry: time.Second, CallbackAttempts: 5, CallbackTimeout: 10 * time.Second}
+	return Config{CallbackRetry: time.Second, CallbackAttempts: 5, CallbackTimeout: 10 * time.Second, MaxInFlight: DefaultMaxInFlight}
 }
 
 // Validate names the first bad field.
@@ -44,6 +60,8 @@ func (c Config) Validate() error {
 		return errors.New("webhook: CallbackRetry must be > 0 and CallbackAttempts >= 1")
 	case c.CallbackTimeout <= 0:
 		return errors.New("webhook: CallbackTimeout must be > 0")
+	case c.MaxInFlight < 1:
+		return errors.New("webhook: MaxInFlight must be >= 1")
 	}
 	return nil
 }
@@ -77,6 +95,9 @@ type Service struct {
 	replays *replayCache
 	lg      *slog.Logger
 
+	mu       sync.Mutex
+	inFlight map[uuid.UUID]int // async messages of each instance accepted and not finished
+
 	bgCtx  context.Context // async turns and callbacks end with it at Close
 	bgStop context.CancelFunc
 	bg     sync.WaitGroup
@@ -91,7 +112,8 @@ func New(cfg Config, chans Channels, turns Turner, lg *slog.Logger) (*Service, e
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, chans: chans, clock: chans, turns: turns, replays: newReplayCache(), lg: lg.With("component", "webhook")}
+	s := &Service{cfg: cfg, chans: chans, clock: chans, turns: turns, replays: newReplayCache(), lg: lg.With("component", "webhook"),
+		inFlight: map[uuid.UUID]int{}}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -131,4 +153,25 @@ func (s *Service) Verify(ctx context.Context, ref, timestamp, signature string, 
 		return Inbound{}, err
 	}
 	return Inbound{Instance: c, secret: creds["secret"]}, nil
+}
+
+// admit takes one of instance id's MaxInFlight async slots: ErrBusy when
+// none is free.
+func (s *Service) admit(id uuid.UUID, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[id] >= s.cfg.MaxInFlight {
+		return fmt.Errorf("instance %s: %d async messages in flight (gateway.webhook_max_in_flight): %w", name, s.cfg.MaxInFlight, ErrBusy)
+	}
+	s.inFlight[id]++
+	return nil
+}
+
+// done frees a slot that admit took.
+func (s *Service) done(id uuid.UUID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[id]--; s.inFlight[id] <= 0 {
+		delete(s.inFlight, id)
+	}
 }

@@ -150,6 +150,7 @@ func TestConfigValidate(t *testing.T) {
 		"CallbackRetry":    func(c *Config) { c.CallbackRetry = -time.Second },
 		"CallbackAttempts": func(c *Config) { c.CallbackAttempts = 0 },
 		"CallbackTimeout":  func(c *Config) { c.CallbackTimeout = 0 },
+		"MaxInFlight":      func(c *Config) { c.MaxInFlight = 0 },
 	} {
 		c := DefaultConfig()
 		edit(&c)
@@ -160,4 +161,61 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Errorf("DefaultConfig().Validate() = %v", err)
 	}
+}
+
+// blockingTurner holds every turn until release is closed.
+type blockingTurner struct{ release chan struct{} }
+
+func (b *blockingTurner) Turn(ctx context.Context, _ gateway.Principal, req runtime.TurnRequest) (runtime.TurnResult, error) {
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return runtime.TurnResult{}, ctx.Err()
+	}
+	return runtime.TurnResult{Result: runtime.Result{Content: "re: " + req.Messages[0].Content}, RunID: "r1", SessionKey: req.SessionKey}, nil
+}
+
+// TestDeliverAsyncBounded: an async instance takes MaxInFlight messages,
+// then ErrBusy until one finishes (its callback delivered); the bound is
+// per instance.
+func TestDeliverAsyncBounded(t *testing.T) {
+	delivered := make(chan struct{}, 10)
+	cb := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { delivered <- struct{}{} }))
+	defer cb.Close()
+	cfg := DefaultConfig()
+	cfg.MaxInFlight = 2
+	inst := instance(`{"async":true,"callback_url":"` + cb.URL + `"}`)
+	turns := &blockingTurner{release: make(chan struct{})}
+	s, _ := newService(t, cfg, inst, turns)
+	other := instance(`{"async":true,"callback_url":"` + cb.URL + `"}`)
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := s.Deliver(ctx, Inbound{Instance: inst}, "u-"+strconv.Itoa(i), "m"); err != nil {
+			t.Fatalf("Deliver #%d = %v", i, err)
+		}
+	}
+	if _, err := s.Deliver(ctx, Inbound{Instance: inst}, "u-3", "m"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "gateway.webhook_max_in_flight") {
+		t.Errorf("Deliver beyond MaxInFlight = %v, want ErrBusy naming the setting", err)
+	}
+	if _, err := s.Deliver(ctx, Inbound{Instance: other}, "u-1", "m"); err != nil {
+		t.Errorf("Deliver to another instance = %v, want accepted (the bound is per instance)", err)
+	}
+	close(turns.release)
+	for range 3 {
+		select {
+		case <-delivered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no callback")
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, err := s.Deliver(ctx, Inbound{Instance: inst}, "u-4", "m")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			t.Fatalf("Deliver once the callbacks were delivered = %v", err)
+		}
+	}
+	<-delivered
 }
