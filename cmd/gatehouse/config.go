@@ -16,8 +16,10 @@ import (
 
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/mcppool"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
+	"gatehouse/actors/gateway/webhook"
 )
 
 // duration is a JSON string such as "24h", checked by validate so the error
@@ -103,6 +105,11 @@ type fileConfig struct {
 		// MaxAnswerBytes what a provider may answer in one call.
 		MaxMessageBytes int `json:"max_message_bytes"`
 		MaxAnswerBytes  int `json:"max_answer_bytes"`
+		// MCPMaxMessageBytes bounds one message from an MCP server
+		// (beyond it the connection drops); WebhookMaxInFlight the async
+		// webhook messages in flight per channel instance (429 beyond).
+		MCPMaxMessageBytes int `json:"mcp_max_message_bytes"`
+		WebhookMaxInFlight int `json:"webhook_max_in_flight"`
 		// DefaultAgent is the agent (id or agent_key) a run naming none
 		// gets when it acts for no user; empty: none.
 		DefaultAgent string `json:"default_agent"`
@@ -196,6 +203,7 @@ func defaultConfig() fileConfig {
 	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
 	c.Gateway.TraceDays = gwd.TraceDays
 	c.Gateway.MaxMessageBytes, c.Gateway.MaxAnswerBytes = runtime.DefaultMaxMessageBytes, runtime.DefaultMaxAnswerBytes
+	c.Gateway.MCPMaxMessageBytes, c.Gateway.WebhookMaxInFlight = mcppool.DefaultMaxMessageBytes, webhook.DefaultMaxInFlight
 	q := &c.Gateway.Quotas
 	q.MemoryEntries, q.MediaBytes, q.Sessions, q.Agents, q.PendingMCPRequests = gwd.Quotas.MemoryEntries, gwd.Quotas.MediaBytes, gwd.Quotas.Sessions, gwd.Quotas.Agents, gwd.Quotas.PendingMCPRequests
 	c.Gateway.MaxUploadBytes = 20 << 20
@@ -303,6 +311,8 @@ func (c *fileConfig) validateValues() error {
 		{c.Gateway.TraceDays < 0, "gateway.trace_days", ">= 0 (0: no age limit)"},
 		{c.Gateway.MaxMessageBytes < 1, "gateway.max_message_bytes", ">= 1"},
 		{c.Gateway.MaxAnswerBytes < 1, "gateway.max_answer_bytes", ">= 1"},
+		{c.Gateway.MCPMaxMessageBytes < 4096 || c.Gateway.MCPMaxMessageBytes > 1<<30, "gateway.mcp_max_message_bytes", "in 4096..1073741824"},
+		{c.Gateway.WebhookMaxInFlight < 1 || c.Gateway.WebhookMaxInFlight > 1e6, "gateway.webhook_max_in_flight", "in 1..1000000"},
 		{c.Gateway.Quotas.MemoryEntries < 1, "gateway.quotas.memory_entries_per_user", ">= 1"},
 		{c.Gateway.Quotas.MediaBytes < 1, "gateway.quotas.media_bytes_per_user", ">= 1"},
 		{c.Gateway.Quotas.Sessions < 1, "gateway.quotas.sessions_per_user", ">= 1"},

@@ -98,6 +98,20 @@ func TestParseServe(t *testing.T) {
 		{name: "bad upstream", file: `{"services":{"x":{"upstream":"ftp://h"}}}`, wantErr: "config FILE: services.x.upstream must be an http:// or https:// URL"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, env: map[string]string{"GATEHOUSE_LOG_FORMAT": "json"},
 			wantErr: `--log-format=xml: log.format must be "text" or "json"`},
+		{name: "gateway bounds default", check: func(t *testing.T, c fileConfig) {
+			if c.Gateway.MCPMaxMessageBytes != 16<<20 || c.Gateway.WebhookMaxInFlight != 16 {
+				t.Errorf("mcp_max_message_bytes %d, webhook_max_in_flight %d; want 16 MiB, 16", c.Gateway.MCPMaxMessageBytes, c.Gateway.WebhookMaxInFlight)
+			}
+		}},
+		{name: "gateway bounds", file: `{"gateway":{"mcp_max_message_bytes":1048576,"webhook_max_in_flight":2}}`, env: map[string]string{"GATEHOUSE_GATEWAY_WEBHOOK_MAX_IN_FLIGHT": "4"},
+			check: func(t *testing.T, c fileConfig) {
+				if c.Gateway.MCPMaxMessageBytes != 1<<20 || c.Gateway.WebhookMaxInFlight != 4 {
+					t.Errorf("mcp_max_message_bytes %d, webhook_max_in_flight %d; want 1048576, 4", c.Gateway.MCPMaxMessageBytes, c.Gateway.WebhookMaxInFlight)
+				}
+			}},
+		{name: "bad mcp bound", args: []string{"--gateway-mcp-max-message-bytes", "100"},
+			wantErr: "--gateway-mcp-max-message-bytes=100: gateway.mcp_max_message_bytes must be in 4096..1073741824"},
+		{name: "bad webhook bound", file: `{"gateway":{"webhook_max_in_flight":0}}`, wantErr: "config FILE: gateway.webhook_max_in_flight must be in 1..1000000"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected argument"},
 	}
 	for _, tt := range tests {

@@ -44,6 +44,8 @@ var settings = []setting{
 	{"gateway-host", "gateway.host", "agent gateway listen address", strSetter(func(c *fileConfig) *string { return &c.Gateway.Host })},
 	{"gateway-port", "gateway.port", "agent gateway port (0: any free port)", intSetter(func(c *fileConfig) *int { return &c.Gateway.Port })},
 	{"gateway-token", "gateway.token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
+	{"gateway-mcp-max-message-bytes", "gateway.mcp_max_message_bytes", "the largest message an MCP server may send (a JSON reply, an SSE event, a stdio line); beyond it its connection drops", intSetter(func(c *fileConfig) *int { return &c.Gateway.MCPMaxMessageBytes })},
+	{"gateway-webhook-max-in-flight", "gateway.webhook_max_in_flight", "async webhook messages in flight per channel instance, callback retries included (429 beyond)", intSetter(func(c *fileConfig) *int { return &c.Gateway.WebhookMaxInFlight })},
 	{"master-key-file", "master_key_file", "file holding the 64-hex-character master key (default <data-dir>/master.key)", strSetter(func(c *fileConfig) *string { return &c.MasterKeyFile })},
 	{"log-format", "log.format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},
 	{"log-level", "log.level", "debug, info, warn or error", strSetter(func(c *fileConfig) *string { return &c.Log.Level })},

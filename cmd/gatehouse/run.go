@@ -149,6 +149,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	acfg.Webhook.Code = gwapi.WebhookCode
 	acfg.Sandbox = sandboxConfig(cfg)
 	acfg.Limits.MaxMessageBytes, acfg.Limits.MaxAnswerBytes = cfg.Gateway.MaxMessageBytes, cfg.Gateway.MaxAnswerBytes
+	acfg.MCP.MaxMessageBytes, acfg.Webhook.MaxInFlight = cfg.Gateway.MCPMaxMessageBytes, cfg.Gateway.WebhookMaxInFlight
 	gwApp, err := app.New(acfg, n.gw, lg)
 	if err != nil {
 		return fmt.Errorf("gateway services: %w", err)
