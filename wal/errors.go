@@ -50,7 +50,7 @@ var (
 // from the sequence, or a key that is no sequence of the log (a stray key).
 type BadRecord struct {
 	// Index is the record's sequence; for missing records the first one
-	// missing. 0 for a stray key that is not an 8-byte sequence.
+	// missing; 0 for a stray key (see Key).
 	Index uint64
 	// Through is the last missing sequence when Missing (Index..Through);
 	// Index otherwise.
@@ -69,7 +69,8 @@ type BadRecord struct {
 	// Size is the stored value's length in bytes (envelope included).
 	Size int
 	// Payload is the stored payload (bytes 6.. of the value), unverified:
-	// for the caller to describe what was lost. Error never prints it.
+	// for the caller to describe what was lost. String and
+	// CorruptError.Error never print it.
 	Payload []byte
 	// Reason says which check failed.
 	Reason string
