@@ -73,26 +73,26 @@ func verify(logb, meta *bbolt.Bucket) (c check, err error) {
 		}
 	}()
 	c.stored, c.metaErr = getLast(meta)
-	// A record whose CRC verifies is authentic, key included: the highest
-	// one bounds the log along with the stored last index.
-	var maxGood uint64
-	cur := logb.Cursor()
-	for k, v := cur.First(); k != nil; k, v = cur.Next() {
-		if len(k) != 8 || v == nil {
-			continue
-		}
-		seq := binary.BigEndian.Uint64(k)
-		_, err := decodeRecord(seq, v)
-		if errors.Is(err, ErrUnsupportedVersion) {
-			return check{}, err
-		}
-		if err == nil && seq != 0 {
-			maxGood = max(maxGood, seq)
-		}
-	}
 	hi := uint64(math.MaxUint64)
+	cur := logb.Cursor()
 	if c.metaErr == nil {
-		hi = max(c.stored, maxGood)
+		// A record whose CRC verifies is authentic, key included: one
+		// beyond the stored last index raises the bound. Only the keys
+		// past it are read, from the end: none in a sound log.
+		hi = c.stored
+		for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
+			if len(k) != 8 || v == nil {
+				continue
+			}
+			seq := binary.BigEndian.Uint64(k)
+			if seq <= c.stored {
+				break
+			}
+			if crcValid(seq, v) {
+				hi = seq
+				break
+			}
+		}
 	}
 	var prev uint64
 	pos := -1
@@ -106,7 +106,9 @@ func verify(logb, meta *bbolt.Bucket) (c check, err error) {
 		if prev != 0 && seq > prev+1 {
 			c.bad = append(c.bad, BadRecord{Index: prev + 1, Through: seq - 1, Missing: true, Reason: "missing"})
 		}
-		if _, err := decodeRecord(seq, v); err != nil {
+		if _, err := decodeRecord(seq, v); errors.Is(err, ErrUnsupportedVersion) {
+			return check{}, err
+		} else if err != nil {
 			c.bad = append(c.bad, badValue(seq, v, err))
 		}
 		prev = seq
@@ -137,12 +139,17 @@ func strayReason(k, v []byte, prev, hi uint64) string {
 		return "sequence 0"
 	case seq <= prev:
 		return fmt.Sprintf("sequence %d out of order after %d", seq, prev)
-	case seq > hi:
-		if _, err := decodeRecord(seq, v); err != nil {
-			return fmt.Sprintf("sequence %d beyond the last index assigned %d, bad value", seq, hi)
-		}
+	case seq > hi && !crcValid(seq, v):
+		return fmt.Sprintf("sequence %d beyond the last index assigned %d, bad value", seq, hi)
 	}
 	return ""
+}
+
+// crcValid reports whether v, stored at seq, carries its CRC: the record
+// was written there, by this version or a newer one.
+func crcValid(seq uint64, v []byte) bool {
+	_, err := decodeRecord(seq, v)
+	return err == nil || errors.Is(err, ErrUnsupportedVersion)
 }
 
 // badValue describes the record at seq whose value v failed decodeRecord.
