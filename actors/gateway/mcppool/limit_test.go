@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/actors/gateway/toolexec/toolexectest"
 )
 
@@ -129,7 +130,7 @@ func TestFloodRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := New(Config{MaxMessageBytes: floodLimit}, toolexectest.None(t), nil)
+	p := New(Config{MaxMessageBytes: floodLimit}, nil, nil) // the HTTP servers' pool
 	defer p.Close()
 	stdio := func(env ...string) Spec {
 		e := map[string]string{serverEnv: "1"}
@@ -149,19 +150,25 @@ func TestFloodRefused(t *testing.T) {
 		call bool          // the flood answers a tool call (the connection is up before)
 		sent *atomic.Int64 // what the server managed to send (nil: a stdio server)
 		// bytes is the text the stdio server's tool answers (it builds it
-		// whole: smaller, for speed, still 32 times the limit).
+		// whole: smaller, for speed, still 16 times the limit).
 		bytes int
 	}{
 		{"http json initialize", Spec{ID: uuid.New(), Name: "flood", Transport: Streamable, URL: jsonInit.URL}, false, jsonSent, 0},
 		{"http sse initialize", Spec{ID: uuid.New(), Name: "flood", Transport: Streamable, URL: sseInit.URL}, false, sseSent, 0},
 		{"http json tool reply", Spec{ID: uuid.New(), Name: "flood", Transport: Streamable, URL: jsonCall.URL, Timeout: 20 * time.Second}, true, callSent, 0},
 		{"stdio initialize", stdio(floodEnv, "1"), false, nil, 0},
-		{"stdio tool reply", stdio(), true, nil, 32 * floodLimit},
+		{"stdio tool reply", stdio(), true, nil, 16 * floodLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
+			p := p
+			if tt.spec.Transport == Stdio { // as in production: in the bwrap sandbox
+				sb := toolexectest.Bwrap(t, toolexec.SandboxConfig{ReadOnly: []string{filepath.Dir(self)}})
+				p = New(Config{MaxMessageBytes: floodLimit}, sb, nil)
+				defer p.Close()
+			}
 			if tt.call {
 				if _, err := p.Tools(ctx, tt.spec); err != nil {
 					t.Fatalf("Tools before the flood: %v", err)
