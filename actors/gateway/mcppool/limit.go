@@ -17,7 +17,7 @@ import (
 )
 
 // This file bounds what one MCP server can make the gateway hold: every
-// message it sends (a plain JSON reply, one SSE event, one stdio line) is
+// message it sends (a plain JSON reply, one SSE event, one stdio message) is
 // read through a counting reader that fails past Config.MaxMessageBytes,
 // so no more than about that many bytes of a message are ever read, and
 // the connection is dropped with ErrTooLarge as its status.
@@ -36,7 +36,7 @@ const minMaxMessageBytes = 4 << 10
 // Config bounds the pool's connections.
 type Config struct {
 	// MaxMessageBytes bounds one message from an MCP server: a JSON
-	// reply, an SSE event, a stdio line (cmd:
+	// reply, an SSE event, a stdio JSON message (cmd:
 	// gateway.mcp_max_message_bytes). Beyond it the connection is
 	// dropped and the server's status says why.
 	MaxMessageBytes int

@@ -14,7 +14,7 @@
 // context allows and then gets ErrStarting, and the attempt goes on for
 // the next caller. Stdio servers share one npm cache (Spec.Cache), so a
 // package is downloaded once for all of them. No message a server sends
-// (a JSON reply, an SSE event, a stdio line) is read past
+// (a JSON reply, an SSE event, a stdio JSON message) is read past
 // Config.MaxMessageBytes: beyond it the connection is dropped, and its
 // status is ErrTooLarge (limit.go).
 package mcppool
