@@ -31,8 +31,9 @@ type clusterNode struct {
 func startClusterNode(t testing.TB, id string, endpoints []string, masterKey string, extra map[string]any) *clusterNode {
 	t.Helper()
 	cfg := map[string]any{
-		"cluster": map[string]any{"etcd_endpoints": endpoints, "node_id": id, "listen": "127.0.0.1:0", "lease_ttl": fmt.Sprintf("%ds", ttlSeconds)},
-		"usage":   map[string]any{"flush_interval": "200ms"},
+		"cluster": map[string]any{"etcd_endpoints": endpoints, "node_id": id, "listen": "127.0.0.1:0", "lease_ttl": fmt.Sprintf("%ds", ttlSeconds),
+			"tls": clusterTLS(t, id)},
+		"usage": map[string]any{"flush_interval": "200ms"},
 	}
 	for k, v := range extra {
 		cfg[k] = v

@@ -187,9 +187,10 @@ func TestEtcdFlags(t *testing.T) {
 	}
 }
 
-// clusterVars are the variables of a cluster node on etcd endpoint ep.
+// clusterVars are the variables of a cluster node on etcd endpoint ep
+// (without TLS between the nodes: cluster.insecure).
 func clusterVars(ep, masterKey string) []string {
-	return []string{"GATEHOUSE_ETCD_ENDPOINTS=" + ep, "GATEHOUSE_MASTER_KEY=" + masterKey,
+	return []string{"GATEHOUSE_ETCD_ENDPOINTS=" + ep, "GATEHOUSE_MASTER_KEY=" + masterKey, "GATEHOUSE_CLUSTER_INSECURE=true",
 		"GATEHOUSE_ADMIN_EMAIL=" + adminEmail, "GATEHOUSE_ADMIN_PASSWORD=" + adminPassword}
 }
 

@@ -48,7 +48,7 @@ func (c *fileConfig) validateCluster() error {
 					"(--etcd-endpoints or GATEHOUSE_ETCD_ENDPOINTS); a single node needs neither")
 			}
 		}
-		return nil
+		return c.validateClusterTLS()
 	}
 	for _, ep := range cl.EtcdEndpoints {
 		if !validEndpoint(ep) {
@@ -92,7 +92,7 @@ func (c *fileConfig) validateCluster() error {
 		return c.invalid("cluster.etcd_endpoints", "turns cluster mode on, where every node must use the same master key: "+
 			"set GATEHOUSE_MASTER_KEY (or master_key_file) to it on every node; a key generated per node would not open the others' records")
 	}
-	return nil
+	return c.validateClusterTLS()
 }
 
 // validEndpoint accepts what the etcd client dials without TLS:

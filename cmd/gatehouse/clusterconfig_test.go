@@ -28,6 +28,7 @@ func TestParseServeCluster(t *testing.T) {
 		env := map[string]string{
 			"GATEHOUSE_ETCD_ENDPOINTS": "http://127.0.0.1:2379", "GATEHOUSE_NODE_ID": "node-1",
 			"GATEHOUSE_CLUSTER_LISTEN": "127.0.0.1:7946", "GATEHOUSE_MASTER_KEY": testMasterKey,
+			"GATEHOUSE_CLUSTER_INSECURE": "true",
 		}
 		for i := 0; i < len(kv); i += 2 {
 			env[kv[i]] = kv[i+1]
@@ -65,11 +66,12 @@ func TestParseServeCluster(t *testing.T) {
 				}
 			}},
 		{name: "from the file, with a key file",
-			file: `{"master_key_file":"/k","cluster":{"etcd_endpoints":["http://e1:2379","http://e2:2379"],"node_id":"n.2","listen":"10.1.2.3:7000","prefix":"/prod/gh","lease_ttl":"2s","request_timeout":"1s","forward_timeout":"200ms"}}`,
+			file: `{"master_key_file":"/k","cluster":{"etcd_endpoints":["http://e1:2379","http://e2:2379"],"node_id":"n.2","listen":"10.1.2.3:7000","prefix":"/prod/gh","lease_ttl":"2s","request_timeout":"1s","forward_timeout":"200ms","tls":{"ca_file":"/c/ca.pem","cert_file":"/c/n.pem","key_file":"/c/n-key.pem"}}}`,
 			check: func(t *testing.T, c fileConfig) {
 				cl := c.Cluster
 				if len(cl.EtcdEndpoints) != 2 || cl.NodeID != "n.2" || cl.Listen != "10.1.2.3:7000" || cl.Prefix != "/prod/gh" ||
-					cl.LeaseTTL.d != 2*time.Second || cl.RequestTimeout.d != time.Second || cl.ForwardTimeout.d != 200*time.Millisecond {
+					cl.LeaseTTL.d != 2*time.Second || cl.RequestTimeout.d != time.Second || cl.ForwardTimeout.d != 200*time.Millisecond ||
+					cl.TLS != (clusterTLSConfig{"/c/ca.pem", "/c/n.pem", "/c/n-key.pem"}) || cl.Insecure {
 					t.Errorf("cluster = %+v", cl)
 				}
 				attrs := c.masked()
@@ -118,6 +120,27 @@ func TestParseServeCluster(t *testing.T) {
 			wantErr: "--node-id=n1: cluster.node_id is set but cluster.etcd_endpoints is not: cluster mode needs the etcd endpoints"},
 		{name: "listen without endpoints", file: `{"cluster":{"listen":"127.0.0.1:7946"}}`,
 			wantErr: "config FILE: cluster.listen is set but cluster.etcd_endpoints is not"},
+		{name: "neither TLS nor insecure", env: on("GATEHOUSE_CLUSTER_INSECURE", ""),
+			wantErr: "config: cluster.tls.ca_file must be set in cluster mode, with cluster.tls.cert_file and cluster.tls.key_file " +
+				"(--cluster-tls-ca-file, --cluster-tls-cert-file, --cluster-tls-key-file or GATEHOUSE_CLUSTER_TLS_CA_FILE, _CERT_FILE, _KEY_FILE): " +
+				"every message between nodes goes over mutual TLS under the cluster CA; `gatehouse cluster certs` makes a CA and node certificates. " +
+				"Only for a test on loopback: cluster.insecure: true (--cluster-insecure true)"},
+		{name: "insecure false", env: on("GATEHOUSE_CLUSTER_INSECURE", "false"), wantErr: "config: cluster.tls.ca_file must be set in cluster mode"},
+		{name: "insecure not a bool", env: on("GATEHOUSE_CLUSTER_INSECURE", "yes"), wantErr: "GATEHOUSE_CLUSTER_INSECURE=yes: cluster.insecure must be true or false"},
+		{name: "TLS without its key", args: []string{"--cluster-tls-ca-file", "ca.pem", "--cluster-tls-cert-file", "n.pem"}, env: on("GATEHOUSE_CLUSTER_INSECURE", ""),
+			wantErr: "config: cluster.tls.key_file must be set with cluster.tls.ca_file and cluster.tls.cert_file"},
+		{name: "TLS and insecure", env: on("GATEHOUSE_CLUSTER_TLS_CA_FILE", "ca.pem", "GATEHOUSE_CLUSTER_TLS_CERT_FILE", "n.pem", "GATEHOUSE_CLUSTER_TLS_KEY_FILE", "k.pem"),
+			wantErr: "GATEHOUSE_CLUSTER_INSECURE=true: cluster.insecure must not be true with cluster.tls set"},
+		{name: "TLS from the environment", env: on("GATEHOUSE_CLUSTER_INSECURE", "", "GATEHOUSE_CLUSTER_TLS_CA_FILE", "ca.pem", "GATEHOUSE_CLUSTER_TLS_CERT_FILE", "n.pem", "GATEHOUSE_CLUSTER_TLS_KEY_FILE", "k.pem"),
+			check: func(t *testing.T, c fileConfig) {
+				if c.Cluster.TLS != (clusterTLSConfig{"ca.pem", "n.pem", "k.pem"}) || c.Cluster.Insecure {
+					t.Errorf("cluster.tls = %+v, insecure %v", c.Cluster.TLS, c.Cluster.Insecure)
+				}
+			}},
+		{name: "TLS without endpoints", file: `{"cluster":{"tls":{"ca_file":"ca.pem"}}}`,
+			wantErr: "config FILE: cluster.tls.ca_file is set but cluster.etcd_endpoints is not"},
+		{name: "insecure without endpoints", args: []string{"--cluster-insecure", "true"},
+			wantErr: "--cluster-insecure=true: cluster.insecure is set but cluster.etcd_endpoints is not"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,6 +50,7 @@ type clusterRun struct {
 	admit lateAdmitter
 	blobs lateBlobs
 	tr    *transport.Transport
+	tls   *transport.TLS // the transport's mutual TLS; nil: cluster.insecure
 	cli   *clientv3.Client
 	node  atomic.Pointer[cluster.Node] // set once the actors joined
 	locks *cluster.Locks               // keys' changes and sessions' turns, one at a time across the nodes
@@ -61,7 +62,12 @@ type clusterRun struct {
 // startCluster starts the transport, then the etcd client.
 func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 	c := &clusterRun{cfg: cfg, lg: lg.With("component", "cluster"), fatal: make(chan error, 1)}
-	tr, err := transport.Start(cfg.Listen, &c.admit, cfg.ForwardTimeout.d, lg)
+	opts, tlsCfg, err := transportSecurity(cfg, c.lg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	c.tls = tlsCfg
+	tr, err := transport.Start(cfg.Listen, &c.admit, cfg.ForwardTimeout.d, lg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w; choose another with --cluster-listen or GATEHOUSE_CLUSTER_LISTEN", err)
 	}
@@ -81,7 +87,7 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 		tr.Close()
 		return nil, fmt.Errorf("cluster: etcd client for %s: %w", c.endpoints(), err)
 	}
-	c.lg.Info("cluster transport listening", "addr", tr.Addr(), "etcd", c.endpoints())
+	c.lg.Info("cluster transport listening", "addr", tr.Addr(), "etcd", c.endpoints(), "tls", c.tls != nil)
 	return c, nil
 }
 
@@ -133,6 +139,9 @@ func (c *clusterRun) checkMasterKey(ctx context.Context, cfg fileConfig) error {
 // id) and returns the actors' ClusterDeps: the node joins when the actors
 // call StartNode, with ctx for its registration.
 func (c *clusterRun) deps(ctx context.Context, reg prometheus.Registerer) (*actors.ClusterDeps, error) {
+	if err := c.probeMembers(ctx); err != nil {
+		return nil, err
+	}
 	l, err := etcdlog.Open(ctx, c.cli, c.cfg.Prefix+"/wal/", c.cfg.NodeID, c.cfg.RequestTimeout.d)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open the replicated log at %s: %w", c.endpoints(), err)

@@ -180,6 +180,12 @@ type clusterConfig struct {
 	RequestTimeout duration `json:"request_timeout"`
 	// ForwardTimeout bounds an admission forwarded to a key's owner.
 	ForwardTimeout duration `json:"forward_timeout"`
+	// TLS secures the node transport (cluster.listen) with mutual TLS
+	// under a cluster CA (clustertls.go); required unless Insecure.
+	TLS clusterTLSConfig `json:"tls"`
+	// Insecure runs the node transport without TLS: anything that
+	// reaches cluster.listen is heard (a loopback test only).
+	Insecure bool `json:"insecure"`
 }
 
 type serviceConfig struct {

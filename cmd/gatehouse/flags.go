@@ -52,6 +52,10 @@ var settings = []setting{
 	{"etcd-endpoints", "cluster.etcd_endpoints", "cluster mode: etcd client URLs, comma-separated (setting them turns cluster mode on; docs/cluster.md)", listSetter(func(c *fileConfig) *[]string { return &c.Cluster.EtcdEndpoints })},
 	{"node-id", "cluster.node_id", "cluster mode: this node's name, unique in the cluster", strSetter(func(c *fileConfig) *string { return &c.Cluster.NodeID })},
 	{"cluster-listen", "cluster.listen", "cluster mode: host:port where the other nodes reach this one", strSetter(func(c *fileConfig) *string { return &c.Cluster.Listen })},
+	{"cluster-tls-ca-file", "cluster.tls.ca_file", "cluster mode: the cluster CA certificate(s), PEM (gatehouse cluster certs makes them)", strSetter(func(c *fileConfig) *string { return &c.Cluster.TLS.CAFile })},
+	{"cluster-tls-cert-file", "cluster.tls.cert_file", "cluster mode: this node's certificate, PEM, signed by the cluster CA", strSetter(func(c *fileConfig) *string { return &c.Cluster.TLS.CertFile })},
+	{"cluster-tls-key-file", "cluster.tls.key_file", "cluster mode: this node's private key, PEM", strSetter(func(c *fileConfig) *string { return &c.Cluster.TLS.KeyFile })},
+	{"cluster-insecure", "cluster.insecure", "cluster mode without TLS between the nodes (true: a loopback test only; warns at every start)", boolSetter(func(c *fileConfig) *bool { return &c.Cluster.Insecure })},
 }
 
 func envName(flagName string) string {
@@ -125,6 +129,18 @@ Lists the etcd cluster's members: id, name, peer and client URLs.`,
 Adds member NAME, whose peers will reach it at --listen-peer, and prints
 the gatehouse etcd command that starts it (--initial-cluster-state
 existing). Start it at once: the cluster counts it in its quorum from now.`,
+	"cluster certs": `usage: gatehouse cluster certs --dir DIR --nodes NODE,... [flags]
+
+Makes the certificates of cluster mode's node transport (mutual TLS,
+docs/cluster.md "Trust model"): a CA (DIR/ca.pem, DIR/ca-key.pem) and, for
+each node, a certificate and key (DIR/NODE.pem, DIR/NODE-key.pem), ECDSA
+P-256, allowed for server and client authentication and naming --hosts
+(the hosts of the nodes' --cluster-listen). With --ca-file and
+--ca-key-file, issues node certificates under an existing CA (a node
+added, a certificate renewed). Never replaces a file. Give each node
+--cluster-tls-ca-file DIR/ca.pem, --cluster-tls-cert-file DIR/NODE.pem
+and --cluster-tls-key-file DIR/NODE-key.pem; keep ca-key.pem off the
+nodes.`,
 	"etcd member remove": `usage: gatehouse etcd member remove NAME [flags]
 
 Removes the member named NAME (or of that hex id) from the etcd cluster;

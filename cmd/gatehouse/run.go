@@ -42,6 +42,9 @@ const usage = `usage:
                                      back up the cluster's etcd and restore it
   gatehouse etcd member list|add|remove
                                      change the etcd cluster's members
+  gatehouse cluster certs --dir DIR --nodes NODE,...
+                                     make a CA and node certificates for the cluster
+                                     transport's mutual TLS (docs/cluster.md)
   gatehouse version                  print the version, the commit and the Go version
                                      (also gatehouse --version)
 
@@ -68,6 +71,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "serve", "reset-password", "repair":
 	case "etcd":
 		return runEtcd(ctx, args[1:], getenv, stdout, stderr)
+	case "cluster":
+		return runCluster(args[1:], stdout, stderr)
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintln(stdout, versionLine())
 		return nil

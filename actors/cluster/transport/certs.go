@@ -63,6 +63,18 @@ func WriteCerts(dir string, o CertOptions) ([]string, error) {
 			return nil, fmt.Errorf("certs: node name %q is not a file name", n)
 		}
 	}
+	targets := []string{}
+	if o.CAFile == "" {
+		targets = append(targets, CAFile, CAKeyFile)
+	}
+	for _, n := range o.Nodes {
+		targets = append(targets, NodeCertFile(n), NodeKeyFile(n))
+	}
+	for _, name := range targets {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return nil, fmt.Errorf("certs: %s exists: files are never replaced (another directory; or, to issue under that CA, its certificate and key)", filepath.Join(dir, name))
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
 	}
