@@ -40,6 +40,10 @@ type Config struct {
 	Services map[string]Service
 	// Listener is the value of the "listener" metrics label, e.g. "api".
 	Listener string
+	// AllowLinkLocal lets services created through the API point at
+	// link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata),
+	// which they may not by default (linklocal.go).
+	AllowLinkLocal bool
 }
 
 // Service is one proxied upstream.
@@ -57,6 +61,9 @@ type Service struct {
 	// MaxConns bounds the keep-alive connections to the upstream; 0 means
 	// fasthttp's default (512).
 	MaxConns int
+	// noLinkLocal refuses to dial link-local addresses (a service of the
+	// API without Config.AllowLinkLocal; see linklocal.go).
+	noLinkLocal bool
 }
 
 // DefaultConfig returns the defaults documented in doc.go.

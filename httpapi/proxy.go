@@ -63,7 +63,7 @@ func newUpstream(name string, svc Service) (*upstream, error) {
 		// are rare. The service's timeout bounds the dial, and the wheel
 		// each exchange (proxydeadline.go).
 		Dial: func() (net.Conn, error) {
-			c, err := dialUpstream(u.addr, timeout)
+			c, err := dialUpstream(u.addr, timeout, svc.noLinkLocal)
 			if err != nil {
 				return nil, err
 			}
@@ -90,8 +90,13 @@ func (up *upstream) injects(k []byte) bool {
 	return false
 }
 
-func dialUpstream(addr string, timeout time.Duration) (net.Conn, error) {
+// dialUpstream dials addr; noLinkLocal refuses link-local addresses,
+// whatever name they came from (linklocal.go).
+func dialUpstream(addr string, timeout time.Duration, noLinkLocal bool) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if noLinkLocal {
+		d.Control = refuseLinkLocal
+	}
 	return d.Dial("tcp", addr)
 }
 

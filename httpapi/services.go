@@ -52,7 +52,7 @@ func (s *Server) rebuildServices(v *control.View) {
 				t.byName[name], t.api[name] = old.byName[name], svc.UpdatedAt
 				continue
 			}
-			up, err := newUpstream(name, Service{Upstream: svc.Upstream, Headers: svc.Headers, Timeout: svc.Timeout, MaxConns: svc.MaxConns})
+			up, err := newUpstream(name, Service{Upstream: svc.Upstream, Headers: svc.Headers, Timeout: svc.Timeout, MaxConns: svc.MaxConns, noLinkLocal: !s.cfg.AllowLinkLocal})
 			if err != nil { // validated when it was saved: only a config change of the rules gets here
 				s.lg.Warn("service not served", "service", name, "err", err)
 				continue
@@ -233,6 +233,9 @@ func (s *Server) serviceInput(name string, req serviceRequest) (control.ServiceI
 			field = field[:i]
 		}
 		return in, invalidField(fieldName(field), "%s", strings.TrimPrefix(rest, ": "))
+	}
+	if !s.cfg.AllowLinkLocal && linkLocalUpstream(in.Upstream) {
+		return in, invalidField("upstream", "must not be a link-local or cloud metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254) unless the server allows it (server.services_allow_link_local)")
 	}
 	return in, nil
 }

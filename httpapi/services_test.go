@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -273,4 +274,73 @@ func TestAdmitAllocatesNoMore(t *testing.T) {
 	if n := allocs("llm", []string{"cfg", "llm"}); n > base {
 		t.Errorf("admit of a limited key on an API service allocates %.1f times, an unlimited one on a config service %.1f", n, base)
 	}
+}
+
+// TestServiceUpstreamNotLinkLocal (issue 31): a service of the API may
+// not point at a link-local address (cloud metadata), in any spelling,
+// unless the server allows it; a service already stored with one (or a
+// name that resolves to one) is refused when dialled, before a packet
+// leaves. Config-file services are the operator's own and may.
+func TestServiceUpstreamNotLinkLocal(t *testing.T) {
+	w := newWorld(t)
+	admin := func(method, path, body string) response {
+		return w.do(t, request{method: method, path: path, body: body, cookie: w.adminCk})
+	}
+	mustStatus(t, admin("POST", "/api/services", `{"name":"ok","upstream":"http://10.0.0.5:9000/base"}`), 201, "")
+	for _, up := range []string{
+		"http://169.254.169.254/latest/meta-data",
+		"https://169.254.0.1:8443",
+		"http://[fe80::1]:80",
+		"http://[FE80::a9fe:a9fe]",
+		"http://[fe80::1%25eth0]/",
+		"http://[::ffff:169.254.169.254]/",
+		"http://[::ffff:a9fe:a9fe]/",
+		"http://[fd00:ec2::254]/",
+	} {
+		t.Run(up, func(t *testing.T) {
+			for _, r := range []response{
+				admin("POST", "/api/services", `{"name":"meta","upstream":"`+up+`"}`),
+				admin("PUT", "/api/services/ok", `{"upstream":"`+up+`"}`),
+			} {
+				mustStatus(t, r, 400, codeValidation)
+				if !strings.Contains(string(r.body), "upstream") || !strings.Contains(string(r.body), "link-local") {
+					t.Errorf("400 does not say why: %s", r.body)
+				}
+			}
+		})
+	}
+	if g := admin("GET", "/api/services/ok", ""); g.json["service"].(map[string]any)["upstream"] != "http://10.0.0.5:9000/base" {
+		t.Errorf("a refused PUT changed the service: %s", g.body)
+	}
+	mustStatus(t, admin("GET", "/api/services/meta", ""), 404, codeServiceNotFound)
+
+	allowed := newWorld(t, func(c *Config) { c.AllowLinkLocal = true })
+	mustStatus(t, allowed.do(t, request{method: "POST", path: "/api/services", cookie: allowed.adminCk,
+		body: `{"name":"meta","upstream":"http://169.254.169.254/latest"}`}), 201, "")
+}
+
+// TestDialRefusesLinkLocal: the dial-time half of the rule sees the
+// address a name resolved to, and refuses before connecting.
+func TestDialRefusesLinkLocal(t *testing.T) {
+	for _, addr := range []string{"169.254.169.254:80", "[fe80::1]:80", "[::ffff:169.254.169.254]:80", "[fd00:ec2::254]:80"} {
+		start := time.Now()
+		c, err := dialUpstream(addr, 5*time.Second, true)
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, errLinkLocal) || time.Since(start) > time.Second {
+			t.Errorf("dialUpstream(%s) = %v after %v, want errLinkLocal at once", addr, err, time.Since(start))
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	c, err := dialUpstream("localhost:"+port, 5*time.Second, true) // a name, resolved, then checked
+	if err != nil {
+		t.Fatalf("dialUpstream(localhost) = %v", err)
+	}
+	c.Close()
 }
