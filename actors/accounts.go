@@ -98,6 +98,9 @@ type userReply struct {
 	user  userRecord
 	users []userRecord
 	err   error
+	// ended: the change ended the user's sessions (a new password, role
+	// or licence), so other credentials end too (revokeCredentials).
+	ended bool
 }
 
 // putUser creates a user (create) or replaces one (update via patchUser).
@@ -113,6 +116,8 @@ type patchUser struct {
 	license      *bool
 	role         *Role
 	keyLimit     *int64
+	keyCap       *int64         // UserPatch.KeyRateLimitCap
+	plans        map[Plan]int64 // Config.Plans, read only, for keyCap
 	passwordHash string
 	reply        chan userReply
 }
@@ -247,16 +252,20 @@ func (a *accounts) patchUser(m patchUser) userReply {
 	if m.keyLimit != nil {
 		u.KeyRateLimit = *m.keyLimit
 	}
+	if m.keyCap != nil && *m.keyCap < newKeyLimit(m.plans, u.Plan, u.KeyRateLimit) {
+		u.KeyRateLimit = *m.keyCap
+	}
 	evs := []accountEvent{userSaved{u: u}}
 	// A new password, role or license ends every session of the user, in
 	// the same write: a stolen session must not outlive a password reset.
-	if u.PasswordHash != cur.PasswordHash || u.Role != cur.Role || u.LicenseActive != cur.LicenseActive {
+	ended := u.PasswordHash != cur.PasswordHash || u.Role != cur.Role || u.LicenseActive != cur.LicenseActive
+	if ended {
 		evs = append(evs, a.sessionsOf(u.ID)...)
 	}
 	if err := a.commit(evs...); err != nil {
 		return userReply{err: err}
 	}
-	return userReply{user: u}
+	return userReply{user: u, ended: ended}
 }
 
 // sessionsOf returns the events that close every session of user, in a

@@ -2,10 +2,12 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/clock"
@@ -112,6 +114,29 @@ type OfflineImage interface {
 // other periodic work. Tick must not block.
 type Ticker interface {
 	Tick(now time.Time)
+}
+
+// CredentialRevoker is an optional Extension capability for credentials
+// kept outside accounts (actors/control's access tokens). System calls
+// RevokeUserCredentials when a change ends every session of a user (a new
+// password, role or licence; LogoutAll), once that change is durable and,
+// in a cluster, still under the user's lock; the change's call returns
+// only after it, with its error (the change stands; the same call again
+// revokes again). It must be idempotent.
+type CredentialRevoker interface {
+	RevokeUserCredentials(ctx context.Context, user uuid.UUID) error
+}
+
+// revokeCredentials runs every extension's CredentialRevoker for user.
+func (s *System) revokeCredentials(ctx context.Context, user uuid.UUID) error {
+	for _, x := range s.exts {
+		if r, ok := x.(CredentialRevoker); ok {
+			if err := r.RevokeUserCredentials(ctx, user); err != nil {
+				return fmt.Errorf("%s: %w", x.Name(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // firstExtensionType is the first WAL record type extensions may own.

@@ -90,13 +90,7 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	}
 	created := false
 	defer func() { release(created) }()
-	limit, ok := s.cfg.Plans[k.Owner.Plan]
-	if !ok {
-		limit = s.cfg.Plans[PlanStandard]
-	}
-	if k.Owner.KeyRateLimit > 0 { // an admin's limit for this user's keys
-		limit = k.Owner.KeyRateLimit
-	}
+	limit := newKeyLimit(s.cfg.Plans, k.Owner.Plan, k.Owner.KeyRateLimit)
 	secret, h, err := newSecretHash()
 	if err != nil {
 		return KeyInfo{}, "", err
@@ -139,6 +133,19 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 		return KeyInfo{}, "", fmt.Errorf("create key: %w", err)
 	}
 	return r.info, secret, nil
+}
+
+// newKeyLimit is the per-hour limit of a new key of a user on plan with
+// key limit userLimit: an admin's limit for this user's keys, else the
+// plan's.
+func newKeyLimit(plans map[Plan]int64, plan Plan, userLimit int64) int64 {
+	if userLimit > 0 {
+		return userLimit
+	}
+	if l, ok := plans[plan]; ok {
+		return l
+	}
+	return plans[PlanStandard]
 }
 
 func newSecretHash() (string, hash, error) {

@@ -42,9 +42,10 @@ type User struct {
 	LicenseActive bool
 	CreatedAt     time.Time
 	PasswordHash  string
-	// KeyRateLimit caps the per-hour limit of keys the user creates (0:
-	// their plan's limit): an admin's limit outlives the key it was set
-	// on (see UserPatch.KeyRateLimit).
+	// KeyRateLimit is the per-hour limit of keys the user creates (0:
+	// their plan's limit): set by an admin on the user, or lowered by an
+	// admin's lower limit on one of their keys, which so outlives that key
+	// (see UserPatch.KeyRateLimit and KeyRateLimitCap).
 	KeyRateLimit int64
 }
 
@@ -65,6 +66,13 @@ type UserPatch struct {
 	Password      *string
 	// KeyRateLimit sets the user's key limit, 0 back to the plan's.
 	KeyRateLimit *int64
+	// KeyRateLimitCap lowers the user's key limit to it if it is below
+	// the limit their new keys get now (KeyRateLimit, else the plan's); a
+	// value at or above that changes nothing. An admin's limit on one key
+	// sets it: a lower one caps the user's later keys (deleting the key
+	// and creating another does not escape it), a higher one is that
+	// key's alone. Applied after KeyRateLimit and Plan.
+	KeyRateLimitCap *int64
 }
 
 // Session is a logged-in session. Token is the raw cookie value, returned

@@ -100,6 +100,10 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 	if p.KeyRateLimit != nil && (*p.KeyRateLimit < 0 || *p.KeyRateLimit > maxRateLimit) {
 		return User{}, fmt.Errorf("keyRateLimit must be an integer in 0..%d (0: the plan's): %w", maxRateLimit, ErrInvalidArgument)
 	}
+	if p.KeyRateLimitCap != nil && (*p.KeyRateLimitCap < 1 || *p.KeyRateLimitCap > maxRateLimit) {
+		return User{}, fmt.Errorf("rateLimit must be an integer in 1..%d: %w", maxRateLimit, ErrInvalidArgument)
+	}
+	m.keyCap, m.plans = p.KeyRateLimitCap, s.cfg.Plans
 	if p.Plan != nil && !p.Plan.Valid() {
 		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, ErrInvalidArgument)
 	}
@@ -126,6 +130,11 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 	r, err := s.askUser(ctx, m, m.reply)
 	if err != nil {
 		return User{}, fmt.Errorf("update user %s: %w", id, err)
+	}
+	if r.ended { // the sessions ended: the access tokens too
+		if err := s.revokeCredentials(ctx, id); err != nil {
+			return User{}, fmt.Errorf("update user %s: %w", id, err)
+		}
 	}
 	return r.user.user(), nil
 }
@@ -216,7 +225,8 @@ func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (Use
 }
 
 // LogoutAll ends every session of user (after a suspected compromise,
-// from POST /api/auth/logout-all).
+// from POST /api/auth/logout-all) and every other credential of theirs
+// (access tokens: CredentialRevoker).
 func (s *System) LogoutAll(ctx context.Context, user uuid.UUID) error {
 	unlock, err := s.lockEntity(ctx, "user/"+user.String())
 	if err != nil {
@@ -224,8 +234,13 @@ func (s *System) LogoutAll(ctx context.Context, user uuid.UUID) error {
 	}
 	defer unlock()
 	reply := make(chan userReply, 1)
-	_, err = s.askUser(ctx, logoutAll{user: user, reply: reply}, reply)
-	return err
+	if _, err = s.askUser(ctx, logoutAll{user: user, reply: reply}, reply); err != nil {
+		return err
+	}
+	if err := s.revokeCredentials(ctx, user); err != nil {
+		return fmt.Errorf("logout all: %w", err)
+	}
+	return nil
 }
 
 // Authenticate resolves a session token to its user. ErrSessionInvalid if

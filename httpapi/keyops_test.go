@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -221,4 +222,60 @@ func TestAdminKeyLimitOutlivesKey(t *testing.T) {
 		t.Errorf("after the admin cleared it, a new key = rateLimit %v, want the plan's", got)
 	}
 	mustStatus(t, w.do(t, request{method: "PATCH", path: "/api/users/" + w.alice.ID.String(), body: `{"keyRateLimit":-1}`, cookie: w.adminCk}), 400, "VALIDATION_ERROR")
+}
+
+// TestAdminKeyLimitRaiseIsThatKeys (issue 31): an admin's higher limit on
+// one key (a load test) is that key's alone: the user's later keys keep
+// their limit; a lower one still caps them, and a higher one after it
+// does not lift the cap.
+func TestAdminKeyLimitRaiseIsThatKeys(t *testing.T) {
+	w := newWorld(t)
+	limitOf := func(id uuid.UUID) any {
+		t.Helper()
+		r := w.do(t, request{method: "GET", path: "/api/keys/" + id.String(), cookie: w.aliceCk})
+		mustStatus(t, r, 200, "")
+		return r.json["key"].(map[string]any)["rateLimit"]
+	}
+	keyLimit := func() any {
+		t.Helper()
+		r := w.do(t, request{method: "GET", path: "/api/users", cookie: w.adminCk})
+		mustStatus(t, r, 200, "")
+		for _, u := range r.json["users"].([]any) {
+			if u := u.(map[string]any); u["id"] == w.alice.ID.String() {
+				return u["keyRateLimit"]
+			}
+		}
+		t.Fatal("alice not listed")
+		return nil
+	}
+	patch := func(id uuid.UUID, limit int) {
+		t.Helper()
+		mustStatus(t, w.do(t, request{method: "PATCH", path: "/api/keys/" + id.String(), body: fmt.Sprintf(`{"rateLimit":%d}`, limit), cookie: w.adminCk}), 200, "")
+	}
+	plan, _ := w.createKey(t, w.aliceCk, "before")
+	planLimit := limitOf(plan)
+	load, _ := w.createKey(t, w.aliceCk, "load test")
+	patch(load, 1_000_000)
+	if got := limitOf(load); got != 1_000_000.0 {
+		t.Errorf("the raised key = rateLimit %v, want 1000000", got)
+	}
+	if got := keyLimit(); got != nil {
+		t.Errorf("alice's keyRateLimit after a raise = %v, want null", got)
+	}
+	later, _ := w.createKey(t, w.aliceCk, "later")
+	if got := limitOf(later); got != planLimit {
+		t.Errorf("a key created after the raise = rateLimit %v, want the plan's %v", got, planLimit)
+	}
+	patch(later, 10)
+	patch(plan, 500)
+	if got := keyLimit(); got != 10.0 {
+		t.Errorf("alice's keyRateLimit after a lower then a higher limit = %v, want 10", got)
+	}
+	last, _ := w.createKey(t, w.aliceCk, "last")
+	if got := limitOf(last); got != 10.0 {
+		t.Errorf("a key after the lowered limit = rateLimit %v, want 10", got)
+	}
+	if got := limitOf(plan); got != 500.0 {
+		t.Errorf("the key raised to 500 = rateLimit %v", got)
+	}
 }

@@ -208,9 +208,10 @@ func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 		return err
 	}
 	if p.RateLimit != nil && k.Owner != u.ID {
-		// An admin's limit on a user's key is the user's key limit from now
-		// on: deleting the key and creating another does not escape it.
-		if _, err := s.users.UpdateUser(ctx, k.Owner, actors.UserPatch{KeyRateLimit: p.RateLimit}); err != nil {
+		// An admin's lower limit on a user's key caps the user's later keys
+		// (deleting the key and creating another does not escape it); a
+		// higher one is this key's alone (KeyRateLimitCap).
+		if _, err := s.users.UpdateUser(ctx, k.Owner, actors.UserPatch{KeyRateLimitCap: p.RateLimit}); err != nil {
 			return err
 		}
 	}

@@ -98,7 +98,9 @@ type tokenRequest struct {
 
 // createToken: POST /api/tokens {name, scopes, expiresAt?, userId?}. The
 // scopes may not exceed the user's role, nor, for a request made with a
-// token, that token's own scopes; userId (another user) needs admin.
+// token, that token's own scopes; nor may its expiry exceed that token's
+// (absent: the same), and revoking that token revokes this one too.
+// userId (another user) needs admin.
 func (s *Server) createToken(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
 	if s.ctl == nil {
 		return errNoControl
@@ -154,7 +156,11 @@ func (s *Server) createToken(ctx context.Context, rc *fasthttp.RequestCtx, u act
 			return &apiError{fasthttp.StatusForbidden, codeInsufficientScope, "a token cannot create a token with more scopes than its own"}
 		}
 	}
-	t, secret, err := s.ctl.CreateToken(ctx, control.NewToken{UserID: owner.ID, Name: name, Scopes: scopes, ExpiresAt: exp})
+	nt := control.NewToken{UserID: owner.ID, Name: name, Scopes: scopes, ExpiresAt: exp}
+	if viaToken {
+		nt.Parent = caller.ID // expires no later than the caller's token, dies with it
+	}
+	t, secret, err := s.ctl.CreateToken(ctx, nt)
 	if err != nil {
 		return err
 	}

@@ -117,11 +117,15 @@ func TestTokenRules(t *testing.T) {
 		mustStatus(t, r, 401, codeInvalidToken)
 	}
 
-	// A demoted admin's admin token grants nothing more.
+	// A demoted admin's admin token is revoked with the role (and so is
+	// the token it minted for bob).
 	if _, err := w.sys.UpdateUser(context.Background(), w.admin.ID, actors.UserPatch{Role: ptr(actors.RoleUser)}); err != nil {
 		t.Fatal(err)
 	}
-	mustStatus(t, w.do(t, request{method: "GET", path: "/api/users", headers: bearer(adminTok)}), 403, codeInsufficientScope)
+	w.sys.clk.Advance(time.Hour) // past the wait the bad tokens above earned
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/users", headers: bearer(adminTok)}), 401, codeInvalidToken)
+	w.sys.clk.Advance(time.Hour) // that failure renewed the wait
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", headers: bearer(forBob.json["token"].(string))}), 401, codeInvalidToken)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -143,9 +147,12 @@ func TestTokenExpiresAndBadTokensThrottled(t *testing.T) {
 	if last.json["retryAfter"] == nil || last.headers["Retry-After"] == "" {
 		t.Errorf("429 without retryAfter: %v %s", last.headers, last.body)
 	}
-	// The client is slowed: even a good token waits now.
-	mustStatus(t, w.do(t, request{method: "GET", path: "/api/keys", headers: bearer(good)}), 429, codeRateLimited)
+	// Only the bad tokens wait: a valid token from the same address (the
+	// rest of a team behind one NAT) passes, and the bad ones still wait.
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/keys", headers: bearer(good)}), 200, "")
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/keys", headers: bearer(tok)}), 429, codeRateLimited)
 	w.sys.clk.Advance(time.Hour)
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/keys", headers: bearer(tok)}), 401, codeTokenExpired)
 	mustStatus(t, w.do(t, request{method: "GET", path: "/api/keys", headers: bearer(good)}), 200, "")
 }
 
@@ -209,9 +216,114 @@ func TestKeyServiceWithTokenOnly(t *testing.T) {
 	mustStatus(t, dev("GET", "/api/keys/"+keyID, ""), 404, codeKeyNotFound)
 	mustStatus(t, admin("DELETE", "/api/services/other", ""), 200, "")
 	mustStatus(t, admin("GET", "/metrics", ""), 200, "")
+	// A token revokes itself; logout-all ends every token of the user.
+	self := dev("POST", "/api/tokens", `{"name":"self","scopes":["write"]}`)
+	mustStatus(t, self, 201, "")
+	selfTok := self.json["token"].(string)
+	mustStatus(t, e.do(t, request{method: "DELETE", path: "/api/tokens/" + self.json["id"].(string), headers: bearer(selfTok)}), 200, "")
+	mustStatus(t, e.do(t, request{method: "GET", path: "/api/keys", headers: bearer(selfTok)}), 401, codeInvalidToken)
 	mustStatus(t, dev("POST", "/api/auth/logout-all", ""), 200, "")
-	l := dev("GET", "/api/tokens", "")
-	mustStatus(t, l, 200, "")
-	mustStatus(t, dev("DELETE", "/api/tokens/"+l.json["tokens"].([]any)[0].(map[string]any)["id"].(string), ""), 200, "")
 	mustStatus(t, dev("GET", "/api/keys", ""), 401, codeInvalidToken)
+}
+
+// TestTokenMintedByToken (issue 31): a token minted with a token cannot
+// outlive it (its expiry when it asks for none, 400 for a later one) and
+// dies with it, also when minted for another user.
+func TestTokenMintedByToken(t *testing.T) {
+	w := newWorld(t)
+	exp := w.sys.clk.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	parent := w.newToken(t, w.aliceCk, `{"name":"p","scopes":["write"],"expiresAt":"`+exp.Format(time.RFC3339)+`"}`)
+	child := w.do(t, request{method: "POST", path: "/api/tokens", headers: bearer(parent), body: `{"name":"c","scopes":["write"]}`})
+	mustStatus(t, child, 201, "")
+	if child.json["expiresAt"] != exp.Format(time.RFC3339) {
+		t.Errorf("a child asking no expiry expires %v, want its parent's %s", child.json["expiresAt"], exp.Format(time.RFC3339))
+	}
+	later := exp.Add(24 * time.Hour).Format(time.RFC3339)
+	r := w.do(t, request{method: "POST", path: "/api/tokens", headers: bearer(parent), body: `{"name":"c","scopes":["read"],"expiresAt":"` + later + `"}`})
+	mustStatus(t, r, 400, codeValidation)
+	if !strings.Contains(string(r.body), "expiresAt") {
+		t.Errorf("400 does not name expiresAt: %s", r.body)
+	}
+	grandchild := w.newTokenWith(t, bearer(child.json["token"].(string)), `{"name":"g","scopes":["read"]}`)
+	sibling := w.newToken(t, w.aliceCk, `{"name":"s","scopes":["read"]}`) // a session's: no parent
+
+	// An admin's token minting for bob: bob's token dies with the admin's.
+	adminTok := w.newToken(t, w.adminCk, `{"name":"ops","scopes":["admin"]}`)
+	forBob := w.newTokenWith(t, bearer(adminTok), `{"name":"bob-ci","scopes":["read"],"userId":"`+w.bob.ID.String()+`"}`)
+
+	l := w.do(t, request{method: "GET", path: "/api/tokens", cookie: w.aliceCk})
+	mustStatus(t, l, 200, "")
+	for _, x := range l.json["tokens"].([]any) {
+		if tk := x.(map[string]any); tk["name"] == "p" {
+			mustStatus(t, w.do(t, request{method: "DELETE", path: "/api/tokens/" + tk["id"].(string), cookie: w.aliceCk}), 200, "")
+		}
+	}
+	for _, tok := range []string{parent, child.json["token"].(string), grandchild} {
+		mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", headers: bearer(tok)}), 401, codeInvalidToken)
+	}
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", headers: bearer(sibling)}), 200, "")
+	l = w.do(t, request{method: "GET", path: "/api/tokens", cookie: w.aliceCk})
+	if n := len(l.json["tokens"].([]any)); n != 1 {
+		t.Errorf("alice holds %d tokens after revoking the parent, want 1: %s", n, l.body)
+	}
+
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", headers: bearer(forBob)}), 200, "")
+	l = w.do(t, request{method: "GET", path: "/api/tokens", cookie: w.adminCk})
+	mustStatus(t, w.do(t, request{method: "DELETE", path: "/api/tokens/" + l.json["tokens"].([]any)[0].(map[string]any)["id"].(string), cookie: w.adminCk}), 200, "")
+	mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", headers: bearer(forBob)}), 401, codeInvalidToken)
+}
+
+// newTokenWith creates a token through the API with the headers of another
+// credential (a token) and returns it.
+func (e *testEnv) newTokenWith(tb testing.TB, headers []string, body string) string {
+	tb.Helper()
+	r := e.do(tb, request{method: "POST", path: "/api/tokens", headers: headers, body: body})
+	mustStatus(tb, r, 201, "")
+	return r.json["token"].(string)
+}
+
+// TestAccountRecoveryEndsTokens (issue 31): a password reset, a role or
+// licence change and logout-all end the user's access tokens with their
+// sessions; another change, and other users' tokens, leave them.
+func TestAccountRecoveryEndsTokens(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	bobTok := w.newToken(t, w.bobCk, `{"name":"bob","scopes":["read"]}`)
+	tests := []struct {
+		name    string
+		req     func() request
+		revokes bool
+	}{
+		{"plan", func() request {
+			return request{method: "PATCH", path: "/api/users/" + w.alice.ID.String(), cookie: w.adminCk, body: `{"plan":"premium"}`}
+		}, false},
+		{"logout-all", func() request {
+			return request{method: "POST", path: "/api/auth/logout-all", cookie: w.aliceCk}
+		}, true},
+		{"password reset", func() request {
+			return request{method: "PATCH", path: "/api/users/" + w.alice.ID.String(), cookie: w.adminCk, body: `{"password":"a-new-password"}`}
+		}, true},
+		{"role", func() request {
+			return request{method: "PATCH", path: "/api/users/" + w.alice.ID.String(), cookie: w.adminCk, body: `{"role":"admin"}`}
+		}, true},
+		{"licence", func() request {
+			return request{method: "PATCH", path: "/api/users/" + w.alice.ID.String(), cookie: w.adminCk, body: `{"licenseActive":false}`}
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, tok, err := w.sys.ctl.CreateToken(ctx, control.NewToken{UserID: w.alice.ID, Name: tt.name, Scopes: []control.Scope{control.ScopeRead}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustStatus(t, w.do(t, tt.req()), 200, "")
+			want, code := 200, ""
+			if tt.revokes {
+				want, code = 401, codeInvalidToken
+			}
+			mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", headers: bearer(tok)}), want, code)
+			mustStatus(t, w.do(t, request{method: "GET", path: "/api/auth/me", headers: bearer(bobTok)}), 200, "")
+			w.sys.clk.Advance(time.Hour) // no bad-token wait carried into the next case
+		})
+	}
 }

@@ -109,6 +109,8 @@ type Token struct {
 	CreatedAt  time.Time
 	ExpiresAt  time.Time // zero: never
 	LastUsedAt time.Time // zero: never used
+	// Parent is the token that minted this one (uuid.Nil: a session did).
+	Parent uuid.UUID
 }
 
 // Grants reports whether one of t's scopes grants need.
@@ -122,12 +124,16 @@ func (t Token) Grants(need Scope) bool {
 }
 
 // NewToken is the input of CreateToken; the caller has checked that the
-// scopes do not exceed the user's role.
+// scopes do not exceed the user's role, nor Parent's scopes.
 type NewToken struct {
 	UserID    uuid.UUID
 	Name      string
 	Scopes    []Scope
-	ExpiresAt time.Time // zero: never
+	ExpiresAt time.Time // zero: never (or Parent's expiry)
+	// Parent is the token the request that mints this one came with
+	// (uuid.Nil: a session, or the operator). The new token expires no
+	// later than Parent and dies with it (see RevokeToken).
+	Parent uuid.UUID
 }
 
 // Service is a proxied service created through the API. In a View its

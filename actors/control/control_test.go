@@ -130,15 +130,109 @@ func TestBadTokensThrottled(t *testing.T) {
 		}
 	}
 	var te *ThrottledError
-	if _, err := ctl().CheckToken(ctx, good, "198.51.100.9"); !errors.As(err, &te) || te.RetryAfter <= 0 {
+	if _, err := ctl().CheckToken(ctx, bad, "198.51.100.9"); !errors.As(err, &te) || te.RetryAfter <= 0 {
 		t.Fatalf("after %d bad tokens: %v, want throttled", freeFailures, err)
 	}
-	if _, err := ctl().CheckToken(ctx, good, "198.51.100.10"); err != nil {
+	// Only failures wait: a valid token from the same address (another
+	// client behind the same NAT) passes, and does not end the wait.
+	if _, err := ctl().CheckToken(ctx, good, "198.51.100.9"); err != nil {
+		t.Errorf("a valid token from a throttled address: %v", err)
+	}
+	if _, err := ctl().CheckToken(ctx, bad, "198.51.100.9"); !errors.As(err, &te) {
+		t.Errorf("a bad token after a good one: %v, want still throttled", err)
+	}
+	if _, err := ctl().CheckToken(ctx, bad, "198.51.100.10"); !errors.Is(err, ErrTokenInvalid) || errors.As(err, &te) {
 		t.Errorf("another client: %v", err)
 	}
 	n.Clock.Advance(2 * time.Second)
-	if _, err := ctl().CheckToken(ctx, good, "198.51.100.9"); err != nil {
-		t.Errorf("after the wait: %v", err)
+	if _, err := ctl().CheckToken(ctx, bad, "198.51.100.9"); !errors.Is(err, ErrTokenInvalid) || errors.As(err, &te) {
+		t.Errorf("after the wait: %v, want invalid, not throttled", err)
+	}
+}
+
+// TestTokenLineage: a token minted by a token expires no later than it
+// (its expiry when none is asked for), cannot ask for a later one, and
+// dies with it, whoever holds it: revoked with it (durably, in one write)
+// or, should a parent go without its children (a revocation on another
+// node racing a mint), refused at use.
+func TestTokenLineage(t *testing.T) {
+	n, ctl := node(t)
+	ctx := actorstest.Ctx(t)
+	alice, bob := uuid.New(), uuid.New()
+	exp := n.Clock.Now().Add(time.Hour).Truncate(time.Second).UTC()
+	mint := func(user, parent uuid.UUID, expires time.Time) (Token, string) {
+		t.Helper()
+		tk, secret, err := ctl().CreateToken(ctx, NewToken{UserID: user, Name: "t", Scopes: []Scope{ScopeRead}, ExpiresAt: expires, Parent: parent})
+		if err != nil {
+			t.Fatalf("CreateToken(parent %s) = %v", parent, err)
+		}
+		return tk, secret
+	}
+	root, rootSecret := mint(alice, uuid.Nil, exp)
+	child, childSecret := mint(alice, root.ID, time.Time{})
+	if !child.ExpiresAt.Equal(exp) || child.Parent != root.ID {
+		t.Errorf("child expires %v (parent %s), want the parent's %v", child.ExpiresAt, child.Parent, exp)
+	}
+	if _, _, err := ctl().CreateToken(ctx, NewToken{UserID: alice, Name: "t", Scopes: []Scope{ScopeRead}, ExpiresAt: exp.Add(time.Second), Parent: root.ID}); !errors.Is(err, actors.ErrInvalidArgument) {
+		t.Errorf("a child outliving its parent: %v, want ErrInvalidArgument", err)
+	}
+	early := exp.Add(-time.Minute)
+	if tk, _ := mint(alice, root.ID, early); !tk.ExpiresAt.Equal(early) {
+		t.Errorf("an earlier expiry = %v, want %v", tk.ExpiresAt, early)
+	}
+	_, grandSecret := mint(bob, child.ID, time.Time{}) // another user's (an admin's token minting for bob)
+	other, otherSecret := mint(alice, uuid.Nil, time.Time{})
+	forever, _ := mint(alice, other.ID, time.Time{})
+	if !forever.ExpiresAt.IsZero() {
+		t.Errorf("child of a token that never expires expires %v", forever.ExpiresAt)
+	}
+
+	if err := ctl().RevokeToken(ctx, root.ID, alice); err != nil {
+		t.Fatal(err)
+	}
+	n.Restart() // one durable write
+	for _, s := range []string{rootSecret, childSecret, grandSecret} {
+		if _, err := ctl().CheckToken(ctx, s, "192.0.2.1"); !errors.Is(err, ErrTokenInvalid) {
+			t.Errorf("a token of the revoked lineage: %v, want ErrTokenInvalid", err)
+		}
+	}
+	if _, err := ctl().CheckToken(ctx, otherSecret, "192.0.2.2"); err != nil {
+		t.Errorf("an unrelated token: %v", err)
+	}
+	if _, _, err := ctl().CreateToken(ctx, NewToken{UserID: alice, Name: "t", Scopes: []Scope{ScopeRead}, Parent: root.ID}); !errors.Is(err, ErrTokenInvalid) {
+		t.Errorf("minting from a revoked token: %v, want ErrTokenInvalid", err)
+	}
+
+	// A parent deleted alone (as a delete applied from another node that
+	// did not see the child yet): the child is refused at use.
+	lone, _ := mint(alice, other.ID, time.Time{})
+	_, loneChildSecret := mint(alice, lone.ID, time.Time{})
+	if _, err := call(ctx, ctl(), func(a *ctlActor) (struct{}, error) {
+		return struct{}{}, a.commit(deleted(kindToken, lone.ID.String()))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl().CheckToken(ctx, loneChildSecret, "192.0.2.3"); !errors.Is(err, ErrTokenInvalid) {
+		t.Errorf("a token whose parent is gone: %v, want ErrTokenInvalid", err)
+	}
+
+	// A user's tokens all go, with the ones they minted for others.
+	_, bobsSecret := mint(bob, other.ID, time.Time{})
+	_, bobsOwnSecret := mint(bob, uuid.Nil, time.Time{})
+	if err := ctl().RevokeUserTokens(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := ctl().ListTokens(ctx, alice); err != nil || len(ts) != 0 {
+		t.Errorf("alice's tokens after RevokeUserTokens: %+v, %v", ts, err)
+	}
+	if _, err := ctl().CheckToken(ctx, bobsSecret, "192.0.2.4"); !errors.Is(err, ErrTokenInvalid) {
+		t.Errorf("bob's token minted by alice's: %v, want ErrTokenInvalid", err)
+	}
+	if _, err := ctl().CheckToken(ctx, bobsOwnSecret, "192.0.2.4"); err != nil {
+		t.Errorf("bob's own token: %v", err)
+	}
+	if err := ctl().RevokeUserTokens(ctx, alice); err != nil {
+		t.Errorf("RevokeUserTokens again (none left) = %v", err)
 	}
 }
 
@@ -340,4 +434,61 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAccountRecoveryRevokesTokens: whatever ends a user's sessions (a new
+// password, role or licence; logout-all) revokes their access tokens too,
+// durably, through actors.System's CredentialRevoker hook; other changes
+// and other users' tokens are left alone.
+func TestAccountRecoveryRevokesTokens(t *testing.T) {
+	n, ctl := node(t)
+	ctx := actorstest.Ctx(t)
+	u, err := n.Sys.CreateUser(ctx, actors.NewUser{Email: "a@example.com", Password: "password123", LicenseActive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := n.Sys.CreateUser(ctx, actors.NewUser{Email: "b@example.com", Password: "password123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherSecret, err := ctl().CreateToken(ctx, NewToken{UserID: other.ID, Name: "b", Scopes: []Scope{ScopeRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, plan, role, off := "another-password", actors.PlanPremium, actors.RoleAdmin, false
+	tests := []struct {
+		name    string
+		change  func() error
+		revokes bool
+	}{
+		{"plan", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{Plan: &plan}); return err }, false},
+		{"same licence", func() error {
+			on := true
+			_, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{LicenseActive: &on})
+			return err
+		}, false},
+		{"password", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{Password: &pw}); return err }, true},
+		{"role", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{Role: &role}); return err }, true},
+		{"licence", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{LicenseActive: &off}); return err }, true},
+		{"logout-all", func() error { return n.Sys.LogoutAll(ctx, u.ID) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, secret, err := ctl().CreateToken(ctx, NewToken{UserID: u.ID, Name: tt.name, Scopes: []Scope{ScopeRead}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.change(); err != nil {
+				t.Fatal(err)
+			}
+			n.Restart() // revoked durably, before the change's call returned
+			_, err = ctl().CheckToken(ctx, secret, "192.0.2.1")
+			if tt.revokes != errors.Is(err, ErrTokenInvalid) || !tt.revokes && err != nil {
+				t.Errorf("token after the %s change: %v, want revoked %v", tt.name, err, tt.revokes)
+			}
+			if _, err := ctl().CheckToken(ctx, otherSecret, "192.0.2.2"); err != nil {
+				t.Errorf("another user's token: %v", err)
+			}
+		})
+	}
 }

@@ -26,6 +26,8 @@ func TestGolden(t *testing.T) {
 	}{
 		{"200_saved_token", saved(kindToken, id.String(), tokenRec{ID: id, UserID: user, Name: "ci", Scopes: []Scope{ScopeRead, ScopeWrite},
 			Hash: hashOf("svc_pat_" + "0123456789abcdefghijABCDEFGHIJ01"), CreatedAt: 1795600000, ExpiresAt: 1795700000, LastUsed: 1795600060})},
+		{"200_saved_token_parent", saved(kindToken, user.String(), tokenRec{ID: user, UserID: user, Name: "minted", Scopes: []Scope{ScopeRead},
+			Hash: hashOf("svc_pat_" + "0123456789abcdefghijABCDEFGHIJ02"), CreatedAt: 1795600000, ExpiresAt: 1795700000, Parent: id})},
 		{"200_saved_service", saved(kindService, "billing", serviceRec{Name: "billing", Upstream: "http://10.0.0.5:9000/base",
 			Headers: map[string][]byte{"X-Upstream-Token": {1, 2, 3, 4}}, TimeoutMs: 2000, MaxConns: 16, Enabled: true,
 			Description: "billing API", CreatedAt: 1795600000000000000, UpdatedAt: 1795600000000000001})},

@@ -43,6 +43,10 @@ type tokenRec struct {
 	CreatedAt int64     `json:"created_at"`
 	ExpiresAt int64     `json:"expires_at,omitempty"` // 0: never
 	LastUsed  int64     `json:"last_used_at,omitempty"`
+	// Parent is the token that minted this one (absent: a session did,
+	// or the token predates the field). A token is usable only while its
+	// parent is, and never expires after it.
+	Parent uuid.UUID `json:"parent,omitzero"`
 }
 
 // serviceRec is the durable form of a service; header values are sealed.

@@ -82,6 +82,69 @@ func (s *state) apply(e event) error {
 	return nil
 }
 
+// usable reports whether t (nil: no such token) may be used at now:
+// ErrTokenInvalid if it or a token up its chain of parents is gone,
+// ErrTokenExpired if one of them has expired. The chain is at most as
+// long as there are tokens (a corrupt cycle ends there).
+func (s *state) usable(t *tokenRec, now int64) error {
+	for range len(s.tokens) + 1 {
+		switch {
+		case t == nil:
+			return ErrTokenInvalid
+		case t.ExpiresAt != 0 && t.ExpiresAt <= now:
+			return ErrTokenExpired
+		case t.Parent == uuid.Nil:
+			return nil
+		}
+		t = s.tokens[t.Parent]
+	}
+	return ErrTokenInvalid
+}
+
+// expiry is the time t stops working, Unix seconds (0: never): the
+// earliest expiry on its chain of parents.
+func (s *state) expiry(t *tokenRec) int64 {
+	exp := int64(0)
+	for range len(s.tokens) + 1 {
+		if t == nil {
+			break
+		}
+		if t.ExpiresAt != 0 && (exp == 0 || t.ExpiresAt < exp) {
+			exp = t.ExpiresAt
+		}
+		t = s.tokens[t.Parent]
+	}
+	return exp
+}
+
+// lineage returns the ids of the tokens minted by the tokens in roots,
+// and by those, in turn, without roots themselves; sorted, so that the
+// records deleting them are the same on every node.
+func (s *state) lineage(roots ...uuid.UUID) []uuid.UUID {
+	children := map[uuid.UUID][]uuid.UUID{}
+	for id, t := range s.tokens {
+		if t.Parent != uuid.Nil {
+			children[t.Parent] = append(children[t.Parent], id)
+		}
+	}
+	seen := map[uuid.UUID]bool{}
+	for _, r := range roots {
+		seen[r] = true
+	}
+	var out []uuid.UUID
+	for queue := slices.Clone(roots); len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+				queue = append(queue, c)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return out
+}
+
 // sectionJSON is the snapshot section (version 1): every entity, sorted,
 // so equal states encode to equal bytes.
 type sectionJSON struct {

@@ -9,11 +9,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"gatehouse/actors"
 )
 
 // CreateToken issues a token and returns it with its secret, the only
-// time the secret leaves the system. Errors: ErrInvalidArgument (name,
-// scopes, expiry in the past, too many tokens).
+// time the secret leaves the system. A token minted by a token
+// (nt.Parent) gets the parent's expiry when it asks for none. Errors:
+// ErrInvalidArgument (name, scopes, expiry in the past or after the
+// parent's, too many tokens), ErrTokenInvalid or ErrTokenExpired (the
+// parent is no longer usable).
 func (c *Control) CreateToken(ctx context.Context, nt NewToken) (Token, string, error) {
 	if n := utf8.RuneCountInString(nt.Name); n < 1 || n > maxNameLen {
 		return Token{}, "", invalid("name must be 1-%d characters", maxNameLen)
@@ -39,9 +44,12 @@ func (c *Control) CreateToken(ctx context.Context, nt NewToken) (Token, string, 
 	}
 	rec := tokenRec{
 		ID: uuid.New(), UserID: nt.UserID, Name: nt.Name, Scopes: scopes, Hash: hashOf(secret),
-		CreatedAt: now.Unix(), ExpiresAt: unixOrZero(nt.ExpiresAt),
+		CreatedAt: now.Unix(), ExpiresAt: unixOrZero(nt.ExpiresAt), Parent: nt.Parent,
 	}
 	t, err := call(ctx, c, func(a *ctlActor) (Token, error) {
+		if err := a.boundByParent(&rec); err != nil {
+			return Token{}, err
+		}
 		n := 0
 		for _, t := range a.st.tokens {
 			if t.UserID == rec.UserID {
@@ -60,6 +68,27 @@ func (c *Control) CreateToken(ctx context.Context, nt NewToken) (Token, string, 
 		return Token{}, "", fmt.Errorf("create token: %w", err)
 	}
 	return t, secret, nil
+}
+
+// boundByParent checks that rec's parent (if any) is usable, and bounds
+// rec's expiry by the parent's.
+func (a *ctlActor) boundByParent(rec *tokenRec) error {
+	if rec.Parent == uuid.Nil {
+		return nil
+	}
+	p := a.st.tokens[rec.Parent]
+	if err := a.st.usable(p, a.c.clock.Now().Unix()); err != nil {
+		return err
+	}
+	switch exp := a.st.expiry(p); {
+	case exp == 0:
+	case rec.ExpiresAt == 0:
+		rec.ExpiresAt = exp
+	case rec.ExpiresAt > exp:
+		return invalid("expiresAt must not be later than the expiry of the token that creates it (%s)",
+			time.Unix(exp, 0).UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // ListTokens returns user's tokens, newest first.
@@ -81,46 +110,77 @@ func (c *Control) ListTokens(ctx context.Context, user uuid.UUID) ([]Token, erro
 	})
 }
 
-// RevokeToken deletes token id; owner uuid.Nil revokes anyone's (an
-// admin), else only owner's. ErrTokenNotFound otherwise. The next request
-// with it fails.
+// RevokeToken deletes token id and every token it minted, and those
+// minted in turn (whoever holds them), in one write; owner uuid.Nil
+// revokes anyone's (an admin), else only owner's. ErrTokenNotFound
+// otherwise. The next request with any of them fails.
 func (c *Control) RevokeToken(ctx context.Context, id, owner uuid.UUID) error {
 	_, err := call(ctx, c, func(a *ctlActor) (struct{}, error) {
 		t, ok := a.st.tokens[id]
 		if !ok || (owner != uuid.Nil && t.UserID != owner) {
 			return struct{}{}, ErrTokenNotFound
 		}
-		delete(a.lastSeen, id)
-		return struct{}{}, a.commit(deleted(kindToken, id.String()))
+		return struct{}{}, a.revoke([]uuid.UUID{id})
 	})
 	return err
 }
 
+// RevokeUserTokens deletes every token of user and every token those
+// minted, in one write (a password reset, a role or licence change,
+// logout-all: see actors.CredentialRevoker). None is not an error.
+func (c *Control) RevokeUserTokens(ctx context.Context, user uuid.UUID) error {
+	_, err := call(ctx, c, func(a *ctlActor) (struct{}, error) {
+		var ids []uuid.UUID
+		for id, t := range a.st.tokens {
+			if t.UserID == user {
+				ids = append(ids, id)
+			}
+		}
+		slices.SortFunc(ids, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+		return struct{}{}, a.revoke(ids)
+	})
+	if err != nil {
+		return fmt.Errorf("revoke access tokens of user %s: %w", user, err)
+	}
+	return nil
+}
+
+// revoke deletes the tokens ids and their lineage in one commit.
+func (a *ctlActor) revoke(ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	all := append(slices.Clone(ids), a.st.lineage(ids...)...)
+	evs := make([]event, len(all))
+	for i, id := range all {
+		evs[i] = deleted(kindToken, id.String())
+	}
+	return a.commit(evs...)
+}
+
 // CheckToken resolves a presented token for a client at ip and records
-// its use. Errors: ErrTokenInvalid (malformed, unknown, revoked),
-// ErrTokenExpired, a *ThrottledError once ip sent too many bad tokens.
-// The secret is hashed here and never kept.
+// its use. Errors: ErrTokenInvalid (malformed, unknown, revoked, or
+// minted by a token that is gone), ErrTokenExpired, a *ThrottledError
+// instead of either once ip sent too many bad tokens. The token is looked
+// up first: a valid one passes whatever else its address sent, so one
+// misconfigured client behind a NAT does not lock out the others. The
+// secret is hashed here and never kept.
 func (c *Control) CheckToken(ctx context.Context, secret, ip string) (Token, error) {
 	h := hashOf(secret)
 	formed := WellFormed(secret)
 	return call(ctx, c, func(a *ctlActor) (Token, error) {
 		now := a.c.clock.Now().Unix()
-		f := a.failures[ip]
-		if w := f.wait(now); w > 0 {
-			return Token{}, &ThrottledError{RetryAfter: w}
-		}
 		id, ok := a.st.byHash[h]
 		var t *tokenRec
 		if ok && formed {
 			t = a.st.tokens[id]
 		}
-		switch {
-		case t == nil:
+		if err := a.st.usable(t, now); err != nil {
+			if w := a.failures[ip].wait(now); w > 0 {
+				return Token{}, &ThrottledError{RetryAfter: w}
+			}
 			a.fail(ip, now)
-			return Token{}, ErrTokenInvalid
-		case t.ExpiresAt != 0 && t.ExpiresAt <= now:
-			a.fail(ip, now)
-			return Token{}, ErrTokenExpired
+			return Token{}, err
 		}
 		a.lastSeen[id] = now
 		if now-t.LastUsed >= lastUsedPeriod {
@@ -142,6 +202,7 @@ func (a *ctlActor) token(t *tokenRec) Token {
 	return Token{
 		ID: t.ID, UserID: t.UserID, Name: t.Name, Scopes: slices.Clone(t.Scopes),
 		CreatedAt: time.Unix(t.CreatedAt, 0).UTC(), ExpiresAt: timeOrZero(t.ExpiresAt), LastUsedAt: timeOrZero(last),
+		Parent: t.Parent,
 	}
 }
 
@@ -178,4 +239,11 @@ func (a *ctlActor) sweep(now int64) {
 			delete(a.failures, ip)
 		}
 	}
+}
+
+var _ actors.CredentialRevoker = (*Control)(nil)
+
+// RevokeUserCredentials is RevokeUserTokens, for actors.System.
+func (c *Control) RevokeUserCredentials(ctx context.Context, user uuid.UUID) error {
+	return c.RevokeUserTokens(ctx, user)
 }
