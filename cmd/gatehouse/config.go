@@ -76,6 +76,11 @@ type fileConfig struct {
 		// authentication, for scrapers; empty: off (on the API listener
 		// /metrics needs an admin session).
 		MetricsAddr string `json:"metrics_addr"`
+		// ServicesAllowLinkLocal lets services created through the API
+		// point at link-local addresses (169.254.0.0/16, fe80::/10: cloud
+		// metadata); config-file services always may. (Not under
+		// "services", whose keys are service names.)
+		ServicesAllowLinkLocal bool `json:"services_allow_link_local"`
 	} `json:"server"`
 	Gateway struct {
 		Host         string `json:"host"`

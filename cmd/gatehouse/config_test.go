@@ -112,6 +112,23 @@ func TestParseServe(t *testing.T) {
 		{name: "bad mcp bound", args: []string{"--gateway-mcp-max-message-bytes", "100"},
 			wantErr: "--gateway-mcp-max-message-bytes=100: gateway.mcp_max_message_bytes must be in 4096..1073741824"},
 		{name: "bad webhook bound", file: `{"gateway":{"webhook_max_in_flight":0}}`, wantErr: "config FILE: gateway.webhook_max_in_flight must be in 1..1000000"},
+		{name: "link-local services off by default", check: func(t *testing.T, c fileConfig) {
+			if c.Server.ServicesAllowLinkLocal {
+				t.Error("server.services_allow_link_local is on by default")
+			}
+		}},
+		{name: "link-local services from the file", file: `{"server":{"services_allow_link_local":true}}`, check: func(t *testing.T, c fileConfig) {
+			if !c.Server.ServicesAllowLinkLocal {
+				t.Error("server.services_allow_link_local: true not read")
+			}
+		}},
+		{name: "link-local services from env", env: map[string]string{"GATEHOUSE_SERVICES_ALLOW_LINK_LOCAL": "true"}, check: func(t *testing.T, c fileConfig) {
+			if !c.Server.ServicesAllowLinkLocal {
+				t.Error("GATEHOUSE_SERVICES_ALLOW_LINK_LOCAL=true not read")
+			}
+		}},
+		{name: "link-local services not a bool", args: []string{"--services-allow-link-local", "yes"},
+			wantErr: "--services-allow-link-local=yes: server.services_allow_link_local must be true or false"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected argument"},
 	}
 	for _, tt := range tests {

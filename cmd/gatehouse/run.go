@@ -392,6 +392,7 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 	hcfg := httpapi.DefaultConfig()
 	hcfg.Host, hcfg.Port = cfg.Server.Host, cfg.Server.Port
 	hcfg.MaxBodyBytes, hcfg.SecureCookies = cfg.Server.MaxBodyBytes, cfg.Server.SecureCookies
+	hcfg.AllowLinkLocal = cfg.Server.ServicesAllowLinkLocal
 	hcfg.GracePeriod, hcfg.RequestTimeout = cfg.Keys.RotationGracePeriod.d, cfg.Server.RequestTimeout.d
 	for name, s := range cfg.Services {
 		hcfg.Services[name] = httpapi.Service{Upstream: s.Upstream, Headers: s.Headers, Timeout: s.Timeout.d, MaxConns: s.MaxConns}
