@@ -72,6 +72,10 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 		return nil, fmt.Errorf("cluster: %w; choose another with --cluster-listen or GATEHOUSE_CLUSTER_LISTEN", err)
 	}
 	c.tr = tr
+	if err := verifyAdvertised(cfg, tlsCfg, tr.Addr()); err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	if err := tr.Handle(replica.Service, c.blobs.serve); err != nil {
 		tr.Close()
 		return nil, fmt.Errorf("cluster: %w", err)

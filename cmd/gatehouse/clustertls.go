@@ -10,6 +10,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -124,11 +125,6 @@ func transportSecurity(cfg clusterConfig, lg *slog.Logger) ([]transport.Option, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster.tls (ca_file %s, cert_file %s, key_file %s): %w", cfg.TLS.CAFile, cfg.TLS.CertFile, cfg.TLS.KeyFile, err)
 	}
-	host, _, _ := net.SplitHostPort(cfg.Listen)
-	if err := t.VerifyHost(advertisedHost(host)); err != nil {
-		return nil, nil, fmt.Errorf("cluster.tls.cert_file %s: the other nodes reach this one at the address cluster.listen %s advertises, "+
-			"which the certificate must name (make it with gatehouse cluster certs --hosts): %w", cfg.TLS.CertFile, cfg.Listen, err)
-	}
 	if left := time.Until(t.NotAfter()); left < 30*24*time.Hour {
 		lg.Warn("cluster certificate expires soon: renew it and restart the nodes one at a time (docs/cluster.md, Trust model)",
 			"cert_file", cfg.TLS.CertFile, "not_after", t.NotAfter().UTC().Format(time.RFC3339))
@@ -136,17 +132,23 @@ func transportSecurity(cfg clusterConfig, lg *slog.Logger) ([]transport.Option, 
 	return []transport.Option{transport.WithTLS(t)}, t, nil
 }
 
-// advertisedHost is the host the transport advertises for listen's host:
-// the transport listens on the address the host resolves to and
-// advertises that IP.
-func advertisedHost(host string) string {
-	if net.ParseIP(host) != nil {
-		return host
+// verifyAdvertised checks that the node certificate names the host of
+// addr, the address the transport advertises (cluster.listen's host,
+// resolved to the IP it listens on): the other nodes check it when they
+// dial. Nothing to check without TLS.
+func verifyAdvertised(cfg clusterConfig, t *transport.TLS, addr string) error {
+	if t == nil {
+		return nil
 	}
-	if addrs, err := net.LookupIP(host); err == nil && len(addrs) > 0 {
-		return addrs[0].String()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("cluster transport address %q: %w", addr, err)
 	}
-	return host
+	if err := t.VerifyHost(host); err != nil {
+		return fmt.Errorf("cluster.tls.cert_file %s: the other nodes reach this one at %s (cluster.listen %s), which the certificate "+
+			"must name (make it with gatehouse cluster certs --hosts): %w", cfg.TLS.CertFile, host, cfg.Listen, err)
+	}
+	return nil
 }
 
 // probeMembers checks, before this node joins, that the live members
@@ -155,15 +157,24 @@ func advertisedHost(host string) string {
 // member can reach. Members out of reach are skipped (a dead member's
 // lease has not run out yet); no member: nothing to probe.
 func probeMembers(ctx context.Context, t *transport.TLS, members []cluster.Member, self string) error {
-	for _, m := range members {
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
 		if m.ID == self || m.Addr == "" {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := t.Probe(pctx, m.Addr)
-		cancel()
-		if errors.Is(err, transport.ErrPeerRefused) {
-			return fmt.Errorf("member %s: %w; every node needs a certificate signed by a CA in every node's cluster.tls.ca_file", m.ID, err)
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := t.Probe(pctx, m.Addr); errors.Is(err, transport.ErrPeerRefused) {
+				errs[i] = fmt.Errorf("member %s: %w; every node needs a certificate signed by a CA in every node's cluster.tls.ca_file", m.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -428,3 +428,37 @@ func TestClusterDocsRecipeTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterTLSFiles: TLS files that could not secure the transport stop
+// the start with an error naming the key and the file: a certificate of
+// another CA than ca_file's, one that does not name the address the node
+// advertises, a missing file.
+func TestClusterTLSFiles(t *testing.T) {
+	own, other := clusterTLS(t, "n1"), otherCA(t, "n1")
+	farDir := t.TempDir()
+	ca := own["ca_file"].(string)
+	if _, err := transport.WriteCerts(farDir, transport.CertOptions{Nodes: []string{"n1"}, Hosts: []string{"10.9.9.9"}, Valid: time.Hour,
+		CAFile: ca, CAKeyFile: filepath.Join(filepath.Dir(ca), "ca-key.pem")}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name          string
+		ca, cert, key string
+		want1, want2  string
+	}{
+		{"another CA", ca, other["cert_file"].(string), other["key_file"].(string), "cluster.tls (ca_file ", "does not chain to the CA in"},
+		{"another host", ca, filepath.Join(farDir, "n1.pem"), filepath.Join(farDir, "n1-key.pem"),
+			"cluster.tls.cert_file " + filepath.Join(farDir, "n1.pem") + ": the other nodes reach this one at 127.0.0.1", "10.9.9.9"},
+		{"no key file", ca, own["cert_file"].(string), filepath.Join(farDir, "none.pem"), "cluster.tls (ca_file ", "none.pem"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runSplit(t, "", []string{"GATEHOUSE_ETCD_ENDPOINTS=" + freeAddr(t), "GATEHOUSE_MASTER_KEY=" + testMasterKey},
+				"serve", "--config", writeConfig(t, t.TempDir(), nil), "--node-id", "n1", "--cluster-listen", "127.0.0.1:0",
+				"--cluster-tls-ca-file", tt.ca, "--cluster-tls-cert-file", tt.cert, "--cluster-tls-key-file", tt.key)
+			if code == 0 || !strings.Contains(stderr, tt.want1) || !strings.Contains(stderr, tt.want2) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %q and %q", code, stderr, tt.want1, tt.want2)
+			}
+		})
+	}
+}

@@ -13,8 +13,9 @@
 // writes them through its own blob.Store.PutRef, which verifies their
 // SHA-256 and fsyncs them, and answers. A node pulls only from current
 // members: a copy request naming an address that is not a live member's
-// is refused (ErrNotMember) and nothing is fetched. Members are asked one
-// at a time, in rendezvous order of the ref (the same order a fetch tries), each first
+// is refused (ErrNotMember) and nothing is fetched (a member that has not
+// heard of a node just joined yet refuses its copies: the uploader asks
+// the next member). Members are asked one at a time, in rendezvous order of the ref (the same order a fetch tries), each first
 // probed with a request bounded by Config.CallTimeout (so a member down
 // costs that, not the whole push), until one answers yes within
 // Config.PushTimeout (and the caller's context). If
