@@ -125,6 +125,16 @@ func clusterConverges(t *testing.T, seed uint64) {
 	}
 	settle(t, log, nodes)
 
+	// Tokens minted from those, on either node, racing their parents'
+	// revocation on the other (issue 31): each must end with its parent.
+	type minted struct {
+		secret string
+		parent int
+	}
+	var mu sync.Mutex
+	var children []minted
+	heir := uuid.New() // another user's: the parent's user holds at most 100
+
 	for round := range 50 {
 		clk.Advance(time.Minute + time.Second) // every token's next use is saved
 		var wg sync.WaitGroup
@@ -133,7 +143,19 @@ func clusterConverges(t *testing.T, seed uint64) {
 				r := rand.New(rand.NewPCG(seed, uint64(round*2+ni)))
 				for i := range 8 {
 					var err error
-					switch r.IntN(5) {
+					switch r.IntN(6) {
+					case 5:
+						p := r.IntN(len(ids))
+						var s string
+						_, s, err = cn.ctl.CreateToken(ctx, NewToken{UserID: heir, Name: "child", Scopes: []Scope{ScopeRead}, Parent: ids[p]})
+						if err == nil {
+							mu.Lock()
+							children = append(children, minted{s, p})
+							mu.Unlock()
+						}
+						if errors.Is(err, actors.ErrInvalidArgument) {
+							err = nil // 100 tokens for heir
+						}
 					case 0, 1:
 						_, err = cn.ctl.CheckToken(ctx, secrets[r.IntN(len(secrets))], "192.0.2.1")
 					case 2:
@@ -176,6 +198,17 @@ func clusterConverges(t *testing.T, seed uint64) {
 		_, errB := nodes[1].ctl.CheckToken(ctx, s, "192.0.2.3")
 		if (errA == nil) != (errB == nil) {
 			t.Errorf("token %d: CheckToken = %v on A, %v on B", i, errA, errB)
+		}
+	}
+	if len(children) == 0 {
+		t.Fatal("no token was minted from another")
+	}
+	for i, c := range children {
+		_, errParent := nodes[0].ctl.CheckToken(ctx, secrets[c.parent], "192.0.2.4")
+		_, errA := nodes[0].ctl.CheckToken(ctx, c.secret, "192.0.2.4")
+		_, errB := nodes[1].ctl.CheckToken(ctx, c.secret, "192.0.2.5")
+		if (errA == nil) != (errB == nil) || errParent != nil && errA == nil {
+			t.Errorf("child %d: CheckToken = %v on A, %v on B; its parent %v", i, errA, errB, errParent)
 		}
 	}
 }
