@@ -105,11 +105,15 @@ func TestCLI(t *testing.T) {
 }
 
 // TestResetPassword: with the server stopped, reset-password sets the
-// admin's password; a lost one is recoverable.
+// admin's password; a lost one is recoverable; the admin's access tokens
+// end with it (issue 31).
 func TestResetPassword(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, nil)
-	startChild(t, cfg).stop(t)
+	c := startChild(t, cfg)
+	var tok struct{ Token string }
+	expect(t, "create token", 201)(newClientLoggedIn(t, c.api, adminEmail, adminPassword).do("POST", "/api/tokens", map[string]any{"name": "ops", "scopes": []string{"admin"}}, nil, &tok))
+	c.stop(t)
 	env := []string{"GATEHOUSE_ADMIN_EMAIL=" + adminEmail, "GATEHOUSE_ADMIN_PASSWORD=a-brand-new-password"}
 	if code, out := runBinary(t, env, "reset-password", "--config", cfg); code != 0 || !strings.Contains(out, "set from GATEHOUSE_ADMIN_PASSWORD") {
 		t.Fatalf("reset-password = %d:\n%s", code, out)
@@ -119,8 +123,9 @@ func TestResetPassword(t *testing.T) {
 		t.Fatalf("generated reset = %d:\n%s", code, out)
 	}
 	generated := strings.TrimSpace(out[strings.LastIndex(out, "(shown once): ")+len("(shown once): "):])
-	c := startChild(t, cfg)
+	c = startChild(t, cfg)
 	newClient(c.api).login(t, adminEmail, generated)
+	expect(t, "a token after the reset", 401)(newClient(c.api).do("GET", "/api/auth/me", nil, map[string]string{"Authorization": "Bearer " + tok.Token}, nil))
 	c.stop(t)
 }
 
