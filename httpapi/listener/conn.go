@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 )
 
@@ -28,18 +31,77 @@ const (
 	lingerMax = 64 << 20
 )
 
-// gracefulListener hands out gracefulConns for TCP connections.
+// gracefulListener hands out gracefulConns for TCP connections, holds
+// them to its budget and retries Accept when the process is out of file
+// descriptors (limit.go).
 type gracefulListener struct {
 	net.Listener
 	lingering *lingerSet
+	conns     *Conns // nil: no caps
+	m         connMetrics
+	lg        *slog.Logger
+
+	closeOnce      sync.Once
+	closed         chan struct{} // closed by Close: ends a retry pause
+	refusing       chan struct{} // a slot per refused connection draining
+	lastRefusalLog atomic.Int64  // unix seconds
 }
 
-func (g gracefulListener) Accept() (net.Conn, error) {
-	c, err := g.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok && err == nil {
-		return &gracefulConn{TCPConn: tc, set: g.lingering}, nil
+// newGracefulListener wraps ln (with its budget, if Conns.Limit marked
+// it); m nil: metrics not exported, lg nil: no logs.
+func newGracefulListener(ln net.Listener, lingering *lingerSet, m *metrics, name string, lg *slog.Logger) *gracefulListener {
+	if m == nil {
+		m, _ = newMetrics(prometheus.NewRegistry())
 	}
-	return c, err
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	g := &gracefulListener{Listener: ln, lingering: lingering, m: m.forListener(name), lg: lg,
+		closed: make(chan struct{}), refusing: make(chan struct{}, maxRefusing)}
+	if lim, ok := ln.(limited); ok {
+		g.Listener, g.conns = lim.Listener, lim.conns
+	}
+	return g
+}
+
+// Accept returns the next connection within the caps; it retries while
+// the process is out of file descriptors and refuses (answers and closes)
+// connections over a cap.
+func (g *gracefulListener) Accept() (net.Conn, error) {
+	var pause time.Duration
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil {
+			if !fdExhausted(err) {
+				return nil, err
+			}
+			if pause = g.acceptRetry(err, pause); pause == 0 {
+				return nil, net.ErrClosed
+			}
+			continue
+		}
+		if pause > 0 {
+			g.lg.Info("accepting again after running out of file descriptors")
+			pause = 0
+		}
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			return c, nil
+		}
+		addr := remoteAddr(tc)
+		if reason := g.conns.take(addr); reason != "" {
+			g.refuse(tc, reason)
+			continue
+		}
+		g.m.open.Inc()
+		return &gracefulConn{TCPConn: tc, set: g.lingering, owner: g, addr: addr}, nil
+	}
+}
+
+// Close closes the listener and ends a retry pause.
+func (g *gracefulListener) Close() error {
+	g.closeOnce.Do(func() { close(g.closed) })
+	return g.Listener.Close()
 }
 
 // gracefulConn is a server connection whose Close shuts the write side at
@@ -47,6 +109,8 @@ func (g gracefulListener) Accept() (net.Conn, error) {
 type gracefulConn struct {
 	*net.TCPConn
 	set      *lingerSet
+	owner    *gracefulListener // nil: not counted
+	addr     netip.Addr        // the client's, for owner's budget
 	once     sync.Once
 	noLinger atomic.Bool
 	phase    atomic.Uint64 // phase and its start (timeouts.go)
@@ -68,7 +132,7 @@ func (c *gracefulConn) Close() error {
 	err := net.ErrClosed
 	c.once.Do(func() {
 		if c.noLinger.Load() || c.TCPConn.CloseWrite() != nil { // already broken: nothing to save
-			err = c.TCPConn.Close()
+			err = c.closeSocket()
 			return
 		}
 		err = nil
@@ -78,11 +142,21 @@ func (c *gracefulConn) Close() error {
 	return err
 }
 
+// closeSocket closes the socket and gives its place back to the budget.
+func (c *gracefulConn) closeSocket() error {
+	err := c.TCPConn.Close()
+	if c.owner != nil {
+		c.owner.conns.release(c.addr)
+		c.owner.m.open.Dec()
+	}
+	return err
+}
+
 func (c *gracefulConn) linger() {
 	defer c.set.done()
 	_ = c.TCPConn.SetReadDeadline(time.Now().Add(LingerTimeout))
 	_, _ = io.CopyN(io.Discard, c.TCPConn, lingerMax)
-	_ = c.TCPConn.Close()
+	_ = c.closeSocket()
 }
 
 // lingerSet counts the connections still draining. Unlike a WaitGroup it

@@ -150,7 +150,9 @@ func (l *Listener) SetHandler(h fasthttp.RequestHandler) {
 func (l *Listener) Handler() fasthttp.RequestHandler { return l.srv.Handler }
 
 // Serve serves ln until Shutdown; it returns nil after a Shutdown. TCP
-// connections close gracefully (see LingerTimeout). Call it once.
+// connections close gracefully (see LingerTimeout), within the budget of
+// a listener from Conns.Limit. Running out of file descriptors pauses
+// accepting, it does not end Serve (limit.go). Call it once.
 func (l *Listener) Serve(ln net.Listener) error {
 	l.lg.Info("serving", "addr", ln.Addr().String())
 	stop := make(chan struct{})
@@ -160,7 +162,7 @@ func (l *Listener) Serve(ln net.Listener) error {
 		l.to.run(stop)
 	}()
 	defer func() { close(stop); <-swept }()
-	return l.srv.Serve(gracefulListener{Listener: ln, lingering: &l.lingering})
+	return l.srv.Serve(newGracefulListener(ln, &l.lingering, l.m, l.name, l.lg))
 }
 
 // Shutdown stops accepting connections and waits, until ctx is done, for

@@ -15,6 +15,25 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// connections (limit.go)
+	connsOpen     *prometheus.GaugeVec
+	connsRefused  *prometheus.CounterVec
+	acceptRetries *prometheus.CounterVec
+}
+
+// connMetrics are one listener's connection collectors.
+type connMetrics struct {
+	open    prometheus.Gauge
+	refused *prometheus.CounterVec // by reason
+	retries prometheus.Counter
+}
+
+func (m *metrics) forListener(name string) connMetrics {
+	return connMetrics{
+		open:    m.connsOpen.WithLabelValues(name),
+		refused: m.connsRefused.MustCurryWith(prometheus.Labels{"listener": name}),
+		retries: m.acceptRetries.WithLabelValues(name),
+	}
 }
 
 // newMetrics creates the collectors and registers them on reg. If another
@@ -31,13 +50,33 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to answer an HTTP request, by listener and route pattern.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"listener", "route"}),
+		connsOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gatehouse_http_connections_open",
+			Help: "TCP connections open (counted against server.max_conns), by listener.",
+		}, []string{"listener"}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_http_connections_refused_total",
+			Help: "TCP connections refused over a cap, by listener and reason (max_conns: 503, max_conns_per_ip: 429).",
+		}, []string{"listener", "reason"}),
+		acceptRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_http_accept_retries_total",
+			Help: "Accepts retried after a pause because the process was out of file descriptors (EMFILE, ENFILE), by listener.",
+		}, []string{"listener"}),
 	}
 	var err error
-	m.requests, err = register(reg, m.requests)
-	if err != nil {
+	if m.requests, err = register(reg, m.requests); err != nil {
 		return m, err
 	}
-	m.duration, err = register(reg, m.duration)
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return m, err
+	}
+	if m.connsOpen, err = register(reg, m.connsOpen); err != nil {
+		return m, err
+	}
+	if m.connsRefused, err = register(reg, m.connsRefused); err != nil {
+		return m, err
+	}
+	m.acceptRetries, err = register(reg, m.acceptRetries)
 	return m, err
 }
 

@@ -18,7 +18,7 @@ func tcpPair(t *testing.T) (server, client net.Conn) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	gl := gracefulListener{Listener: ln, lingering: &lingerSet{}}
+	gl := newGracefulListener(ln, &lingerSet{}, nil, "test", nil)
 	if client, err = net.Dial("tcp", ln.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
