@@ -21,6 +21,14 @@
 // revoked here does not come back with another node's save of its last
 // use.
 //
+// A token minted with a token keeps it as its parent: it expires no later
+// than the parent, revoking a token revokes its lineage in one write, and
+// a token works only while every token up its chain does (so a child
+// minted on one node while another revokes its parent still ends). The
+// user's whole set goes with their sessions (RevokeUserTokens, called by
+// actors.System through actors.CredentialRevoker). Bad tokens are
+// throttled per client IP; a valid token is looked up first and passes.
+//
 // Secrets: a token is kept as its SHA-256 only; a service's header values
 // (upstream credentials) are sealed with the master key, bound to the
 // service and header names, in the WAL and snapshots, and opened only into
