@@ -118,13 +118,33 @@ type Ticker interface {
 
 // CredentialRevoker is an optional Extension capability for credentials
 // kept outside accounts (actors/control's access tokens). System calls
-// RevokeUserCredentials when a change ends every session of a user (a new
-// password, role or licence; LogoutAll), once that change is durable and,
-// in a cluster, still under the user's lock; the change's call returns
-// only after it, with its error (the change stands; the same call again
-// revokes again). It must be idempotent.
+// RevokeUserCredentials for a change that ends every session of a user (a
+// new password, role or licence; LogoutAll), under the user's lock in a
+// cluster: before the change is written, so that a failure or a crash in
+// between leaves the credentials revoked and the change not made (the
+// caller got an error and repeats it), and again after it, for any
+// credential made meanwhile. Its error fails the call. It must be
+// idempotent.
 type CredentialRevoker interface {
 	RevokeUserCredentials(ctx context.Context, user uuid.UUID) error
+}
+
+// revokeBefore revokes user's other credentials if p, applied to the user
+// as they are, ends their sessions (as accounts.patchUser decides: a new
+// password, role or licence). An unknown user revokes nothing (the patch
+// itself reports it).
+func (s *System) revokeBefore(ctx context.Context, user uuid.UUID, p UserPatch) error {
+	if p.Password == nil && p.Role == nil && p.LicenseActive == nil {
+		return nil
+	}
+	cur, err := s.GetUser(ctx, user)
+	switch {
+	case err != nil:
+		return nil // the patch reports it
+	case p.Password == nil && (p.Role == nil || *p.Role == cur.Role) && (p.LicenseActive == nil || *p.LicenseActive == cur.LicenseActive):
+		return nil
+	}
+	return s.revokeCredentials(ctx, user)
 }
 
 // revokeCredentials runs every extension's CredentialRevoker for user.

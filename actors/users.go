@@ -127,11 +127,14 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 		return User{}, fmt.Errorf("update user %s: %w", id, err)
 	}
 	defer unlock()
+	if err := s.revokeBefore(ctx, id, p); err != nil { // the access tokens end with the sessions
+		return User{}, fmt.Errorf("update user %s: %w", id, err)
+	}
 	r, err := s.askUser(ctx, m, m.reply)
 	if err != nil {
 		return User{}, fmt.Errorf("update user %s: %w", id, err)
 	}
-	if r.ended { // the sessions ended: the access tokens too
+	if r.ended { // again: one made meanwhile, or a change revokeBefore did not foresee
 		if err := s.revokeCredentials(ctx, id); err != nil {
 			return User{}, fmt.Errorf("update user %s: %w", id, err)
 		}
@@ -233,6 +236,9 @@ func (s *System) LogoutAll(ctx context.Context, user uuid.UUID) error {
 		return fmt.Errorf("logout all: %w", err)
 	}
 	defer unlock()
+	if err := s.revokeCredentials(ctx, user); err != nil { // before, then again for one made meanwhile
+		return fmt.Errorf("logout all: %w", err)
+	}
 	reply := make(chan userReply, 1)
 	if _, err = s.askUser(ctx, logoutAll{user: user, reply: reply}, reply); err != nil {
 		return err

@@ -1,0 +1,109 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors"
+	"gatehouse/actors/actorstest"
+)
+
+// revokerExt is counterExt with the CredentialRevoker capability: it
+// records the users it was asked about, and fails the call numbered
+// failAt (1-based; 0: none).
+type revokerExt struct {
+	counterExt
+	mu     sync.Mutex
+	users  []uuid.UUID
+	failAt int
+}
+
+func (r *revokerExt) RevokeUserCredentials(_ context.Context, user uuid.UUID) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.users = append(r.users, user)
+	if len(r.users) == r.failAt {
+		return errors.New("disk full")
+	}
+	return nil
+}
+
+func (r *revokerExt) failCall(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failAt = n
+}
+
+func (r *revokerExt) calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.users)
+}
+
+// TestCredentialRevoker: UpdateUser calls the extensions' revoker when
+// the change ends the user's sessions (password, role, licence), before
+// writing it and again after; LogoutAll likewise. A failure before leaves
+// the change unmade (a repeat makes it); one after fails the call, the
+// change made.
+func TestCredentialRevoker(t *testing.T) {
+	n := actorstest.New(t)
+	ext := &revokerExt{}
+	n.Extensions = func() []actors.Extension { return []actors.Extension{ext} }
+	s := n.Start()
+	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	premium, on, off, admin, pw := actors.PlanPremium, true, false, actors.RoleAdmin, "a new password"
+	limit := int64(5)
+	tests := []struct {
+		name  string
+		patch actors.UserPatch
+		want  int
+	}{
+		{"plan", actors.UserPatch{Plan: &premium}, 0},
+		{"key limit", actors.UserPatch{KeyRateLimit: &limit}, 0},
+		{"licence unchanged", actors.UserPatch{LicenseActive: &on}, 0},
+		{"licence", actors.UserPatch{LicenseActive: &off}, 2},
+		{"role", actors.UserPatch{Role: &admin}, 2},
+		{"password", actors.UserPatch{Password: &pw}, 2},
+	}
+	for _, tt := range tests {
+		before := ext.calls()
+		if _, err := s.UpdateUser(ctx(t), u.ID, tt.patch); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := ext.calls() - before; got != tt.want {
+			t.Errorf("%s: %d revocations, want %d", tt.name, got, tt.want)
+		}
+	}
+	before := ext.calls()
+	if err := s.LogoutAll(ctx(t), u.ID); err != nil || ext.calls() != before+2 || ext.users[len(ext.users)-1] != u.ID {
+		t.Errorf("LogoutAll = %v, %d revocations (users %v)", err, ext.calls()-before, ext.users)
+	}
+
+	licensed := func() bool {
+		t.Helper()
+		got, err := s.GetUser(ctx(t), u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LicenseActive
+	}
+	ext.failCall(ext.calls() + 1) // the revocation before the change
+	if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{LicenseActive: &on}); err == nil || licensed() {
+		t.Errorf("a failed revocation before: UpdateUser = %v, licensed %v; want an error, the change unmade", err, licensed())
+	}
+	if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{LicenseActive: &on}); err != nil || !licensed() {
+		t.Errorf("the repeat: UpdateUser = %v, licensed %v", err, licensed())
+	}
+	ext.failCall(ext.calls() + 2) // the revocation after the change
+	if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{LicenseActive: &off}); err == nil || licensed() {
+		t.Errorf("a failed revocation after: UpdateUser = %v, licensed %v; want an error, the change made", err, licensed())
+	}
+	ext.failCall(ext.calls() + 1)
+	if err := s.LogoutAll(ctx(t), u.ID); err == nil {
+		t.Error("LogoutAll with a failing revoker = nil error")
+	}
+}
