@@ -6,7 +6,10 @@
 // guard that logs once and answers 500), an exact-match router, JSON
 // writing and strict JSON-object decoding, the Authorization: Bearer
 // parser, /metrics, and WatchPeer, which tells a handler that waits long
-// that its client went away (fasthttp does not).
+// that its client went away (fasthttp does not). Serve survives running
+// out of file descriptors (accepting pauses), and a Conns budget shared by
+// a process's listeners caps their connections, in all and per client
+// address (limit.go).
 //
 // A listener keeps its own error format: it gets the listener-level
 // failures (ErrPanic, ErrTooLarge, ErrRequestTimeout, ErrMalformed)
@@ -20,7 +23,8 @@
 //	r.GET("/health", l.Wrap("/health", health))
 //	r.NotFound = l.Wrap(listener.RouteUnmatched, notFound)
 //	l.SetHandler(r.Handler)
-//	go l.Serve(ln)
+//	conns := listener.NewConns(480, 240) // one budget for every listener
+//	go l.Serve(conns.Limit(ln))
 //	defer l.Shutdown(ctx)
 //
 // # Concurrency and ownership
