@@ -52,6 +52,9 @@ func (s *Server) rebuildServices(v *control.View) {
 				t.byName[name], t.api[name] = old.byName[name], svc.UpdatedAt
 				continue
 			}
+			if !s.cfg.AllowLinkLocal && linkLocalUpstream(svc.Upstream) { // saved before the rule
+				s.lg.Warn("service points at a link-local address: every request to it is refused (server.services_allow_link_local)", "service", name, "upstream", svc.Upstream)
+			}
 			up, err := newUpstream(name, Service{Upstream: svc.Upstream, Headers: svc.Headers, Timeout: svc.Timeout, MaxConns: svc.MaxConns, noLinkLocal: !s.cfg.AllowLinkLocal})
 			if err != nil { // validated when it was saved: only a config change of the rules gets here
 				s.lg.Warn("service not served", "service", name, "err", err)
