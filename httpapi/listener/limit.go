@@ -178,8 +178,8 @@ func (g *gracefulListener) refuse(c *net.TCPConn, reason string) {
 	_, _ = c.Write(resp)
 	select {
 	case g.refusing <- struct{}{}:
-	default: // too many draining: drop what has arrived, close
-		_ = c.SetReadDeadline(time.Now())
+	default: // too many draining: drop what has arrived (a deadline already past would read nothing), close
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
 		_, _ = io.CopyN(io.Discard, c, refuseDrainMax)
 		_ = c.Close()
 		return
