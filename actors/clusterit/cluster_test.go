@@ -80,7 +80,8 @@ func (f *fleet) start(id string) *member {
 	t := f.t
 	t.Helper()
 	cli := f.etcd.Client(t, f.endpoints...)
-	elog, err := etcdlog.Open(context.Background(), cli, prefix+"/wal/", id, 2*time.Second)
+	elog, err := etcdlog.Open(context.Background(), cli, prefix+"/wal/", id, 2*time.Second,
+		etcdlog.Auth{MasterKey: f.key, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,7 +276,7 @@ func TestSnapshotsTakenByTicker(t *testing.T) {
 		newKey(t, ms[i%3], 100)
 	}
 	settle(t, ms...)
-	l, err := etcdlog.Open(context.Background(), ms[0].cli, prefix+"/wal/", "probe", time.Second)
+	l, err := etcdlog.Open(context.Background(), ms[0].cli, prefix+"/wal/", "probe", time.Second, etcdlog.Auth{MasterKey: f.key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestSnapshotFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	l, err := etcdlog.Open(context.Background(), a.cli, prefix+"/wal/", "probe", time.Second)
+	l, err := etcdlog.Open(context.Background(), a.cli, prefix+"/wal/", "probe", time.Second, etcdlog.Auth{MasterKey: f.key})
 	if err != nil {
 		t.Fatal(err)
 	}

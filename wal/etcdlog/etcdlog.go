@@ -14,6 +14,13 @@
 // dense). The key is created only if absent, so a writer that retries an
 // Append whose outcome it did not learn writes the batch at most once.
 //
+// The entry's value: a version byte (2), a byte that says whether the
+// batch is inline (0, then the batch) or in parts (1, then uvarints: the
+// number of parts, the batch's size; then its CRC-32C, 4 bytes), then the
+// entry's MAC (32 bytes, auth.go). Version 1 entries, written before the
+// log was authenticated, have no MAC and are refused unless
+// Auth.AcceptUnauthenticated.
+//
 // A batch larger than MaxValue (etcd refuses requests over 1.5 MiB by
 // default) is written in parts first, {prefix}/part/{writer}/{n}/{i}, and
 // its log entry then lists them: the entry is the commit point, and a part
@@ -53,8 +60,10 @@ const (
 	MaxValue = 1 << 20
 	// maxOpsPerTxn is etcd's default limit of operations in a transaction.
 	maxOpsPerTxn = 128
-	// entryVersion is the first byte of an entry.
-	entryVersion = 1
+	// entryVersion is the first byte of an entry; legacyVersion that of
+	// an entry without a MAC.
+	entryVersion  = 2
+	legacyVersion = 1
 )
 
 var (
@@ -80,6 +89,7 @@ type Log struct {
 	prefix  string // {prefix}/
 	writer  string
 	timeout time.Duration
+	auth    *authenticator
 
 	mu sync.Mutex
 	n  uint64 // the writer's counter
@@ -88,12 +98,17 @@ type Log struct {
 // Open returns the log under prefix for writer, a name unique among the
 // processes writing to it (the node id). The writer's counter starts after
 // the largest this writer left in etcd, so a restarted writer never reuses
-// a name. timeout bounds each etcd request.
-func Open(ctx context.Context, cli *clientv3.Client, prefix, writer string, timeout time.Duration) (*Log, error) {
+// a name. timeout bounds each etcd request. auth authenticates what the
+// log writes and checks what it reads (auth.go).
+func Open(ctx context.Context, cli *clientv3.Client, prefix, writer string, timeout time.Duration, auth Auth) (*Log, error) {
 	if writer == "" || strings.Contains(writer, "/") {
 		return nil, fmt.Errorf("etcdlog: writer %q: empty or contains '/'", writer)
 	}
-	l := &Log{cli: cli, prefix: strings.TrimSuffix(prefix, "/") + "/", writer: writer, timeout: timeout}
+	a, err := newAuthenticator(auth)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{cli: cli, prefix: strings.TrimSuffix(prefix, "/") + "/", writer: writer, timeout: timeout, auth: a}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// The newest of this writer's entries: keys sort by their zero-padded
@@ -139,12 +154,28 @@ func (l *Log) Append(ctx context.Context, recs ...wal.Record) (uint64, error) {
 			return 0, fmt.Errorf("etcdlog: record %d: type 0 is invalid", i)
 		}
 	}
-	l.mu.Lock()
-	l.n++
-	n := l.n
-	l.mu.Unlock()
-
 	body := encodeBatch(recs)
+	for range 8 {
+		l.mu.Lock()
+		l.n++
+		n := l.n
+		l.mu.Unlock()
+		last, err := l.appendAs(ctx, n, body, len(recs))
+		if !errors.Is(err, errTaken) {
+			return last, err
+		}
+		// Someone else (not a node: a client of etcd without the master
+		// key) created this writer's next name: its entry is refused by
+		// every reader, and this batch goes under the next name.
+	}
+	return 0, fmt.Errorf("etcdlog: append: %w, 8 times", errTaken)
+}
+
+// errTaken: a name this writer has not written holds another value.
+var errTaken = errors.New("the writer's next key holds a value it did not write")
+
+// appendAs writes body, a batch of count records, as the writer's entry n.
+func (l *Log) appendAs(ctx context.Context, n uint64, body []byte, count int) (uint64, error) {
 	var entry []byte
 	if len(body) <= MaxValue {
 		entry = append([]byte{entryVersion, 0}, body...)
@@ -158,11 +189,19 @@ func (l *Log) Append(ctx context.Context, recs ...wal.Record) (uint64, error) {
 		entry = binary.AppendUvarint(entry, uint64(len(body)))
 		entry = binary.BigEndian.AppendUint32(entry, crc32.Checksum(body, castagnoli))
 	}
+	if entry[1] == 0 {
+		entry = append(entry, l.auth.mac(macEntry, l.writer, n, entry)...)
+	} else {
+		entry = append(entry, l.auth.mac(macEntry, l.writer, n, entry, body)...)
+	}
 	rev, err := l.createRetrying(ctx, l.entryKey(n), entry)
+	if errors.Is(err, errTaken) {
+		return 0, err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("etcdlog: append: %w (outcome unknown)", err)
 	}
-	return Seq(rev, len(recs)-1), nil
+	return Seq(rev, count-1), nil
 }
 
 // createRetrying is create until it answers or ctx ends: an error is an
@@ -172,7 +211,7 @@ func (l *Log) Append(ctx context.Context, recs ...wal.Record) (uint64, error) {
 func (l *Log) createRetrying(ctx context.Context, key string, value []byte) (int64, error) {
 	for {
 		rev, err := l.create(ctx, key, value)
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || errors.Is(err, errTaken) {
 			return rev, err
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -180,14 +219,15 @@ func (l *Log) createRetrying(ctx context.Context, key string, value []byte) (int
 }
 
 // create puts key=value if key does not exist and returns the revision the
-// key was created at (the earlier write's, if a previous try landed).
+// key was created at (the earlier write's, if a previous try landed), or
+// errTaken when key holds another value.
 func (l *Log) create(ctx context.Context, key string, value []byte) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	resp, err := l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(value))).
-		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
 		return 0, err
@@ -199,6 +239,9 @@ func (l *Log) create(ctx context.Context, key string, value []byte) (int64, erro
 	if len(kvs) != 1 {
 		return 0, fmt.Errorf("etcdlog: %s exists and does not", key)
 	}
+	if !bytes.Equal(kvs[0].Value, value) {
+		return 0, fmt.Errorf("%s: %w", key, errTaken)
+	}
 	return kvs[0].CreateRevision, nil
 }
 
@@ -207,6 +250,9 @@ func (l *Log) writeParts(ctx context.Context, n uint64, body []byte) (int, error
 	for i := range parts {
 		chunk := body[i*MaxValue : min(len(body), (i+1)*MaxValue)]
 		if _, err := l.createRetrying(ctx, l.partKey(n, i), chunk); err != nil {
+			if errors.Is(err, errTaken) {
+				return 0, err
+			}
 			return 0, fmt.Errorf("etcdlog: append part %d of %d: %w", i+1, parts, err)
 		}
 	}

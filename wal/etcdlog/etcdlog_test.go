@@ -17,9 +17,12 @@ import (
 
 const timeout = 3 * time.Second
 
+// testKey is the tests' master key.
+var testKey = bytes.Repeat([]byte{0x42}, 32)
+
 func open(t *testing.T, c *etcdtest.Cluster, member int, prefix, writer string) *Log {
 	t.Helper()
-	l, err := Open(context.Background(), c.Client(t, c.Endpoint(member)), prefix, writer, timeout)
+	l, err := Open(context.Background(), c.Client(t, c.Endpoint(member)), prefix, writer, timeout, Auth{MasterKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +230,7 @@ func TestNoAcknowledgedAppendLostAcrossLeaderKill(t *testing.T) {
 	defer cancel()
 	leader := c.WaitLeader(ctx)
 	other := (leader + 1) % 3
-	l, err := Open(ctx, c.Client(t, c.Endpoint(other), c.Endpoint((leader+2)%3)), "/k", "w", timeout)
+	l, err := Open(ctx, c.Client(t, c.Endpoint(other), c.Endpoint((leader+2)%3)), "/k", "w", timeout, Auth{MasterKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}

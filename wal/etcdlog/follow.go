@@ -128,13 +128,20 @@ func (l *Log) checkKept(ctx context.Context, after uint64, at int64) error {
 
 func (l *Log) truncatedKey() string { return l.prefix + "truncated" }
 
-// deliver decodes one entry and calls fn for its records after after.
+// deliver decodes one entry and calls fn for its records after after. An
+// entry that is not authenticated (ErrForged) is skipped: counted, and
+// logged once per writer name.
 func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn func(uint64, string, wal.Record) error) error {
-	writer, _, err := l.parseEntryKey(string(kv.Key))
-	if err != nil {
-		return err
+	writer, n, err := l.parseEntryKey(string(kv.Key))
+	if err != nil { // no node writes such a key
+		l.auth.reject("entry", "", string(kv.Key), fmt.Errorf("%w: %w", ErrForged, err))
+		return nil
 	}
-	body, err := l.entryBody(ctx, kv)
+	body, err := l.entryBody(ctx, kv, writer, n)
+	if errors.Is(err, ErrForged) {
+		l.auth.reject("entry", writer, string(kv.Key), err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -152,46 +159,80 @@ func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn
 	return nil
 }
 
-// entryBody returns an entry's batch, reading its parts if it has them.
-func (l *Log) entryBody(ctx context.Context, kv *mvccpb.KeyValue) ([]byte, error) {
+// entryBody returns an entry's batch, reading its parts if it has them,
+// once its MAC verified: ErrForged if it does not (or the entry has none
+// and the log does not accept unauthenticated ones, or its parts do not
+// add up: only its MAC could tell a genuine entry's).
+func (l *Log) entryBody(ctx context.Context, kv *mvccpb.KeyValue, writer string, n uint64) ([]byte, error) {
 	v := kv.Value
-	if len(v) < 2 || v[0] != entryVersion {
-		return nil, fmt.Errorf("%w: %s: version", ErrCorrupt, kv.Key)
+	if len(v) < 2 {
+		return nil, fmt.Errorf("%w: %s: %d bytes", ErrForged, kv.Key, len(v))
 	}
-	if v[1] == 0 {
-		return v[2:], nil
+	switch v[0] {
+	case entryVersion:
+		if len(v) < 2+macSize {
+			return nil, fmt.Errorf("%w: %s: no MAC", ErrForged, kv.Key)
+		}
+		sum, v := v[len(v)-macSize:], v[:len(v)-macSize]
+		if v[1] == 0 {
+			if !l.auth.verify(sum, macEntry, writer, n, v) {
+				return nil, fmt.Errorf("%w: %s: MAC", ErrForged, kv.Key)
+			}
+			return v[2:], nil
+		}
+		body, err := l.readParts(ctx, string(kv.Key), v[2:], writer, n)
+		if errors.Is(err, ErrCorrupt) {
+			return nil, fmt.Errorf("%w: %w", ErrForged, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !l.auth.verify(sum, macEntry, writer, n, v, body) {
+			return nil, fmt.Errorf("%w: %s: MAC", ErrForged, kv.Key)
+		}
+		return body, nil
+	case legacyVersion:
+		if !l.auth.legacy {
+			return nil, fmt.Errorf("%w: %s: written without a MAC (format version 1; cluster.etcd.accept_unauthenticated accepts it)", ErrForged, kv.Key)
+		}
+		if v[1] == 0 {
+			return v[2:], nil
+		}
+		return l.readParts(ctx, string(kv.Key), v[2:], writer, n)
+	default:
+		return nil, fmt.Errorf("%w: %s: version %d", ErrForged, kv.Key, v[0])
 	}
-	r := v[2:]
+}
+
+// readParts reads the parts of writer's entry n, whose value after the
+// version and the parts flag is r: ErrCorrupt if they do not add up.
+func (l *Log) readParts(ctx context.Context, key string, r []byte, writer string, n uint64) ([]byte, error) {
 	parts, k := binary.Uvarint(r)
-	if k <= 0 {
-		return nil, fmt.Errorf("%w: %s: parts", ErrCorrupt, kv.Key)
+	if k <= 0 || parts == 0 || parts > 1<<20 {
+		return nil, fmt.Errorf("%w: %s: parts", ErrCorrupt, key)
 	}
 	r = r[k:]
 	size, k := binary.Uvarint(r)
-	if k <= 0 || len(r[k:]) != 4 {
-		return nil, fmt.Errorf("%w: %s: size", ErrCorrupt, kv.Key)
+	if k <= 0 || len(r[k:]) != 4 || size > parts*MaxValue {
+		return nil, fmt.Errorf("%w: %s: size", ErrCorrupt, key)
 	}
 	sum := binary.BigEndian.Uint32(r[k:])
-	writer, n, err := l.parseEntryKey(string(kv.Key))
-	if err != nil {
-		return nil, err
-	}
 	prefix := l.prefix + "part/" + writer + "/" + fmt.Sprintf("%020d/", n)
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	resp, err := l.cli.Get(rctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return nil, fmt.Errorf("etcdlog: read parts of %s: %w", kv.Key, err)
+		return nil, fmt.Errorf("etcdlog: read parts of %s: %w", key, err)
 	}
 	if uint64(len(resp.Kvs)) != parts {
-		return nil, fmt.Errorf("%w: %s: %d parts of %d", ErrCorrupt, kv.Key, len(resp.Kvs), parts)
+		return nil, fmt.Errorf("%w: %s: %d parts of %d", ErrCorrupt, key, len(resp.Kvs), parts)
 	}
 	body := make([]byte, 0, size)
 	for _, p := range resp.Kvs {
 		body = append(body, p.Value...)
 	}
 	if uint64(len(body)) != size || crc32.Checksum(body, castagnoli) != sum {
-		return nil, fmt.Errorf("%w: %s: parts do not add up", ErrCorrupt, kv.Key)
+		return nil, fmt.Errorf("%w: %s: parts do not add up", ErrCorrupt, key)
 	}
 	return body, nil
 }

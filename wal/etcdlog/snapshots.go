@@ -28,10 +28,14 @@ import (
 // the pointer and the chunks it names at one revision, so a snapshot
 // replaced while it reads still reads whole.
 //
-// The pointer's value: a version byte (1), then uvarints: the position
+// The pointer's value: a version byte (2), then uvarints: the position
 // (the sequence number of the log the snapshot holds every record up to),
-// the payload's size, the number of chunks, the time taken (Unix ms);
-// then the payload's CRC-32C (4 bytes, big-endian).
+// the payload's size, the number of chunks, the time taken (Unix ms); the
+// writer's node id (a uvarint length, then its bytes); then the payload's
+// CRC-32C (4 bytes, big-endian) and the MAC (32 bytes, auth.go) of the
+// pointer before it and the payload, under the writer's key. A version 1
+// pointer has neither the writer nor the MAC, and is refused (ErrForged)
+// unless Auth.AcceptUnauthenticated.
 type Snapshots struct {
 	l   *Log
 	ttl int // the lock's lease, in seconds
@@ -42,7 +46,10 @@ type Snapshots struct {
 // ErrNoSnapshot: there is no complete snapshot in etcd.
 var ErrNoSnapshot = errors.New("etcdlog: no snapshot")
 
-const snapshotVersion = 1
+const (
+	snapshotVersion       = 2
+	legacySnapshotVersion = 1
+)
 
 // Snapshots returns the log's snapshot store; lockTTL is the lease of its
 // lock, which a node that dies while taking a snapshot loses after it.
@@ -67,22 +74,36 @@ type SnapshotInfo struct {
 	Size   int       // payload bytes
 	Chunks int       // etcd keys holding the payload
 	Taken  time.Time // when its pointer was written (the writer's clock)
+	Writer string    // the node id that wrote it (empty in a version 1 pointer)
 	sum    uint32
-	rev    int64 // the pointer's mod revision
+	rev    int64  // the pointer's mod revision
+	signed []byte // the pointer before its MAC (nil: version 1)
+	mac    []byte
 }
 
-func (i SnapshotInfo) encode() []byte {
+// encode returns the pointer, its MAC over it and payload last.
+func (i SnapshotInfo) encode(a *authenticator, payload []byte) []byte {
 	b := []byte{snapshotVersion}
 	b = binary.AppendUvarint(b, i.Pos)
 	b = binary.AppendUvarint(b, uint64(i.Size))
 	b = binary.AppendUvarint(b, uint64(i.Chunks))
 	b = binary.AppendUvarint(b, uint64(i.Taken.UnixMilli()))
-	return binary.BigEndian.AppendUint32(b, i.sum)
+	b = binary.AppendUvarint(b, uint64(len(i.Writer)))
+	b = append(b, i.Writer...)
+	b = binary.BigEndian.AppendUint32(b, i.sum)
+	return append(b, a.mac(macSnapshot, i.Writer, i.Pos, b, payload)...)
 }
 
 func decodeInfo(b []byte) (SnapshotInfo, error) {
-	if len(b) < 5 || b[0] != snapshotVersion {
-		return SnapshotInfo{}, fmt.Errorf("%w: snapshot pointer version", ErrCorrupt)
+	if len(b) < 5 || (b[0] != snapshotVersion && b[0] != legacySnapshotVersion) {
+		return SnapshotInfo{}, fmt.Errorf("%w: snapshot pointer version", ErrForged)
+	}
+	var signed, mac []byte
+	if b[0] == snapshotVersion {
+		if len(b) < 5+macSize {
+			return SnapshotInfo{}, fmt.Errorf("%w: snapshot pointer without a MAC", ErrForged)
+		}
+		signed, mac, b = b[:len(b)-macSize], b[len(b)-macSize:], b[:len(b)-macSize]
 	}
 	r := b[1 : len(b)-4]
 	var v [4]uint64
@@ -93,11 +114,36 @@ func decodeInfo(b []byte) (SnapshotInfo, error) {
 		}
 		v[i], r = x, r[k:]
 	}
+	var writer string
+	if signed != nil {
+		x, k := binary.Uvarint(r)
+		if k <= 0 || x > uint64(len(r)-k) {
+			return SnapshotInfo{}, fmt.Errorf("%w: snapshot pointer", ErrCorrupt)
+		}
+		writer, r = string(r[k:k+int(x)]), r[k+int(x):]
+	}
 	if len(r) != 0 || v[1] > 1<<40 || v[2] > 1<<30 {
 		return SnapshotInfo{}, fmt.Errorf("%w: snapshot pointer", ErrCorrupt)
 	}
-	return SnapshotInfo{Pos: v[0], Size: int(v[1]), Chunks: int(v[2]), Taken: time.UnixMilli(int64(v[3])),
-		sum: binary.BigEndian.Uint32(b[len(b)-4:])}, nil
+	return SnapshotInfo{Pos: v[0], Size: int(v[1]), Chunks: int(v[2]), Taken: time.UnixMilli(int64(v[3])), Writer: writer,
+		sum: binary.BigEndian.Uint32(b[len(b)-4:]), signed: signed, mac: mac}, nil
+}
+
+// authenticate checks a loaded snapshot's MAC: ErrForged (counted and
+// logged) when it does not verify, or the pointer has none and the log
+// does not accept unauthenticated ones.
+func (s *Snapshots) authenticate(info SnapshotInfo, payload []byte) error {
+	var err error
+	switch {
+	case info.signed == nil && !s.l.auth.legacy:
+		err = fmt.Errorf("%w: snapshot %d has no MAC (format version 1; cluster.etcd.accept_unauthenticated accepts it)", ErrForged, info.Pos)
+	case info.signed != nil && !s.l.auth.verify(info.mac, macSnapshot, info.Writer, info.Pos, info.signed, payload):
+		err = fmt.Errorf("%w: snapshot %d: MAC", ErrForged, info.Pos)
+	}
+	if err != nil {
+		s.l.auth.reject("snapshot", info.Writer, s.pointerKey(), err)
+	}
+	return err
 }
 
 // Latest returns the pointer of the newest complete snapshot (not its
@@ -146,13 +192,16 @@ func (s *Snapshots) load(ctx context.Context) (SnapshotInfo, []byte, error) {
 	}
 	at := resp.Header.Revision
 	info, err := decodeInfo(resp.Kvs[0].Value)
+	if errors.Is(err, ErrForged) {
+		s.l.auth.reject("snapshot", "", s.pointerKey(), err)
+	}
 	if err != nil {
 		return SnapshotInfo{}, nil, err
 	}
 	info.rev = resp.Kvs[0].ModRevision
 	dir := s.chunkDir(info.Pos)
 	end := clientv3.GetPrefixRangeEnd(dir)
-	payload := make([]byte, 0, info.Size)
+	payload := make([]byte, 0, min(info.Size, 64<<20)) // the pointer is not authenticated yet
 	chunks := 0
 	for from := dir; ; {
 		rctx, cancel := context.WithTimeout(ctx, s.l.timeout)
@@ -177,6 +226,9 @@ func (s *Snapshots) load(ctx context.Context) (SnapshotInfo, []byte, error) {
 	if chunks != info.Chunks || len(payload) != info.Size || crc32.Checksum(payload, castagnoli) != info.sum {
 		return SnapshotInfo{}, nil, fmt.Errorf("%w: snapshot %d: %d chunks of %d bytes do not add up to its pointer's %d of %d",
 			ErrCorrupt, info.Pos, chunks, len(payload), info.Chunks, info.Size)
+	}
+	if err := s.authenticate(info, payload); err != nil {
+		return SnapshotInfo{}, nil, err
 	}
 	return info, payload, nil
 }
@@ -258,13 +310,13 @@ func (k *SnapshotLock) Save(ctx context.Context, pos uint64, payload []byte) (Sn
 		}
 		n++
 	}
-	info := SnapshotInfo{Pos: pos, Size: len(payload), Chunks: n, Taken: time.Now(), sum: crc32.Checksum(payload, castagnoli)}
+	info := SnapshotInfo{Pos: pos, Size: len(payload), Chunks: n, Taken: time.Now(), Writer: s.l.writer, sum: crc32.Checksum(payload, castagnoli)}
 	cmp := clientv3.Compare(clientv3.ModRevision(s.pointerKey()), "=", prev.rev)
 	all := s.chunksPrefix()
 	rctx, cancel := context.WithTimeout(ctx, s.l.timeout)
 	defer cancel()
 	resp, err := s.l.cli.Txn(rctx).If(k.m.IsOwner(), cmp).Then(
-		clientv3.OpPut(s.pointerKey(), string(info.encode())),
+		clientv3.OpPut(s.pointerKey(), string(info.encode(s.l.auth, payload))),
 		clientv3.OpDelete(all, clientv3.WithRange(dir)),                                                         // the older ones
 		clientv3.OpDelete(clientv3.GetPrefixRangeEnd(dir), clientv3.WithRange(clientv3.GetPrefixRangeEnd(all))), // unfinished later ones
 	).Commit()
