@@ -52,8 +52,11 @@ func (c *fileConfig) validateCluster() error {
 	}
 	for _, ep := range cl.EtcdEndpoints {
 		if !validEndpoint(ep) {
-			return c.invalid("cluster.etcd_endpoints", fmt.Sprintf(`must be etcd client URLs such as "http://10.0.0.1:2379" or host:port, comma-separated; %q is not (TLS to etcd is not supported yet)`, ep))
+			return c.invalid("cluster.etcd_endpoints", fmt.Sprintf(`must be etcd client URLs such as "http://10.0.0.1:2379", "https://10.0.0.1:2379" (with cluster.etcd.ca_file) or host:port, comma-separated; %q is not`, ep))
 		}
+	}
+	if err := c.validateClusterEtcd(); err != nil {
+		return err
 	}
 	switch {
 	case cl.NodeID == "":
@@ -95,13 +98,14 @@ func (c *fileConfig) validateCluster() error {
 	return c.validateClusterTLS()
 }
 
-// validEndpoint accepts what the etcd client dials without TLS:
-// http://host:port or host:port.
+// validEndpoint accepts what the etcd client dials: http://host:port,
+// https://host:port or host:port (validateClusterEtcd matches the scheme
+// with cluster.etcd's TLS).
 func validEndpoint(ep string) bool {
 	hostPort := ep
 	if strings.Contains(ep, "://") {
 		u, err := url.Parse(ep)
-		if err != nil || u.Scheme != "http" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
 			return false
 		}
 		hostPort = u.Host

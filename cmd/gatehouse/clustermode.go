@@ -52,6 +52,7 @@ type clusterRun struct {
 	tr    *transport.Transport
 	tls   *transport.TLS // the transport's mutual TLS; nil: cluster.insecure
 	cli   *clientv3.Client
+	key   []byte                       // the master key, which authenticates the replicated log (checkMasterKey)
 	node  atomic.Pointer[cluster.Node] // set once the actors joined
 	locks *cluster.Locks               // keys' changes and sessions' turns, one at a time across the nodes
 	once  sync.Once
@@ -80,8 +81,16 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 		tr.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	etcdTLS, err := etcdClientTLS(cfg.Etcd)
+	if err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	c.cli, err = clientv3.New(clientv3.Config{
 		Endpoints:            cfg.EtcdEndpoints,
+		TLS:                  etcdTLS,
+		Username:             cfg.Etcd.Username,
+		Password:             cfg.Etcd.Password,
 		DialTimeout:          etcdDialTimeout,
 		DialKeepAliveTime:    time.Second,
 		DialKeepAliveTimeout: time.Second,
@@ -89,6 +98,9 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 	})
 	if err != nil {
 		tr.Close()
+		if isEtcdAuthError(err) {
+			return nil, fmt.Errorf("cluster: etcd at %s: %w: %w", c.endpoints(), errEtcdAuth, err)
+		}
 		return nil, fmt.Errorf("cluster: etcd client for %s: %w", c.endpoints(), err)
 	}
 	c.lg.Info("cluster transport listening", "addr", tr.Addr(), "etcd", c.endpoints(), "tls", c.tls != nil)
@@ -119,12 +131,16 @@ func (c *clusterRun) checkMasterKey(ctx context.Context, cfg fileConfig) error {
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, string(newFingerprint(key)))).
 		Else(clientv3.OpGet(k)).Commit()
+	if err != nil && isEtcdAuthError(err) {
+		return fmt.Errorf("cluster: etcd at %s: read the master key fingerprint %s: %w: %w", c.endpoints(), k, errEtcdAuth, err)
+	}
 	if err != nil {
 		return fmt.Errorf("cluster: etcd at %s: read the master key fingerprint %s: %w (is etcd running and reachable? cluster.request_timeout is %s)",
 			c.endpoints(), k, err, c.cfg.RequestTimeout.d)
 	}
 	if resp.Succeeded {
 		c.lg.Info("recorded the master key fingerprint in etcd", "key", k)
+		c.key = key
 		return nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -136,6 +152,7 @@ func (c *clusterRun) checkMasterKey(ctx context.Context, cfg fileConfig) error {
 			"every node needs the same GATEHOUSE_MASTER_KEY (or master_key_file); nothing was changed",
 			errClusterKeyMismatch, masterKeySource(cfg).desc, c.cfg.Prefix, k, err)
 	}
+	c.key = key
 	return nil
 }
 
@@ -146,7 +163,13 @@ func (c *clusterRun) deps(ctx context.Context, reg prometheus.Registerer) (*acto
 	if err := c.probeMembers(ctx); err != nil {
 		return nil, err
 	}
-	l, err := etcdlog.Open(ctx, c.cli, c.cfg.Prefix+"/wal/", c.cfg.NodeID, c.cfg.RequestTimeout.d)
+	if c.cfg.Etcd.AcceptUnauthenticated {
+		c.lg.Warn("cluster.etcd.accept_unauthenticated is on: replicated-log entries and snapshots without a MAC apply, " +
+			"so any client of etcd can write records every node applies; turn it off once a snapshot was taken after the upgrade (docs/decisions.md)")
+	}
+	l, err := etcdlog.Open(ctx, c.cli, c.cfg.Prefix+"/wal/", c.cfg.NodeID, c.cfg.RequestTimeout.d, etcdlog.Auth{
+		MasterKey: c.key, AcceptUnauthenticated: c.cfg.Etcd.AcceptUnauthenticated, Logger: c.lg, Registerer: reg,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open the replicated log at %s: %w", c.endpoints(), err)
 	}

@@ -191,6 +191,8 @@ type clusterConfig struct {
 	// Insecure runs the node transport without TLS: anything that
 	// reaches cluster.listen is heard (a loopback test only).
 	Insecure bool `json:"insecure"`
+	// Etcd is how the node authenticates to etcd (etcdclient.go).
+	Etcd clusterEtcdConfig `json:"etcd"`
 }
 
 type serviceConfig struct {
@@ -387,7 +389,7 @@ func (c *fileConfig) validateValues() error {
 // key: setBy hides what set them, masked their values. (Service headers,
 // a map, are masked apart.)
 func (c *fileConfig) secrets() map[string]*string {
-	return map[string]*string{"gateway.token": &c.Gateway.Token}
+	return map[string]*string{"gateway.token": &c.Gateway.Token, "cluster.etcd.password": &c.Cluster.Etcd.Password}
 }
 
 // setBy records that the environment variable or flag name set key to

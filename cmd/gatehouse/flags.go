@@ -56,6 +56,12 @@ var settings = []setting{
 	{"cluster-tls-ca-file", "cluster.tls.ca_file", "cluster mode: the cluster CA certificate(s), PEM (gatehouse cluster certs makes them)", strSetter(func(c *fileConfig) *string { return &c.Cluster.TLS.CAFile })},
 	{"cluster-tls-cert-file", "cluster.tls.cert_file", "cluster mode: this node's certificate, PEM, signed by the cluster CA", strSetter(func(c *fileConfig) *string { return &c.Cluster.TLS.CertFile })},
 	{"cluster-tls-key-file", "cluster.tls.key_file", "cluster mode: this node's private key, PEM", strSetter(func(c *fileConfig) *string { return &c.Cluster.TLS.KeyFile })},
+	{"etcd-ca-file", "cluster.etcd.ca_file", "cluster mode: the CA of etcd's server certificate, PEM (makes the etcd endpoints https)", strSetter(func(c *fileConfig) *string { return &c.Cluster.Etcd.CAFile })},
+	{"etcd-cert-file", "cluster.etcd.cert_file", "cluster mode: this node's etcd client certificate, PEM (etcd --client-cert-auth)", strSetter(func(c *fileConfig) *string { return &c.Cluster.Etcd.CertFile })},
+	{"etcd-key-file", "cluster.etcd.key_file", "cluster mode: the private key of --etcd-cert-file, PEM", strSetter(func(c *fileConfig) *string { return &c.Cluster.Etcd.KeyFile })},
+	{"etcd-username", "cluster.etcd.username", "cluster mode: the etcd user this node logs in as (etcd auth enabled)", strSetter(func(c *fileConfig) *string { return &c.Cluster.Etcd.Username })},
+	{"etcd-password", "cluster.etcd.password", "cluster mode: that etcd user's password (prefer GATEHOUSE_ETCD_PASSWORD: a flag shows in ps)", strSetter(func(c *fileConfig) *string { return &c.Cluster.Etcd.Password })},
+	{"etcd-accept-unauthenticated", "cluster.etcd.accept_unauthenticated", "cluster mode: apply replicated-log entries and snapshots written without a MAC (an upgrade only; docs/decisions.md)", boolSetter(func(c *fileConfig) *bool { return &c.Cluster.Etcd.AcceptUnauthenticated })},
 	{"cluster-insecure", "cluster.insecure", "cluster mode without TLS between the nodes (true: a loopback test only; warns at every start)", boolSetter(func(c *fileConfig) *bool { return &c.Cluster.Insecure })},
 }
 
