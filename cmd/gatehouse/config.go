@@ -81,6 +81,12 @@ type fileConfig struct {
 		// metadata); config-file services always may. (Not under
 		// "services", whose keys are service names.)
 		ServicesAllowLinkLocal bool `json:"services_allow_link_local"`
+		// MaxConns caps the TCP connections of every listener together
+		// (they share the process's file descriptors), MaxConnsPerIP those
+		// from one client address; 0: derived from the fd limit at start
+		// (fdlimit.go).
+		MaxConns      int `json:"max_conns"`
+		MaxConnsPerIP int `json:"max_conns_per_ip"`
 	} `json:"server"`
 	Gateway struct {
 		Host         string `json:"host"`
@@ -315,6 +321,9 @@ func (c *fileConfig) validateValues() error {
 		{net.ParseIP(c.Server.Host) == nil && c.Server.Host != "localhost", "server.host", "an IP address or localhost"},
 		{c.Server.Port < 0 || c.Server.Port > 65535, "server.port", "in 0..65535"},
 		{c.Server.MaxBodyBytes < 1, "server.max_body_bytes", "> 0"},
+		{c.Server.MaxConns < 0, "server.max_conns", ">= 0 (0: derived from the fd limit)"},
+		{c.Server.MaxConnsPerIP < 0, "server.max_conns_per_ip", ">= 0 (0: derived from server.max_conns)"},
+		{c.Server.MaxConns > 0 && c.Server.MaxConnsPerIP > c.Server.MaxConns, "server.max_conns_per_ip", "<= server.max_conns"},
 		{net.ParseIP(c.Gateway.Host) == nil && c.Gateway.Host != "localhost", "gateway.host", "an IP address or localhost"},
 		{c.Gateway.Port < 0 || c.Gateway.Port > 65535, "gateway.port", "in 0..65535"},
 		{c.Gateway.RateLimitRPM < 0, "gateway.rate_limit_rpm", ">= 0 (0 disables it)"},

@@ -46,6 +46,8 @@ var settings = []setting{
 	{"gateway-token", "gateway.token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
 	{"gateway-mcp-max-message-bytes", "gateway.mcp_max_message_bytes", "the largest message an MCP server may send (a JSON reply, an SSE event, a stdio line); beyond it its connection drops", intSetter(func(c *fileConfig) *int { return &c.Gateway.MCPMaxMessageBytes })},
 	{"gateway-webhook-max-in-flight", "gateway.webhook_max_in_flight", "async webhook messages in flight per channel instance, callback retries included (429 beyond)", intSetter(func(c *fileConfig) *int { return &c.Gateway.WebhookMaxInFlight })},
+	{"max-conns", "server.max_conns", "TCP connections all listeners may hold together, 503 beyond (0: derived from the fd limit)", intSetter(func(c *fileConfig) *int { return &c.Server.MaxConns })},
+	{"max-conns-per-ip", "server.max_conns_per_ip", "TCP connections one client address may hold, 429 beyond (0: half of max-conns)", intSetter(func(c *fileConfig) *int { return &c.Server.MaxConnsPerIP })},
 	{"services-allow-link-local", "server.services_allow_link_local", "let services created through the API point at link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata)", boolSetter(func(c *fileConfig) *bool { return &c.Server.ServicesAllowLinkLocal })},
 	{"master-key-file", "master_key_file", "file holding the 64-hex-character master key (default <data-dir>/master.key)", strSetter(func(c *fileConfig) *string { return &c.MasterKeyFile })},
 	{"log-format", "log.format", "text or json", strSetter(func(c *fileConfig) *string { return &c.Log.Format })},

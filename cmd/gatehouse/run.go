@@ -25,6 +25,7 @@ import (
 	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/httpapi"
 	gwapi "gatehouse/httpapi/gateway"
+	"gatehouse/httpapi/listener"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
@@ -142,6 +143,9 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	// routes, buckets and blob store.
 	reg, gwReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	fdLimit, raised, err := raiseFDLimit()
+	caps := deriveConnCaps(cfg.Server.MaxConns, cfg.Server.MaxConnsPerIP, fdLimit)
+	logConnCaps(lg, caps, raised, err)
 	n, err := openNode(ctx, cfg, lg, reg, gwReg)
 	if err != nil {
 		return err
@@ -215,8 +219,9 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		return err
 	}
 	errc := make(chan error, len(servers))
+	conns := listener.NewConns(caps.max, caps.perIP) // one budget: the listeners share the fds
 	for i, l := range servers {
-		ln := lns[i]
+		ln := conns.Limit(lns[i])
 		lg.Info("listening", "listener", l.name, "addr", ln.Addr().String())
 		go func() { errc <- l.srv.Serve(ln) }()
 	}
