@@ -63,10 +63,12 @@ test-deps: test-debs
 	fi
 
 ## test-debs: the tools the README's walk-through uses for TestREADME (curl,
-## jq, zip, openssl) and bubblewrap (bwrap), the sandbox custom tools and
-## stdio MCP servers run in, from Debian's packages when missing (need_debs).
+## jq, zip, openssl), bubblewrap (bwrap), the sandbox custom tools and
+## stdio MCP servers run in, and prlimit (util-linux), which runs the fd-limit
+## tests' server under a low RLIMIT_NOFILE, from Debian's packages when
+## missing (need_debs).
 test-debs:
-	$(call need_debs,curl:curl jq:jq zip:zip openssl:openssl bwrap:bubblewrap,TestREADME and the sandbox tests)
+	$(call need_debs,curl:curl jq:jq zip:zip openssl:openssl bwrap:bubblewrap prlimit:util-linux,TestREADME and the sandbox and fd-limit tests)
 
 ## api-test-deps: the pinned client generator (openapi-typescript,
 ## openapi-fetch, typescript) for TestGeneratedClientWalkthrough
