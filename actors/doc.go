@@ -55,7 +55,7 @@
 //
 //	type  name             payload                                           applied by
 //	   1  barrier          none (a snapshot's cut)                           nothing
-//	   2  user put         JSON userRecord, full state (argon2id hash)       accounts actor
+//	   2  user put         JSON userRecord, full state (sealed argon2id)     accounts actor
 //	   3  session put      JSON sessionRecord {hash of token, user, expiry}  accounts actor
 //	   4  session delete   32-byte SHA-256 of the token                      accounts actor
 //	  10  key created      binary keyRecord (id, owner, name, preview, hash,
@@ -98,5 +98,6 @@
 //     Snapshot for why that cut is consistent.
 //   - No secret is kept in plaintext: keys are a SHA-256 hash (lookup) plus
 //     AES-256-GCM ciphertext under the master key (Sealer); session tokens
-//     are SHA-256 hashes; passwords are argon2id hashes.
+//     are SHA-256 hashes; passwords are argon2id hashes, themselves sealed
+//     like keys, bound to the user id (passwordseal.go).
 package actors

@@ -77,7 +77,10 @@ func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	}
 	rec := userRecord{
 		ID: uuid.New(), Email: email, Role: nu.Role, Plan: nu.Plan, LicenseActive: nu.LicenseActive,
-		CreatedAt: s.clock.Now().Unix(), PasswordHash: ph,
+		CreatedAt: s.clock.Now().Unix(),
+	}
+	if rec.PasswordHash, err = s.sealPasswordHash(ph, rec.ID); err != nil {
+		return User{}, err
 	}
 	// In a cluster, one creation per email at a time, each seeing every
 	// earlier one: two nodes never both take an email.
@@ -118,7 +121,9 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 		if err != nil {
 			return User{}, err
 		}
-		m.passwordHash = ph
+		if m.passwordHash, err = s.sealPasswordHash(ph, id); err != nil {
+			return User{}, err
+		}
 	}
 	// In a cluster, one change of a user at a time, each on a state that
 	// holds the previous one: racing patches of two fields keep both.
@@ -195,11 +200,17 @@ func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (Use
 		ok = true // not the client's failure: do not count it
 		return User{}, Session{}, err
 	}
-	stored := lb.user.PasswordHash
-	if !lb.found {
-		stored = dummyHash()
+	stored, oerr := dummyHash(), error(nil)
+	if lb.found {
+		if stored, oerr = s.openPasswordHash(lb.user.PasswordHash, lb.user.ID); oerr != nil {
+			s.lg.Warn("login: the user's password hash does not open with the master key", "user_id", lb.user.ID, "err", oerr)
+			stored = dummyHash() // as long as any other failure
+		}
 	}
 	match, herr := checkPassword(stored, password)
+	if oerr != nil {
+		herr = oerr
+	}
 	release()
 	if !lb.found || herr != nil || !match {
 		return User{}, Session{}, ErrBadCredentials
