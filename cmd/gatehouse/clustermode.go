@@ -101,6 +101,10 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 		if isEtcdAuthError(err) {
 			return nil, fmt.Errorf("cluster: etcd at %s: %w: %w", c.endpoints(), errEtcdAuth, err)
 		}
+		if cfg.Etcd.tlsOn() && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("cluster: etcd at %s: no TLS connection within %s: %w (is etcd reachable, does its certificate chain to "+
+				"cluster.etcd.ca_file, and does it accept this node's client certificate, cluster.etcd.cert_file?)", c.endpoints(), etcdDialTimeout, err)
+		}
 		return nil, fmt.Errorf("cluster: etcd client for %s: %w", c.endpoints(), err)
 	}
 	c.lg.Info("cluster transport listening", "addr", tr.Addr(), "etcd", c.endpoints(), "tls", c.tls != nil)

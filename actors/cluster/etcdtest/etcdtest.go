@@ -29,9 +29,9 @@ type Cluster struct {
 
 // Start starts an n-member cluster and waits until it has a leader. The
 // members stop when the test ends.
-func Start(t testing.TB, n int) *Cluster {
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	c := StartShared(t, n)
+	c := StartShared(t, n, opts...)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -41,10 +41,10 @@ func Start(t testing.TB, n int) *Cluster {
 // removed by Close. Ports are picked free and bound a moment later, by
 // etcd: when another process took one meanwhile, the cluster is started
 // again on new ones.
-func StartShared(t testing.TB, n int) *Cluster {
+func StartShared(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		c, err := tryStart(t, n)
+		c, err := tryStart(t, n, opts)
 		if err == nil {
 			return c
 		}
@@ -57,7 +57,7 @@ func StartShared(t testing.TB, n int) *Cluster {
 
 // tryStart starts an n-member cluster on free ports; on an error every
 // member is stopped and the data dirs removed.
-func tryStart(t testing.TB, n int) (*Cluster, error) {
+func tryStart(t testing.TB, n int, opts []Option) (*Cluster, error) {
 	c := &Cluster{cfgs: make([]*embed.Config, n), members: make([]*embed.Etcd, n)}
 	peers := make([]string, n)
 	for i := range n {
@@ -76,6 +76,9 @@ func tryStart(t testing.TB, n int) (*Cluster, error) {
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 		cfg.InitialClusterToken = "gatehouse-test"
+		for _, o := range opts {
+			o(cfg)
+		}
 		peers[i] = cfg.Name + "=" + peer.String()
 		c.cfgs[i] = cfg
 	}
@@ -130,6 +133,24 @@ func (c *Cluster) startOr(i int, abort <-chan struct{}) error {
 	}
 	c.members[i] = e
 	return nil
+}
+
+// Option changes every member's configuration.
+type Option func(*embed.Config)
+
+// WithClientTLS serves the members' clients over TLS with certFile and
+// keyFile, and requires a client certificate signed by a CA of caFile
+// (etcd's --client-cert-auth): the endpoints are https URLs.
+func WithClientTLS(certFile, keyFile, caFile string) Option {
+	return func(cfg *embed.Config) {
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = certFile, keyFile
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = caFile, true
+		for _, us := range [][]url.URL{cfg.ListenClientUrls, cfg.AdvertiseClientUrls} {
+			for i := range us {
+				us[i].Scheme = "https"
+			}
+		}
+	}
 }
 
 // Endpoint returns member i's client URL.
