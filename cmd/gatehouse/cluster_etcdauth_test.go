@@ -51,7 +51,8 @@ func forgedUserEntry(t *testing.T, email, password string, version byte) []byte 
 // one; the old entry format with its CRC recomputed, and the current one
 // with a made-up MAC). No node applies them (their admin cannot log in
 // anywhere), each node warns, and both keep serving and applying the
-// genuine entries written after them.
+// genuine entries written after them. No genuine value in etcd holds a
+// password hash in the clear.
 func TestClusterForgedLogEntry(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
 	masterKey := hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
@@ -63,6 +64,7 @@ func TestClusterForgedLogEntry(t *testing.T) {
 	cli := etcd.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	forged := map[string]bool{}
 	for key, v := range map[string][]byte{
 		"/gatehouse/wal/log/a/00000000000000000777":        forgedUserEntry(t, "evil@example.com", "evil password 1", 1),
 		"/gatehouse/wal/log/intruder/00000000000000000001": forgedUserEntry(t, "evil2@example.com", "evil password 2", 2),
@@ -70,6 +72,7 @@ func TestClusterForgedLogEntry(t *testing.T) {
 		if _, err := cli.Put(ctx, key, string(v)); err != nil {
 			t.Fatal(err)
 		}
+		forged[key] = true
 	}
 	expect(t, "create user after the forgeries", 201)(admin.do("POST", "/api/users", map[string]any{
 		"email": "dev@example.com", "password": "user-password-1", "plan": "standard", "licenseActive": true,
@@ -80,6 +83,17 @@ func TestClusterForgedLogEntry(t *testing.T) {
 		return err == nil && code == 200
 	}) {
 		t.Fatalf("b did not apply the genuine user created after the forged entries:\n%s", b.c.logs.String())
+	}
+	// The replicated log (and everything else in etcd) holds no password
+	// hash in the clear: the admin's and dev's are sealed.
+	all, err := cli.Get(ctx, "/gatehouse/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range all.Kvs {
+		if strings.Contains(string(kv.Value), "$argon2id$") && !forged[string(kv.Key)] {
+			t.Errorf("etcd key %s holds a password hash in the clear", kv.Key)
+		}
 	}
 	for _, n := range []*clusterNode{a, b} {
 		for _, cred := range [][2]string{{"evil@example.com", "evil password 1"}, {"evil2@example.com", "evil password 2"}} {
