@@ -34,6 +34,13 @@ const macSize = sha256.Size
 // Auth.AcceptUnauthenticated is off).
 var ErrForged = errors.New("etcdlog: entry not authenticated by a cluster member")
 
+// ErrLegacy reports an entry or a snapshot in the format written before
+// the log was authenticated (always with ErrForged). Replay fails on such
+// an entry (Follow skips it) unless Auth.AcceptUnauthenticated.
+var ErrLegacy = errors.New("written without a MAC, before the log was authenticated: the log of a cluster upgraded " +
+	"from a build before issue 31? Start every node once with cluster.etcd.accept_unauthenticated: true until a snapshot " +
+	"was taken (docs/decisions.md), or it was forged by a client of etcd")
+
 // Auth is what authenticates a log's entries and snapshots.
 type Auth struct {
 	// MasterKey is the cluster's master key (the same on every node);

@@ -169,8 +169,9 @@ func TestLargeBatch(t *testing.T) {
 	}
 }
 
-// TestAppendNeverTwice: a retried append under the same name lands once;
-// a reopened writer continues its counter.
+// TestAppendNeverTwice: a retried append under the same name lands once
+// (and a name holding another value is not taken for it); a reopened
+// writer continues its counter.
 func TestAppendNeverTwice(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	l := open(t, c, 0, "/r", "w")
@@ -179,10 +180,18 @@ func TestAppendNeverTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same name again, as a retry after an unknown outcome would.
-	rev, err := l.create(ctx, l.entryKey(1), []byte{entryVersion, 0})
+	// The same name and value again, as a retry after an unknown outcome
+	// would; another value under that name is not this writer's.
+	resp, err := l.cli.Get(ctx, l.entryKey(1))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v", l.entryKey(1), err)
+	}
+	rev, err := l.create(ctx, l.entryKey(1), resp.Kvs[0].Value)
 	if err != nil || rev != Rev(s1) {
 		t.Fatalf("retry = %d, %v; want the first write's revision %d", rev, err, Rev(s1))
+	}
+	if _, err := l.create(ctx, l.entryKey(1), []byte{entryVersion, 0}); !errors.Is(err, errTaken) {
+		t.Fatalf("create under a name holding another value = %v, want errTaken", err)
 	}
 	again := open(t, c, 0, "/r", "w")
 	if again.n != 1 {

@@ -25,7 +25,7 @@ const pageSize = 256
 // ErrCompacted when etcd no longer has the revisions after after. writer
 // is the id of the Log that appended the record.
 func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, writer string, rec wal.Record) error) error {
-	pinned, err := l.catchUp(ctx, after, fn)
+	pinned, err := l.catchUp(ctx, after, fn, false)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, writ
 			if ev.Type != mvccpb.PUT || ev.Kv.CreateRevision != ev.Kv.ModRevision {
 				continue // a truncation, or a rewrite (none are made)
 			}
-			if err := l.deliver(ctx, ev.Kv, after, fn); err != nil {
+			if err := l.deliver(ctx, ev.Kv, after, fn, false); err != nil {
 				return err
 			}
 		}
@@ -58,7 +58,7 @@ func (l *Log) Follow(ctx context.Context, after uint64, fn func(seq uint64, writ
 // position it read up to: Follow from there continues exactly after the
 // last record Replay delivered.
 func (l *Log) Replay(ctx context.Context, after uint64, fn func(seq uint64, writer string, rec wal.Record) error) (uint64, error) {
-	pinned, err := l.catchUp(ctx, after, fn)
+	pinned, err := l.catchUp(ctx, after, fn, true)
 	if err != nil {
 		return 0, err
 	}
@@ -66,8 +66,8 @@ func (l *Log) Replay(ctx context.Context, after uint64, fn func(seq uint64, writ
 }
 
 // catchUp delivers the records after after as of one revision, which it
-// returns.
-func (l *Log) catchUp(ctx context.Context, after uint64, fn func(uint64, string, wal.Record) error) (int64, error) {
+// returns; legacy as deliver's.
+func (l *Log) catchUp(ctx context.Context, after uint64, fn func(uint64, string, wal.Record) error, legacy bool) (int64, error) {
 	rev := Rev(after)
 	var pinned int64 // the revision the catch-up reads at
 	for {
@@ -92,7 +92,7 @@ func (l *Log) catchUp(ctx context.Context, after uint64, fn func(uint64, string,
 			}
 		}
 		for _, kv := range resp.Kvs {
-			if err := l.deliver(ctx, kv, after, fn); err != nil {
+			if err := l.deliver(ctx, kv, after, fn, legacy); err != nil {
 				return 0, err
 			}
 			rev = kv.ModRevision + 1
@@ -130,14 +130,22 @@ func (l *Log) truncatedKey() string { return l.prefix + "truncated" }
 
 // deliver decodes one entry and calls fn for its records after after. An
 // entry that is not authenticated (ErrForged) is skipped: counted, and
-// logged once per writer name.
-func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn func(uint64, string, wal.Record) error) error {
+// logged once per writer name. With legacy set (Replay, at a node's
+// start), an entry in the pre-MAC format is an error instead (ErrLegacy):
+// the log of a cluster upgraded without
+// cluster.etcd.accept_unauthenticated, whose records a node must not
+// start without.
+func (l *Log) deliver(ctx context.Context, kv *mvccpb.KeyValue, after uint64, fn func(uint64, string, wal.Record) error, legacy bool) error {
 	writer, n, err := l.parseEntryKey(string(kv.Key))
 	if err != nil { // no node writes such a key
 		l.auth.reject("entry", "", string(kv.Key), fmt.Errorf("%w: %w", ErrForged, err))
 		return nil
 	}
 	body, err := l.entryBody(ctx, kv, writer, n)
+	if legacy && errors.Is(err, ErrLegacy) {
+		l.auth.reject("entry", writer, string(kv.Key), err)
+		return err
+	}
 	if errors.Is(err, ErrForged) {
 		l.auth.reject("entry", writer, string(kv.Key), err)
 		return nil
@@ -193,7 +201,7 @@ func (l *Log) entryBody(ctx context.Context, kv *mvccpb.KeyValue, writer string,
 		return body, nil
 	case legacyVersion:
 		if !l.auth.legacy {
-			return nil, fmt.Errorf("%w: %s: written without a MAC (format version 1; cluster.etcd.accept_unauthenticated accepts it)", ErrForged, kv.Key)
+			return nil, fmt.Errorf("%w: %w: %s", ErrForged, ErrLegacy, kv.Key)
 		}
 		if v[1] == 0 {
 			return v[2:], nil

@@ -136,7 +136,7 @@ func (s *Snapshots) authenticate(info SnapshotInfo, payload []byte) error {
 	var err error
 	switch {
 	case info.signed == nil && !s.l.auth.legacy:
-		err = fmt.Errorf("%w: snapshot %d has no MAC (format version 1; cluster.etcd.accept_unauthenticated accepts it)", ErrForged, info.Pos)
+		err = fmt.Errorf("%w: snapshot %d: %w", ErrForged, info.Pos, ErrLegacy)
 	case info.signed != nil && !s.l.auth.verify(info.mac, macSnapshot, info.Writer, info.Pos, info.signed, payload):
 		err = fmt.Errorf("%w: snapshot %d: MAC", ErrForged, info.Pos)
 	}
