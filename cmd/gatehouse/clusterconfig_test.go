@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,12 @@ func TestParseServeCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		return p
+	}
+	// caFile stands for "CA" in a case's file and arguments: a file that
+	// exists, for the cluster.etcd file keys.
+	caFile := filepath.Join(dir, "etcd-ca.pem")
+	if err := os.WriteFile(caFile, []byte("PEM"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	// on is the environment of a valid cluster node; each case changes it.
 	on := func(kv ...string) map[string]string {
@@ -92,15 +99,41 @@ func TestParseServeCluster(t *testing.T) {
 			wantErr: "cluster.listen must differ from server.port (8080)"},
 		{name: "listen on the metrics port", file: `{"server":{"metrics_addr":"127.0.0.1:7946"}}`, env: on(),
 			wantErr: "cluster.listen must differ from server.metrics_addr (127.0.0.1:7946)"},
-		{name: "https endpoint", env: on("GATEHOUSE_ETCD_ENDPOINTS", "https://e:2379"),
-			wantErr: `GATEHOUSE_ETCD_ENDPOINTS=https://e:2379: cluster.etcd_endpoints must be etcd client URLs such as "http://10.0.0.1:2379" or host:port, comma-separated; "https://e:2379" is not (TLS to etcd is not supported yet)`},
+		{name: "https endpoint without a CA", env: on("GATEHOUSE_ETCD_ENDPOINTS", "https://e:2379"),
+			wantErr: `GATEHOUSE_ETCD_ENDPOINTS=https://e:2379: cluster.etcd_endpoints "https://e:2379" is https: set cluster.etcd.ca_file (--etcd-ca-file)`},
+		{name: "etcd TLS and auth", file: `{"cluster":{"etcd_endpoints":["https://e1:2379"],"etcd":{"ca_file":"CA","cert_file":"CA","key_file":"CA","username":"gh","password":"etcd-secret-1"}}}`,
+			env: on("GATEHOUSE_ETCD_ENDPOINTS", ""),
+			check: func(t *testing.T, c fileConfig) {
+				e := c.Cluster.Etcd
+				if e.Username != "gh" || e.Password != "etcd-secret-1" || !e.tlsOn() || e.AcceptUnauthenticated {
+					t.Errorf("cluster.etcd = %+v", e)
+				}
+				if attrs := c.masked(); strings.Contains(attrs, "etcd-secret-1") || !strings.Contains(attrs, `"username":"gh"`) {
+					t.Errorf("effective config shows the etcd password, or not the user: %s", attrs)
+				}
+			}},
+		{name: "etcd password from the environment", env: on("GATEHOUSE_ETCD_USERNAME", "gh", "GATEHOUSE_ETCD_PASSWORD", "etcd-secret-1",
+			"GATEHOUSE_ETCD_ACCEPT_UNAUTHENTICATED", "true"),
+			check: func(t *testing.T, c fileConfig) {
+				if e := c.Cluster.Etcd; e.Username != "gh" || e.Password != "etcd-secret-1" || !e.AcceptUnauthenticated {
+					t.Errorf("cluster.etcd = %+v", e)
+				}
+			}},
+		{name: "etcd user without a password", env: on("GATEHOUSE_ETCD_USERNAME", "gh"),
+			wantErr: "GATEHOUSE_ETCD_USERNAME=gh: cluster.etcd.username and cluster.etcd.password go together"},
+		{name: "etcd certificate without its key", args: []string{"--etcd-ca-file", "CA", "--etcd-cert-file", "CA"}, env: on("GATEHOUSE_ETCD_ENDPOINTS", "https://e:2379"),
+			wantErr: "cluster.etcd.cert_file and cluster.etcd.key_file go together"},
+		{name: "etcd CA file missing", args: []string{"--etcd-ca-file", "/nonexistent/ca.pem"}, env: on("GATEHOUSE_ETCD_ENDPOINTS", "https://e:2379"),
+			wantErr: "--etcd-ca-file=/nonexistent/ca.pem: cluster.etcd.ca_file must name a readable PEM file"},
+		{name: "http endpoint with etcd TLS", args: []string{"--etcd-ca-file", "CA"}, env: on(),
+			wantErr: `cluster.etcd_endpoints must all be https:// URLs when cluster.etcd TLS is configured; "http://127.0.0.1:2379" is not`},
 		{name: "endpoint without a port", args: []string{"--etcd-endpoints", "127.0.0.1:2379,etcd"}, env: on(),
 			wantErr: `--etcd-endpoints=127.0.0.1:2379,etcd: cluster.etcd_endpoints must be etcd client URLs`},
 		{name: "endpoint with a path", env: on("GATEHOUSE_ETCD_ENDPOINTS", "http://e:2379/v3"), wantErr: `"http://e:2379/v3" is not`},
 		{name: "endpoints not a list", file: `{"cluster":{"etcd_endpoints":"e:2379"}}`,
 			wantErr: "config FILE:1:30: cluster.etcd_endpoints: want an array, got a string"},
-		{name: "unknown cluster key", file: `{"cluster":{"etcd":[]}}`,
-			wantErr: `unknown key "cluster.etcd"; valid keys here: etcd_endpoints, node_id, listen, prefix, lease_ttl, request_timeout, forward_timeout`},
+		{name: "unknown cluster key", file: `{"cluster":{"etcd2":[]}}`,
+			wantErr: `unknown key "cluster.etcd2"; valid keys here: etcd_endpoints, node_id, listen, prefix, lease_ttl, request_timeout, forward_timeout`},
 		{name: "relative prefix", file: `{"cluster":{"prefix":"gatehouse"}}`, env: on(), wantErr: `config FILE: cluster.prefix must be an etcd key path such as "/gatehouse"`},
 		{name: "prefix with a trailing slash", file: `{"cluster":{"prefix":"/gatehouse/"}}`, env: on(), wantErr: "cluster.prefix must be an etcd key path"},
 		{name: "lease under a second", file: `{"cluster":{"lease_ttl":"500ms"}}`, env: on(),
@@ -146,7 +179,12 @@ func TestParseServeCluster(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := tt.args
 			if tt.file != "" {
-				args = append([]string{"--config", file(tt.file)}, args...)
+				args = append([]string{"--config", file(strings.ReplaceAll(tt.file, `"CA"`, strconv.Quote(caFile)))}, args...)
+			}
+			for i, a := range args {
+				if a == "CA" {
+					args[i] = caFile
+				}
 			}
 			getenv := func(k string) string { return tt.env[k] }
 			c, err := parseServe("serve", args, getenv, io.Discard, io.Discard)
