@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // clusterEtcdConfig is cluster.etcd: how a node authenticates to etcd
@@ -107,4 +111,38 @@ func isEtcdAuthError(err error) bool {
 		}
 	}
 	return false
+}
+
+// etcdAccess is how the `gatehouse etcd snapshot|member` helpers reach a
+// secured etcd: the variables of serve's cluster.etcd.* (the helpers have
+// no config file).
+type etcdAccess struct {
+	tls            *tls.Config
+	user, password string
+}
+
+// etcdAccessFromEnv reads GATEHOUSE_ETCD_{CA_FILE,CERT_FILE,KEY_FILE,
+// USERNAME,PASSWORD}.
+func etcdAccessFromEnv(getenv func(string) string) (etcdAccess, error) {
+	e := clusterEtcdConfig{
+		CAFile: getenv("GATEHOUSE_ETCD_CA_FILE"), CertFile: getenv("GATEHOUSE_ETCD_CERT_FILE"), KeyFile: getenv("GATEHOUSE_ETCD_KEY_FILE"),
+		Username: getenv("GATEHOUSE_ETCD_USERNAME"), Password: getenv("GATEHOUSE_ETCD_PASSWORD"),
+	}
+	if (e.CertFile == "") != (e.KeyFile == "") || (e.CertFile != "" && e.CAFile == "") {
+		return etcdAccess{}, errors.New("GATEHOUSE_ETCD_CERT_FILE and GATEHOUSE_ETCD_KEY_FILE go together, with GATEHOUSE_ETCD_CA_FILE")
+	}
+	if (e.Username == "") != (e.Password == "") {
+		return etcdAccess{}, errors.New("GATEHOUSE_ETCD_USERNAME and GATEHOUSE_ETCD_PASSWORD go together")
+	}
+	t, err := etcdClientTLS(e)
+	if err != nil {
+		return etcdAccess{}, err
+	}
+	return etcdAccess{tls: t, user: e.Username, password: e.Password}, nil
+}
+
+// config is the client config of a helper for endpoints, bound by ctx.
+func (a etcdAccess) config(ctx context.Context, endpoints []string) clientv3.Config {
+	return clientv3.Config{Endpoints: endpoints, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: ctx,
+		TLS: a.tls, Username: a.user, Password: a.password}
 }

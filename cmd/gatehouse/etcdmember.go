@@ -12,7 +12,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // `gatehouse etcd member list|add|remove`: etcd's membership changes
@@ -55,9 +54,13 @@ func runMemberOp(ctx context.Context, sub string, args []string, getenv func(str
 	if len(eps) == 0 {
 		return errors.New("--endpoints: none given")
 	}
+	acc, err := etcdAccessFromEnv(getenv)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: ctx})
+	cli, err := clientv3.New(acc.config(ctx, eps))
 	if err != nil {
 		return fmt.Errorf("etcd client for %s: %w", *endpoints, err)
 	}

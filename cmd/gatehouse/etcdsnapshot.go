@@ -127,9 +127,13 @@ func runSnapshotSave(ctx context.Context, args []string, getenv func(string) str
 	if len(eps) == 0 {
 		return errors.New("--endpoints: none given")
 	}
+	acc, err := etcdAccessFromEnv(getenv)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	st, ep, err := saveSnapshot(ctx, eps, pos[0], *force)
+	st, ep, err := saveSnapshot(ctx, acc, eps, pos[0], *force)
 	if err != nil {
 		return err
 	}
@@ -150,17 +154,17 @@ func orNone(s string) string {
 // The member it comes from first answers a linearizable read, so every
 // change acknowledged before the save began is in the snapshot. It returns
 // the snapshot's status and the endpoint it came from.
-func saveSnapshot(ctx context.Context, endpoints []string, file string, force bool) (snapshotStatus, string, error) {
+func saveSnapshot(ctx context.Context, acc etcdAccess, endpoints []string, file string, force bool) (snapshotStatus, string, error) {
 	if !force {
 		if _, err := os.Lstat(file); err == nil {
 			return snapshotStatus{}, "", fmt.Errorf("%s exists: --force replaces it", file)
 		}
 	}
-	ep, err := pickSnapshotMember(ctx, endpoints)
+	ep, err := pickSnapshotMember(ctx, acc, endpoints)
 	if err != nil {
 		return snapshotStatus{}, "", err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: ctx})
+	cli, err := clientv3.New(acc.config(ctx, []string{ep}))
 	if err != nil {
 		return snapshotStatus{}, "", fmt.Errorf("etcd client for %s: %w", ep, err)
 	}
@@ -212,8 +216,8 @@ func saveSnapshot(ctx context.Context, endpoints []string, file string, force bo
 
 // pickSnapshotMember returns the endpoint of the etcd leader among
 // endpoints, else of the first member that knows a leader.
-func pickSnapshotMember(ctx context.Context, endpoints []string) (string, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: ctx})
+func pickSnapshotMember(ctx context.Context, acc etcdAccess, endpoints []string) (string, error) {
+	cli, err := clientv3.New(acc.config(ctx, endpoints))
 	if err != nil {
 		return "", fmt.Errorf("etcd client for %s: %w", strings.Join(endpoints, ","), err)
 	}

@@ -94,7 +94,10 @@ SIGINT stops it. For production, an external etcd cluster works as well.
 
 Operations (docs/cluster.md, "Operations"; each has its own -h):
   gatehouse etcd snapshot save|restore|status   back up and restore
-  gatehouse etcd member list|add|remove         change the members`,
+  gatehouse etcd member list|add|remove         change the members
+Against an etcd with client TLS or authentication, save and member read
+GATEHOUSE_ETCD_CA_FILE, _CERT_FILE, _KEY_FILE, _USERNAME and _PASSWORD,
+as serve's cluster.etcd.* (a snapshot needs etcd's root role).`,
 	"etcd snapshot": `usage:
   gatehouse etcd snapshot save [--endpoints URLs] [--force] FILE
   gatehouse etcd snapshot restore FILE --name NAME --data-dir DIR --initial-cluster NAME=URL,...
