@@ -105,6 +105,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeQuota -fuzztime=60s ./actors/cluster
 	$(GO) test -run='^$$' -fuzz=FuzzWire -fuzztime=60s ./actors/cluster/transport
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeBatch -fuzztime=60s ./wal/etcdlog
+	$(GO) test -run='^$$' -fuzz=FuzzAuthenticatedDecoders -fuzztime=60s ./wal/etcdlog
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=60s ./actors/control
 
 ## bench: every case of the suite, printed and appended to bench/RESULTS.md:
