@@ -139,13 +139,21 @@ func (a *authenticator) verify(sum []byte, kind byte, writer string, n uint64, p
 	return hmac.Equal(sum, a.mac(kind, writer, n, parts...))
 }
 
+// maxWarned bounds the writer names logged: beyond, refusals are only
+// counted, so forged names cannot flood the log or grow the set.
+const maxWarned = 1024
+
 // reject counts a refused item and logs the first of each writer's.
 func (a *authenticator) reject(kind, writer, key string, err error) {
 	a.rejected.WithLabelValues(kind).Inc()
 	a.mu.Lock()
 	_, seen := a.warned[writer]
-	if !seen && len(a.warned) < 1024 {
+	switch {
+	case seen:
+	case len(a.warned) < maxWarned:
 		a.warned[writer] = struct{}{}
+	default:
+		seen = true // so many names: a flood, counted only
 	}
 	a.mu.Unlock()
 	if !seen {
