@@ -133,6 +133,7 @@ func clusterConverges(t *testing.T, seed uint64) {
 	}
 	var mu sync.Mutex
 	var children []minted
+	revoked := map[int]bool{} // tokens a RevokeToken removed
 	heir := uuid.New() // another user's: the parent's user holds at most 100
 
 	for round := range 50 {
@@ -159,7 +160,12 @@ func clusterConverges(t *testing.T, seed uint64) {
 					case 0, 1:
 						_, err = cn.ctl.CheckToken(ctx, secrets[r.IntN(len(secrets))], "192.0.2.1")
 					case 2:
-						err = cn.ctl.RevokeToken(ctx, ids[r.IntN(len(ids))], user)
+						p := r.IntN(len(ids))
+						if err = cn.ctl.RevokeToken(ctx, ids[p], user); err == nil {
+							mu.Lock()
+							revoked[p] = true
+							mu.Unlock()
+						}
 					case 3:
 						_, err = cn.ctl.UpdateService(ctx, fmt.Sprint("s", r.IntN(2)), ServiceInput{Upstream: fmt.Sprintf("http://127.0.0.1:%d", 10+r.IntN(50)), KeepHeaders: true, Enabled: true, Description: fmt.Sprint(cn.name, round, i)})
 					case 4:
@@ -198,6 +204,11 @@ func clusterConverges(t *testing.T, seed uint64) {
 		_, errB := nodes[1].ctl.CheckToken(ctx, s, "192.0.2.3")
 		if (errA == nil) != (errB == nil) {
 			t.Errorf("token %d: CheckToken = %v on A, %v on B", i, errA, errB)
+		}
+		// A use the other node saved before it saw the revocation must
+		// not bring the token back (issue 31).
+		if revoked[i] && (errA == nil || errB == nil) {
+			t.Errorf("token %d was revoked, yet CheckToken = %v on A, %v on B", i, errA, errB)
 		}
 	}
 	if len(children) == 0 {
@@ -257,5 +268,72 @@ func settle(t *testing.T, log *sharedLog, nodes []*clusterNode) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// TestRevokedTokenNotRevivedByALaterUse: node B saves a token's last use
+// after node A's revocation in the log's order, because B had not applied
+// the revocation yet when the token came in (issue 31). The save comes
+// last, yet the token stays revoked on both nodes and in a replay of the
+// log: a use never brings back a token that is gone.
+func TestRevokedTokenNotRevivedByALaterUse(t *testing.T) {
+	log := &sharedLog{more: make(chan struct{})}
+	clk := clock.NewFake(actorstest.T0)
+	var nodes []*clusterNode
+	for _, name := range []string{"A", "B"} {
+		cn := &clusterNode{name: name}
+		n := actorstest.New(t, actorstest.WithClock(clk), actorstest.WithExtensions(func() []actors.Extension {
+			cn.ctl = New()
+			cn.ctl.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
+			return []actors.Extension{cn.ctl}
+		}))
+		n.Start()
+		nodes = append(nodes, cn)
+	}
+	ctx := actorstest.Ctx(t)
+	catchUp := func(cn *clusterNode) { // applies the others' records, in this goroutine
+		t.Helper()
+		all, _ := log.from(cn.applied)
+		for _, r := range all {
+			cn.applied++
+			if r.writer != cn.name {
+				if err := cn.ctl.ApplyLive(ctx, uint64(cn.applied), r.rec); err != nil {
+					t.Fatalf("%s: ApplyLive(%d): %v", cn.name, cn.applied, err)
+				}
+			}
+		}
+	}
+	a, b := nodes[0], nodes[1]
+	user := uuid.New()
+	tk, secret, err := a.ctl.CreateToken(ctx, NewToken{UserID: user, Name: "ci", Scopes: []Scope{ScopeRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catchUp(a)
+	catchUp(b)
+	clk.Advance(time.Minute + time.Second) // B's next use of it is saved
+
+	if err := a.ctl.RevokeToken(ctx, tk.ID, user); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ctl.CheckToken(ctx, secret, "192.0.2.1"); err != nil {
+		t.Fatalf("B, before it applied the revocation: CheckToken = %v, want the token", err)
+	}
+	catchUp(a)
+	catchUp(b)
+	for _, cn := range nodes {
+		if _, err := cn.ctl.CheckToken(ctx, secret, "192.0.2.2"); !errors.Is(err, ErrTokenInvalid) {
+			t.Errorf("%s: CheckToken of the revoked token = %v, want ErrTokenInvalid", cn.name, err)
+		}
+	}
+	replay := New()
+	all, _ := log.from(0)
+	for i, r := range all {
+		if err := replay.Apply(uint64(i+1), r.rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(replay.st.tokens) != 0 {
+		t.Errorf("a replay of the log holds %d tokens, want the revoked one gone", len(replay.st.tokens))
 	}
 }

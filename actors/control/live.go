@@ -13,8 +13,15 @@ func markKey(e event) string { return string(e.kind) + "\x00" + e.id }
 func (m *liveMarks) own(seq uint64, e event) { m.Own(seq, markKey(e)) }
 
 // stale reports whether e, another node's record at seq, is older than
-// this node's last record of the same entity.
+// this node's last record of the same entity; a token's revocation never
+// is.
 func (m *liveMarks) stale(seq uint64, e event) bool {
 	m.Passed(seq)
+	if e.kind == kindToken && e.data == nil {
+		// A token's revocation is final (ids are never reused): it
+		// applies whatever this node saved of the token since (a last
+		// use, which the log orders after it and apply ignores).
+		return false
+	}
 	return m.Older(seq, markKey(e))
 }

@@ -29,7 +29,9 @@ func newState() *state {
 }
 
 // apply applies one event. Every event is a full-state upsert or a
-// delete, so applying one the state already reflects changes nothing.
+// delete, so applying one the state already reflects changes nothing;
+// the one exception is a token's last-use save, which applies only to a
+// token still held.
 func (s *state) apply(e event) error {
 	switch e.kind {
 	case kindToken:
@@ -43,7 +45,15 @@ func (s *state) apply(e event) error {
 				return fmt.Errorf("token %s: %w", e.id, actors.ErrCorrupt) // before any change
 			}
 		}
-		if old, ok := s.tokens[id]; ok {
+		old, ok := s.tokens[id]
+		if !ok && e.data != nil && t.LastUsed != 0 {
+			// A save with a use is a use of a token already held (a
+			// new token has none): another node saved it before it
+			// saw the token's revocation, which the log put first.
+			// A use never brings a revoked token back (issue 31).
+			return nil
+		}
+		if ok {
 			delete(s.byHash, old.Hash)
 			delete(s.tokens, id)
 		}
