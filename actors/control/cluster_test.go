@@ -134,7 +134,7 @@ func clusterConverges(t *testing.T, seed uint64) {
 	var mu sync.Mutex
 	var children []minted
 	revoked := map[int]bool{} // tokens a RevokeToken removed
-	heir := uuid.New() // another user's: the parent's user holds at most 100
+	heir := uuid.New()        // another user's: the parent's user holds at most 100
 
 	for round := range 50 {
 		clk.Advance(time.Minute + time.Second) // every token's next use is saved
