@@ -44,7 +44,7 @@ var settings = []setting{
 	{"gateway-host", "gateway.host", "agent gateway listen address", strSetter(func(c *fileConfig) *string { return &c.Gateway.Host })},
 	{"gateway-port", "gateway.port", "agent gateway port (0: any free port)", intSetter(func(c *fileConfig) *int { return &c.Gateway.Port })},
 	{"gateway-token", "gateway.token", "agent gateway admin token", strSetter(func(c *fileConfig) *string { return &c.Gateway.Token })},
-	{"gateway-mcp-max-message-bytes", "gateway.mcp_max_message_bytes", "the largest message an MCP server may send (a JSON reply, an SSE event, a stdio line); beyond it its connection drops", intSetter(func(c *fileConfig) *int { return &c.Gateway.MCPMaxMessageBytes })},
+	{"gateway-mcp-max-message-bytes", "gateway.mcp_max_message_bytes", "the largest message an MCP server may send (a JSON reply, an SSE event, a stdio JSON message); beyond it its connection drops", intSetter(func(c *fileConfig) *int { return &c.Gateway.MCPMaxMessageBytes })},
 	{"gateway-webhook-max-in-flight", "gateway.webhook_max_in_flight", "async webhook messages in flight per channel instance, callback retries included (429 beyond)", intSetter(func(c *fileConfig) *int { return &c.Gateway.WebhookMaxInFlight })},
 	{"max-conns", "server.max_conns", "TCP connections all listeners may hold together, 503 beyond (0: derived from the fd limit)", intSetter(func(c *fileConfig) *int { return &c.Server.MaxConns })},
 	{"max-conns-per-ip", "server.max_conns_per_ip", "TCP connections one client address may hold, 429 beyond (0: half of max-conns)", intSetter(func(c *fileConfig) *int { return &c.Server.MaxConnsPerIP })},
