@@ -216,6 +216,21 @@ func TestWSLimitsAndShutdown(t *testing.T) {
 	if code := big.closeCode(); code != websocket.CloseMessageTooBig {
 		t.Errorf("oversized frame: close code %d, want %d", code, websocket.CloseMessageTooBig)
 	}
+	// The websocket library writes that close frame itself, before the
+	// read returns to the session, which frees the slot a moment later
+	// (seen in a fresh-clone CI run): wait for it.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		e.srv.ws.mu.Lock()
+		n := len(e.srv.ws.conns)
+		e.srv.ws.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the oversized frame's connection still holds its slot")
+		}
+		time.Sleep(time.Millisecond)
+	}
 
 	var conns []*wsClient
 	for range wsConnsPerCred {
