@@ -39,14 +39,50 @@ type llmClients struct {
 	http *http.Client
 }
 
+// Upstream pool. The gateway bounds nothing per provider: its calls in
+// flight to one provider are its chat requests in flight, bounded only by
+// the listeners' connections (server.max_conns). A connection is kept
+// idle for reuse up to maxIdlePerHost per provider host (maxIdle in all),
+// so that up to that many calls in flight never open a new connection in
+// steady state; a burst beyond it opens more and closes the surplus when
+// it ends. Idle connections close after idleTimeout.
+const (
+	maxIdlePerHost = 256
+	maxIdle        = 1024
+	idleTimeout    = 90 * time.Second
+)
+
+// An answer's body is drained up to drainBytes, for at most drainTime,
+// after its normal end (a streamed [DONE], a whole answer decoded) before
+// it is closed: net/http reuses a connection only when its body was read
+// to the end, and a provider's chunked terminator often arrives just
+// after [DONE]. A failed or cancelled call closes at once.
+const (
+	drainBytes = 64 << 10
+	drainTime  = 50 * time.Millisecond
+)
+
 func newLLMClients() *llmClients {
 	tr := &http.Transport{
 		Proxy:               nil,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
+		MaxIdleConns:        maxIdle,
+		MaxIdleConnsPerHost: maxIdlePerHost,
+		IdleConnTimeout:     idleTimeout,
 		ForceAttemptHTTP2:   false,
 	}
 	return &llmClients{http: &http.Client{Transport: tr}}
+}
+
+// drain reads what is left of body, up to drainBytes and drainTime (the
+// request's context, which cancel ends, aborts the read), so that the
+// connection goes back to the pool. Nothing is drained once ctx is done.
+func drain(ctx context.Context, cancel context.CancelFunc, body io.Reader) {
+	if ctx.Err() != nil {
+		return
+	}
+	t := time.AfterFunc(drainTime, cancel)
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, body, drainBytes)
 }
 
 func (c *llmClients) close() { c.http.CloseIdleConnections() }
@@ -227,7 +263,9 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 		body.Stream, body.StreamOptions = true, &oaStreamOption{IncludeUsage: true}
 	}
 	b, _ := json.Marshal(body)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(b))
+	rctx, cancel := context.WithCancel(ctx) // cancel also bounds the drain
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(b))
 	if err != nil {
 		return Result{}, providerError("bad api_base")
 	}
@@ -247,10 +285,16 @@ func (c *llmClients) openAICompat(ctx context.Context, base, key string, req llm
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return Result{}, providerError(fmt.Sprintf("status %d", resp.StatusCode))
 	}
+	var res Result
 	if onDelta == nil {
-		return readAnswer(ctx, resp.Body, maxAnswer)
+		res, err = readAnswer(ctx, resp.Body, maxAnswer)
+	} else {
+		res, err = readSSE(ctx, resp.Body, maxAnswer, onDelta)
 	}
-	return readSSE(ctx, resp.Body, maxAnswer, onDelta)
+	if err == nil {
+		drain(rctx, cancel, resp.Body)
+	}
+	return res, err
 }
 
 // readAnswer decodes a whole (non-streaming) answer: a body of at most
