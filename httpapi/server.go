@@ -107,6 +107,8 @@ type Server struct {
 	notMember atomic.Bool
 	// bridge is the agent gateway mounted for the console (MountGateway).
 	bridge gatewayBridge
+	// pprof: NewHealthServer serves /debug/pprof/ (WithPprof, pprof.go).
+	pprof bool
 }
 
 // Option configures New.
@@ -162,8 +164,9 @@ func New(cfg Config, keys KeyService, users UserService, lg *slog.Logger, reg pr
 // GET /metrics, without authentication, for a listener that serves
 // nothing else (the metrics address scrapers use; bind it to loopback or
 // a private network). A metrics registration failure is logged, not
-// fatal. Of the options only WithCluster matters: /health then answers
-// as the API listener's does in cluster mode.
+// fatal. Of the options only WithCluster and WithPprof matter: /health
+// then answers as the API listener's does in cluster mode, and
+// /debug/pprof/ serves net/http/pprof's profiles.
 func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, gather prometheus.Gatherer, opts ...Option) *Server {
 	cfg := DefaultConfig()
 	if name != "" {
@@ -179,6 +182,9 @@ func NewHealthServer(name string, lg *slog.Logger, reg prometheus.Registerer, ga
 	}
 	r := s.newRouter()
 	s.handle(r, fasthttp.MethodGet, "/metrics", s.metricsHandler())
+	if s.pprof {
+		s.handlePprof(r)
+	}
 	s.l.SetHandler(r.Handler)
 	return s
 }

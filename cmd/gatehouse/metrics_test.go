@@ -62,4 +62,23 @@ func TestMetricsListeners(t *testing.T) {
 		strings.Contains(gw, "gatehouse_wal_") || strings.Contains(gw, `listener="api"`) {
 		t.Errorf("gateway /metrics = %d, want its own series only:\n%.2000s", code, gw)
 	}
+	// Issue 35: net/http/pprof on the metrics listener, and only there.
+	code, index := get(metricsBase+"/debug/pprof/", nil, nil)
+	if code != 200 || !strings.Contains(index, "goroutine") || !strings.Contains(index, "heap") {
+		t.Errorf("metrics_addr /debug/pprof/ = %d, want the list of profiles:\n%.2000s", code, index)
+	}
+	if code, heap := get(metricsBase+"/debug/pprof/heap?debug=1", nil, nil); code != 200 || !strings.HasPrefix(heap, "heap profile:") {
+		t.Errorf("metrics_addr /debug/pprof/heap?debug=1 = %d, want a heap profile:\n%.500s", code, heap)
+	}
+	// A CPU profile is gzipped protobuf: the gzip magic, and some bytes.
+	if code, cpu := get(metricsBase+"/debug/pprof/profile?seconds=1", nil, nil); code != 200 || len(cpu) < 100 || !strings.HasPrefix(cpu, "\x1f\x8b") {
+		t.Errorf("metrics_addr /debug/pprof/profile?seconds=1 = %d, %d bytes, want a gzipped CPU profile", code, len(cpu))
+	}
+	for _, u := range []string{c.api, c.gateway} {
+		for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1"} {
+			if code, body := get(u+p, nil, admin); code != 404 {
+				t.Errorf("public listener %s%s = %d, want 404:\n%.300s", u, p, code, body)
+			}
+		}
+	}
 }

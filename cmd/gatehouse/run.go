@@ -188,7 +188,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		{"gateway", net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port)), "--gateway-port or GATEHOUSE_GATEWAY_PORT", gw},
 	}
 	if cfg.Server.MetricsAddr != "" {
-		servers = append(servers, server{"metrics", cfg.Server.MetricsAddr, "server.metrics_addr", httpapi.NewHealthServer("metrics", lg, reg, reg, n.clusterOpts()...)})
+		servers = append(servers, server{"metrics", cfg.Server.MetricsAddr, "server.metrics_addr", httpapi.NewHealthServer("metrics", lg, reg, reg, append(n.clusterOpts(), httpapi.WithPprof())...)})
 	}
 	// Bind every listener first: the bootstrap admin (whose generated
 	// password is shown once) is created only once they all bound, so a
