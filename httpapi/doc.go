@@ -21,7 +21,9 @@
 //	go srv.Serve(ln)        // blocks until Shutdown
 //	defer srv.Shutdown(ctx) // drains in-flight requests
 //
-// NewHealthServer serves only /health and /metrics, for a second listener.
+// NewHealthServer serves only /health and /metrics, for a second listener,
+// and with WithPprof net/http/pprof's /debug/pprof/ (cmd: the metrics
+// listener only).
 //
 // WithCluster(node) (a *cluster.Node, seen through the ClusterView
 // interface) turns on cluster mode's operator routes, GET /api/cluster

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strings"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -26,7 +28,7 @@ func WithPprof() Option { return func(s *Server) { s.pprof = true } }
 func (s *Server) handlePprof(r *router.Router) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", pprofCmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -43,4 +45,52 @@ func (s *Server) handlePprof(r *router.Router) {
 			r.Handle(fasthttp.MethodPost, p, wrapped)
 		}
 	}
+}
+
+// pprofCmdline is pprof.Cmdline with the values of flags that may hold a
+// secret (--gateway-token, --etcd-password) redacted: the listener has no
+// authentication, and a flag's value is no business of a profile.
+func pprofCmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(strings.Join(redactArgs(os.Args), "\x00")))
+}
+
+// redactArgs returns args with the value of every flag whose name says
+// token, password, secret or key replaced by "[redacted]", in both the
+// --flag=value and the --flag value forms. A boolean flag of such a name
+// costs the next argument's display, nothing else.
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i := 0; i < len(args); i++ {
+		out[i] = args[i]
+		if args[i] == "--" {
+			copy(out[i+1:], args[i+1:])
+			break
+		}
+		if !strings.HasPrefix(args[i], "-") {
+			continue
+		}
+		name, _, inline := strings.Cut(args[i], "=")
+		if !secretFlag(name) {
+			continue
+		}
+		if inline {
+			out[i] = name + "=[redacted]"
+		} else if i+1 < len(args) {
+			i++
+			out[i] = "[redacted]"
+		}
+	}
+	return out
+}
+
+func secretFlag(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"token", "password", "secret", "key"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,11 @@ import (
 func TestMetricsListeners(t *testing.T) {
 	cfg := writeConfig(t, t.TempDir(), map[string]any{
 		"server":  map[string]any{"host": "127.0.0.1", "port": 0, "metrics_addr": "127.0.0.1:0"},
-		"gateway": map[string]any{"host": "127.0.0.1", "port": 0, "token": "gw-admin"},
+		"gateway": map[string]any{"host": "127.0.0.1", "port": 0},
 	})
-	c := startChild(t, cfg)
+	// The gateway token as a flag: /debug/pprof/cmdline must not show it.
+	env := append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword)
+	c := startServe(t, "", env, "serve", "--config", cfg, "--gateway-token", "gw-admin")
 	var metricsBase string
 	select {
 	case metricsBase = <-c.metrics:
@@ -73,6 +76,9 @@ func TestMetricsListeners(t *testing.T) {
 	// A CPU profile is gzipped protobuf: the gzip magic, and some bytes.
 	if code, cpu := get(metricsBase+"/debug/pprof/profile?seconds=1", nil, nil); code != 200 || len(cpu) < 100 || !strings.HasPrefix(cpu, "\x1f\x8b") {
 		t.Errorf("metrics_addr /debug/pprof/profile?seconds=1 = %d, %d bytes, want a gzipped CPU profile", code, len(cpu))
+	}
+	if code, cmdline := get(metricsBase+"/debug/pprof/cmdline", nil, nil); code != 200 || !strings.Contains(cmdline, "--gateway-token\x00[redacted]") || strings.Contains(cmdline, "gw-admin") {
+		t.Errorf("metrics_addr /debug/pprof/cmdline = %d, want the command line with the token redacted: %q", code, cmdline)
 	}
 	for _, u := range []string{c.api, c.gateway} {
 		for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1"} {
