@@ -24,7 +24,7 @@ import (
 //   - A Conns budget, shared by the listeners of one process, caps the
 //     connections open (MaxConns) and those from one client address
 //     (MaxPerAddr) below the limit. A connection over a cap is accepted,
-//     answered at once and closed (refuse), instead of being left in the
+//     answered and closed (refuse), instead of being left in the
 //     backlog, where its client would wait without an answer.
 
 // Accept's pauses after running out of file descriptors.
@@ -33,11 +33,12 @@ const (
 	acceptRetryMax   = time.Second
 )
 
-// A refused connection gets its answer within refuseWriteTimeout; then its
-// unread request bytes are drained (so that closing does not reset the
-// answer away) for at most refuseLinger, by at most maxRefusing
-// goroutines per listener: beyond them a refused connection is closed
-// after dropping only what has arrived already.
+// A refused connection gets its answer once its request has begun to
+// arrive (or after refuseLinger without one), within refuseWriteTimeout;
+// then its unread request bytes are drained (so that closing does not
+// reset the answer away) for at most refuseLinger, by at most maxRefusing
+// goroutines per listener: beyond them a refused connection is answered
+// at once and closed after dropping only what has arrived already.
 const (
 	refuseWriteTimeout = 100 * time.Millisecond
 	refuseLinger       = 250 * time.Millisecond
@@ -174,22 +175,34 @@ func (g *gracefulListener) refuse(c *net.TCPConn, reason string) {
 	if reason == refusedPerAddr {
 		resp = refusePerAddrResponse
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
-	_, _ = c.Write(resp)
 	select {
 	case g.refusing <- struct{}{}:
-	default: // too many draining: drop what has arrived (a deadline already past would read nothing), close
+	default: // too many refusing: answer at once, drop what has arrived (a deadline already past would read nothing), close
+		_ = c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+		_, _ = c.Write(resp)
 		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
 		_, _ = io.CopyN(io.Discard, c, refuseDrainMax)
 		_ = c.Close()
 		return
 	}
-	_ = c.CloseWrite()
 	g.lingering.add()
 	go func() {
 		defer func() { <-g.refusing; g.lingering.done() }()
+		// The answer goes out once the request has begun to arrive
+		// (or after refuseLinger): an HTTP client that gets an answer
+		// before it has sent its request takes it for an unsolicited
+		// one and drops the connection without reading it (Go's
+		// net/http does: "readLoopPeekFailLocked", seen in CI).
 		_ = c.SetReadDeadline(time.Now().Add(refuseLinger))
-		_, _ = io.CopyN(io.Discard, c, refuseDrainMax)
+		var first [1]byte
+		n, _ := c.Read(first[:])
+		_ = c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+		_, _ = c.Write(resp)
+		_ = c.CloseWrite()
+		if n > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(refuseLinger))
+			_, _ = io.CopyN(io.Discard, c, refuseDrainMax)
+		}
 		_ = c.Close()
 	}()
 }
