@@ -90,16 +90,8 @@ func TestClusterNodesConverge(t *testing.T) {
 func clusterConverges(t *testing.T, seed uint64) {
 	log := &sharedLog{more: make(chan struct{})}
 	clk := clock.NewFake(actorstest.T0)
-	var nodes []*clusterNode
-	for _, name := range []string{"A", "B"} {
-		cn := &clusterNode{name: name}
-		n := actorstest.New(t, actorstest.WithClock(clk), actorstest.WithExtensions(func() []actors.Extension {
-			cn.ctl = New()
-			cn.ctl.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
-			return []actors.Extension{cn.ctl}
-		}))
-		n.Start()
-		nodes = append(nodes, cn)
+	nodes := startNodes(t, log, clk)
+	for _, cn := range nodes {
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		wg.Go(func() { cn.follow(ctx, t, log) })
@@ -181,13 +173,7 @@ func clusterConverges(t *testing.T, seed uint64) {
 	}
 	settle(t, log, nodes)
 
-	replay := New()
-	all, _ := log.from(0)
-	for i, r := range all {
-		if err := replay.Apply(uint64(i+1), r.rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replay := replayed(t, log)
 	want := replay.st.encode()
 	for _, cn := range nodes {
 		got, err := cn.ctl.Capture(ctx)
@@ -222,6 +208,38 @@ func clusterConverges(t *testing.T, seed uint64) {
 			t.Errorf("child %d: CheckToken = %v on A, %v on B; its parent %v", i, errA, errB, errParent)
 		}
 	}
+}
+
+// replayed is a Control that applied the whole of log, as a node
+// restoring from it would.
+func replayed(t *testing.T, log *sharedLog) *Control {
+	t.Helper()
+	replay := New()
+	all, _ := log.from(0)
+	for i, r := range all {
+		if err := replay.Apply(uint64(i+1), r.rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return replay
+}
+
+// startNodes starts nodes A and B, each appending to its own WAL and
+// to log; the caller applies the others' records (follow, or by hand).
+func startNodes(t *testing.T, log *sharedLog, clk *clock.Fake) []*clusterNode {
+	t.Helper()
+	var nodes []*clusterNode
+	for _, name := range []string{"A", "B"} {
+		cn := &clusterNode{name: name}
+		n := actorstest.New(t, actorstest.WithClock(clk), actorstest.WithExtensions(func() []actors.Extension {
+			cn.ctl = New()
+			cn.ctl.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
+			return []actors.Extension{cn.ctl}
+		}))
+		n.Start()
+		nodes = append(nodes, cn)
+	}
+	return nodes
 }
 
 func (cn *clusterNode) follow(ctx context.Context, t *testing.T, log *sharedLog) {
@@ -279,17 +297,7 @@ func settle(t *testing.T, log *sharedLog, nodes []*clusterNode) {
 func TestRevokedTokenNotRevivedByALaterUse(t *testing.T) {
 	log := &sharedLog{more: make(chan struct{})}
 	clk := clock.NewFake(actorstest.T0)
-	var nodes []*clusterNode
-	for _, name := range []string{"A", "B"} {
-		cn := &clusterNode{name: name}
-		n := actorstest.New(t, actorstest.WithClock(clk), actorstest.WithExtensions(func() []actors.Extension {
-			cn.ctl = New()
-			cn.ctl.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
-			return []actors.Extension{cn.ctl}
-		}))
-		n.Start()
-		nodes = append(nodes, cn)
-	}
+	nodes := startNodes(t, log, clk)
 	ctx := actorstest.Ctx(t)
 	catchUp := func(cn *clusterNode) { // applies the others' records, in this goroutine
 		t.Helper()
@@ -326,13 +334,7 @@ func TestRevokedTokenNotRevivedByALaterUse(t *testing.T) {
 			t.Errorf("%s: CheckToken of the revoked token = %v, want ErrTokenInvalid", cn.name, err)
 		}
 	}
-	replay := New()
-	all, _ := log.from(0)
-	for i, r := range all {
-		if err := replay.Apply(uint64(i+1), r.rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replay := replayed(t, log)
 	if len(replay.st.tokens) != 0 {
 		t.Errorf("a replay of the log holds %d tokens, want the revoked one gone", len(replay.st.tokens))
 	}

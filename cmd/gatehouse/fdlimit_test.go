@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"maps"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -31,40 +29,8 @@ func startLimited(tb testing.TB, configPath string) *child {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &child{logs: &syncBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(prlimit, "--nofile="+fdLimit+":"+fdLimit, bin, "serve", "--config", configPath)
-	c.cmd.Env = append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword)
-	pr, pw := io.Pipe()
-	c.cmd.Stderr = io.MultiWriter(pw, c.logs)
-	if err := c.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); pw.Close(); close(c.done) }()
-	up := make(chan map[string]string, 1)
-	go func() {
-		got := map[string]string{}
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			var line struct{ Msg, Listener, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				if got[line.Listener] = "http://" + line.Addr; got["api"] != "" && got["gateway"] != "" {
-					up <- got
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-up:
-		c.api, c.gateway = a["api"], a["gateway"]
-	case <-c.done:
-		tb.Fatalf("gatehouse exited early:\n%s", c.logs.String())
-	case <-time.After(30 * time.Second):
-		c.kill()
-		tb.Fatalf("gatehouse did not start:\n%s", c.logs.String())
-	}
-	tb.Cleanup(c.kill)
-	return c
+	env := append(os.Environ(), "GATEHOUSE_ADMIN_EMAIL="+adminEmail, "GATEHOUSE_ADMIN_PASSWORD="+adminPassword)
+	return startProgram(tb, "", env, []string{prlimit, "--nofile=" + fdLimit + ":" + fdLimit, bin, "serve", "--config", configPath})
 }
 
 // idleConns opens n TCP connections from the loopback address from to

@@ -135,8 +135,15 @@ func startServe(tb testing.TB, dir string, env []string, args ...string) *child 
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return startProgram(tb, dir, env, append([]string{bin}, args...))
+}
+
+// startProgram is startServe for a command line argv that runs the
+// binary, possibly through another program (prlimit).
+func startProgram(tb testing.TB, dir string, env []string, argv []string) *child {
+	tb.Helper()
 	c := &child{logs: &syncBuffer{}, done: make(chan struct{}), metrics: make(chan string, 1)}
-	c.cmd = exec.Command(bin, args...)
+	c.cmd = exec.Command(argv[0], argv[1:]...)
 	c.cmd.Dir, c.cmd.Env = dir, env
 	pr, pw := io.Pipe()
 	c.cmd.Stderr = io.MultiWriter(pw, c.logs)
