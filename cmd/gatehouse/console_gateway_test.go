@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,16 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			AdminSeesAll                                             int
 			Request                                                  struct{ ID, Status string }
 			Problems                                                 []string
+			// The providers pages, the headings, the fallbacks.
+			SpanCall                             string
+			TypeFields                           map[string]typeForm
+			TypeOptions, ProviderKeys, KeyStates []string
+			ProviderRow, ProviderHeading, Verify string
+			ProviderSettings, Models             string
+			Headings                             []adminHeading
+			Fallbacks, MaxTokens                 string
+			FallbackRows                         []string
+			ProviderKeyInBodies                  int
 		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
@@ -152,6 +163,38 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the token is listed with its scope", strings.Contains(f.PatRow, "ci") && strings.Contains(f.PatRow, "write") && !strings.Contains(f.PatRow, "svc_pat_"), f.PatRow},
 		{"no gateway token reached the browser", f.Bodies > 20 && f.TokenInBodies == 0, []int{f.Bodies, f.TokenInBodies}},
 		{"no console error, CSP violation or failed request", len(f.Problems) == 0, f.Problems},
+		{"a trace's LLM span names the provider and model that answered", strings.Contains(f.SpanCall, "echo / echo-1"), f.SpanCall},
+		{"the type select lists every provider type", slices.Equal(f.TypeOptions, []string{"anthropic_native", "gemini_native", "azure_openai",
+			"bedrock", "ollama", "openai_compat", "openai", "openrouter", "groq", "deepseek", "mistral", "xai", "echo"}), f.TypeOptions},
+		{"bedrock asks for a region and AWS credentials, api_base optional",
+			hasAll(f.TypeFields["bedrock"].Fields, "AWS region", "AWS credentials", "Max retries") && !f.TypeFields["bedrock"].BaseRequired, f.TypeFields["bedrock"]},
+		{"azure asks for its endpoint, an API version and deployments",
+			hasAll(f.TypeFields["azure_openai"].Fields, "API base", "API version", "Deployments", "API key") && f.TypeFields["azure_openai"].BaseRequired, f.TypeFields["azure_openai"]},
+		{"anthropic has a thinking budget and prompt caching, and a default base",
+			hasAll(f.TypeFields["anthropic_native"].Fields, "Thinking budget (tokens)", "Prompt caching", "Max tokens") && !f.TypeFields["anthropic_native"].BaseRequired &&
+				f.TypeFields["anthropic_native"].BasePlaceholder == "default: api.anthropic.com" && !hasAll(f.TypeFields["anthropic_native"].Fields, "AWS region"), f.TypeFields["anthropic_native"]},
+		{"gemini has a thinking budget and no prompt caching switch",
+			hasAll(f.TypeFields["gemini_native"].Fields, "Thinking budget (tokens)") && !hasAll(f.TypeFields["gemini_native"].Fields, "Prompt caching"), f.TypeFields["gemini_native"]},
+		{"ollama takes no key", !hasAll(f.TypeFields["ollama"].Fields, "API key") && f.TypeFields["ollama"].KeyType == "", f.TypeFields["ollama"]},
+		{"openai_compat needs its base; keys are password inputs", f.TypeFields["openai_compat"].BaseRequired && f.TypeFields["openai_compat"].KeyType == "password", f.TypeFields["openai_compat"]},
+		{"the provider's two keys are listed masked", slices.Equal(f.ProviderKeys, []string{"****1111", "****2222"}) && !strings.Contains(f.ProviderRow, "sk-ant"), []any{f.ProviderKeys, f.ProviderRow}},
+		{"the provider's page names it and shows each key's state", strings.Contains(f.ProviderHeading, "claude") && len(f.KeyStates) == 2 &&
+			strings.Contains(f.KeyStates[0], "****1111") && strings.Contains(f.KeyStates[0], "ready") && strings.Contains(f.KeyStates[1], "****2222"), []any{f.ProviderHeading, f.KeyStates}},
+		{"the provider's settings were edited", strings.Contains(f.ProviderSettings, `"thinking_budget_tokens":4096`) && strings.Contains(f.ProviderSettings, `"prompt_caching":false`), f.ProviderSettings},
+		{"verify shows ok and the latency", strings.HasPrefix(f.Verify, "ok in "), f.Verify},
+		{"the models button lists the provider's models", f.Models != "" && !strings.Contains(f.Models, "Asking"), f.Models},
+		{"no provider key reached the browser", f.ProviderKeyInBodies == 0, f.ProviderKeyInBodies},
+		{"the fallback was saved, in order, with max tokens", strings.Contains(f.Fallbacks, "claude / claude-sonnet-4-5") &&
+			slices.Equal(f.FallbackRows, []string{"claude / claude-sonnet-4-5"}) && f.MaxTokens == "1024", []any{f.Fallbacks, f.FallbackRows, f.MaxTokens}},
+		{"every admin page was visited", len(f.Headings) == 6, f.Headings},
+	}
+	for _, hd := range f.Headings {
+		if hd.ID != "admin-heading" || hd.H2 == "" || !strings.HasPrefix(hd.Title, hd.H2+" · ") {
+			t.Errorf("admin page %s: first heading %q (id %q), title %q; want its own h2 that the title repeats", hd.Tab, hd.H2, hd.ID, hd.Title)
+		}
+		if len(hd.Unlabelled) > 0 {
+			t.Errorf("admin page %s: inputs without a label: %v", hd.Tab, hd.Unlabelled)
+		}
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -193,7 +236,8 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
-		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens"}
+		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens",
+		"provider": "****2222", "provider-echo": "Verify", "agent-fallbacks": "claude-sonnet-4-5"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {
@@ -212,6 +256,30 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		t.Errorf("no screenshot of %s", p)
 	}
 	w.c.stop(t)
+}
+
+// typeForm is what the providers page's create form shows for one type.
+type typeForm struct {
+	Fields                   []string
+	BaseRequired             bool
+	BasePlaceholder, KeyType string
+}
+
+// adminHeading is a gateway admin page's first heading, its document
+// title, and its inputs that have no label.
+type adminHeading struct {
+	Tab, H2, ID, Title string
+	Unlabelled         []string
+}
+
+// hasAll reports whether every one of want is in got.
+func hasAll(got []string, want ...string) bool {
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestGatewayBridge checks the console's bridge to the gateway over real

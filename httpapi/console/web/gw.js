@@ -17,6 +17,8 @@ import {
 import { gw, q, isAdmin, num, person, loadPeople, agentNames, table, badge } from './gwlib.js';
 import { tracesPage, tracePage, usagePage } from './gwobserve.js';
 import { tokensPage, adminPages } from './gwadmin.js';
+import { providerPage } from './gwproviders.js';
+import { fallbackEditor, fallbackSummary, providerName } from './gwfallbacks.js';
 
 // gatewayNav is the main menu's gateway part.
 export function gatewayNav(me) {
@@ -43,6 +45,7 @@ export async function gatewayRoute(route, me) {
   else if (path === '/tokens') await tokensPage(me);
   else if (path === '/gw' && isAdmin(me)) go('#/gw/providers');
   else if ((m = path.match(/^\/gw\/([a-z-]+)$/)) && isAdmin(me) && adminPages[m[1]]) await adminPages[m[1]](me);
+  else if ((m = path.match(/^\/gw\/providers\/([0-9a-f-]{36})$/)) && isAdmin(me)) await providerPage(me, m[1]);
   else return false;
   return true;
 }
@@ -125,12 +128,17 @@ async function mcpAccess() {
 
 async function agentPage(me, id) {
   let a = await gw('GET', '/agents/' + id);
+  let providers = [];
+  try { providers = (await gw('GET', '/providers')).data; } catch { /* names are a nicety */ }
   const err = h('div');
   const facts = h('dl', { class: 'facts' });
   const renderFacts = () => fill(facts,
     h('dt', {}, 'Key'), h('dd', {}, h('code', {}, a.agent_key)),
     h('dt', {}, 'Status'), h('dd', {}, badge(a.status, a.status === 'active')),
+    h('dt', {}, 'Provider'), h('dd', {}, providerName(providers, a.provider_id)),
     h('dt', {}, 'Model'), h('dd', {}, h('code', {}, a.model)),
+    h('dt', {}, 'Fallbacks'), h('dd', { id: 'agent-fallbacks' }, fallbackSummary(a, providers)),
+    h('dt', {}, 'Max tokens'), h('dd', {}, a.other_config?.max_tokens ? num(a.other_config.max_tokens) : 'the provider’s'),
     h('dt', {}, 'Owner'), h('dd', {}, person(a.owner_id)),
     h('dt', {}, 'Created'), h('dd', {}, when(a.created_at)),
     h('dt', {}, 'Updated'), h('dd', {}, when(a.updated_at)));
@@ -180,7 +188,8 @@ async function agentPage(me, id) {
       h('div', { class: 'actions' }, h('a', { class: 'button', href: '#/chat/' + encodeURIComponent(a.agent_key), id: 'agent-chat' }, 'Chat'),
         h('a', { class: 'button secondary', href: '#/traces?agent=' + a.id }, 'Traces'), del)),
     h('section', { class: 'card' }, h('h2', {}, 'Sharing'), shares, shareForm, serr)),
-    promptForm);
+    promptForm,
+    a.owner_id === me.id && providers.length ? fallbackEditor(a, providers, (updated) => { a = updated; renderFacts(); }) : null);
   await refreshShares();
 }
 

@@ -1,9 +1,11 @@
-// gatehouse console, the gateway's admin pages (providers, gateway API
-// keys, tools and MCP servers, access requests, channels, activity) and
-// the management access tokens page (/api/tokens).
+// gatehouse console, the gateway's admin pages (gateway API keys, tools
+// and MCP servers, access requests, channels, activity; the providers
+// pages are gwproviders.js) and the management access tokens page
+// (/api/tokens).
 
 import { h, api, APIError, when, guarded, onSubmit, confirmDialog, revealPanel, page } from './app.js';
-import { gw, q, isAdmin, person, agentNames, table, badge } from './gwlib.js';
+import { gw, q, isAdmin, person, agentNames, table, badge, adminPage } from './gwlib.js';
+import { providersPage } from './gwproviders.js';
 
 // --- management access tokens (/api/tokens) -------------------------------
 
@@ -59,48 +61,6 @@ export async function tokensPage(me) {
 
 // --- gateway admin --------------------------------------------------------
 
-const adminTabs = [['providers', 'Providers'], ['api-keys', 'API keys'], ['tools', 'Tools & MCP'],
-  ['requests', 'Access requests'], ['channels', 'Channels'], ['activity', 'Activity']];
-
-function adminPage(tab, ...children) {
-  page('Gateway admin', h('nav', { class: 'tabs', 'aria-label': 'gateway admin' },
-    adminTabs.map(([id, label]) => h('a', { href: '#/gw/' + id, class: id === tab ? 'current' : null, 'aria-current': id === tab ? 'page' : null }, label))),
-  children);
-}
-
-async function providersPage() {
-  const list = h('div', { id: 'provider-list' });
-  const err = h('div');
-  const refresh = async () => {
-    const ps = (await gw('GET', '/providers')).data;
-    list.replaceChildren(table('providers', ['Name', 'Type', 'API base', 'Key', 'Enabled', 'Created', ''], ps.map((p) => h('tr', { 'data-provider': p.name },
-      h('td', {}, p.display_name ? `${p.display_name} (${p.name})` : p.name), h('td', {}, p.provider_type),
-      h('td', {}, h('code', {}, p.api_base || '—')), h('td', {}, h('code', {}, p.api_key || '—')),
-      h('td', {}, badge(p.enabled ? 'enabled' : 'disabled', p.enabled)), h('td', {}, when(p.created_at)),
-      h('td', {}, h('button', { type: 'button', class: 'danger', onclick: () => guarded(err, async () => {
-        if (!await confirmDialog('Delete this provider?', `“${p.name}” is removed (refused while an agent uses it).`, 'Delete')) return;
-        await gw('DELETE', '/providers/' + p.id);
-        await refresh();
-      }) }, 'Delete')))), 'No providers yet.'));
-  };
-  const name = h('input', { id: 'provider-name', required: true });
-  const type = h('select', { id: 'provider-type' }, h('option', { value: 'openai_compat' }, 'openai_compat'), h('option', { value: 'echo' }, 'echo (offline, for demos)'));
-  const base = h('input', { id: 'provider-base', placeholder: 'its OpenAI-compatible /v1 base URL' });
-  const key = h('input', { id: 'provider-key', type: 'password', autocomplete: 'off' });
-  const cerr = h('div');
-  const form = h('form', { class: 'card inline', id: 'create-provider', onsubmit: onSubmit(cerr, async () => {
-    const body = { name: name.value.trim(), provider_type: type.value };
-    if (base.value.trim()) body.api_base = base.value.trim();
-    if (key.value) body.api_key = key.value;
-    await gw('POST', '/providers', body);
-    name.value = ''; key.value = '';
-    await refresh();
-  }) }, h('h2', {}, 'Add a provider'), h('label', {}, 'Name', name), h('label', {}, 'Type', type),
-  h('label', {}, 'API base', base), h('label', {}, 'API key', key), h('button', { type: 'submit' }, 'Add'), cerr);
-  adminPage('providers', form, err, list);
-  await refresh();
-}
-
 async function apiKeysPage(me) {
   const list = h('div', { id: 'gw-key-list' });
   const revealSlot = h('div', { id: 'reveal-slot' });
@@ -129,9 +89,9 @@ async function apiKeysPage(me) {
     revealSlot.replaceChildren(revealPanel(`Gateway API key “${r.name}” created`, r.key));
     name.value = '';
     await refresh();
-  }) }, h('h2', {}, 'Create a gateway API key'), h('label', {}, 'Name', name), h('label', {}, 'Scope', scope),
+  }) }, h('h3', {}, 'Create a gateway API key'), h('label', {}, 'Name', name), h('label', {}, 'Scope', scope),
   h('label', {}, 'User', user), h('button', { type: 'submit' }, 'Create'), cerr);
-  adminPage('api-keys', form, revealSlot, err, list);
+  adminPage('api-keys', 'Gateway API keys', form, revealSlot, err, list);
   await refresh();
 }
 
@@ -151,9 +111,9 @@ async function toolsPage() {
     } else body.url = target.value.trim();
     await gw('POST', '/mcp/servers', body);
     await toolsPage();
-  }) }, h('h2', {}, 'Register an MCP server'), h('label', {}, 'Name', name), h('label', {}, 'Transport', transport),
+  }) }, h('h3', {}, 'Register an MCP server'), h('label', {}, 'Name', name), h('label', {}, 'Transport', transport),
   h('label', { class: 'wide' }, 'URL or command', target), h('button', { type: 'submit' }, 'Register'));
-  adminPage('tools', h('h2', {}, 'MCP servers'),
+  adminPage('tools', 'Tools and MCP servers', h('h3', {}, 'MCP servers'),
     table('mcp-servers', ['Server', 'Transport', 'Target', 'Enabled', 'Connection', 'Tools'], servers.data.map((s, i) => {
       const st = states[i];
       return h('tr', { 'data-mcp': s.name },
@@ -164,7 +124,7 @@ async function toolsPage() {
         h('td', { class: 'num' }, String((st.tools || []).length)));
     }), 'No MCP servers registered.'),
     form, err,
-    h('h2', {}, 'Custom tools'),
+    h('h3', {}, 'Custom tools'),
     table('custom-tools', ['Tool', 'Description', 'Command', 'Agent', 'Enabled'], tools.data.map((t) => h('tr', {},
       h('td', {}, t.name), h('td', {}, t.description || '—'), h('td', {}, h('code', {}, (t.command || []).join(' '))),
       h('td', {}, t.agent_id ? h('code', {}, t.agent_id) : 'every agent'), h('td', {}, t.enabled ? 'yes' : 'no'))),
@@ -193,14 +153,16 @@ async function requestsPage() {
     }), `No ${status.value} requests.`));
   });
   status.addEventListener('change', refresh);
-  adminPage('requests', h('div', { class: 'row' }, h('h2', {}, 'MCP access requests'), status), err, list);
+  adminPage('requests', 'MCP access requests', h('div', { class: 'row' },
+    h('p', { class: 'muted' }, 'Users ask for an MCP server on their agents page; approve or deny here.'),
+    h('label', { class: 'inline-check' }, 'Show', status)), err, list);
   await refresh();
 }
 
 async function channelsPage() {
   const names = await agentNames();
   const cs = (await gw('GET', '/channel-instances')).data;
-  adminPage('channels', table('channels', ['Channel', 'Type', 'Agent', 'Enabled', 'Created'], cs.map((c) => h('tr', {},
+  adminPage('channels', 'Channel instances', table('channels', ['Channel', 'Type', 'Agent', 'Enabled', 'Created'], cs.map((c) => h('tr', {},
     h('td', {}, c.display_name || c.name), h('td', {}, c.channel_type), h('td', {}, names.get(c.agent_id) || h('code', {}, c.agent_id)),
     h('td', {}, c.enabled ? 'yes' : 'no'), h('td', {}, when(c.created_at)))),
   'No channel instances (created through the API: POST /v1/channel-instances).'));
@@ -220,7 +182,7 @@ async function activityPage() {
   });
   const form = h('form', { class: 'card inline', id: 'activity-filter', onsubmit: (e) => { e.preventDefault(); load(); } },
     fields.map(([f]) => h('label', {}, f.replace('_', ' '), inputs[f])), h('button', { type: 'submit' }, 'Filter'));
-  adminPage('activity', form, err, list);
+  adminPage('activity', 'Activity log', form, err, list);
   await load();
 }
 

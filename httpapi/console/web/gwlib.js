@@ -1,9 +1,9 @@
 // gatehouse console: what the gateway's pages share (gw.js,
-// gwobserve.js, gwadmin.js): calls through the bridge below
-// /api/gateway, query strings, tables, badges, and the names of agents
-// and users.
+// gwobserve.js, gwadmin.js, gwproviders.js, gwfallbacks.js): calls
+// through the bridge below /api/gateway, query strings, tables, badges,
+// the admin pages' frame, and the names of agents and users.
 
-import { h, api } from './app.js';
+import { h, api, page } from './app.js';
 
 export const GW = '/api/gateway/v1';
 export const gw = (method, path, body) => api(method, GW + path, body);
@@ -48,7 +48,7 @@ export async function agentNames() {
 export function table(cls, heads, rows, empty) {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
   return h('table', { class: cls },
-    h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col', class: /^(Runs|Tokens|In|Out|Messages|Duration|Spans)/.test(t) ? 'num' : null }, t)))),
+    h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col', class: /^(Runs|Tokens|In|Out|Messages|Duration|Spans|Cache|Reasoning|Attempt)/.test(t) ? 'num' : null }, t)))),
     h('tbody', {}, rows));
 }
 
@@ -56,3 +56,18 @@ export function badge(text, good) {
   return h('span', { class: 'status status-' + (good ? 'active' : 'revoked') }, text);
 }
 
+
+// adminTabs are the gateway admin's pages: route and name.
+export const adminTabs = [['providers', 'Providers'], ['api-keys', 'API keys'], ['tools', 'Tools & MCP'],
+  ['requests', 'Access requests'], ['channels', 'Channels'], ['activity', 'Activity']];
+
+// adminPage renders a gateway admin page: the "Gateway admin" title, the
+// tabs (the current one marked), then the page's own heading, title (an
+// h2 with id admin-heading, which the tab bar alone does not give a
+// reader or a screen reader), and children.
+export function adminPage(tab, title, ...children) {
+  page('Gateway admin', h('nav', { class: 'tabs', 'aria-label': 'gateway admin' },
+    adminTabs.map(([id, label]) => h('a', { href: '#/gw/' + id, class: id === tab ? 'current' : null, 'aria-current': id === tab ? 'page' : null }, label))),
+  h('h2', { id: 'admin-heading', class: 'page-heading' }, title), children);
+  document.title = `${title} · Gateway admin · gatehouse`;
+}

@@ -46,7 +46,33 @@ function spanRows(spans, depth = 0, out = []) {
 function spanLabel(s) {
   let label = `${s.name} · ${ms(s.duration_ms)}`;
   if (s.span_type === 'llm') label += ` · ${num(s.tokens.input)} in / ${num(s.tokens.output)} out`;
+  if (s.attempt > 1) label += ` · attempt ${s.attempt}`;
   return label;
+}
+
+// tokenKinds reads the token counts beside in and out that a provider
+// reports (prompt-cache reads and writes, reasoning) from a span, a trace
+// or a usage point: 0 where it reports none.
+function tokenKinds(x) {
+  const t = x.tokens || {};
+  const pick = (k) => Number(x[k + '_tokens'] ?? t[k] ?? t[k + '_tokens'] ?? 0);
+  return { cacheRead: pick('cache_read'), cacheWrite: pick('cache_write'), reasoning: pick('reasoning') };
+}
+
+// callText describes an LLM span's provider call: which provider and
+// model answered (its type), the attempt (a retry or a fallback is
+// attempt 2 and on), and the cache and reasoning tokens where present.
+function callText(s) {
+  if (s.span_type !== 'llm') return '—';
+  const parts = [];
+  const who = [s.provider, s.model].filter(Boolean).join(' / ');
+  if (who) parts.push(s.provider_type ? `${who} (${s.provider_type})` : who);
+  else if (s.provider_type) parts.push(s.provider_type);
+  if (s.attempt) parts.push(`attempt ${s.attempt}`);
+  const k = tokenKinds(s);
+  if (k.cacheRead || k.cacheWrite) parts.push(`cache ${num(k.cacheRead)} read / ${num(k.cacheWrite)} written`);
+  if (k.reasoning) parts.push(`${num(k.reasoning)} reasoning`);
+  return parts.join(' · ') || '—';
 }
 
 // timeline draws spans as bars on the trace's time axis (SVG attributes,
@@ -95,17 +121,28 @@ export async function tracePage(me, id) {
       h('dt', {}, 'User'), h('dd', {}, person(t.user_id)),
       h('dt', {}, 'Status'), h('dd', {}, badge(t.status, t.status === 'ok'), t.error ? ' ' + t.error : ''),
       h('dt', {}, 'Model'), h('dd', {}, `${t.provider || '—'} / ${t.model || '—'}`),
-      h('dt', {}, 'Tokens'), h('dd', { id: 'trace-tokens' }, `${num(t.tokens.input)} in, ${num(t.tokens.output)} out`),
+      h('dt', {}, 'Tokens'), h('dd', { id: 'trace-tokens' }, `${num(t.tokens.input)} in, ${num(t.tokens.output)} out`, tokenExtras(tokenKinds(t))),
       h('dt', {}, 'Duration'), h('dd', {}, ms(t.duration_ms)),
       h('dt', {}, 'Started'), h('dd', {}, when(t.start_time)),
       t.input_preview ? [h('dt', {}, 'Input'), h('dd', {}, t.input_preview)] : null,
       t.output_preview ? [h('dt', {}, 'Output'), h('dd', {}, t.output_preview)] : null)),
     h('section', { class: 'card' }, h('h2', {}, `Spans (${rows.length})`), rows.length ? timeline(t) : h('p', { class: 'empty' }, 'No spans.'),
-      table('spans', ['Span', 'Type', 'Duration', 'Tokens in/out', 'Status'], rows.map(({ s, depth }) => h('tr', { 'data-span-type': s.span_type },
+      table('spans', ['Span', 'Type', 'Call', 'Duration', 'Tokens in/out', 'Status'], rows.map(({ s, depth }) => h('tr', { 'data-span-type': s.span_type },
         h('td', { class: 'depth-' + Math.min(depth, 4) }, s.name), h('td', {}, s.span_type),
+        h('td', { class: 'span-call' }, callText(s)),
         h('td', { class: 'num' }, ms(s.duration_ms)),
         h('td', { class: 'num' }, s.span_type === 'llm' ? `${num(s.tokens.input)} / ${num(s.tokens.output)}` : '—'),
         h('td', {}, badge(s.status, s.status === 'ok'), s.error ? ' ' + s.error : ''))), 'No spans.')));
+}
+
+// tokenExtras is " (120 read from the prompt cache, …)" for the kinds a
+// provider reported, "" when none.
+function tokenExtras(k) {
+  const parts = [];
+  if (k.cacheRead) parts.push(`${num(k.cacheRead)} read from the prompt cache`);
+  if (k.cacheWrite) parts.push(`${num(k.cacheWrite)} written to it`);
+  if (k.reasoning) parts.push(`${num(k.reasoning)} of reasoning`);
+  return parts.length ? ` (${parts.join(', ')})` : '';
 }
 
 // --- usage ----------------------------------------------------------------
@@ -167,10 +204,16 @@ export async function usagePage(me) {
       plots.push(seriesChart(inOut, days, [{ label: 'tokens in', values: days.map((d) => sum(d, 'input_tokens')) },
         { label: 'tokens out', values: days.map((d) => sum(d, 'output_tokens')) }], 'tokens'));
     }
-    tableBox.replaceChildren(table('usage', ['Day (UTC)', groupBy.value, 'Runs', 'In', 'Out', 'Tool calls'],
-      grouped.data.map((p) => h('tr', {}, h('td', {}, p.bucket.slice(0, 10)), h('td', {}, label(p.group)),
-        h('td', { class: 'num' }, num(p.runs)), h('td', { class: 'num' }, num(p.input_tokens)),
-        h('td', { class: 'num' }, num(p.output_tokens)), h('td', { class: 'num' }, num(p.tool_calls)))), 'No runs in this period.'));
+    // Cache and reasoning columns show when a provider reported any.
+    const kinds = grouped.data.map(tokenKinds);
+    const extra = kinds.some((k) => k.cacheRead || k.cacheWrite || k.reasoning);
+    tableBox.replaceChildren(table('usage', ['Day (UTC)', groupBy.value, 'Runs', 'In', 'Out',
+      ...(extra ? ['Cache read', 'Cache write', 'Reasoning'] : []), 'Tool calls'],
+    grouped.data.map((p, i) => h('tr', {}, h('td', {}, p.bucket.slice(0, 10)), h('td', {}, label(p.group)),
+      h('td', { class: 'num' }, num(p.runs)), h('td', { class: 'num' }, num(p.input_tokens)),
+      h('td', { class: 'num' }, num(p.output_tokens)),
+      extra ? [kinds[i].cacheRead, kinds[i].cacheWrite, kinds[i].reasoning].map((v) => h('td', { class: 'num' }, num(v))) : null,
+      h('td', { class: 'num' }, num(p.tool_calls)))), 'No runs in this period.'));
   });
   groupBy.addEventListener('change', load);
   range.addEventListener('change', load);

@@ -18,6 +18,9 @@ const suffix = Math.random().toString(36).slice(2, 8);
 const agentKey = `helper-${suffix}`;
 const message = 'alpha beta gamma delta epsilon';
 const facts = { agentKey, message };
+// The Anthropic provider's key pool (never called: the test verifies the
+// offline echo provider only).
+const providerKeys = ['sk-ant-api03-console-test-key-aaaa1111', 'sk-ant-api03-console-test-key-bbbb2222'];
 const shots = [];
 
 function expect(cond, what) {
@@ -146,6 +149,7 @@ try {
   const chatURL = page.url();
   facts.spans = await openTrace('trace');
   facts.traceTokens = await text('#trace-tokens');
+  facts.spanCall = await text('#main table.spans tbody tr[data-span-type="llm"] .span-call');
 
   // The session's history comes back with the page; a tool call's run
   // has an LLM call, the tool's span, and the LLM call after it.
@@ -200,15 +204,92 @@ try {
   await page.click('#logout');
   await ready('/login');
 
-  // 7. An admin sees the MCP servers' connection state and approves the request.
+  // 7. An admin adds a native Anthropic provider with a key pool: the
+  // create form's fields follow the type.
   await login(adminEmail, adminPassword);
   await page.click('#nav-gateway-admin');
   await ready('/gw/providers');
+  // ownText is a label's own words (not its input's, options' or hint's).
+  const formFields = () => page.$$eval('#create-provider label', (ls) => ls
+    .filter((l) => l.offsetParent !== null)
+    .map((l) => [...l.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join('').trim()));
+  facts.typeFields = {};
+  for (const t of ['bedrock', 'azure_openai', 'ollama', 'gemini_native', 'openai_compat', 'anthropic_native']) {
+    await page.select('#provider-type', t);
+    facts.typeFields[t] = { fields: await formFields(),
+      baseRequired: await page.$eval('#provider-base', (el) => el.required),
+      basePlaceholder: await page.$eval('#provider-base', (el) => el.placeholder),
+      keyType: await page.$eval('#provider-key', (el) => el.type).catch(() => '') };
+  }
+  facts.typeOptions = await page.$$eval('#provider-type option', (os) => os.map((o) => o.value));
+  await page.type('#provider-name', 'claude');
+  await page.type('#provider-key', providerKeys[0]);
+  await page.click('#provider-add-key');
+  await page.type('#provider-more-keys input', providerKeys[1]);
+  await page.type('#provider-thinking', '2048');
+  await page.click('#create-provider button[type=submit]');
+  await page.waitForSelector('tr[data-provider="claude"]');
+  facts.providerKeys = await page.$$eval('tr[data-provider="claude"] .key-hint', (cs) => cs.map((c) => c.textContent));
+  facts.providerRow = await text('tr[data-provider="claude"]');
   await shoot('providers');
+
+  // Its page: each key's state, masked; an edit of its settings.
+  await page.click('tr[data-provider="claude"] a.provider-link');
+  await readyPrefix('/gw/providers/');
+  facts.providerHeading = await text('#admin-heading');
+  facts.keyStates = await page.$$eval('table.key-states tbody tr', (rs) => rs.map((r) => r.textContent));
+  await page.$eval('#provider-thinking', (el) => { el.value = ''; });
+  await page.type('#provider-thinking', '4096');
+  await page.click('#provider-caching');
+  await page.click('#edit-provider button[type=submit]');
+  await page.waitForFunction(() => document.getElementById('provider-saved')?.textContent === 'Saved.');
+  facts.providerSettings = await text('#provider-settings');
+  await shoot('provider');
+
+  // The offline echo provider verifies and lists its models (no network).
+  await visit('/gw/providers');
+  await page.click('tr[data-provider="echo"] a.provider-link');
+  await readyPrefix('/gw/providers/');
+  await page.click('#provider-verify-btn');
+  await page.waitForFunction(() => document.querySelector('#provider-verify .status, #provider-verify .error'));
+  facts.verify = await text('#provider-verify');
+  await page.click('#provider-models-btn');
+  await page.waitForFunction(() => document.querySelector('#provider-models table, #provider-models .empty, #provider-models-error .error'));
+  facts.models = await text('#provider-models') || await text('#provider-models-error');
+  await shoot('provider-echo');
+
+  // Every admin page names itself in a heading under the tabs.
+  facts.headings = [];
+  for (const tab of ['providers', 'api-keys', 'tools', 'requests', 'channels', 'activity']) {
+    await visit('/gw/' + tab);
+    facts.headings.push(await page.evaluate((t) => ({ tab: t, h2: document.querySelector('#main h2')?.textContent || '',
+      id: document.querySelector('#main h2')?.id || '', title: document.title,
+      unlabelled: [...document.querySelectorAll('#main input, #main select, #main textarea')]
+        .filter((el) => !el.labels?.length && !el.getAttribute('aria-label')).map((el) => el.id || el.outerHTML.slice(0, 60)) }), tab));
+  }
   await visit('/agents');
   await page.click('#agents-everyone');
   await page.waitForSelector(`tr[data-agent-key="${agentKey}"]`);
   facts.adminSeesAll = (await page.$$(`tr[data-agent-key="${agentKey}"]`)).length;
+
+  // 7b. The admin's own agent falls back to the Anthropic provider.
+  await page.type('#agent-key', 'fallback-' + suffix);
+  await page.select('#agent-provider', 'echo');
+  await page.type('#agent-model', 'echo-1');
+  await page.click('#create-agent button[type=submit]');
+  await readyPrefix('/agents/');
+  await page.click('#fallback-add');
+  await page.select('#fallback-rows li:last-child select', 'claude');
+  await page.type('#fallback-rows li:last-child input', 'claude-sonnet-4-5');
+  await page.type('#agent-max-tokens', '1024');
+  await page.click('#edit-agent-fallbacks button[type=submit]');
+  await page.waitForFunction(() => document.getElementById('fallbacks-saved')?.textContent === 'Saved.');
+  await page.reload({ waitUntil: 'networkidle0' });
+  await readyPrefix('/agents/');
+  facts.fallbacks = await text('#agent-fallbacks');
+  facts.fallbackRows = await page.$$eval('#fallback-rows li', (ls) => ls.map((l) => l.querySelector('select').value + ' / ' + l.querySelector('input').value));
+  facts.maxTokens = await page.$eval('#agent-max-tokens', (el) => el.value);
+  await shoot('agent-fallbacks');
   await visit('/gw/tools');
   facts.mcpState = await text('tr[data-mcp="tools"] .mcp-state');
   await shoot('mcp');
@@ -248,6 +329,7 @@ try {
   facts.tokenInBodies = 0; // the Go test checks the token itself: it passes it as an env variable
   const token = process.env.GATEWAY_TOKEN || '';
   if (token) facts.tokenInBodies = bodies.filter((b) => b.includes(token)).length;
+  facts.providerKeyInBodies = bodies.filter((b) => providerKeys.some((k) => b.includes(k))).length;
   facts.problems = problems;
   process.stdout.write(JSON.stringify({ shots, facts }));
 } catch (e) {
