@@ -26,7 +26,11 @@ import (
 //     uniqueItems, examples, readOnly, writeOnly, deprecated and every
 //     other keyword;
 //   - an object without properties at the top is sent without
-//     parameters (the API refuses an OBJECT with empty properties).
+//     parameters, and an empty properties is left out below it (older
+//     API versions refuse an OBJECT with empty properties);
+//   - $ref inlining stops after gemMaxRefDepth nested references or
+//     gemMaxNodes converted nodes (the rest reads as a bare OBJECT), so
+//     a recursive or exploding schema stays small.
 
 // gemSchemaKeep lists the Schema fields copied as they are.
 var gemSchemaKeep = map[string]bool{
@@ -43,8 +47,18 @@ var gemFormats = map[string]map[string]bool{
 	"INTEGER": {"int32": true, "int64": true},
 }
 
-// gemMaxRefDepth bounds $ref inlining (a recursive schema stops there).
-const gemMaxRefDepth = 8
+// gemMaxRefDepth and gemMaxNodes bound $ref inlining.
+const (
+	gemMaxRefDepth = 8
+	gemMaxNodes    = 5000
+)
+
+// gemConv is one schema conversion: its root (for $ref) and how many
+// nodes it may still produce.
+type gemConv struct {
+	root  map[string]any
+	nodes int
+}
 
 // gemSchema converts a tool's JSON Schema; nil (no parameters) for an
 // empty schema or an object without properties.
@@ -56,17 +70,20 @@ func gemSchema(raw json.RawMessage) (map[string]any, error) {
 	if err := json.Unmarshal(raw, &root); err != nil {
 		return nil, errors.New("parameters is not a JSON object")
 	}
-	out := gemSchemaNode(root, root, 0)
+	c := &gemConv{root: root, nodes: gemMaxNodes}
+	out := c.node(root, 0)
 	if props, _ := out["properties"].(map[string]any); len(props) == 0 {
 		return nil, nil
 	}
+	out["type"] = "OBJECT"
 	return out, nil
 }
 
-func gemSchemaNode(n, root map[string]any, depth int) map[string]any {
+func (c *gemConv) node(n map[string]any, depth int) map[string]any {
+	c.nodes--
 	if ref, ok := n["$ref"].(string); ok {
-		if def := gemResolveRef(root, ref); def != nil && depth < gemMaxRefDepth {
-			return gemSchemaNode(def, root, depth+1)
+		if def := gemResolveRef(c.root, ref); def != nil && depth < gemMaxRefDepth && c.nodes > 0 {
+			return c.node(def, depth+1)
 		}
 		return map[string]any{"type": "OBJECT"}
 	}
@@ -94,10 +111,12 @@ func gemSchemaNode(n, root map[string]any, depth int) map[string]any {
 		conv := make(map[string]any, len(props))
 		for name, p := range props {
 			if pm, ok := p.(map[string]any); ok {
-				conv[name] = gemSchemaNode(pm, root, depth)
+				conv[name] = c.node(pm, depth)
 			}
 		}
-		out["properties"] = conv
+		if len(conv) > 0 {
+			out["properties"] = conv
+		}
 		if req, ok := n["required"].([]any); ok {
 			var keep []any
 			for _, r := range req {
@@ -111,14 +130,14 @@ func gemSchemaNode(n, root map[string]any, depth int) map[string]any {
 		}
 	}
 	if items, ok := n["items"].(map[string]any); ok {
-		out["items"] = gemSchemaNode(items, root, depth)
+		out["items"] = c.node(items, depth)
 	}
 	for _, key := range []string{"anyOf", "oneOf"} {
 		if alts, ok := n[key].([]any); ok {
 			var conv []any
 			for _, a := range alts {
 				if am, ok := a.(map[string]any); ok {
-					conv = append(conv, gemSchemaNode(am, root, depth))
+					conv = append(conv, c.node(am, depth))
 				}
 			}
 			if len(conv) > 0 {

@@ -24,10 +24,13 @@ func newGemSSE(r io.Reader, max, maxAnswer int) *gemSSE {
 }
 
 // next returns the next event's data (data lines joined by "\n"), valid
-// until the next call; io.EOF after the last event.
+// until the next call; io.EOF after the last event. Lines that open with
+// "{" outside any event are a bare JSON object (an error the server
+// wrote after the stream began, possibly pretty-printed) and are returned
+// whole, as one event.
 func (s *gemSSE) next() ([]byte, error) {
 	s.data = s.data[:0]
-	have := false
+	have, bare := false, false
 	for {
 		line, err := s.readLine()
 		if err != nil {
@@ -42,11 +45,17 @@ func (s *gemSSE) next() ([]byte, error) {
 			}
 			continue
 		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		if string(field) != "data" { // comments, event:, id:, retry:
-			continue
+		value := line
+		if !have && line[0] == '{' {
+			bare = true
 		}
-		value = bytes.TrimPrefix(value, []byte(" "))
+		if !bare {
+			field, v, _ := bytes.Cut(line, []byte(":"))
+			if string(field) != "data" { // comments, event:, id:, retry:
+				continue
+			}
+			value = bytes.TrimPrefix(v, []byte(" "))
+		}
 		if have {
 			s.data = append(s.data, '\n')
 		}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,6 +350,17 @@ func TestGeminiStreamFailures(t *testing.T) {
 		{name: "ends before finishReason", reply: llmtest.Reply{Raw: `data: {"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}]}` + "\r\n\r\n"}, check: gemWantMalformed},
 		{name: "one huge event", reply: llmtest.Reply{Raw: "data: \"" + strings.Repeat("x", 200<<10)}, maxAnswer: 1024, check: gemWantMalformed},
 		{
+			name: "bare JSON error after the first chunk",
+			reply: llmtest.Reply{Raw: `data: {"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}]}` + "\r\n\r\n" +
+				"{\n  \"error\": {\n    \"code\": 503,\n    \"message\": \"The model is overloaded.\",\n    \"status\": \"UNAVAILABLE\"\n  }\n}\n"},
+			check: func(t *testing.T, err error) {
+				var e *llm.Error
+				if !errors.As(err, &e) || e.Kind != llm.KindStream || e.Type != "UNAVAILABLE" || e.Message != "The model is overloaded." {
+					t.Errorf("err = %#v, want KindStream UNAVAILABLE with the API's message", err)
+				}
+			},
+		},
+		{
 			name:  "prompt blocked",
 			reply: llmtest.Reply{Raw: `data: {"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":8}}` + "\r\n\r\n"},
 			check: gemWantBlocked,
@@ -550,5 +564,73 @@ func TestGeminiValidate(t *testing.T) {
 		if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.HasPrefix(err.Error(), tt.wantErr)) {
 			t.Errorf("Validate(%q, %s) = %v, want error naming %q", tt.base, tt.settings, err, tt.wantErr)
 		}
+	}
+}
+
+// gemTB records the stub's failures instead of failing the test.
+type gemTB struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+}
+
+func (r *gemTB) Helper() {}
+
+func (r *gemTB) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+// TestGeminiStubChecks: the stub refuses (400 and a test failure) what
+// the API refuses, so the client tests above can fail.
+func TestGeminiStubChecks(t *testing.T) {
+	fc := func(name, sig string) string {
+		s := `{"functionCall":{"name":"` + name + `","args":{}}`
+		if sig != "" {
+			s += `,"thoughtSignature":"` + sig + `"`
+		}
+		return s + `}`
+	}
+	fr := func(name string) string {
+		return `{"functionResponse":{"name":"` + name + `","response":{"content":"x"}}}`
+	}
+	user := `{"role":"user","parts":[{"text":"hi"}]}`
+	tests := []struct{ name, body, want string }{
+		{"starts with model", `{"contents":[{"role":"model","parts":[{"text":"hi"}]}]}`, "starts with a user turn"},
+		{"system role", `{"contents":[` + user + `,{"role":"system","parts":[{"text":"be nice"}]}]}`, "systemInstruction"},
+		{"two user turns", `{"contents":[` + user + `,` + user + `]}`, "two user turns"},
+		{"unknown field", `{"contents":[` + user + `],"messages":[]}`, "unknown field"},
+		{"empty text", `{"contents":[{"role":"user","parts":[{"text":""}]}]}`, "empty text"},
+		{"response names no call", `{"contents":[` + user + `,{"role":"model","parts":[` + fc("a", "skip_thought_signature_validator") + `]},{"role":"user","parts":[` + fr("b") + `]}]}`, "names no functionCall"},
+		{"fewer responses than calls", `{"contents":[` + user + `,{"role":"model","parts":[` + fc("a", "skip_thought_signature_validator") + `,` + fc("b", "") + `]},{"role":"user","parts":[` + fr("a") + `]}]}`, "must be equal"},
+		{"call without signature", `{"contents":[` + user + `,{"role":"model","parts":[` + fc("a", "") + `]},{"role":"user","parts":[` + fr("a") + `]}]}`, "missing a thought_signature"},
+		{"forged signature", `{"contents":[` + user + `,{"role":"model","parts":[` + fc("a", "Zm9yZ2Vk") + `]},{"role":"user","parts":[` + fr("a") + `]}]}`, "was not issued"},
+		{"json schema keyword", `{"contents":[` + user + `],"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"OBJECT","properties":{"a":{"type":"STRING"}},"additionalProperties":false}}]}]}`, "additionalProperties"},
+		{"lower-case type", `{"contents":[` + user + `],"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string"}}}}]}]}`, "OBJECT"},
+		{"bad max tokens", `{"contents":[` + user + `],"generationConfig":{"maxOutputTokens":0}}`, "maxOutputTokens"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &gemTB{TB: t}
+			stub := llmtest.NewGemini(rec)
+			req, _ := http.NewRequest(http.MethodPost, stub.URL+"/v1beta/models/m:generateContent", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("x-goog-api-key", gemKey)
+			resp, err := stub.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !strings.Contains(string(b), `"INVALID_ARGUMENT"`) {
+				t.Errorf("stub answered %d %s, want 400 INVALID_ARGUMENT", resp.StatusCode, b)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], tt.want) {
+				t.Errorf("stub failures %q, want one naming %q", rec.errors, tt.want)
+			}
+		})
 	}
 }

@@ -43,8 +43,9 @@ import (
 // the documented dummy "skip_thought_signature_validator"; tools as
 // [{functionDeclarations: [{name, description, parameters}]}] with
 // parameters in the API's Schema dialect (upper-case types, no JSON
-// Schema-only keywords such as $schema or additionalProperties, OBJECT
-// with properties, required among them); generationConfig's
+// Schema-only keywords such as $schema or additionalProperties, an OBJECT
+// at the top, no empty properties, required among properties);
+// generationConfig's
 // maxOutputTokens and thinkingConfig. A violation calls Fail and answers
 // 400 INVALID_ARGUMENT.
 //

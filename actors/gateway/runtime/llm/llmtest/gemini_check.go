@@ -257,6 +257,9 @@ func gemCheckTool(i int, t map[string]json.RawMessage) string {
 			if json.Unmarshal(p, &s) != nil {
 				return where + ".parameters: must be a Schema object"
 			}
+			if s["type"] != "OBJECT" {
+				return where + ".parameters: schema should be of type OBJECT"
+			}
 			if p := gemCheckSchema(where+".parameters", s); p != "" {
 				return p
 			}
@@ -287,8 +290,8 @@ func gemCheckSchema(where string, s map[string]any) string {
 			return fmt.Sprintf("%s.type: invalid value %v", where, s["type"])
 		}
 	}
-	props, _ := s["properties"].(map[string]any)
-	if typ == "OBJECT" && len(props) == 0 {
+	props, hasProps := s["properties"].(map[string]any)
+	if hasProps && len(props) == 0 {
 		return where + ".properties: should be non-empty for OBJECT type"
 	}
 	for name, p := range props {
