@@ -1,0 +1,270 @@
+// The anthropic_native request: the OpenAI-shaped messages and tools of a
+// Request turned into a Messages API body that obeys the API's rules
+// (https://docs.anthropic.com/en/api/messages): a top-level system prompt,
+// user and assistant turns that alternate and start with user, each
+// assistant tool_use answered by a tool_result at the start of the next
+// user turn, thinking blocks sent back first and unchanged.
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+)
+
+// anthropicPlaceholder is the text of a user turn the API needs where the
+// conversation has none: before a first assistant turn, or when it holds
+// nothing but a system prompt (as LiteLLM does).
+const anthropicPlaceholder = "."
+
+// anthropicNoResult answers a tool_use that the history leaves without a
+// result (a run cut short): the API refuses an unanswered tool_use.
+const anthropicNoResult = "no result: the tool call was not completed"
+
+// Block kinds of anthBlock.
+const (
+	anthText = iota
+	anthThinking
+	anthRedacted
+	anthToolUse
+	anthToolResult
+)
+
+// anthBlock is one content block before it becomes the SDK's.
+type anthBlock struct {
+	kind    int
+	text    string // text, thinking, redacted data, tool result content
+	sig     string
+	id      string // tool_use id, tool_result tool_use_id
+	name    string
+	input   json.RawMessage
+	isError bool
+}
+
+// anthTurn is one user or assistant turn: lead blocks (an assistant's
+// thinking, a user's tool results) before the text, tool uses after it.
+type anthTurn struct {
+	user             bool
+	lead, text, tail []anthBlock
+}
+
+func (t *anthTurn) empty() bool { return len(t.lead)+len(t.text)+len(t.tail) == 0 }
+
+// anthropicTurns converts messages into the system prompt and the turns,
+// merging consecutive same-role messages.
+func anthropicTurns(msgs []Message) (string, []anthTurn) {
+	var system []string
+	var turns []anthTurn
+	add := func(t anthTurn) {
+		if t.empty() {
+			return
+		}
+		if n := len(turns); n > 0 && turns[n-1].user == t.user {
+			last := &turns[n-1]
+			last.lead = append(last.lead, t.lead...)
+			last.text = append(last.text, t.text...)
+			last.tail = append(last.tail, t.tail...)
+			return
+		}
+		turns = append(turns, t)
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case "system", "developer":
+			if strings.TrimSpace(m.Content) != "" {
+				system = append(system, m.Content)
+			}
+		case "assistant":
+			t := anthTurn{}
+			for _, th := range m.Thinking {
+				switch {
+				case th.Redacted != "":
+					t.lead = append(t.lead, anthBlock{kind: anthRedacted, text: th.Redacted})
+				case th.Signature != "": // an unsigned block (another provider's) is refused
+					t.lead = append(t.lead, anthBlock{kind: anthThinking, text: th.Text, sig: th.Signature})
+				}
+			}
+			if strings.TrimSpace(m.Content) != "" {
+				t.text = append(t.text, anthBlock{kind: anthText, text: m.Content})
+			}
+			for _, c := range m.ToolCalls {
+				id := c.ID
+				if id == "" {
+					id = "toolu_" + anthropicHex(12)
+				}
+				t.tail = append(t.tail, anthBlock{kind: anthToolUse, id: id, name: c.Function.Name, input: anthropicInput(c.Function.Arguments)})
+			}
+			add(t)
+		case "tool":
+			add(anthTurn{user: true, lead: []anthBlock{{kind: anthToolResult, id: m.ToolCallID, text: m.Content}}})
+		default: // user, and anything unknown read as the user's
+			if strings.TrimSpace(m.Content) != "" {
+				add(anthTurn{user: true, text: []anthBlock{{kind: anthText, text: m.Content}}})
+			}
+		}
+	}
+	return strings.Join(system, "\n\n"), anthRepairTurns(turns)
+}
+
+// anthRepairTurns makes turns acceptable to the API: they start with a user
+// turn, every tool_use is answered in the next user turn (a missing result
+// answered as an error), and a tool_result that answers no tool_use of the
+// turn before becomes text.
+func anthRepairTurns(turns []anthTurn) []anthTurn {
+	if len(turns) == 0 || !turns[0].user {
+		turns = append([]anthTurn{{user: true, text: []anthBlock{{kind: anthText, text: anthropicPlaceholder}}}}, turns...)
+	}
+	if last := turns[len(turns)-1]; !last.user && len(last.tail) > 0 {
+		turns = append(turns, anthTurn{user: true})
+	}
+	for i := range turns {
+		if !turns[i].user {
+			continue
+		}
+		asked := map[string]bool{}
+		var uses []anthBlock
+		if i > 0 {
+			uses = turns[i-1].tail
+			for _, b := range uses {
+				asked[b.id] = true
+			}
+		}
+		t := &turns[i]
+		var lead, orphans []anthBlock
+		for _, b := range t.lead {
+			if asked[b.id] {
+				delete(asked, b.id) // a second result for the same call is an orphan
+				lead = append(lead, b)
+				continue
+			}
+			orphans = append(orphans, anthBlock{kind: anthText, text: "tool result " + b.id + ": " + b.text})
+		}
+		for _, u := range uses {
+			if asked[u.id] {
+				lead = append(lead, anthBlock{kind: anthToolResult, id: u.id, text: anthropicNoResult, isError: true})
+			}
+		}
+		t.lead, t.text = lead, append(orphans, t.text...)
+	}
+	return turns
+}
+
+// anthropicInput is a tool call's arguments as the tool_use input: the
+// JSON object they hold, {} when they are empty or not an object.
+func anthropicInput(args string) json.RawMessage {
+	b := bytes.TrimSpace([]byte(args))
+	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(b)
+}
+
+// sdk converts b into the SDK's block.
+func (b anthBlock) sdk() anthropic.ContentBlockParamUnion {
+	switch b.kind {
+	case anthThinking:
+		return anthropic.NewThinkingBlock(b.sig, b.text)
+	case anthRedacted:
+		return anthropic.NewRedactedThinkingBlock(b.text)
+	case anthToolUse:
+		return anthropic.NewToolUseBlock(b.id, b.input, b.name)
+	case anthToolResult:
+		r := anthropic.ToolResultBlockParam{ToolUseID: b.id}
+		if b.text != "" { // an empty text block is refused; no content is not
+			r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: b.text}}}
+		}
+		if b.isError {
+			r.IsError = anthropic.Bool(true)
+		}
+		return anthropic.ContentBlockParamUnion{OfToolResult: &r}
+	default:
+		return anthropic.NewTextBlock(b.text)
+	}
+}
+
+func (t anthTurn) sdk() anthropic.MessageParam {
+	blocks := make([]anthropic.ContentBlockParamUnion, 0, len(t.lead)+len(t.text)+len(t.tail))
+	for _, part := range [][]anthBlock{t.lead, t.text, t.tail} {
+		for _, b := range part {
+			blocks = append(blocks, b.sdk())
+		}
+	}
+	if t.user {
+		return anthropic.NewUserMessage(blocks...)
+	}
+	return anthropic.NewAssistantMessage(blocks...)
+}
+
+// anthropicSchema is a tool's parameters as input_schema: a JSON Schema
+// object of type object (an empty or unusable schema takes no input).
+func anthropicSchema(p json.RawMessage) anthropic.ToolInputSchemaParam {
+	var s anthropic.ToolInputSchemaParam
+	var m map[string]any
+	if json.Unmarshal(p, &m) != nil || m == nil {
+		m = map[string]any{}
+	}
+	if _, ok := m["type"]; !ok {
+		m["type"] = "object"
+	}
+	if _, ok := m["properties"]; !ok && m["type"] == "object" {
+		m["properties"] = map[string]any{}
+	}
+	b, _ := json.Marshal(m)
+	param.SetJSON(b, &s)
+	return s
+}
+
+// params builds the Messages API body of req, and the request options
+// the body needs beyond the SDK's types.
+func (c *anthropicClient) params(req Request) (anthropic.MessageNewParams, []option.RequestOption) {
+	system, turns := anthropicTurns(req.Messages)
+	caching := c.set.PromptCaching == nil || *c.set.PromptCaching
+	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(c.maxTokens(req))}
+	for _, t := range turns {
+		p.Messages = append(p.Messages, t.sdk())
+	}
+	if system != "" {
+		b := anthropic.TextBlockParam{Text: system}
+		if caching {
+			b.CacheControl = anthropic.NewCacheControlEphemeralParam()
+		}
+		p.System = []anthropic.TextBlockParam{b}
+	}
+	for i, t := range req.Tools {
+		tp := anthropic.ToolParam{Name: t.Function.Name, InputSchema: anthropicSchema(t.Function.Parameters)}
+		if t.Function.Description != "" {
+			tp.Description = anthropic.String(t.Function.Description)
+		}
+		if caching && i == len(req.Tools)-1 {
+			tp.CacheControl = anthropic.NewCacheControlEphemeralParam()
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+	}
+	var opts []option.RequestOption
+	if b := c.set.ThinkingBudget; b != nil {
+		// Set in the body rather than through p.Thinking: the SDK prints a
+		// deprecation warning on stderr for some models when it sees one.
+		opts = append(opts, option.WithJSONSet("thinking", map[string]any{"type": "enabled", "budget_tokens": *b}))
+	}
+	return p, opts
+}
+
+// maxTokens is max_tokens for req: the request's, settings.max_tokens or
+// DefaultMaxTokens, raised above the thinking budget when it is not.
+func (c *anthropicClient) maxTokens(req Request) int {
+	n := req.MaxTokens
+	if n <= 0 && c.set.MaxTokens != nil {
+		n = *c.set.MaxTokens
+	}
+	if n <= 0 {
+		n = DefaultMaxTokens
+	}
+	if b := c.set.ThinkingBudget; b != nil && n <= *b {
+		n = *b + DefaultMaxTokens
+	}
+	return n
+}
