@@ -69,7 +69,7 @@ func (r *registry) putAgent(id uuid.UUID, ref, user string, in AgentInput) (Agen
 	if err := r.commit(au, entitySaved{&a}); err != nil {
 		return Agent{}, fmt.Errorf("log agent: %w", err)
 	}
-	return a.view(), nil
+	return a.view(&r.part.providers), nil
 }
 
 // agentsOf is how many agents user owns.
@@ -119,7 +119,48 @@ func (r *registry) fillAgent(a *agentRec, in AgentInput, create bool) error {
 		}
 		a.ProviderID = p.ID
 	}
-	return fillAgentSettings(a, in)
+	if err := fillAgentSettings(a, in); err != nil {
+		return err
+	}
+	return r.fillFallbacks(a, in.Fallbacks)
+}
+
+// fillFallbacks sets a's fallbacks from in (nil keeps them) and checks
+// the result against a's provider and model: no pair twice.
+func (r *registry) fillFallbacks(a *agentRec, in *[]FallbackInput) error {
+	if in != nil {
+		if len(*in) > MaxFallbacks {
+			return fmt.Errorf("fallbacks must hold at most %d entries: %w", MaxFallbacks, ErrInvalid)
+		}
+		var fbs []fallbackRec // nil when empty, as a record decodes it
+		for i, f := range *in {
+			if err := validName(fmt.Sprintf("fallbacks[%d].model", i), f.Model, 200); err != nil {
+				return err
+			}
+			p, ok := r.part.providers.get(f.Provider)
+			if !ok {
+				return fmt.Errorf("fallbacks[%d].provider %q does not exist: %w", i, f.Provider, ErrInvalid)
+			}
+			fbs = append(fbs, fallbackRec{ProviderID: p.ID, Model: f.Model})
+		}
+		a.Fallbacks = fbs
+	}
+	seen := map[fallbackRec]bool{{ProviderID: a.ProviderID, Model: a.Model}: true}
+	for i, f := range a.Fallbacks {
+		if seen[f] {
+			return fmt.Errorf("fallbacks[%d] repeats provider %s with model %s: %w", i, r.providerName(f.ProviderID), f.Model, ErrInvalid)
+		}
+		seen[f] = true
+	}
+	return nil
+}
+
+// providerName is provider id's name (its id when unknown).
+func (r *registry) providerName(id uuid.UUID) string {
+	if p, ok := r.part.providers.rows[id]; ok {
+		return p.Name
+	}
+	return id.String()
 }
 
 // fillAgentSettings validates and sets the fields that need no lookup.
@@ -152,7 +193,10 @@ func fillAgentSettings(a *agentRec, in AgentInput) error {
 		if len(in.OtherConfig.Description) > 16<<10 {
 			return fmt.Errorf("other_config.description must be at most 16 KiB: %w", ErrInvalid)
 		}
-		a.Description = in.OtherConfig.Description
+		if in.OtherConfig.MaxTokens < 0 || in.OtherConfig.MaxTokens > MaxAgentMaxTokens {
+			return fmt.Errorf("other_config.max_tokens must be in 0..%d: %w", MaxAgentMaxTokens, ErrInvalid)
+		}
+		a.Description, a.MaxTokens = in.OtherConfig.Description, in.OtherConfig.MaxTokens
 	}
 	if in.MaxToolIterations != nil {
 		if *in.MaxToolIterations < 1 || *in.MaxToolIterations > 100 {
@@ -237,7 +281,7 @@ func (g *Gateway) GetAgent(ctx context.Context, user, ref string) (Agent, error)
 		if err != nil {
 			return Agent{}, err
 		}
-		return a.view(), nil
+		return a.view(&r.part.providers), nil
 	})
 }
 
@@ -292,10 +336,10 @@ func (r *registry) defaultAgent(user, operators string) (Agent, error) {
 		if !ok {
 			return Agent{}, ErrNotFound
 		}
-		return a.view(), nil
+		return a.view(&r.part.providers), nil
 	}
 	if a, ok := r.part.agents.named("default"); ok && a.OwnerID == user {
-		return a.view(), nil
+		return a.view(&r.part.providers), nil
 	}
 	var best *agentRec
 	for _, a := range r.part.agents.rows {
@@ -306,7 +350,7 @@ func (r *registry) defaultAgent(user, operators string) (Agent, error) {
 	if best == nil {
 		return Agent{}, ErrNotFound
 	}
-	return best.view(), nil
+	return best.view(&r.part.providers), nil
 }
 
 // DefaultAgent resolves a run that names no agent for user (see

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway/runtime/llm"
 )
 
 // providerSlug is the rule for provider names.
@@ -24,23 +27,86 @@ func validateProvider(in ProviderInput) error {
 	if utf8.RuneCountInString(in.DisplayName) > 100 {
 		return fmt.Errorf("display_name must be at most 100 characters: %w", ErrInvalid)
 	}
-	switch in.ProviderType {
-	case ProviderOpenAICompat:
-		u, err := url.Parse(in.APIBase)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("api_base must be an http:// or https:// URL: %w", ErrInvalid)
-		}
-		if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-			return fmt.Errorf("api_base must not carry credentials, a query or a fragment (the credential goes in api_key): %w", ErrInvalid)
-		}
-	case ProviderEcho:
-	default:
-		return fmt.Errorf("provider_type must be %q or %q: %w", ProviderOpenAICompat, ProviderEcho, ErrInvalid)
+	if err := validateKeyPool(in.APIKeys); err != nil {
+		return err
 	}
-	if len(in.Settings) > 0 && !bytes.Equal(bytes.TrimSpace(in.Settings), []byte("null")) {
+	if in.ProviderType == ProviderEcho { // offline: needs no base, key or settings
+		return validateSettings(in.Settings)
+	}
+	t, ok := llm.Lookup(in.ProviderType)
+	if !ok {
+		return fmt.Errorf("provider_type must be one of %s: %w", strings.Join(ProviderTypes(), ", "), ErrInvalid)
+	}
+	if in.APIBase != "" {
+		if err := validateAPIBase(in.APIBase); err != nil {
+			return err
+		}
+	}
+	if err := validateSettings(in.Settings); err != nil {
+		return err
+	}
+	if t.Validate != nil {
+		// The type's own checks: its settings, and whether it can do
+		// without api_base (bedrock with settings.region).
+		if err := t.Validate(in.APIBase, in.Settings); err != nil {
+			return fmt.Errorf("%v: %w", err, ErrInvalid)
+		}
+	} else if in.APIBase == "" && t.DefaultBase == "" {
+		return fmt.Errorf("api_base is required for provider_type %s: %w", in.ProviderType, ErrInvalid)
+	}
+	return nil
+}
+
+// ProviderTypes lists every accepted provider_type, sorted: the types
+// the provider clients register (aliases and presets included) and echo.
+func ProviderTypes() []string {
+	names := llm.Names()
+	if !slices.Contains(names, ProviderEcho) {
+		names = append(names, ProviderEcho)
+		slices.Sort(names)
+	}
+	return names
+}
+
+// validateAPIBase checks a given api_base: an http or https URL without
+// credentials, query or fragment.
+func validateAPIBase(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("api_base must be an http:// or https:// URL: %w", ErrInvalid)
+	}
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return fmt.Errorf("api_base must not carry credentials, a query or a fragment (the credential goes in api_key): %w", ErrInvalid)
+	}
+	return nil
+}
+
+// validateSettings checks that settings, when given, is a JSON object.
+func validateSettings(settings json.RawMessage) error {
+	if len(settings) > 0 && !bytes.Equal(bytes.TrimSpace(settings), []byte("null")) {
 		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(in.Settings, &obj); err != nil {
+		if err := json.Unmarshal(settings, &obj); err != nil {
 			return fmt.Errorf("settings must be a JSON object: %w", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// validateKeyPool checks api_keys: at most MaxProviderKeys keys, each
+// non-empty and at most MaxProviderKeyBytes (nil: not given).
+func validateKeyPool(keys *[]string) error {
+	if keys == nil {
+		return nil
+	}
+	if len(*keys) > MaxProviderKeys {
+		return fmt.Errorf("api_keys must hold at most %d keys: %w", MaxProviderKeys, ErrInvalid)
+	}
+	for i, k := range *keys {
+		switch {
+		case k == "":
+			return fmt.Errorf("api_keys[%d] must not be empty: %w", i, ErrInvalid)
+		case len(k) > MaxProviderKeyBytes:
+			return fmt.Errorf("api_keys[%d] must be at most %d bytes: %w", i, MaxProviderKeyBytes, ErrInvalid)
 		}
 	}
 	return nil
@@ -57,10 +123,18 @@ func hintOf(key string) string {
 	return "****" + key[len(key)-4:]
 }
 
+// sealedCreds are the credentials a provider change sets, sealed in the
+// caller's goroutine: key nil keeps api_key, pool nil keeps api_keys.
+type sealedCreds struct {
+	key       *[]byte
+	hint      string
+	pool      *[][]byte
+	poolHints []string
+}
+
 // putProvider creates (create: the id is new) or replaces provider p, the
-// caller's fields (times and credential are filled in here); sealed nil
-// keeps the current credential.
-func (r *registry) putProvider(p providerRec, create bool, sealed *[]byte, hint string) (Provider, error) {
+// caller's fields (times and credentials are filled in here).
+func (r *registry) putProvider(p providerRec, create bool, cr sealedCreds) (Provider, error) {
 	cur, exists := r.part.providers.rows[p.ID]
 	switch {
 	case create && exists:
@@ -76,15 +150,22 @@ func (r *registry) putProvider(p providerRec, create bool, sealed *[]byte, hint 
 	if exists {
 		p.CreatedAt = cur.CreatedAt
 		p.APIKeySealed, p.APIKeyHint = cur.APIKeySealed, cur.APIKeyHint
+		p.APIKeysSealed, p.APIKeysHint = cur.APIKeysSealed, cur.APIKeysHint
 	}
-	if sealed != nil {
-		p.APIKeySealed, p.APIKeyHint = *sealed, hint
+	if cr.key != nil {
+		p.APIKeySealed, p.APIKeyHint = *cr.key, cr.hint
+	}
+	if cr.pool != nil {
+		p.APIKeysSealed, p.APIKeysHint = *cr.pool, cr.poolHints
 	}
 	verb := verbOf(create)
 	au := audit{action: "provider." + verb, entityType: string(kindProvider), entityID: p.ID.String(),
 		summary: fmt.Sprintf("%sd provider %q (%s)", verb, p.Name, p.ProviderType)}
-	if sealed != nil {
+	if cr.key != nil {
 		au.summary += ", credential set"
+	}
+	if cr.pool != nil {
+		au.summary += fmt.Sprintf(", %d keys set", len(*cr.pool))
 	}
 	if err := r.commit(au, entitySaved{&p}); err != nil {
 		return Provider{}, fmt.Errorf("log provider: %w", err)
@@ -100,6 +181,9 @@ func (r *registry) delProvider(ref string) error {
 	if r.part.agentsOn[p.ID] > 0 {
 		return fmt.Errorf("provider %s is used by agent %s: %w", p.Name, r.firstAgentOn(p.ID), ErrInUse)
 	}
+	if a := r.firstFallbackOn(p.ID); a != "" {
+		return fmt.Errorf("provider %s is a fallback of agent %s: %w", p.Name, a, ErrInUse)
+	}
 	au := audit{action: "provider.delete", entityType: string(kindProvider), entityID: p.ID.String(), summary: fmt.Sprintf("deleted provider %q", p.Name)}
 	if err := r.commit(au, entityDeleted{kind: kindProvider, id: p.ID}); err != nil {
 		return fmt.Errorf("log provider delete: %w", err)
@@ -112,6 +196,18 @@ func (r *registry) firstAgentOn(id uuid.UUID) string {
 	first := ""
 	for _, a := range r.part.agents.rows {
 		if a.ProviderID == id && (first == "" || a.AgentKey < first) {
+			first = a.AgentKey
+		}
+	}
+	return first
+}
+
+// firstFallbackOn names the first agent (by agent_key) with provider id
+// among its fallbacks ("" when none has).
+func (r *registry) firstFallbackOn(id uuid.UUID) string {
+	first := ""
+	for _, a := range r.part.agents.rows {
+		if (first == "" || a.AgentKey < first) && slices.ContainsFunc(a.Fallbacks, func(f fallbackRec) bool { return f.ProviderID == id }) {
 			first = a.AgentKey
 		}
 	}
@@ -149,19 +245,40 @@ func (g *Gateway) putProvider(ctx context.Context, id uuid.UUID, in ProviderInpu
 		// live provider equals the replayed one.
 		p.Settings = mustJSON(in.Settings)
 	}
-	var sealed *[]byte
-	var hint string
+	cr, err := g.sealProviderCreds(id, in)
+	if err != nil {
+		return Provider{}, err
+	}
+	return call(ctx, g, func(r *registry) (Provider, error) { return r.putProvider(p, create, cr) })
+}
+
+// sealProviderCreds seals the credentials in sets for provider id, each bound to
+// the id. An empty pool is nil, as a record decodes it.
+func (g *Gateway) sealProviderCreds(id uuid.UUID, in ProviderInput) (sealedCreds, error) {
+	var cr sealedCreds
 	if in.APIKey != nil {
 		var key []byte
 		if *in.APIKey != "" {
 			var err error
 			if key, err = g.sealer.Seal([]byte(*in.APIKey), id[:]); err != nil {
-				return Provider{}, err
+				return cr, fmt.Errorf("seal api_key: %w", err)
 			}
 		}
-		sealed, hint = &key, hintOf(*in.APIKey)
+		cr.key, cr.hint = &key, hintOf(*in.APIKey)
 	}
-	return call(ctx, g, func(r *registry) (Provider, error) { return r.putProvider(p, create, sealed, hint) })
+	if in.APIKeys != nil {
+		var pool [][]byte
+		for i, k := range *in.APIKeys {
+			b, err := g.sealer.Seal([]byte(k), id[:])
+			if err != nil {
+				return cr, fmt.Errorf("seal api_keys[%d]: %w", i, err)
+			}
+			pool = append(pool, b)
+			cr.poolHints = append(cr.poolHints, hintOf(k))
+		}
+		cr.pool = &pool
+	}
+	return cr, nil
 }
 
 // GetProvider finds a provider by id or name; ErrNotFound.
@@ -188,4 +305,26 @@ func (g *Gateway) ProviderKey(p Provider) (string, error) {
 	}
 	b, err := g.sealer.Open(p.APIKeySealed, p.ID[:])
 	return string(b), err
+}
+
+// ProviderKeys opens every credential of p: api_key first (when it has
+// one), then api_keys in order. Call it only to call out; never log the
+// result.
+func (g *Gateway) ProviderKeys(p Provider) ([]string, error) {
+	out := make([]string, 0, 1+len(p.APIKeysSealed))
+	key, err := g.ProviderKey(p)
+	if err != nil {
+		return nil, fmt.Errorf("open api_key of provider %s: %w", p.Name, err)
+	}
+	if key != "" {
+		out = append(out, key)
+	}
+	for i, s := range p.APIKeysSealed {
+		b, err := g.sealer.Open(s, p.ID[:])
+		if err != nil {
+			return nil, fmt.Errorf("open api_keys[%d] of provider %s: %w", i, p.Name, err)
+		}
+		out = append(out, string(b))
+	}
+	return out, nil
 }

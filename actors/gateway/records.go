@@ -351,6 +351,11 @@ type providerRec struct {
 	Settings     json.RawMessage `json:"settings,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
+	// APIKeysSealed is the key pool, each key sealed like APIKeySealed,
+	// and APIKeysHint their masks in the same order; both absent in
+	// records written before key pools, and when the pool is empty.
+	APIKeysSealed [][]byte `json:"api_keys_sealed,omitempty"`
+	APIKeysHint   []string `json:"api_keys_hint,omitempty"`
 }
 
 func (p *providerRec) ref() (kind, uuid.UUID) { return kindProvider, p.ID }
@@ -363,6 +368,7 @@ func (p *providerRec) view() Provider {
 	return Provider{
 		ID: p.ID, Name: p.Name, DisplayName: p.DisplayName, ProviderType: p.ProviderType, APIBase: p.APIBase,
 		APIKeySealed: p.APIKeySealed, APIKeyHint: p.APIKeyHint, Enabled: p.Enabled, Settings: settings,
+		APIKeysSealed: p.APIKeysSealed, APIKeysHint: orEmpty(p.APIKeysHint),
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 	}
 }
@@ -394,6 +400,16 @@ type agentRec struct {
 	IsDefault         bool      `json:"is_default,omitempty"`
 	CreatedAt         time.Time `json:"created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
+	// Fallbacks and MaxTokens (other_config.max_tokens, 0: unset) are
+	// absent in records written before them.
+	Fallbacks []fallbackRec `json:"fallbacks,omitempty"`
+	MaxTokens int           `json:"max_tokens,omitempty"`
+}
+
+// fallbackRec is one of an agent's fallbacks: a provider by id, a model.
+type fallbackRec struct {
+	ProviderID uuid.UUID `json:"provider_id"`
+	Model      string    `json:"model"`
 }
 
 func (a *agentRec) ref() (kind, uuid.UUID) { return kindAgent, a.ID }
@@ -442,13 +458,22 @@ func (a *agentRec) shares() []Share {
 	return out
 }
 
-func (a *agentRec) view() Agent {
+// view is the agent as the API shows it; providers names its fallbacks'
+// providers.
+func (a *agentRec) view(providers *table[*providerRec]) Agent {
+	fbs := make([]Fallback, len(a.Fallbacks))
+	for i, f := range a.Fallbacks {
+		fbs[i] = Fallback{ProviderID: f.ProviderID, Model: f.Model}
+		if p, ok := providers.rows[f.ProviderID]; ok {
+			fbs[i].Provider = p.Name
+		}
+	}
 	return Agent{
 		ID: a.ID, AgentKey: a.AgentKey, DisplayName: a.DisplayName, OwnerID: a.OwnerID, ProviderID: a.ProviderID,
 		Model: a.Model, SystemPrompt: a.SystemPrompt, Status: a.Status, SummonError: a.SummonError,
-		OtherConfig: AgentOtherConfig{Description: a.Description}, TimeoutSeconds: a.TimeoutSeconds,
+		OtherConfig: AgentOtherConfig{Description: a.Description, MaxTokens: a.MaxTokens}, TimeoutSeconds: a.TimeoutSeconds,
 		MaxToolIterations: cmp.Or(a.MaxToolIterations, DefaultMaxToolIterations), IsDefault: a.IsDefault,
-		SharedWith: orEmpty(a.SharedWith), Shares: a.shares(), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
+		SharedWith: orEmpty(a.SharedWith), Shares: a.shares(), Fallbacks: fbs, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
 	}
 }
 
@@ -471,6 +496,9 @@ type runRec struct {
 	Error         string    `json:"error,omitempty"`
 	InputPreview  string    `json:"input_preview,omitempty"`
 	OutputPreview string    `json:"output_preview,omitempty"`
+	// ProviderType is the type of the provider that answered (absent in
+	// records before native providers).
+	ProviderType string `json:"provider_type,omitempty"`
 }
 
 // spanRec is one timed step of a run.
@@ -489,6 +517,12 @@ type spanRec struct {
 	Provider         string    `json:"provider,omitempty"`
 	InputPreview     string    `json:"input_preview,omitempty"`
 	OutputPreview    string    `json:"output_preview,omitempty"`
+	// Added with native providers; absent (zero) in older records.
+	ProviderType     string `json:"provider_type,omitempty"`
+	Attempt          int    `json:"attempt,omitempty"`
+	CacheReadTokens  int64  `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64  `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64  `json:"reasoning_tokens,omitempty"`
 }
 
 // newRunRec is the record of t, times in UTC without a monotonic reading,
@@ -498,7 +532,7 @@ func newRunRec(t Trace) *runRec {
 		ID: t.ID, AgentID: t.AgentID, UserID: t.UserID, Endpoint: t.Endpoint, Status: t.Status,
 		StartedAt: t.StartedAt.UTC(), DurationMs: t.DurationMs, Spans: make([]spanRec, len(t.Spans)),
 		SessionKey: t.SessionKey, Channel: t.Channel, Provider: t.Provider, Model: t.Model, Error: t.Error,
-		InputPreview: t.InputPreview, OutputPreview: t.OutputPreview,
+		InputPreview: t.InputPreview, OutputPreview: t.OutputPreview, ProviderType: t.ProviderType,
 	}
 	for i, s := range t.Spans {
 		r.Spans[i] = spanRec{
@@ -506,6 +540,8 @@ func newRunRec(t Trace) *runRec {
 			PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens, Status: s.Status, Error: s.Error,
 			ID: s.ID, ParentID: s.ParentID, Model: s.Model, Provider: s.Provider,
 			InputPreview: s.InputPreview, OutputPreview: s.OutputPreview,
+			ProviderType: s.ProviderType, Attempt: s.Attempt,
+			CacheReadTokens: s.CacheReadTokens, CacheWriteTokens: s.CacheWriteTokens, ReasoningTokens: s.ReasoningTokens,
 		}
 	}
 	return r
@@ -516,7 +552,8 @@ func (r *runRec) view(withSpans bool) Trace {
 	t := Trace{
 		ID: r.ID, AgentID: r.AgentID, UserID: r.UserID, Endpoint: r.Endpoint, Status: r.Status,
 		StartedAt: r.StartedAt, DurationMs: r.DurationMs, SessionKey: r.SessionKey, Channel: r.Channel,
-		Provider: r.Provider, Model: r.Model, Error: r.Error, InputPreview: r.InputPreview, OutputPreview: r.OutputPreview,
+		Provider: r.Provider, ProviderType: r.ProviderType, Model: r.Model, Error: r.Error,
+		InputPreview: r.InputPreview, OutputPreview: r.OutputPreview,
 	}
 	if !withSpans {
 		return t
@@ -527,6 +564,8 @@ func (r *runRec) view(withSpans bool) Trace {
 			ID: s.ID, ParentID: s.ParentID, Name: s.Name, Kind: s.Kind, Model: s.Model, Provider: s.Provider,
 			StartedAt: s.StartedAt, DurationMs: s.DurationMs, PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens,
 			Status: s.Status, Error: s.Error, InputPreview: s.InputPreview, OutputPreview: s.OutputPreview,
+			ProviderType: s.ProviderType, Attempt: s.Attempt,
+			CacheReadTokens: s.CacheReadTokens, CacheWriteTokens: s.CacheWriteTokens, ReasoningTokens: s.ReasoningTokens,
 		}
 		if t.Spans[i].ID == "" { // a run recorded before span ids
 			t.Spans[i].ID = fmt.Sprintf("%s-%d", r.ID, i)
@@ -545,6 +584,7 @@ type usageRec struct {
 	AgentID          uuid.UUID `json:"agent_id"`
 	UserID           string    `json:"user_id"`
 	Provider         string    `json:"provider,omitempty"`
+	ProviderType     string    `json:"provider_type,omitempty"`
 	Model            string    `json:"model,omitempty"`
 	Runs             int64     `json:"runs"`
 	Errors           int64     `json:"errors,omitempty"`
@@ -553,4 +593,8 @@ type usageRec struct {
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
 	DurationMs       int64     `json:"duration_ms,omitempty"`
+	// Absent (zero) in sections written before native providers.
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }

@@ -115,14 +115,14 @@ func (r *registry) resolveAgent(ref string) (Agent, Provider, error) {
 	if !ok {
 		return Agent{}, Provider{}, errNoProvider(a)
 	}
-	return a.view(), p.view(), nil
+	return a.view(&r.part.providers), p.view(), nil
 }
 
 func (r *registry) listAgents(user string) []Agent {
 	var out []Agent
 	for _, a := range r.part.agents.rows {
 		if user == EveryUser || a.canUse(user) {
-			out = append(out, a.view())
+			out = append(out, a.view(&r.part.providers))
 		}
 	}
 	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.AgentKey, b.AgentKey) })

@@ -441,6 +441,10 @@ type usageKey struct {
 	agent           uuid.UUID
 	user            string
 	provider, model string
+	// provType is the answering provider's type ("" in runs and sections
+	// before native providers): a provider whose type changed counts
+	// apart, so a row's type is exact whatever order runs apply in.
+	provType string
 }
 
 // hourLayout formats usage hours (UTC).
@@ -518,10 +522,10 @@ func (rs *runState) dropOldest(n int) { rs.traces = rs.traces[n:] }
 
 // count adds t to its usage row.
 func (rs *runState) count(t *runRec) {
-	k := usageKey{t.StartedAt.UTC().Format(hourLayout), t.AgentID, t.UserID, t.Provider, t.Model}
+	k := usageKey{t.StartedAt.UTC().Format(hourLayout), t.AgentID, t.UserID, t.Provider, t.Model, t.ProviderType}
 	u := rs.usage[k]
 	if u == nil {
-		u = &usageRec{Hour: k.hour, AgentID: t.AgentID, UserID: t.UserID, Provider: t.Provider, Model: t.Model}
+		u = &usageRec{Hour: k.hour, AgentID: t.AgentID, UserID: t.UserID, Provider: t.Provider, ProviderType: t.ProviderType, Model: t.Model}
 		rs.usage[k] = u
 	}
 	u.Runs++
@@ -532,6 +536,9 @@ func (rs *runState) count(t *runRec) {
 	for _, sp := range t.Spans {
 		u.PromptTokens += sp.PromptTokens
 		u.CompletionTokens += sp.CompletionTokens
+		u.CacheReadTokens += sp.CacheReadTokens
+		u.CacheWriteTokens += sp.CacheWriteTokens
+		u.ReasoningTokens += sp.ReasoningTokens
 		switch sp.Kind {
 		case SpanLLM:
 			u.LLMCalls++
@@ -622,7 +629,7 @@ func (rs *runState) restore(im runsImage) {
 		if u.Hour == "" { // a day row of an older section
 			u.Hour, u.Day = u.Day+"T00", ""
 		}
-		k := usageKey{u.Hour, u.AgentID, u.UserID, u.Provider, u.Model}
+		k := usageKey{u.Hour, u.AgentID, u.UserID, u.Provider, u.Model, u.ProviderType}
 		if prev := rs.usage[k]; prev != nil { // cannot happen in a section this build wrote
 			u = prev.plus(u)
 		}
@@ -643,6 +650,9 @@ func (u *usageRec) plus(v usageRec) usageRec {
 	w.ToolCalls += v.ToolCalls
 	w.PromptTokens += v.PromptTokens
 	w.CompletionTokens += v.CompletionTokens
+	w.CacheReadTokens += v.CacheReadTokens
+	w.CacheWriteTokens += v.CacheWriteTokens
+	w.ReasoningTokens += v.ReasoningTokens
 	w.DurationMs += v.DurationMs
 	return w
 }
@@ -654,5 +664,6 @@ func cmpUsage(x, y usageRec) int {
 		strings.Compare(x.UserID, y.UserID),
 		strings.Compare(x.Provider, y.Provider),
 		strings.Compare(x.Model, y.Model),
+		strings.Compare(x.ProviderType, y.ProviderType),
 	)
 }

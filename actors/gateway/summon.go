@@ -125,7 +125,7 @@ func (r *registry) finishSummon(id uuid.UUID, prompt, failure string) (Agent, er
 	}
 	if a.Status != AgentSummoning {
 		// Finished meanwhile (the owner activated it, or a restart failed it).
-		return a.view(), fmt.Errorf("agent %s is %s, not summoning: %w", a.AgentKey, a.Status, ErrInUse)
+		return a.view(&r.part.providers), fmt.Errorf("agent %s is %s, not summoning: %w", a.AgentKey, a.Status, ErrInUse)
 	}
 	next := *a
 	next.SummonNode = ""
@@ -138,7 +138,7 @@ func (r *registry) finishSummon(id uuid.UUID, prompt, failure string) (Agent, er
 	if err := commit(r.log, r.part, entitySaved{&next}); err != nil {
 		return Agent{}, fmt.Errorf("log summon: %w", err)
 	}
-	return next.view(), nil
+	return next.view(&r.part.providers), nil
 }
 
 func (r *registry) resummon(ref, user string) (Agent, error) {
@@ -157,7 +157,7 @@ func (r *registry) resummon(ref, user string) (Agent, error) {
 	if err := r.commit(au, entitySaved{&next}); err != nil {
 		return Agent{}, fmt.Errorf("log resummon: %w", err)
 	}
-	return next.view(), nil
+	return next.view(&r.part.providers), nil
 }
 
 func (r *registry) failInterrupted() {

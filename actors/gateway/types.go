@@ -73,11 +73,20 @@ type KeyAuth struct {
 	UserID string
 }
 
-// Provider types.
+// Provider types the gateway itself names; every other type is one the
+// provider clients (package llm) register, aliases and presets included.
 const (
 	ProviderOpenAICompat = "openai_compat"
 	// ProviderEcho is offline and deterministic: for demos and tests only.
 	ProviderEcho = "echo"
+)
+
+// Key pool bounds (ProviderInput.APIKeys).
+const (
+	// MaxProviderKeys is how many keys a provider's pool holds at most.
+	MaxProviderKeys = 16
+	// MaxProviderKeyBytes bounds one key of the pool.
+	MaxProviderKeyBytes = 8 << 10
 )
 
 // Provider is an LLM endpoint. APIKeySealed is the AES-256-GCM sealed
@@ -92,23 +101,33 @@ type Provider struct {
 	APIKeySealed []byte `json:"-"`
 	// APIKeyHint is the credential masked: "****" and its last four
 	// characters, "****" when shorter than 12, "" when there is none.
-	APIKeyHint string          `json:"api_key"`
-	Enabled    bool            `json:"enabled"`
-	Settings   json.RawMessage `json:"settings"` // a JSON object, {} when none
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
+	APIKeyHint string `json:"api_key"`
+	// APIKeysSealed is the key pool (api_keys), each key sealed like
+	// APIKeySealed; never serialized.
+	APIKeysSealed [][]byte `json:"-"`
+	// APIKeysHint masks the pool's keys, in order, as APIKeyHint does
+	// (never nil).
+	APIKeysHint []string        `json:"api_keys"`
+	Enabled     bool            `json:"enabled"`
+	Settings    json.RawMessage `json:"settings"` // a JSON object, {} when none
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
 }
 
 // ProviderInput creates or replaces a provider's fields. APIKey nil keeps
-// the current credential on update; "" clears it.
+// the current credential on update; "" clears it. APIKeys nil keeps the
+// key pool; an empty list clears it.
 type ProviderInput struct {
 	Name         string
 	DisplayName  string
 	ProviderType string
 	APIBase      string
 	APIKey       *string
-	Enabled      bool
-	Settings     json.RawMessage
+	// APIKeys is the key pool: at most MaxProviderKeys keys, each
+	// non-empty and at most MaxProviderKeyBytes.
+	APIKeys  *[]string
+	Enabled  bool
+	Settings json.RawMessage
 }
 
 // Agent statuses.
@@ -142,16 +161,42 @@ type Agent struct {
 	IsDefault         bool             `json:"is_default"`
 	SharedWith        []string         `json:"shared_with"` // never nil
 	// Shares are SharedWith with each user's role.
-	Shares    []Share   `json:"shares"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Shares []Share `json:"shares"`
+	// Fallbacks are where a turn's call goes, in order, when the primary
+	// provider fails after its retries or is cooling down (never nil).
+	Fallbacks []Fallback `json:"fallbacks"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
+
+// MaxFallbacks is how many fallbacks an agent names at most.
+const MaxFallbacks = 8
+
+// Fallback is one of an agent's fallbacks: a provider and a model.
+type Fallback struct {
+	ProviderID uuid.UUID `json:"provider_id"`
+	// Provider is the provider's name (filled on read).
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+}
+
+// FallbackInput names a fallback: Provider is a provider's id or name.
+type FallbackInput struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+}
+
+// MaxAgentMaxTokens bounds AgentOtherConfig.MaxTokens.
+const MaxAgentMaxTokens = 1_000_000
 
 // AgentOtherConfig holds an agent's further settings.
 type AgentOtherConfig struct {
 	// Description is the summoning brief: an agent created with one and
 	// no system prompt has its provider write the prompt from it.
 	Description string `json:"description"`
+	// MaxTokens bounds each answer of the agent's calls (max_tokens); 0
+	// leaves it to the provider's settings or default.
+	MaxTokens int `json:"max_tokens,omitempty"`
 }
 
 // ShareRole is what a user an agent is shared with may do.
@@ -197,6 +242,9 @@ type AgentInput struct {
 	// seed's "agent named default"), for its owner and users it is shared
 	// with.
 	IsDefault *bool `json:"is_default,omitempty"`
+	// Fallbacks replaces the agent's fallbacks (at most MaxFallbacks; an
+	// empty list clears them).
+	Fallbacks *[]FallbackInput `json:"fallbacks,omitempty"`
 }
 
 // onlyPrompt reports whether in changes the system prompt and nothing else
@@ -204,22 +252,35 @@ type AgentInput struct {
 func (in AgentInput) onlyPrompt() bool {
 	return in.SystemPrompt != nil && in.AgentKey == nil && in.DisplayName == nil && in.Provider == nil &&
 		in.Model == nil && in.Status == nil && in.TimeoutSeconds == nil && in.SharedWith == nil &&
-		in.OtherConfig == nil && in.MaxToolIterations == nil && in.IsDefault == nil
+		in.OtherConfig == nil && in.MaxToolIterations == nil && in.IsDefault == nil && in.Fallbacks == nil
 }
 
 // Span is one timed step of a run: an LLM call, a tool call, a
 // delegation. ParentID is "" for a top-level step.
+//
+// Token counts follow OpenAI's convention (see llm.Result): PromptTokens
+// counts every input token, CacheReadTokens and CacheWriteTokens the parts
+// of it read from and written to the provider's prompt cache;
+// CompletionTokens every output token, ReasoningTokens the part spent
+// reasoning. A count the provider does not report is 0.
 type Span struct {
-	ID               string    `json:"id"`
-	ParentID         string    `json:"parent_id,omitempty"`
-	Name             string    `json:"name"`
-	Kind             string    `json:"kind"` // SpanLLM, SpanTool, SpanDelegation
-	Model            string    `json:"model,omitempty"`
-	Provider         string    `json:"provider,omitempty"`
+	ID           string `json:"id"`
+	ParentID     string `json:"parent_id,omitempty"`
+	Name         string `json:"name"`
+	Kind         string `json:"kind"` // SpanLLM, SpanTool, SpanDelegation
+	Model        string `json:"model,omitempty"`
+	Provider     string `json:"provider,omitempty"`
+	ProviderType string `json:"provider_type,omitempty"`
+	// Attempt is the 1-based attempt of an LLM call within its turn's
+	// call (retries and fallbacks each add one); 0 when not counted.
+	Attempt          int       `json:"attempt,omitempty"`
 	StartedAt        time.Time `json:"started_at"`
 	DurationMs       int64     `json:"duration_ms"`
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
+	CacheReadTokens  int64     `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64     `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64     `json:"reasoning_tokens,omitempty"`
 	Status           string    `json:"status"`
 	Error            string    `json:"error,omitempty"`
 	InputPreview     string    `json:"input_preview,omitempty"`
@@ -243,13 +304,16 @@ const (
 // Trace is the record of one agent run. Previews are truncated and
 // redacted by whoever records the run (the runtime).
 type Trace struct {
-	ID            string    `json:"id"`
-	AgentID       uuid.UUID `json:"agent_id"`
-	UserID        string    `json:"user_id"`
-	SessionKey    string    `json:"session_key,omitempty"`
-	Endpoint      string    `json:"endpoint"`          // the entry point: the trace's name
-	Channel       string    `json:"channel,omitempty"` // http, ws, webhook, internal
+	ID         string    `json:"id"`
+	AgentID    uuid.UUID `json:"agent_id"`
+	UserID     string    `json:"user_id"`
+	SessionKey string    `json:"session_key,omitempty"`
+	Endpoint   string    `json:"endpoint"`          // the entry point: the trace's name
+	Channel    string    `json:"channel,omitempty"` // http, ws, webhook, internal
+	// Provider, ProviderType and Model are those that answered (a
+	// fallback's when the primary failed).
 	Provider      string    `json:"provider,omitempty"`
+	ProviderType  string    `json:"provider_type,omitempty"`
 	Model         string    `json:"model,omitempty"`
 	Status        string    `json:"status"`
 	Error         string    `json:"error,omitempty"`
@@ -262,11 +326,37 @@ type Trace struct {
 
 // Tokens sums the spans' prompt and completion tokens.
 func (t Trace) Tokens() (prompt, completion int64) {
+	c := t.TokenCounts()
+	return c.Prompt, c.Completion
+}
+
+// TokenCounts are the five token counts of a span, a trace or usage (see
+// Span for their meaning).
+type TokenCounts struct {
+	Prompt, Completion    int64
+	CacheRead, CacheWrite int64
+	Reasoning             int64
+}
+
+// Counts is the span's token counts.
+func (s Span) Counts() TokenCounts {
+	return TokenCounts{Prompt: s.PromptTokens, Completion: s.CompletionTokens,
+		CacheRead: s.CacheReadTokens, CacheWrite: s.CacheWriteTokens, Reasoning: s.ReasoningTokens}
+}
+
+// Add returns c plus d.
+func (c TokenCounts) Add(d TokenCounts) TokenCounts {
+	return TokenCounts{Prompt: c.Prompt + d.Prompt, Completion: c.Completion + d.Completion,
+		CacheRead: c.CacheRead + d.CacheRead, CacheWrite: c.CacheWrite + d.CacheWrite, Reasoning: c.Reasoning + d.Reasoning}
+}
+
+// TokenCounts sums the spans' token counts, all five kinds.
+func (t Trace) TokenCounts() TokenCounts {
+	var c TokenCounts
 	for _, s := range t.Spans {
-		prompt += s.PromptTokens
-		completion += s.CompletionTokens
+		c = c.Add(s.Counts())
 	}
-	return prompt, completion
+	return c
 }
 
 // UsageRow is the token usage of one agent for one user on one UTC day.
@@ -277,6 +367,9 @@ type UsageRow struct {
 	Runs             int64     `json:"runs"`
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
+	CacheReadTokens  int64     `json:"cache_read_tokens"`
+	CacheWriteTokens int64     `json:"cache_write_tokens"`
+	ReasoningTokens  int64     `json:"reasoning_tokens"`
 }
 
 // DefaultMaxToolIterations bounds an agent's tool loop unless it sets its

@@ -81,6 +81,12 @@ type UsagePoint struct {
 	Errors       int64     `json:"errors"`
 	LLMCalls     int64     `json:"llm_calls"`
 	ToolCalls    int64     `json:"tool_calls"`
+	// The parts of InputTokens read from and written to the providers'
+	// prompt caches, and of OutputTokens spent reasoning (0 where the
+	// provider does not report them).
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
 }
 
 // UsageTotals sums the usage of a period.
@@ -93,6 +99,10 @@ type UsageTotals struct {
 	LLMCalls      int64 `json:"llm_calls"`
 	ToolCalls     int64 `json:"tool_calls"`
 	AvgDurationMs int64 `json:"avg_duration_ms"`
+	// Parts of InputTokens and OutputTokens, as in UsagePoint.
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
 }
 
 // UsageSeries returns q's usage as points ordered by bucket, then group;
@@ -130,6 +140,9 @@ func (g *Gateway) UsageSeries(ctx context.Context, q UsageQuery) ([]UsagePoint, 
 		p.Errors += u.Errors
 		p.LLMCalls += u.LLMCalls
 		p.ToolCalls += u.ToolCalls
+		p.CacheReadTokens += u.CacheReadTokens
+		p.CacheWriteTokens += u.CacheWriteTokens
+		p.ReasoningTokens += u.ReasoningTokens
 	}
 	out := make([]UsagePoint, 0, len(points))
 	for _, p := range points {
@@ -158,6 +171,9 @@ func (g *Gateway) UsageTotals(ctx context.Context, from, to time.Time, user stri
 		t.Errors += u.Errors
 		t.LLMCalls += u.LLMCalls
 		t.ToolCalls += u.ToolCalls
+		t.CacheReadTokens += u.CacheReadTokens
+		t.CacheWriteTokens += u.CacheWriteTokens
+		t.ReasoningTokens += u.ReasoningTokens
 		dur += u.DurationMs
 		if u.UserID != "" {
 			users[u.UserID] = true
@@ -193,6 +209,9 @@ func (g *Gateway) Usage(ctx context.Context, agent uuid.UUID, user string) ([]Us
 		r.Runs += u.Runs
 		r.PromptTokens += u.PromptTokens
 		r.CompletionTokens += u.CompletionTokens
+		r.CacheReadTokens += u.CacheReadTokens
+		r.CacheWriteTokens += u.CacheWriteTokens
+		r.ReasoningTokens += u.ReasoningTokens
 	}
 	out := make([]UsageRow, 0, len(days))
 	for _, r := range days {
