@@ -5,11 +5,12 @@
 // the key in x-goog-api-key. Wire shapes and conversion are in
 // gemini_wire.go, tool schemas in gemini_schema.go, SSE in gemini_sse.go.
 //
-// No SDK: google.golang.org/genai buffers one stream event up to 256 MiB,
-// drops an error answer's headers, logs through the global log package on
-// every failed or cancelled stream, and round-trips every request and
-// answer through map[string]any; the wire format is small, so this client
-// speaks it itself (bounded reads, no logging, ~3x fewer allocations).
+// No SDK: google.golang.org/genai v1.77.0 buffers one stream event up to
+// 256 MiB, drops an error answer's headers (Retry-After), logs through the
+// global log package on every failed or cancelled stream, and round-trips
+// requests and answers through map[string]any (443 allocs for a small
+// answer, 2411 for a 21-chunk stream, against 121 and 434 here, same
+// loopback server); the wire is small, so this client speaks it itself.
 //
 // Quirks handled here: the API refuses a bad key with 400 INVALID_ARGUMENT
 // (reason API_KEY_INVALID), reported as 401 so a key pool sets the key

@@ -634,3 +634,28 @@ func TestGeminiStubChecks(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkGeminiWhole(b *testing.B)  { benchGemini(b, false) }
+func BenchmarkGeminiStream(b *testing.B) { benchGemini(b, true) }
+
+// benchGemini measures one completion against the stub (whose own work
+// is part of the numbers).
+func benchGemini(b *testing.B, stream bool) {
+	stub := llmtest.NewGemini(b)
+	stub.Default = &llmtest.Reply{Text: strings.Repeat("word ", 20)}
+	c, err := llm.New(llm.Config{Type: "gemini", APIBase: stub.URL, Key: gemKey, HTTP: stub.Client()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var onDelta llm.OnDelta
+	if stream {
+		onDelta = func(string) error { return nil }
+	}
+	req := llm.Request{Model: "gemini-2.5-flash", Messages: []llm.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Complete(context.Background(), req, onDelta); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -241,7 +241,12 @@ type gemAnswer struct {
 	candidate bool
 	textSig   string
 	callSigs  []string
-	inThought bool
+	// text and the open thought grow in builders: a stream of many small
+	// deltas must not copy the answer at each one.
+	text       strings.Builder
+	thought    strings.Builder
+	thoughtSig string
+	inThought  bool
 }
 
 // add takes one response (or chunk), passing text on to onDelta.
@@ -281,19 +286,14 @@ func (a *gemAnswer) add(r *gemResponse, onDelta OnDelta) error {
 func (a *gemAnswer) part(p *gemPart, onDelta OnDelta) error {
 	switch {
 	case p.Thought:
-		if a.inThought && len(a.res.Thinking) > 0 {
-			t := &a.res.Thinking[len(a.res.Thinking)-1]
-			t.Text += p.Text
-			if p.ThoughtSignature != "" {
-				t.Signature = p.ThoughtSignature
-			}
-		} else {
-			a.res.Thinking = append(a.res.Thinking, Thinking{Text: p.Text, Signature: p.ThoughtSignature})
-		}
 		a.inThought = true
+		a.thought.WriteString(p.Text)
+		if p.ThoughtSignature != "" {
+			a.thoughtSig = p.ThoughtSignature
+		}
 		return a.grow(len(p.Text) + len(p.ThoughtSignature))
 	case p.FunctionCall != nil:
-		a.inThought = false
+		a.closeThought()
 		args := "{}"
 		if b := bytes.TrimSpace(p.FunctionCall.Args); len(b) > 0 && !bytes.Equal(b, []byte("null")) {
 			args = string(b)
@@ -308,14 +308,14 @@ func (a *gemAnswer) part(p *gemPart, onDelta OnDelta) error {
 		}
 		return a.grow(len(id) + len(p.FunctionCall.Name) + len(args) + len(p.ThoughtSignature))
 	default:
-		a.inThought = false
+		a.closeThought()
 		if p.ThoughtSignature != "" {
 			a.textSig = p.ThoughtSignature
 		}
 		if p.Text == "" {
 			return a.grow(len(p.ThoughtSignature))
 		}
-		a.res.Content += p.Text
+		a.text.WriteString(p.Text)
 		if err := a.grow(len(p.Text) + len(p.ThoughtSignature)); err != nil {
 			return err
 		}
@@ -324,6 +324,16 @@ func (a *gemAnswer) part(p *gemPart, onDelta OnDelta) error {
 		}
 		return nil
 	}
+}
+
+// closeThought ends the thought being read, if any, as a Thinking.
+func (a *gemAnswer) closeThought() {
+	if !a.inThought {
+		return
+	}
+	a.res.Thinking = append(a.res.Thinking, Thinking{Text: a.thought.String(), Signature: a.thoughtSig})
+	a.thought.Reset()
+	a.thoughtSig, a.inThought = "", false
 }
 
 // grow counts n more answer bytes against max.
@@ -344,6 +354,8 @@ func (a *gemAnswer) result() (Result, error) {
 		}
 		return Result{}, Malformed("gemini: answer without candidates")
 	}
+	a.closeThought()
+	a.res.Content = a.text.String()
 	if a.finish == "MALFORMED_FUNCTION_CALL" && a.res.Content == "" && len(a.res.ToolCalls) == 0 {
 		return Result{}, &Error{Kind: KindMalformed, Type: a.finish, Message: "gemini: the model produced a malformed function call"}
 	}
