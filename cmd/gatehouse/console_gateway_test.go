@@ -175,7 +175,8 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 				f.TypeFields["anthropic_native"].BasePlaceholder == "default: api.anthropic.com" && !hasAll(f.TypeFields["anthropic_native"].Fields, "AWS region"), f.TypeFields["anthropic_native"]},
 		{"gemini has a thinking budget and no prompt caching switch",
 			hasAll(f.TypeFields["gemini_native"].Fields, "Thinking budget (tokens)") && !hasAll(f.TypeFields["gemini_native"].Fields, "Prompt caching"), f.TypeFields["gemini_native"]},
-		{"ollama takes no key", !hasAll(f.TypeFields["ollama"].Fields, "API key") && f.TypeFields["ollama"].KeyType == "", f.TypeFields["ollama"]},
+		{"ollama defaults to the local server and has a context window", f.TypeFields["ollama"].BasePlaceholder == "default: 127.0.0.1:11434" &&
+			!f.TypeFields["ollama"].BaseRequired && hasAll(f.TypeFields["ollama"].Fields, "Context window (num_ctx)"), f.TypeFields["ollama"]},
 		{"openai_compat needs its base; keys are password inputs", f.TypeFields["openai_compat"].BaseRequired && f.TypeFields["openai_compat"].KeyType == "password", f.TypeFields["openai_compat"]},
 		{"the provider's two keys are listed masked", slices.Equal(f.ProviderKeys, []string{"****1111", "****2222"}) && !strings.Contains(f.ProviderRow, "sk-ant"), []any{f.ProviderKeys, f.ProviderRow}},
 		{"the provider's page names it and shows each key's state", strings.Contains(f.ProviderHeading, "claude") && len(f.KeyStates) == 2 &&

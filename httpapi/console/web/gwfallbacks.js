@@ -9,6 +9,9 @@
 import { h, fill, onSubmit } from './app.js';
 import { gw } from './gwlib.js';
 
+// maxFallbacks is how many fallbacks an agent names at most.
+const maxFallbacks = 8;
+
 // providerName names the provider of a fallback (or the agent's own
 // provider_id) from the providers list, else by what the agent says.
 export function providerName(providers, id, fallback) {
@@ -27,7 +30,10 @@ export function fallbackSummary(a, providers) {
 // (add, move up, remove) and max tokens; onSaved gets the updated agent.
 export function fallbackEditor(a, providers, onSaved) {
   const rows = h('ol', { class: 'fallbacks', id: 'fallback-rows' });
-  const renumber = () => [...rows.children].forEach((li, i) => {
+  const add = h('button', { type: 'button', class: 'secondary', id: 'fallback-add', onclick: () => addRow().focus() }, 'Add a fallback');
+  // The gateway takes at most maxFallbacks.
+  const renumber = () => { add.disabled = rows.children.length >= maxFallbacks; renumberRows(); };
+  const renumberRows = () => [...rows.children].forEach((li, i) => {
     li.querySelector('select').setAttribute('aria-label', `fallback ${i + 1}: provider`);
     li.querySelector('input').setAttribute('aria-label', `fallback ${i + 1}: model`);
     li.querySelector('.fallback-up').setAttribute('aria-label', `move fallback ${i + 1} up`);
@@ -51,7 +57,7 @@ export function fallbackEditor(a, providers, onSaved) {
   };
   (a.fallbacks || []).forEach(addRow);
   const oc = a.other_config || {};
-  const maxTokens = h('input', { id: 'agent-max-tokens', type: 'number', min: 1, step: 1, value: oc.max_tokens || '',
+  const maxTokens = h('input', { id: 'agent-max-tokens', type: 'number', min: 1, max: 1000000, step: 1, value: oc.max_tokens || '',
     placeholder: 'the provider’s' });
   const saved = h('span', { class: 'copied', 'aria-live': 'polite', id: 'fallbacks-saved' });
   const err = h('div');
@@ -70,7 +76,7 @@ export function fallbackEditor(a, providers, onSaved) {
   }) }, h('h2', {}, 'Fallbacks and limits'),
   h('p', { class: 'muted' }, 'When the agent’s provider fails with a retryable error after its retries, or is cooling down, the same turn goes to the first fallback, then the next. The trace shows each attempt.'),
   rows, h('p', { class: 'empty fallbacks-none' }, 'No fallbacks: a failed call fails the turn.'),
-  h('div', { class: 'actions start' }, h('button', { type: 'button', class: 'secondary', id: 'fallback-add', onclick: () => addRow().focus() }, 'Add a fallback')),
+  h('div', { class: 'actions start' }, add),
   h('label', {}, 'Max tokens per answer', maxTokens),
   h('div', { class: 'actions' }, saved, h('button', { type: 'submit' }, 'Save')), err);
   return form;

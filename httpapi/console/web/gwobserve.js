@@ -185,7 +185,10 @@ export async function usagePage(me) {
     ]);
     const c = summary.current;
     fill(totals, [['Runs (30 days)', c.requests, 'usage-runs'], ['Tokens in', c.input_tokens, 'usage-in'],
-      ['Tokens out', c.output_tokens, 'usage-out'], ['Tool calls', c.tool_calls, 'usage-tools'], ['Errors', c.errors, 'usage-errors']]
+      ['Tokens out', c.output_tokens, 'usage-out'], ['Tool calls', c.tool_calls, 'usage-tools'], ['Errors', c.errors, 'usage-errors'],
+      // The prompt cache and reasoning, where a provider reported any.
+      ...(c.cache_read_tokens ? [['From the prompt cache', c.cache_read_tokens, 'usage-cache-read']] : []),
+      ...(c.reasoning_tokens ? [['Reasoning', c.reasoning_tokens, 'usage-reasoning']] : [])]
       .map(([label, v, id]) => h('section', { class: 'card stat' }, h('div', { class: 'muted' }, label), h('strong', { id }, num(v)))));
     const days = [...new Set(grouped.data.map((p) => p.bucket))].sort();
     const label = (g) => (groupBy.value === 'agent' ? names.get(g) || g : g || '—');

@@ -18,15 +18,16 @@ const T = (type, label, o = {}) => ({ type, label, base: '', key: true, fields: 
 export const providerTypes = [
   T('anthropic_native', 'Anthropic (native)', { base: 'api.anthropic.com', fields: ['thinking', 'caching', 'max_tokens'] }),
   T('gemini_native', 'Google Gemini (native)', { base: 'generativelanguage.googleapis.com', fields: ['thinking', 'max_tokens'] }),
-  T('azure_openai', 'Azure OpenAI', { baseRequired: 'your resource’s endpoint, e.g. my-resource.openai.azure.com', fields: ['api_version', 'deployments'] }),
-  T('bedrock', 'Amazon Bedrock', { base: 'bedrock-runtime.<region>.amazonaws.com', fields: ['region'],
+  T('azure_openai', 'Azure OpenAI', { baseRequired: 'your resource’s endpoint, e.g. my-resource.openai.azure.com',
+    fields: ['api_version', 'deployments', 'max_tokens'] }),
+  T('bedrock', 'Amazon Bedrock', { base: 'bedrock-runtime.<region>.amazonaws.com', fields: ['region', 'thinking', 'max_tokens'],
     keyLabel: 'AWS credentials', keyHint: 'ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN]' }),
-  T('ollama', 'Ollama', { base: '127.0.0.1:11434', key: false }),
+  T('ollama', 'Ollama', { base: '127.0.0.1:11434', keyHint: 'optional: only behind a proxy that asks for one', fields: ['max_tokens', 'num_ctx'] }),
   T('openai_compat', 'OpenAI-compatible endpoint', { baseRequired: 'its OpenAI-compatible /v1 base URL' }),
   T('openai', 'OpenAI (openai_compat preset)', { base: 'api.openai.com/v1' }),
   T('openrouter', 'OpenRouter (openai_compat preset)', { base: 'openrouter.ai/api/v1' }),
   T('groq', 'Groq (openai_compat preset)', { base: 'api.groq.com/openai/v1' }),
-  T('deepseek', 'DeepSeek (openai_compat preset)', { base: 'api.deepseek.com' }),
+  T('deepseek', 'DeepSeek (openai_compat preset)', { base: 'api.deepseek.com/v1' }),
   T('mistral', 'Mistral (openai_compat preset)', { base: 'api.mistral.ai/v1' }),
   T('xai', 'xAI (openai_compat preset)', { base: 'api.x.ai/v1' }),
   T('echo', 'echo (offline, for demos)', { key: false, noBase: true, fields: [], retries: false }),
@@ -49,9 +50,10 @@ export function keyHints(p) {
 }
 
 // typeFields builds the settings inputs of type info, filled from
-// settings s; settings() reads them back over s (keeping what the form
-// does not show), or throws on a malformed deployments line.
-function typeFields(info, s = {}) {
+// settings s (editing: a stored provider's, else a new one's defaults);
+// settings() reads them back over s (keeping what the form does not
+// show), or throws on a malformed deployments line.
+function typeFields(info, s = {}, editing = false) {
   const nodes = [];
   const readers = [];
   const number = (id, label, key, attrs) => {
@@ -64,8 +66,9 @@ function typeFields(info, s = {}) {
   };
   for (const f of info.fields) {
     if (f === 'region') {
-      const el = h('input', { id: 'provider-region', value: s.region || '', placeholder: 'us-east-1' });
-      nodes.push(h('label', {}, 'AWS region', el));
+      const el = h('input', { id: 'provider-region', value: s.region ?? (editing ? '' : 'us-east-1'), placeholder: 'us-east-1',
+        'aria-describedby': 'provider-region-hint' });
+      nodes.push(h('label', {}, 'AWS region', el, h('span', { class: 'hint', id: 'provider-region-hint' }, 'required unless api_base is set')));
       readers.push((out) => { if (el.value.trim()) out.region = el.value.trim(); else delete out.region; });
     } else if (f === 'api_version') {
       const el = h('input', { id: 'provider-api-version', value: s.api_version || '2024-10-21', list: 'azure-api-versions', required: true });
@@ -80,14 +83,18 @@ function typeFields(info, s = {}) {
         h('span', { class: 'hint', id: 'provider-deployments-hint' }, 'one model=deployment per line; a model not listed is its own deployment name')));
       readers.push((out) => { out.deployments = parseDeployments(el.value); });
     } else if (f === 'thinking') {
-      const min = info.type === 'anthropic_native' ? 1024 : 0;
-      number('provider-thinking', 'Thinking budget (tokens)', 'thinking_budget_tokens', { min, placeholder: 'off' });
+      // Anthropic's minimum is 1024; Gemini takes -1 (dynamic) and 0 (off).
+      const gem = info.type === 'gemini_native';
+      number('provider-thinking', 'Thinking budget (tokens)', 'thinking_budget_tokens', { min: gem ? -1 : (info.type === 'anthropic_native' ? 1024 : 1),
+        placeholder: gem ? 'the model’s; -1 dynamic, 0 off' : 'off' });
     } else if (f === 'caching') {
       const el = h('input', { id: 'provider-caching', type: 'checkbox', checked: s.prompt_caching !== false });
       nodes.push(h('label', { class: 'check' }, el, ' Prompt caching'));
       readers.push((out) => { out.prompt_caching = el.checked; });
     } else if (f === 'max_tokens') {
       number('provider-max-tokens', 'Max tokens', 'max_tokens', { min: 1, placeholder: info.type === 'anthropic_native' ? '4096' : 'the model’s' });
+    } else if (f === 'num_ctx') {
+      number('provider-num-ctx', 'Context window (num_ctx)', 'num_ctx', { min: 1, placeholder: 'the model’s' });
     }
   }
   if (info.retries) number('provider-max-retries', 'Max retries', 'max_retries', { min: 0, max: 10, placeholder: '2' });
@@ -107,6 +114,9 @@ function parseDeployments(text) {
   return out;
 }
 
+// maxKeys is how many keys a provider holds at most (its key and its pool).
+const maxKeys = 16;
+
 // keyInputs is the key part of a form (editing: of the edit form): one
 // password input and "more keys", a list of password inputs grown by a
 // button; values() returns {key, more} with the empty ones left out.
@@ -116,6 +126,7 @@ function keyInputs(info, editing) {
   const list = h('div', { class: 'more-keys', id: 'provider-more-keys' });
   const add = () => {
     const n = list.children.length + 2;
+    if (n > maxKeys) return;
     const input = h('input', { type: 'password', autocomplete: 'off', class: 'provider-more-key', placeholder: info.keyHint || '' });
     const row = h('div', { class: 'more-key' }, h('label', {}, `Key ${n}`, input),
       h('button', { type: 'button', class: 'secondary', 'aria-label': `remove key ${n}`, onclick: () => { row.remove(); renumber(); } }, 'Remove'));
@@ -259,7 +270,7 @@ function renderProvider(me, p, info, { facts, keysCard, probe, err, saved }) {
   const base = h('input', { id: 'edit-provider-base', value: p.api_base || '', required: !!info.baseRequired,
     placeholder: info.baseRequired || `default: ${info.base}` });
   const enabled = h('input', { id: 'edit-provider-enabled', type: 'checkbox', checked: p.enabled });
-  const fields = typeFields(info, p.settings || {});
+  const fields = typeFields(info, p.settings || {}, true);
   const keys = info.key || keyHints(p).length ? keyInputs(info, true) : null;
   const clear = keys ? h('input', { id: 'edit-provider-clear-pool', type: 'checkbox' }) : null;
   const done = h('span', { class: 'copied', 'aria-live': 'polite', id: 'provider-saved' }, saved ? 'Saved.' : '');
