@@ -139,8 +139,10 @@ func newGemini(cfg Config) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A base given with the version ("…/v1beta") would double it.
+	base := strings.TrimSuffix(strings.TrimRight(cfg.APIBase, "/"), "/v1beta")
 	return &gemini{
-		base:      strings.TrimRight(cfg.APIBase, "/"),
+		base:      base,
 		key:       cfg.Key,
 		http:      cfg.HTTP,
 		maxAnswer: cfg.MaxAnswer,

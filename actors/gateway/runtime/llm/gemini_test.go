@@ -21,10 +21,11 @@ import (
 
 const gemKey = "AIza-test-key"
 
-// gemClient builds a gemini client (through the alias) against stub.
+// gemClient builds a gemini client (through the alias) against stub,
+// its base given with the API version as some users write it.
 func gemClient(t *testing.T, stub *llmtest.Gemini, settings string, maxAnswer int) llm.Client {
 	t.Helper()
-	cfg := llm.Config{Type: "gemini", APIBase: stub.URL, Key: gemKey, MaxAnswer: maxAnswer, HTTP: stub.Client()}
+	cfg := llm.Config{Type: "gemini", APIBase: stub.URL + "/v1beta/", Key: gemKey, MaxAnswer: maxAnswer, HTTP: stub.Client()}
 	if settings != "" {
 		cfg.Settings = json.RawMessage(settings)
 	}
