@@ -232,7 +232,7 @@ func TestGeminiForeignHistory(t *testing.T) {
 	msgs := []llm.Message{
 		{Role: "assistant", Content: "Hello, how can I help?"},
 		{Role: "user", Content: "Weather?"},
-		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "toolu_1", Type: "function", Function: llm.ToolFunction{Name: "get_weather", Arguments: `{"city":"Oslo"}`}}, {ID: "toolu_2", Type: "function", Function: llm.ToolFunction{Name: "now", Arguments: "not json"}}}},
+		{Role: "assistant", Thinking: []llm.Thinking{{Text: "Anthropic's thought", Signature: "EqQBCkYIBxgCKkBanthropic"}, {Redacted: "opaque"}}, ToolCalls: []llm.ToolCall{{ID: "toolu_1", Type: "function", Function: llm.ToolFunction{Name: "get_weather", Arguments: `{"city":"Oslo"}`}}, {ID: "toolu_2", Type: "function", Function: llm.ToolFunction{Name: "now", Arguments: "not json"}}}},
 		{Role: "tool", ToolCallID: "toolu_2", Content: "noon"},
 		{Role: "tool", ToolCallID: "toolu_1", Content: "rain"},
 		{Role: "user", Content: "And so?"},
@@ -464,6 +464,27 @@ func TestGeminiThoughts(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"Done."}, deltas); diff != "" {
 		t.Errorf("deltas, thoughts must not be among them (-want +got):\n%s", diff)
+	}
+
+	// An answer without calls signs its last part: the signature goes
+	// back on the text, the thought summary is not sent back.
+	stub.Push(llmtest.Reply{Raw: `{"candidates":[{"content":{"parts":[{"text":"Hm.","thought":true},{"text":"Hi"},{"text":"!","thoughtSignature":"dGV4dA=="}],"role":"model"},"finishReason":"STOP"}]}`})
+	msgs := []llm.Message{{Role: "user", Content: "hi"}}
+	res, err = c.Complete(context.Background(), llm.Request{Model: "m", Messages: msgs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]llm.Thinking{{Text: "Hm."}, {Signature: "dGV4dA=="}}, res.Thinking); diff != "" {
+		t.Errorf("Thinking (-want +got):\n%s", diff)
+	}
+	msgs = append(msgs, llm.Message{Role: "assistant", Content: res.Content, Thinking: res.Thinking}, llm.Message{Role: "user", Content: "again"})
+	if _, err := c.Complete(context.Background(), llm.Request{Model: "m", Messages: msgs}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := stub.Requests()
+	model := gemJSON(gemBody(t, reqs[len(reqs)-1])["contents"].([]any)[1])
+	if want := `{"parts":[{"text":"Hi!","thoughtSignature":"dGV4dA=="}],"role":"model"}`; model != want {
+		t.Errorf("model turn sent back = %s, want %s", model, want)
 	}
 }
 

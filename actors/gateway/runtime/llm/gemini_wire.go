@@ -172,17 +172,17 @@ func textPart(s string) []gemPart {
 	return []gemPart{{Text: s}}
 }
 
-// modelParts is an assistant message as model parts: its thought
-// summaries, its text, its function calls, with the thought signatures
-// of its Thinking put back where gemAnswer found them (see gemAnswer).
+// modelParts is an assistant message as model parts: its text and its
+// function calls, with the thought signatures of its Thinking put back
+// where gemAnswer found them (see gemAnswer). Thought summaries (a
+// Thinking with Text) are not sent back: the API does not need them, and
+// one may come from another provider (Anthropic's thinking, after a
+// fallback) whose signature Gemini would refuse.
 func modelParts(m Message, names map[string]string) []gemPart {
 	var parts []gemPart
 	var bare []string
 	for _, t := range m.Thinking {
-		switch {
-		case t.Text != "":
-			parts = append(parts, gemPart{Text: t.Text, Thought: true, ThoughtSignature: t.Signature})
-		case t.Signature != "":
+		if t.Text == "" && t.Redacted == "" && t.Signature != "" {
 			bare = append(bare, t.Signature)
 		}
 	}
@@ -228,8 +228,8 @@ func argsObject(s string) json.RawMessage {
 // from every chunk of a stream.
 //
 // Thought signatures: a thought part's signature stays with its text in
-// a Thinking; a signature on an answer part becomes a Thinking with only
-// Signature. With function calls only the calls' signatures are kept, the
+// a Thinking (kept for the record, not sent back); a signature on an
+// answer part becomes a Thinking with only Signature. With function calls only the calls' signatures are kept, the
 // n-th such Thinking going back on the n-th call (Gemini signs the first
 // call of each step); without calls the answer's last signature is kept
 // and goes back on the text.
