@@ -159,6 +159,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	acfg.Sandbox = sandboxConfig(cfg)
 	acfg.Limits.MaxMessageBytes, acfg.Limits.MaxAnswerBytes = cfg.Gateway.MaxMessageBytes, cfg.Gateway.MaxAnswerBytes
 	acfg.MCP.MaxMessageBytes, acfg.Webhook.MaxInFlight = cfg.Gateway.MCPMaxMessageBytes, cfg.Gateway.WebhookMaxInFlight
+	acfg.Registerer = gwReg
 	gwApp, err := app.New(acfg, n.gw, lg)
 	if err != nil {
 		return fmt.Errorf("gateway services: %w", err)

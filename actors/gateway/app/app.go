@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/mcppool"
 	"gatehouse/actors/gateway/runtime"
@@ -28,6 +30,9 @@ type Config struct {
 	// MCP bounds the messages of the MCP servers (cmd:
 	// gateway.mcp_max_message_bytes).
 	MCP mcppool.Config
+	// Registerer takes the provider calls' metrics (attempts, fallbacks,
+	// keys cooling down); nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // DefaultConfig returns the services' defaults. Its Sandbox is "none",
@@ -88,6 +93,11 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 	rt := runtime.New(g, g)
 	if err := rt.SetLimits(cfg.Limits); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
+	}
+	if cfg.Registerer != nil {
+		if err := rt.RegisterMetrics(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("app: provider metrics: %w", err)
+		}
 	}
 	box := toolbox.New(g, sb, cfg.MCP, g.Logger())
 	rt.SetToolbox(box)

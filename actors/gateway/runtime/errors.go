@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+
+	"gatehouse/actors/gateway/runtime/llm"
 )
 
 // Errors of Prepare and Execute. Transports map them (httpapi/gateway:
@@ -40,6 +42,16 @@ func (e *TimeoutError) Is(target error) bool { return target == ErrAgentTimeout 
 // body.
 type ProviderError struct {
 	Detail string
+	// cause is the provider client's error, when there is one.
+	cause *llm.Error
+}
+
+// Unwrap is the provider client's *llm.Error, if any (nil otherwise).
+func (e *ProviderError) Unwrap() error {
+	if e.cause == nil {
+		return nil
+	}
+	return e.cause
 }
 
 // Error is "provider: " and the detail, as run traces show it.

@@ -57,6 +57,7 @@ func (rt *Runtime) SetLimits(l Limits) error {
 		return err
 	}
 	rt.limits = l
+	rt.pools.maxAnswer = l.MaxAnswerBytes
 	return nil
 }
 

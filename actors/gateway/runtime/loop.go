@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/runtime/llm"
 )
 
 // Tool is one tool a run may call: a custom tool, an MCP server's tool, or
@@ -37,31 +38,6 @@ type Tool struct {
 // tools and the tools of the MCP servers granted to it or to user.
 type Toolbox interface {
 	Tools(ctx context.Context, a gateway.Agent, user string) ([]Tool, error)
-}
-
-// ToolCall is a call the model asked for (OpenAI tool_calls).
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function ToolFunction `json:"function"`
-}
-
-// ToolFunction names the function and carries its JSON arguments.
-type ToolFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-// toolSpec is a tool as the provider is told about it.
-type toolSpec struct {
-	Type     string       `json:"type"`
-	Function toolSpecFunc `json:"function"`
-}
-
-type toolSpecFunc struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters"`
 }
 
 // MaxToolOutput is how much of a tool's output goes back to the model.
@@ -92,41 +68,40 @@ func (rt *Runtime) loop(ctx context.Context, rn *Run, onDelta func(string) error
 	for i := range rn.tools {
 		t := &rn.tools[i]
 		byName[t.Name] = t
-		req.Tools = append(req.Tools, toolSpec{Type: "function", Function: toolSpecFunc{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+		req.Tools = append(req.Tools, llm.ToolSpec{Type: "function", Function: llm.ToolSpecFunc{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
 	}
 	limit := rn.Agent.MaxToolIterations
 	if limit <= 0 {
 		limit = gateway.DefaultMaxToolIterations
 	}
 	for round := 0; ; round++ {
-		start, t0 := rt.now(), time.Now()
-		res, err := rn.call(ctx, req, onDelta)
-		llm := gateway.Span{
-			ID: spanID(), Name: "llm.call " + req.Model, Kind: gateway.SpanLLM, Model: req.Model, Provider: rn.provider,
-			StartedAt: start.UTC(), DurationMs: time.Since(t0).Milliseconds(), PromptTokens: res.PromptTokens,
-			CompletionTokens: res.CompletionTokens, Status: gateway.RunOK,
-			InputPreview: rn.redact.preview(lastContent(req.Messages)), OutputPreview: rn.redact.preview(res.Content),
+		c, err := rt.complete(ctx, rn, req, onDelta)
+		spans = append(spans, c.spans...)
+		for _, sp := range c.spans {
+			total.PromptTokens += sp.PromptTokens
+			total.CompletionTokens += sp.CompletionTokens
+			total.CacheReadTokens += sp.CacheReadTokens
+			total.CacheWriteTokens += sp.CacheWriteTokens
+			total.ReasoningTokens += sp.ReasoningTokens
 		}
-		total.PromptTokens += res.PromptTokens
-		total.CompletionTokens += res.CompletionTokens
 		if err != nil {
-			llm.Status, llm.Error = gateway.RunFailed, rn.redact.preview(err.Error())
-			spans = append(spans, llm)
 			return total, spans, err
 		}
+		res := c.res
+		rn.provider, rn.provType, rn.model = c.answered.p.Name, c.answered.p.ProviderType, c.answered.model
+		llmSpan := &spans[len(spans)-1]
 		if len(res.ToolCalls) == 0 {
-			spans = append(spans, llm)
 			total.Content, total.FinishReason = res.Content, res.FinishReason
 			return total, spans, nil
 		}
-		llm.OutputPreview = rn.redact.preview(callNames(res.ToolCalls))
-		spans = append(spans, llm)
+		llmSpan.OutputPreview = rn.redact.preview(callNames(res.ToolCalls))
+		parent := llmSpan.ID
 		if round >= limit {
 			return total, spans, &ToolLimitError{Iterations: limit}
 		}
-		req.Messages = append(req.Messages, Message{Role: "assistant", Content: res.Content, ToolCalls: res.ToolCalls})
+		req.Messages = append(req.Messages, Message{Role: "assistant", Content: res.Content, ToolCalls: res.ToolCalls, Thinking: res.Thinking})
 		for _, tc := range res.ToolCalls {
-			out, sp := rt.runTool(ctx, rn, byName[tc.Function.Name], tc, llm.ID)
+			out, sp := rt.runTool(ctx, rn, byName[tc.Function.Name], tc, parent)
 			spans = append(spans, sp)
 			req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: tc.ID, Content: out})
 		}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"gatehouse/actors/gateway/runtime/llm"
 )
 
 // poolStub is an OpenAI-compatible upstream that answers at once and
@@ -62,8 +64,18 @@ func (s *poolStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// client is an openai_compat client of s over hc, the runtime's pool.
+func (s *poolStub) client(t *testing.T, hc *http.Client, key string) llm.Client {
+	t.Helper()
+	c, err := llm.New(llm.Config{Type: "openai_compat", APIBase: s.srv.URL + "/v1", Key: key, MaxAnswer: 1 << 20, HTTP: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // calls runs n calls, conc at a time, and fails t on a wrong answer.
-func (s *poolStub) calls(t *testing.T, c *llmClients, n, conc int, stream bool) {
+func (s *poolStub) calls(t *testing.T, c llm.Client, n, conc int, stream bool) {
 	t.Helper()
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -75,7 +87,7 @@ func (s *poolStub) calls(t *testing.T, c *llmClients, n, conc int, stream bool) 
 				if stream {
 					onDelta = func(string) error { return nil }
 				}
-				res, err := c.openAICompat(context.Background(), s.srv.URL+"/v1", "sk-test", llmRequest{Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}, 1<<20, onDelta)
+				res, err := c.Complete(context.Background(), llm.Request{Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}, onDelta)
 				if err == nil && res.Content != "hello there" {
 					err = fmt.Errorf("answer %q", res.Content)
 				}
@@ -105,8 +117,9 @@ func TestUpstreamPoolReuse(t *testing.T) {
 	}{{false, 1}, {false, 64}, {true, 1}, {true, 64}} {
 		t.Run(fmt.Sprintf("stream=%v,conc=%d", tc.stream, tc.conc), func(t *testing.T) {
 			s := newPoolStub(t, false)
-			c := newLLMClients()
-			defer c.close()
+			hc := newHTTPClient()
+			defer hc.CloseIdleConnections()
+			c := s.client(t, hc, "sk-test")
 			s.calls(t, c, 2*tc.conc, tc.conc, tc.stream) // warm-up: the pool fills
 			before := s.conns.Load()
 			s.calls(t, c, calls, tc.conc, tc.stream)
@@ -124,10 +137,11 @@ func TestUpstreamPoolReuse(t *testing.T) {
 // whose context ends mid-stream returns at once.
 func TestUpstreamDrainBounded(t *testing.T) {
 	s := newPoolStub(t, true)
-	c := newLLMClients()
-	defer c.close()
+	hc := newHTTPClient()
+	defer hc.CloseIdleConnections()
+	c := s.client(t, hc, "")
 	start := time.Now()
-	res, err := c.openAICompat(context.Background(), s.srv.URL+"/v1", "", llmRequest{Model: "m"}, 1<<20, func(string) error { return nil })
+	res, err := c.Complete(context.Background(), llm.Request{Model: "m"}, func(string) error { return nil })
 	if err != nil || res.Content != "hello there" {
 		t.Fatalf("call = %+v, %v", res, err)
 	}
@@ -137,7 +151,7 @@ func TestUpstreamDrainBounded(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	start = time.Now()
-	_, _ = c.openAICompat(ctx, s.srv.URL+"/v1", "", llmRequest{Model: "m"}, 1<<20, func(string) error { cancel(); return nil })
+	_, _ = c.Complete(ctx, llm.Request{Model: "m"}, func(string) error { cancel(); return nil })
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("cancelled call took %v", d)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/runtime/llm"
 )
 
 // Agents is what the runtime needs from the gateway's registry. All
@@ -21,8 +23,12 @@ type Agents interface {
 	// ResolveAgent returns the agent with id or agent_key ref and its
 	// provider; gateway.ErrNotFound if there is none.
 	ResolveAgent(ctx context.Context, ref string) (gateway.Agent, gateway.Provider, error)
-	// ProviderKey opens p's sealed credential, to call out only.
-	ProviderKey(p gateway.Provider) (string, error)
+	// ProviderKeys opens p's sealed credentials (api_key, then
+	// api_keys), to call out only.
+	ProviderKeys(p gateway.Provider) ([]string, error)
+	// GetProvider returns the provider with id or name ref (an agent's
+	// fallback); gateway.ErrNotFound if there is none.
+	GetProvider(ctx context.Context, ref string) (gateway.Provider, error)
 	// UserContext returns user's USER.md for agent ("" when none).
 	UserContext(ctx context.Context, agent uuid.UUID, user string) (string, error)
 }
@@ -38,25 +44,6 @@ var (
 	_ Agents   = (*gateway.Gateway)(nil)
 	_ Recorder = (*gateway.Gateway)(nil)
 )
-
-// Message is one chat message sent to a provider: a system, user or
-// assistant message, an assistant's tool calls, or a tool's result.
-type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-}
-
-// Result is a finished completion: the answer, or the tool calls the
-// model asks for before it answers.
-type Result struct {
-	Content          string
-	ToolCalls        []ToolCall
-	PromptTokens     int64
-	CompletionTokens int64
-	FinishReason     string
-}
 
 // Request asks for one run.
 type Request struct {
@@ -88,14 +75,18 @@ type Run struct {
 	// Agent is the agent as resolved.
 	Agent gateway.Agent
 
-	call     llmCall
-	req      llmRequest
+	targets  []target // the agent's provider and model, then its fallbacks
+	req      llm.Request
 	user     string
 	endpoint string
 	channel  string
 	session  string
-	provider string
+	provider string // the provider that answered last (the primary until then)
+	provType string
+	model    string // the model that answered last
 	redact   *redactor
+	// keysRedacted: the providers whose keys redact already removes.
+	keysRedacted map[uuid.UUID]bool
 	tools    []Tool
 	skills   []gateway.RunSkill
 }
@@ -107,7 +98,9 @@ type Run struct {
 type Runtime struct {
 	agents  Agents
 	rec     Recorder
-	llm     *llmClients
+	http    *http.Client // the upstream pool every provider client shares
+	pools   *pools
+	metrics *callMetrics
 	now     func() time.Time // a run's start time: the recorder's clock
 	toolbox Toolbox          // nil: no tools but the built-ins
 	// The built-ins' stores: the Recorder's, when it has them.
@@ -147,7 +140,9 @@ func (rt *Runtime) SetToolbox(tb Toolbox) { rt.toolbox = tb }
 // also Sessions, Defaults and Prompts (the gateway) give turns their
 // sessions, default agents, and summoning and regenerating.
 func New(agents Agents, rec Recorder) *Runtime {
-	rt := &Runtime{agents: agents, rec: rec, llm: newLLMClients(), now: time.Now, limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
+	rt := &Runtime{agents: agents, rec: rec, http: newHTTPClient(), now: time.Now, limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
+	rt.pools = newPools(rt.http, rt.limits.MaxAnswerBytes, agents.ProviderKeys)
+	rt.metrics = newCallMetrics(rt.pools)
 	if c, ok := rec.(interface{ Now() time.Time }); ok {
 		rt.now = c.Now
 	}
@@ -176,7 +171,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("close runtime: background runs: %w", ctx.Err())
 	}
-	rt.llm.close()
+	rt.http.CloseIdleConnections()
 	if c, ok := rt.toolbox.(interface{ Close() }); ok {
 		c.Close()
 	}
@@ -203,10 +198,6 @@ func (rt *Runtime) prepareRef(ctx context.Context, req Request) (*Run, error) {
 // req.Messages; and its tools (none when req.System is set). Errors: a
 // credential that does not open, the registry's, the toolbox's.
 func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provider, req Request) (*Run, error) {
-	key, err := rt.agents.ProviderKey(p)
-	if err != nil {
-		return nil, fmt.Errorf("provider %s credential: %w", p.ID, err)
-	}
 	all, skills, err := rt.preamble(ctx, a, req)
 	if err != nil {
 		return nil, err
@@ -214,10 +205,16 @@ func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provi
 	all = append(all, req.Messages...)
 	rn := &Run{
 		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
-		call: rt.llm.forProvider(p, key, rt.limits.MaxAnswerBytes), user: req.User, endpoint: req.Endpoint,
-		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name,
-		redact: newRedactor(key), req: llmRequest{Model: a.Model, Messages: all}, skills: skills,
+		targets: rt.targets(ctx, a, p), user: req.User, endpoint: req.Endpoint,
+		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name, provType: p.ProviderType, model: a.Model,
+		redact: newRedactor(), keysRedacted: map[uuid.UUID]bool{}, skills: skills,
+		req: llm.Request{Model: a.Model, Messages: all, MaxTokens: a.OtherConfig.MaxTokens},
 	}
+	pp, err := rt.pools.get(p) // the primary's credentials open now, and redact from the start
+	if err != nil {
+		return nil, fmt.Errorf("provider %s credential: %w", p.ID, err)
+	}
+	rn.redact, rn.keysRedacted[p.ID] = rn.redact.with(pp.keys...), true
 	if req.System == nil { // summoning writes a prompt: no tools
 		if rn.tools, err = rt.toolsOf(ctx, rn, req); err != nil {
 			return nil, err
@@ -331,12 +328,26 @@ func (rt *Runtime) execute(ctx context.Context, rn *Run, onDelta func(string) er
 	}
 	rt.rec.RecordRun(gateway.Trace{
 		ID: rn.ID, AgentID: rn.Agent.ID, UserID: rn.user, SessionKey: rn.session, Endpoint: rn.endpoint,
-		Channel: rn.channel, Provider: rn.provider, Model: rn.req.Model, Status: status, Error: msg,
+		Channel: rn.channel, Provider: rn.provider, ProviderType: rn.provType, Model: rn.model, Status: status, Error: msg,
 		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
 		InputPreview: rn.redact.preview(lastUserMessage(rn.req.Messages)), OutputPreview: rn.redact.preview(res.Content),
 		Spans: spans,
 	})
 	return res, err
+}
+
+// targets lists where a's calls go: its provider p and model, then its
+// fallbacks that exist and are enabled, in order.
+func (rt *Runtime) targets(ctx context.Context, a gateway.Agent, p gateway.Provider) []target {
+	out := []target{{p: p, model: a.Model}}
+	for _, f := range a.Fallbacks {
+		fp, err := rt.agents.GetProvider(ctx, f.ProviderID.String())
+		if err != nil || !fp.Enabled {
+			continue // deleted since, or disabled: skipped
+		}
+		out = append(out, target{p: fp, model: f.Model})
+	}
+	return out
 }
 
 // lastUserMessage is the content of the last user message ("" if none).

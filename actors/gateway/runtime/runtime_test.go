@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeGateway struct {
 	agents    map[string]gateway.Agent
 	providers map[uuid.UUID]gateway.Provider
+	keys      map[uuid.UUID][]string // a provider's keys; default ["sk-test"]
 	keyErr    error
 
 	mu     sync.Mutex
@@ -33,7 +34,7 @@ type fakeGateway struct {
 }
 
 func newFake() *fakeGateway {
-	return &fakeGateway{agents: map[string]gateway.Agent{}, providers: map[uuid.UUID]gateway.Provider{}}
+	return &fakeGateway{agents: map[string]gateway.Agent{}, providers: map[uuid.UUID]gateway.Provider{}, keys: map[uuid.UUID][]string{}}
 }
 
 func (f *fakeGateway) ResolveAgent(_ context.Context, ref string) (gateway.Agent, gateway.Provider, error) {
@@ -44,7 +45,21 @@ func (f *fakeGateway) ResolveAgent(_ context.Context, ref string) (gateway.Agent
 	return a, f.providers[a.ProviderID], nil
 }
 
-func (f *fakeGateway) ProviderKey(gateway.Provider) (string, error) { return "sk-test", f.keyErr }
+func (f *fakeGateway) ProviderKeys(p gateway.Provider) ([]string, error) {
+	if keys, ok := f.keys[p.ID]; ok {
+		return keys, f.keyErr
+	}
+	return []string{"sk-test"}, f.keyErr
+}
+
+func (f *fakeGateway) GetProvider(_ context.Context, ref string) (gateway.Provider, error) {
+	for _, p := range f.providers {
+		if p.ID.String() == ref || p.Name == ref {
+			return p, nil
+		}
+	}
+	return gateway.Provider{}, fmt.Errorf("provider %s: %w", ref, gateway.ErrNotFound)
+}
 
 func (f *fakeGateway) UserContext(context.Context, uuid.UUID, string) (string, error) { return "", nil }
 
@@ -103,6 +118,7 @@ func TestPrepareErrors(t *testing.T) {
 		}
 	}
 	f.keyErr = errors.New("tag mismatch")
+	rt = newRuntime(t, f) // a runtime opens a provider's keys once, at its first run
 	if _, err := rt.prepareRef(context.Background(), Request{Agent: "ok"}); err == nil || !strings.Contains(err.Error(), "tag mismatch") {
 		t.Errorf("Prepare with a credential that does not open = %v", err)
 	}
@@ -175,9 +191,9 @@ func TestExecuteFailures(t *testing.T) {
 		{"ok", context.Background(), func(err error) bool { return err == nil }, gateway.RunOK, ""},
 		{"down", context.Background(), func(err error) bool {
 			var pe *ProviderError
-			return errors.As(err, &pe) && pe.Detail == "status 500" && errors.Is(err, ErrProvider)
-		}, gateway.RunFailed, "provider: status 500"},
-		{"gone", context.Background(), func(err error) bool { return errors.Is(err, ErrProvider) }, gateway.RunFailed, "provider: unreachable"},
+			return errors.As(err, &pe) && pe.Detail == "status 500: Internal Server Error" && errors.Is(err, ErrProvider)
+		}, gateway.RunFailed, "provider: status 500: Internal Server Error"},
+		{"gone", context.Background(), func(err error) bool { return errors.Is(err, ErrProvider) }, gateway.RunFailed, "provider: connection refused"},
 		{"slow", context.Background(), func(err error) bool {
 			var te *TimeoutError
 			return errors.As(err, &te) && te.Seconds == 1 && errors.Is(err, ErrAgentTimeout)
