@@ -178,8 +178,8 @@ var errStarted = errors.New("answer already started")
 
 type startedError struct{ err error }
 
-func (e *startedError) Error() string        { return e.err.Error() }
-func (e *startedError) Unwrap() []error      { return []error{e.err, errStarted} }
+func (e *startedError) Error() string   { return e.err.Error() }
+func (e *startedError) Unwrap() []error { return []error{e.err, errStarted} }
 func unwrapStarted(err error) error {
 	var s *startedError
 	if errors.As(err, &s) {

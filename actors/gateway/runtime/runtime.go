@@ -87,8 +87,8 @@ type Run struct {
 	redact   *redactor
 	// keysRedacted: the providers whose keys redact already removes.
 	keysRedacted map[uuid.UUID]bool
-	tools    []Tool
-	skills   []gateway.RunSkill
+	tools        []Tool
+	skills       []gateway.RunSkill
 }
 
 // Runtime runs agents: it resolves an agent and its provider, calls the
