@@ -109,7 +109,7 @@ type anthStreamBlock struct {
 
 // anthropicStream assembles a streamed answer.
 type anthropicStream struct {
-	res                       Result
+	content                   strings.Builder // the text deltas, in arrival order
 	blocks                    map[int64]*anthStreamBlock
 	order                     []*anthStreamBlock
 	size, max                 int
@@ -224,7 +224,7 @@ func (a *anthropicStream) text(b *anthStreamBlock, s string) error {
 	if err := a.grow(len(s)); err != nil {
 		return err
 	}
-	b.text.WriteString(s)
+	a.content.WriteString(s) // in arrival order: what onDelta saw
 	if err := a.onDelta(s); err != nil {
 		return anthropicDeltaError{err}
 	}
@@ -261,12 +261,9 @@ func (a *anthropicStream) delta(ev *anthropic.MessageStreamEventUnion) error {
 
 // result is the assembled answer.
 func (a *anthropicStream) result() Result {
-	res := Result{}
-	var text strings.Builder
+	res := Result{Content: a.content.String()}
 	for _, b := range a.order {
 		switch b.typ {
-		case "text":
-			text.WriteString(b.text.String())
 		case "tool_use":
 			args := b.args.String()
 			if strings.TrimSpace(args) == "" {
@@ -280,7 +277,6 @@ func (a *anthropicStream) result() Result {
 			res.Thinking = append(res.Thinking, Thinking{Redacted: b.text.String()})
 		}
 	}
-	res.Content = text.String()
 	anthropicUsage(&res, a.in, a.cw, a.cr, a.out, a.thinking)
 	res.FinishReason = anthropicFinish(a.reason)
 	return res

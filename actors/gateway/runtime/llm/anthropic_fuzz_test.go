@@ -1,0 +1,185 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
+	"github.com/google/go-cmp/cmp"
+)
+
+// Streams recorded by the official SDK's own tests
+// (anthropic-sdk-go v2.15.0, lib/betafallback/testdata/fallbackstream,
+// MIT licence): a refusal after a thinking block, and a tool call.
+const (
+	anthSDKRefusal = `event: message_start
+data: {"type":"message_start","message":{"model":"primary-model","id":"msg_primary","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"stop_details":null,"usage":{"input_tokens":28,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"output_tokens":5,"service_tier":"standard","inference_geo":"global"}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}
+
+event: ping
+data: {"type": "ping"}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Simple educational question. Benign."}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig-thinking-a"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","category":null,"explanation":null,"fallback_has_prefill_claim":true,"fallback_credit_token":"credit-token-a"}},"usage":{"input_tokens":28,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":106,"output_tokens_details":{"thinking_tokens":67},"iterations":[{"input_tokens":28,"output_tokens":106,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"type":"message"}]}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`
+	anthSDKToolUse = `event: message_start
+data: {"type":"message_start","message":{"model":"fallback-model","id":"msg_tool","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"stop_details":null,"usage":{"input_tokens":31,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"cache_creation":null,"output_tokens":7,"service_tier":"standard","inference_geo":"global"}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_echo_1","name":"echo","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"text\": \"hello\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null,"stop_details":null},"usage":{"input_tokens":31,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":40,"iterations":[{"input_tokens":31,"output_tokens":40,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,"cache_creation":null,"type":"message"}]}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`
+	// anthRedactedStream is a redacted_thinking block and cache usage, as the
+	// extended thinking and prompt caching guides show them.
+	anthRedactedStream = `event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"ok"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":9}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`
+)
+
+// anthStreamOf decodes b as the SDK decodes a streamed answer, through
+// the client's bound.
+func anthStreamOf(b []byte, maxAnswer int) *ssestream.Stream[anthropic.MessageStreamEventUnion] {
+	lim := BodyLimit(maxAnswer)
+	resp := &http.Response{
+		StatusCode: 200,
+		Header:     http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}},
+		Body:       &anthSSEBound{r: io.NopCloser(bytes.NewReader(b)), event: lim, eventLeft: lim, totalLeft: 64 * lim, maxAnswer: maxAnswer},
+		Request:    &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/v1/messages"}},
+	}
+	return ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(resp), nil)
+}
+
+// TestAnthropicSDKStreams reads the SDK's recorded streams.
+func TestAnthropicSDKStreams(t *testing.T) {
+	tests := []struct {
+		name   string
+		stream string
+		want   Result
+		deltas string
+	}{
+		{"refusal after thinking", anthSDKRefusal, Result{Content: "Hi", Thinking: []Thinking{{Text: "Simple educational question. Benign.", Signature: "sig-thinking-a"}},
+			PromptTokens: 28, CompletionTokens: 106, ReasoningTokens: 67, FinishReason: "content_filter"}, "Hi"},
+		{"tool use", anthSDKToolUse, Result{ToolCalls: []ToolCall{{ID: "toolu_echo_1", Type: "function", Function: ToolFunction{Name: "echo", Arguments: `{"text": "hello"}`}}},
+			PromptTokens: 31, CompletionTokens: 40, FinishReason: "tool_calls"}, ""},
+		{"redacted thinking, cache usage", anthRedactedStream, Result{Content: "ok", Thinking: []Thinking{{Redacted: "EmwKAhgBEgy3va3pzix"}},
+			PromptTokens: 2105, CacheWriteTokens: 100, CacheReadTokens: 2000, CompletionTokens: 9, FinishReason: "length"}, "ok"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var deltas strings.Builder
+			res, err := readAnthropicStream(anthStreamOf([]byte(tt.stream), DefaultMaxAnswer), DefaultMaxAnswer, func(s string) error {
+				deltas.WriteString(s)
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("readAnthropicStream: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, res); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+			if deltas.String() != tt.deltas {
+				t.Errorf("deltas = %q, want %q (text only)", deltas.String(), tt.deltas)
+			}
+		})
+	}
+}
+
+// FuzzAnthropicStream: no stream makes the reader panic, pass on more
+// than MaxAnswer, or succeed with text other than what onDelta saw.
+func FuzzAnthropicStream(f *testing.F) {
+	f.Add([]byte(anthSDKRefusal))
+	f.Add([]byte(anthSDKToolUse))
+	f.Add([]byte(anthRedactedStream))
+	f.Add([]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"))
+	f.Add([]byte("data: {\"type\":\"message_start\",\"message\":{}}\n\ndata: {\"type\":\"content_block_delta\",\"index\":-1}\n\n"))
+	f.Add([]byte("event: ping\r\ndata: {}\r\n\r\n"))
+	const maxAnswer = 256
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var deltas strings.Builder
+		res, err := readAnthropicStream(anthStreamOf(b, maxAnswer), maxAnswer, func(s string) error {
+			deltas.WriteString(s)
+			return nil
+		})
+		if err != nil {
+			var e *Error
+			if mapped := anthropicFail(context.Background(), err, &anthropicCall{answered: true}); !errors.As(mapped, &e) {
+				t.Fatalf("error %T %v maps to %v, not an *Error", err, err, mapped)
+			}
+			if deltas.Len() > maxAnswer {
+				t.Fatalf("onDelta got %d bytes, bound %d", deltas.Len(), maxAnswer)
+			}
+			return
+		}
+		if AnswerSize(&res) > maxAnswer {
+			t.Fatalf("answer of %d bytes, bound %d", AnswerSize(&res), maxAnswer)
+		}
+		if res.Content != deltas.String() {
+			t.Fatalf("content %q, deltas %q", res.Content, deltas.String())
+		}
+	})
+}
