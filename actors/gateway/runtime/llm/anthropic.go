@@ -175,7 +175,7 @@ type anthWatch struct {
 
 func (w anthWatch) Read(p []byte) (int, error) {
 	n, err := w.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && w.st.readErr == nil { //nolint:errorlint // io.EOF is returned bare
+	if err != nil && !errors.Is(err, io.EOF) && w.st.readErr == nil {
 		w.st.readErr = err
 	}
 	return n, err

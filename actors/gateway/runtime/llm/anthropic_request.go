@@ -245,12 +245,26 @@ func (c *anthropicClient) params(req Request) (anthropic.MessageNewParams, []opt
 		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tp})
 	}
 	var opts []option.RequestOption
-	if b := c.set.ThinkingBudget; b != nil {
+	if b := c.set.ThinkingBudget; b != nil && anthThinkingFits(turns) {
 		// Set in the body rather than through p.Thinking: the SDK prints a
 		// deprecation warning on stderr for some models when it sees one.
 		opts = append(opts, option.WithJSONSet("thinking", map[string]any{"type": "enabled", "budget_tokens": *b}))
 	}
 	return p, opts
+}
+
+// anthThinkingFits reports whether thinking may be on for turns: the API
+// refuses it mid tool loop (the last turn holds tool results) when the
+// assistant turn those results answer does not start with a thinking
+// block — a history from before thinking was set, or from another
+// provider after a fallback. Thinking is then off for that call.
+func anthThinkingFits(turns []anthTurn) bool {
+	n := len(turns)
+	if n < 2 || len(turns[n-1].lead) == 0 {
+		return true
+	}
+	lead := turns[n-2].lead
+	return len(lead) > 0 && (lead[0].kind == anthThinking || lead[0].kind == anthRedacted)
 }
 
 // maxTokens is max_tokens for req: the request's, settings.max_tokens or

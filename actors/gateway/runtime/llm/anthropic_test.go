@@ -247,6 +247,33 @@ func TestAnthropicToolLoop(t *testing.T) {
 	}
 }
 
+// TestAnthropicThinkingOffMidLoop: with thinking set, a tool loop whose
+// assistant turn has no thinking block (a history from another provider)
+// is sent without thinking, which the API would refuse.
+func TestAnthropicThinkingOffMidLoop(t *testing.T) {
+	a := llmtest.NewAnthropic(t)
+	c := anthropicClient(t, a, `{"thinking_budget_tokens": 1024}`, 0)
+	msgs := []llm.Message{
+		{Role: "user", Content: "time?"},
+		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "call_1", Type: "function", Function: llm.ToolFunction{Name: "now"}}}},
+		{Role: "tool", ToolCallID: "call_1", Content: "noon"},
+	}
+	ctx := anthropicCtx(t)
+	if _, err := c.Complete(ctx, llm.Request{Model: "m", Messages: msgs, Tools: anthropicTools}, nil); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if th := a.Last().Thinking; th != nil {
+		t.Errorf("thinking = %+v, want none mid tool loop without a thinking block", th)
+	}
+	msgs = append(msgs, llm.Message{Role: "assistant", Content: "It is noon."}, llm.Message{Role: "user", Content: "thanks"})
+	if _, err := c.Complete(ctx, llm.Request{Model: "m", Messages: msgs, Tools: anthropicTools}, nil); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if th := a.Last().Thinking; th == nil || th.BudgetTokens != 1024 {
+		t.Errorf("thinking = %+v, want budget 1024 on a new user turn", th)
+	}
+}
+
 // TestAnthropicErrors: error statuses, whole and streamed, as *llm.Error
 // with the provider's type and the wait it asks for.
 func TestAnthropicErrors(t *testing.T) {
