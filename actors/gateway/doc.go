@@ -126,17 +126,22 @@
 //	  70  entitySaved       {"kind", "v", "data": full entity}           owner of kind (kinds in records.go)
 //	  71  entityDeleted     {"kind", "id"}                               owner of kind
 //	  72  runRecorded       {"v": 1, run fields, "spans"}                runs actor
+//	                        (later, optional: provider_type; per span
+//	                        provider_type, attempt, cache_read_tokens,
+//	                        cache_write_tokens, reasoning_tokens)
 //	  73  sessionTurn       {"v": 1, session_id, messages, tokens, at}   tenant shard of the session
 //
 // Entity kinds (records 70 and 71, snapshot entities): "api_key" (data v1:
 // id, name, preview, hash, scopes, created_at, expires_at, revoked_at;
 // revoking saves the key with revoked_at), "provider" (v1: id, name,
 // display_name, provider_type, api_base, api_key_sealed, api_key_hint,
-// enabled, settings, created_at, updated_at), "agent" (v1: id, agent_key,
+// enabled, settings, created_at, updated_at; later, optional: the key
+// pool api_keys_sealed and api_keys_hint), "agent" (v1: id, agent_key,
 // display_name, owner_id, provider_id, model, system_prompt, status,
 // timeout_seconds, shared_with, created_at, updated_at; later, optional:
 // operators, user_id on keys, description, summon_error,
-// max_tool_iterations, is_default), "user_file" (v1: a user's USER.md for
+// max_tool_iterations, is_default, fallbacks [{provider_id, model}],
+// max_tokens), "user_file" (v1: a user's USER.md for
 // an agent; id derived from agent, user, name), "session" (v1: key, agent,
 // user, channel, label, bounded messages, token counts, later optional:
 // seq, the watermark; its turns are record 73; owned by the tenant shard

@@ -173,7 +173,8 @@ func TestProvidersAndAgents(t *testing.T) {
 func TestRestart(t *testing.T) {
 	n := newNode(t, DefaultConfig(), nil)
 	gw := start(n)
-	p, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, APIKey: ptr("sk-never-in-clear"), Enabled: true})
+	p, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, APIKey: ptr("sk-never-in-clear"),
+		APIKeys: &[]string{"sk-pool-never-in-clear-1", "sk-pool-never-in-clear-2"}, Enabled: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +209,8 @@ func TestRestart(t *testing.T) {
 			t.Errorf("%s: provider = %+v, %v", stage, got, err)
 		} else if key, _ := gw.ProviderKey(got); key != "sk-never-in-clear" {
 			t.Errorf("%s: provider key = %q", stage, key)
+		} else if keys, err := gw.ProviderKeys(got); err != nil || len(keys) != 3 || keys[2] != "sk-pool-never-in-clear-2" {
+			t.Errorf("%s: provider keys = %d keys, %v; want api_key and the pool of 2", stage, len(keys), err)
 		}
 		if _, err := gw.GetAgent(ctx(t), "alice", "default"); err != nil {
 			t.Errorf("%s: agent: %v", stage, err)
@@ -242,8 +245,10 @@ func TestRestart(t *testing.T) {
 			return err
 		}
 		b, err := os.ReadFile(path)
-		if err == nil && bytes.Contains(b, []byte("sk-never-in-clear")) {
-			t.Errorf("%s holds the provider credential in clear", path)
+		for _, secret := range []string{"sk-never-in-clear", "sk-pool-never-in-clear-1", "sk-pool-never-in-clear-2"} {
+			if err == nil && bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds the provider credential %s in clear", path, secret[:7])
+			}
 		}
 		return err
 	})

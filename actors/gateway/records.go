@@ -574,8 +574,10 @@ func (r *runRec) view(withSpans bool) Trace {
 	return t
 }
 
-// usageRec is the usage of one (hour, agent, user, provider, model)
-// (snapshot sections only: it is derived from runs). Sections written
+// usageRec is the usage of one (hour, agent, user, provider, model,
+// provider type) (snapshot sections only: it is derived from runs); the
+// three token kinds after CompletionTokens are parts of PromptTokens and
+// CompletionTokens (see Span). Sections written
 // before hourly usage hold day rows (Day set, Hour empty): they restore
 // as the day's first hour.
 type usageRec struct {

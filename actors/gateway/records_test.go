@@ -55,6 +55,37 @@ func fxAgentRec() *agentRec {
 	}
 }
 
+// fxProviderPool is a provider with a key pool (written since key pools).
+func fxProviderPool() *providerRec {
+	p := fxProvider()
+	p.ID, p.Name, p.ProviderType, p.APIBase = uuid.MustParse("22222222-3333-4444-8555-777777777777"), "claude", "anthropic", ""
+	p.APIKeysSealed = [][]byte{[]byte("sealed-key-one"), []byte("sealed-key-two")}
+	p.APIKeysHint = []string{"****0001", "****"}
+	return p
+}
+
+// fxAgentFallbacks is an agent with fallbacks and max_tokens.
+func fxAgentFallbacks() *agentRec {
+	a := fxAgentRec()
+	a.ID, a.AgentKey = uuid.MustParse("33333333-4444-4555-8666-888888888888"), "resilient"
+	a.Fallbacks = []fallbackRec{{ProviderID: fxProvID, Model: "gpt-y"}, {ProviderID: uuid.MustParse("22222222-3333-4444-8555-777777777777"), Model: "claude-z"}}
+	a.MaxTokens = 4096
+	return a
+}
+
+// fxRunTokens is a run answered by a fallback, with every token kind.
+func fxRunTokens() *runRec {
+	return &runRec{ID: "run-3", AgentID: fxAgent, UserID: "alice", Endpoint: "chat", Status: RunOK, StartedAt: fxAt, DurationMs: 80,
+		Provider: "claude", ProviderType: "anthropic", Model: "claude-z",
+		Spans: []spanRec{
+			{ID: "a1", Name: "llm.call gpt-y", Kind: SpanLLM, StartedAt: fxAt, DurationMs: 10, Status: RunFailed, Error: "status 503: busy",
+				Provider: "oa", ProviderType: ProviderOpenAICompat, Model: "gpt-y", Attempt: 1},
+			{ID: "a2", Name: "llm.call claude-z", Kind: SpanLLM, StartedAt: fxAt, DurationMs: 60, Status: RunOK, Provider: "claude",
+				ProviderType: "anthropic", Model: "claude-z", Attempt: 2, PromptTokens: 40, CompletionTokens: 9,
+				CacheReadTokens: 30, CacheWriteTokens: 5, ReasoningTokens: 4},
+		}}
+}
+
 func fxRuns() []*runRec {
 	return []*runRec{
 		{ID: "run-1", AgentID: fxAgent, UserID: "alice", Endpoint: "chat", Status: RunOK, StartedAt: fxAt, DurationMs: 1200,
@@ -125,8 +156,11 @@ func goldenEvents() []struct {
 			UploadedBy: "alice", CreatedAt: fxAt}}},
 		{"070_entity_saved_skill_grant", entitySaved{&skillGrantRec{ID: skillGrantID(uuid.MustParse("019ab000-0000-7000-8000-000000000301"), fxAgent),
 			SkillID: uuid.MustParse("019ab000-0000-7000-8000-000000000301"), AgentID: fxAgent, Version: 1, CreatedAt: fxAt}}},
+		{"070_entity_saved_provider_key_pool", entitySaved{fxProviderPool()}},
+		{"070_entity_saved_agent_fallbacks", entitySaved{fxAgentFallbacks()}},
 		{"071_entity_deleted", entityDeleted{kind: kindAgent, id: fxAgent}},
 		{"072_run_recorded", runRecorded{fxRuns()[1]}},
+		{"072_run_recorded_tokens", runRecorded{fxRunTokens()}},
 		{"073_session_turn", sessionTurnAppended{&turnJSON{V: turnVersion, SessionID: legacySessionID("s-1"), PromptTokens: 3, CompletionTokens: 1, At: fxAt,
 			Messages: []SessionMessage{{Role: "user", Content: "hi", At: fxAt}, {Role: "assistant", Content: "hello", At: fxAt}}}}},
 	}
