@@ -13,7 +13,10 @@
 // answer into an *Error from at most 64 KiB of its body (the SDK reads an
 // error body whole) and bounds a stream's events and total size (its SSE
 // decoder buffers an event of any size); retries and the SDK's own
-// OpenTelemetry spans are off.
+// OpenTelemetry spans are off. Its cost is size: the two services used
+// add about 15 MB to cmd/gatehouse (54 → 69 MB; anthropic.NewClient, which
+// links every service, added 32 MB), since text/template's MethodByName
+// keeps every exported method of every type the binary can reach.
 package llm
 
 import (
@@ -123,7 +126,8 @@ func checkAnthropicBase(base string) error {
 
 // anthropicClient is one anthropic_native provider with one key.
 type anthropicClient struct {
-	sdk       anthropic.Client
+	messages  anthropic.MessageService
+	models    anthropic.ModelService
 	whole     *http.Client // cfg.HTTP with its bodies bounded
 	stream    *http.Client // cfg.HTTP; the middleware bounds the events
 	maxAnswer int
@@ -144,15 +148,19 @@ func newAnthropic(cfg Config) (Client, error) {
 		maxAnswer: cfg.MaxAnswer,
 		set:       set,
 	}
-	c.sdk = anthropic.NewClient(
-		option.WithoutEnvironmentDefaults(), // no ANTHROPIC_* variables, no profile on disk
-		option.WithBaseURL(cfg.APIBase),
+	// The two services, not anthropic.NewClient: a Client links every
+	// service of the API (files, skills, organizations, beta...), which
+	// adds tens of megabytes to the binary.
+	opts := []option.RequestOption{
+		option.WithBaseURL(cfg.APIBase), // services read no ANTHROPIC_* variables
 		option.WithHeader("x-api-key", cfg.Key),
 		option.WithHeader("anthropic-version", anthropicVersion),
 		option.WithMaxRetries(0),
 		option.WithoutOpenTelemetry(),
 		option.WithHTTPClient(c.whole),
-	)
+	}
+	c.messages = anthropic.NewMessageService(opts...)
+	c.models = anthropic.NewModelService(opts...)
 	return c, nil
 }
 
@@ -213,7 +221,7 @@ func (c *anthropicClient) Complete(ctx context.Context, req Request, onDelta OnD
 	opts = append(opts, option.WithMiddleware(st.middleware))
 	if onDelta == nil {
 		opts = append(opts, option.WithRequestTimeout(anthropicWholeTimeout))
-		msg, err := c.sdk.Messages.New(ctx, params, opts...)
+		msg, err := c.messages.New(ctx, params, opts...)
 		if err != nil {
 			return Result{}, anthropicFail(ctx, err, st)
 		}
@@ -222,7 +230,7 @@ func (c *anthropicClient) Complete(ctx context.Context, req Request, onDelta OnD
 	rctx, cancel := context.WithCancel(ctx) // cancel also bounds the drain
 	defer cancel()
 	opts = append(opts, option.WithHTTPClient(c.stream))
-	s := c.sdk.Messages.NewStreaming(rctx, params, opts...)
+	s := c.messages.NewStreaming(rctx, params, opts...)
 	defer func() { _ = s.Close() }()
 	res, err := readAnthropicStream(s, c.maxAnswer, onDelta)
 	if err != nil {
@@ -277,7 +285,7 @@ func (c *anthropicClient) Models(ctx context.Context) ([]Model, error) {
 	params := anthropic.ModelListParams{Limit: anthropic.Int(1000)}
 	for range 20 {
 		st := &anthropicCall{}
-		page, err := c.sdk.Models.List(ctx, params, option.WithMiddleware(st.middleware))
+		page, err := c.models.List(ctx, params, option.WithMiddleware(st.middleware))
 		if err != nil {
 			return nil, anthropicFail(ctx, err, st)
 		}
@@ -299,7 +307,7 @@ func (c *anthropicClient) Models(ctx context.Context) ([]Model, error) {
 // valid key and costs nothing.
 func (c *anthropicClient) Verify(ctx context.Context) error {
 	st := &anthropicCall{}
-	_, err := c.sdk.Models.List(ctx, anthropic.ModelListParams{Limit: anthropic.Int(1)}, option.WithMiddleware(st.middleware))
+	_, err := c.models.List(ctx, anthropic.ModelListParams{Limit: anthropic.Int(1)}, option.WithMiddleware(st.middleware))
 	if err != nil {
 		return anthropicFail(ctx, err, st)
 	}
