@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -679,5 +681,41 @@ func benchGemini(b *testing.B, stream bool) {
 		if _, err := c.Complete(context.Background(), req, onDelta); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestGeminiReusesConnections: answers read to their end leave the
+// connection to the next call, streamed or not, errors included.
+func TestGeminiReusesConnections(t *testing.T) {
+	stub := llmtest.NewGemini(t)
+	var dials atomic.Int32
+	tr := stub.Client().Transport.(*http.Transport).Clone()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := llm.New(llm.Config{Type: "gemini", APIBase: stub.URL, Key: gemKey, HTTP: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub.Push(llmtest.Reply{Status: 429, Headers: map[string]string{"Retry-After": "1"}})
+	req := llm.Request{Model: "m", Messages: []llm.Message{{Role: "user", Content: "one two three"}}}
+	for i := range 6 {
+		var onDelta llm.OnDelta
+		if i%2 == 1 {
+			onDelta = func(string) error { return nil }
+		}
+		_, err := c.Complete(context.Background(), req, onDelta)
+		if (i == 0) != (err != nil) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if _, err := c.Models(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("7 sequential calls dialled %d connections, want 1", n)
 	}
 }
