@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -145,7 +146,15 @@ func classify(err error) (e *apiError, unexpected bool) {
 	case errors.As(err, &te):
 		return newError(fasthttp.StatusGatewayTimeout, codeAgentTimeout, msgAgentTimeout, te.Seconds), false
 	case errors.As(err, &pe):
-		return newError(fasthttp.StatusServiceUnavailable, codeUnavailable, msgProviderFailed, pe.Detail), false
+		// 502: the provider failed or answered badly (after the runtime's
+		// retries and fallbacks); 503 with Retry-After when every
+		// provider of the agent was cooling down and none was called.
+		if pe.RetryAfter > 0 {
+			e := newError(fasthttp.StatusServiceUnavailable, codeUnavailable, msgProviderFailed, pe.Detail)
+			e.retryAfter = int(min(max(pe.RetryAfter.Round(time.Second)/time.Second, 1), 3600))
+			return e, false
+		}
+		return newError(fasthttp.StatusBadGateway, codeUnavailable, msgProviderFailed, pe.Detail), false
 	case errors.Is(err, runtime.ErrAgentNotFound):
 		return errAgentNotFound, false
 	case errors.Is(err, runtime.ErrAgentDisabled):

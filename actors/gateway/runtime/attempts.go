@@ -68,6 +68,7 @@ func (rt *Runtime) complete(ctx context.Context, rn *Run, req llm.Request, onDel
 	var out called
 	var lastErr error
 	attempt := 0
+	coolingOnly := true // no call made yet: every target skipped so far
 	for ti, tg := range rn.targets {
 		last := ti == len(rn.targets)-1
 		pp, err := rt.pools.get(tg.p)
@@ -94,8 +95,15 @@ func (rt *Runtime) complete(ctx context.Context, rn *Run, req llm.Request, onDel
 					}
 					out.spans = append(out.spans, rt.skippedSpan(rn, tg, attempt, msg))
 					rt.metrics.attempt(tg.p.Name, resultSkipped)
-					if lastErr == nil {
-						lastErr = providerError(fmt.Sprintf("%s: %s", tg.p.Name, msg[len("skipped: "):]))
+					if lastErr == nil || coolingOnly {
+						pe := &ProviderError{Detail: fmt.Sprintf("%s: %s", tg.p.Name, msg[len("skipped: "):])}
+						if !readyAt.IsZero() {
+							pe.RetryAfter = max(time.Until(readyAt), time.Second)
+							if prev, ok := lastErr.(*ProviderError); ok && prev.RetryAfter > 0 {
+								pe.RetryAfter = min(pe.RetryAfter, prev.RetryAfter) // the first provider ready again
+							}
+						}
+						lastErr = pe
 					}
 					break
 				}
@@ -106,6 +114,7 @@ func (rt *Runtime) complete(ctx context.Context, rn *Run, req llm.Request, onDel
 			}
 			attempt++
 			tries++
+			coolingOnly = false
 			res, sp, err := rt.attemptOnce(ctx, rn, tg, slot, req, onDelta, attempt)
 			out.spans = append(out.spans, sp)
 			if err == nil {
@@ -211,7 +220,11 @@ func (rt *Runtime) attemptOnce(ctx context.Context, rn *Run, tg target, slot *ke
 		sp.Status, sp.Error = gateway.RunFailed, rn.redact.preview(errText(err))
 		var le *llm.Error
 		if errors.As(err, &le) {
-			err = &ProviderError{Detail: rn.redact.preview(le.Error()), cause: le}
+			pe := &ProviderError{Detail: rn.redact.preview(le.Error()), cause: le}
+			if le.RateLimited() {
+				pe.RetryAfter = le.RetryAfter // the client may come back then
+			}
+			err = pe
 			if started {
 				err = &startedError{err: err}
 			}

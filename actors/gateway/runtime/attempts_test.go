@@ -356,3 +356,21 @@ func gatherCount(reg *prometheus.Registry, names ...string) (int, error) {
 	}
 	return n, nil
 }
+
+// TestCoolingRetryAfter: a turn whose every provider is cooling down
+// fails without a call, telling when the first is ready again.
+func TestCoolingRetryAfter(t *testing.T) {
+	f := newFake()
+	s, _ := f.addScripted(t, "a", []string{"sk-only-aaaaaaaa"}, `{"max_retries":0}`, func(string, int, llm.OnDelta) (llm.Result, error) {
+		return llm.Result{}, status(429, "rate_limit_error", 90*time.Second)
+	})
+	rt := newRuntime(t, f)
+	if _, err := runOnce(t, rt, "a", nil); err == nil {
+		t.Fatal("a rate-limited call succeeded")
+	}
+	_, err := runOnce(t, rt, "a", nil)
+	var pe *ProviderError
+	if !errors.As(err, &pe) || pe.RetryAfter < 80*time.Second || pe.RetryAfter > 90*time.Second || len(s.calls) != 1 {
+		t.Errorf("second turn = %v (retry after %v), %d calls; want no call and about 90 s", err, pe.RetryAfter, len(s.calls))
+	}
+}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"gatehouse/actors/gateway/runtime/llm"
 )
@@ -42,6 +43,9 @@ func (e *TimeoutError) Is(target error) bool { return target == ErrAgentTimeout 
 // body.
 type ProviderError struct {
 	Detail string
+	// RetryAfter, when > 0, is when a provider of the agent is ready
+	// again: no call was made, every provider was cooling down.
+	RetryAfter time.Duration
 	// cause is the provider client's error, when there is one.
 	cause *llm.Error
 }
