@@ -578,3 +578,21 @@ func TestAnthropicSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicIgnoresEnvironment: the SDK's ANTHROPIC_* variables change
+// nothing; the provider's own base and key are used.
+func TestAnthropicIgnoresEnvironment(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-from-env")
+	t.Setenv("ANTHROPIC_AUTH_TOKEN", "tok-from-env")
+	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:1")
+	t.Setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Leak: yes")
+	a := llmtest.NewAnthropic(t)
+	c := anthropicClient(t, a, "", 0)
+	if _, err := c.Complete(anthropicCtx(t), llm.Request{Model: "m", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	r := a.Requests()[0]
+	if r.Key != anthropicKey || r.Header.Get("Authorization") != "" || r.Header.Get("X-Leak") != "" {
+		t.Errorf("request key %q, Authorization %q, X-Leak %q: the environment leaked in", r.Key, r.Header.Get("Authorization"), r.Header.Get("X-Leak"))
+	}
+}
