@@ -103,7 +103,7 @@ func (e anthropicDeltaError) Error() string { return e.err.Error() }
 // anthStreamBlock is one content block of a streamed answer as it arrives.
 type anthStreamBlock struct {
 	typ           string
-	text, args    strings.Builder // text or thinking or redacted data; tool input
+	text, args    strings.Builder // thinking text or redacted data; tool input
 	id, name, sig string
 }
 
@@ -201,7 +201,7 @@ func (a *anthropicStream) start(ev *anthropic.MessageStreamEventUnion) error {
 	a.order = append(a.order, b)
 	switch cb.Type {
 	case "text":
-		return a.text(b, cb.Text)
+		return a.text(cb.Text)
 	case "tool_use":
 		b.id, b.name = cb.ID, cb.Name
 		return a.grow(len(b.id) + len(b.name))
@@ -216,8 +216,8 @@ func (a *anthropicStream) start(ev *anthropic.MessageStreamEventUnion) error {
 	return nil
 }
 
-// text adds a text delta to b and passes it on.
-func (a *anthropicStream) text(b *anthStreamBlock, s string) error {
+// text adds a text delta to the answer and passes it on.
+func (a *anthropicStream) text(s string) error {
 	if s == "" {
 		return nil
 	}
@@ -246,7 +246,7 @@ func (a *anthropicStream) delta(ev *anthropic.MessageStreamEventUnion) error {
 	}
 	switch d.Type {
 	case "text_delta":
-		return a.text(b, d.Text)
+		return a.text(d.Text)
 	case "input_json_delta":
 		b.args.WriteString(d.PartialJSON)
 		return a.grow(len(d.PartialJSON))

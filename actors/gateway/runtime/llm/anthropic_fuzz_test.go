@@ -183,3 +183,30 @@ func FuzzAnthropicStream(f *testing.F) {
 		}
 	})
 }
+
+// anthStreamN is a streamed answer of n text deltas.
+func anthStreamN(n int) []byte {
+	var b strings.Builder
+	b.WriteString(anthSDKToolUse[:strings.Index(anthSDKToolUse, "event: content_block_start")])
+	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+	for range n {
+		b.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" word\"}}\n\n")
+	}
+	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+	b.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":1000}}\n\n")
+	b.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	return []byte(b.String())
+}
+
+// BenchmarkAnthropicStream1K: decoding a stream of 1000 text deltas (the
+// SDK's union decoding included), per stream.
+func BenchmarkAnthropicStream1K(b *testing.B) {
+	body := anthStreamN(1000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := readAnthropicStream(anthStreamOf(body, DefaultMaxAnswer), DefaultMaxAnswer, func(string) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
