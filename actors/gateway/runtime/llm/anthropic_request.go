@@ -223,6 +223,10 @@ func anthropicSchema(p json.RawMessage) anthropic.ToolInputSchemaParam {
 func (c *anthropicClient) params(req Request) (anthropic.MessageNewParams, []option.RequestOption) {
 	system, turns := anthropicTurns(req.Messages)
 	caching := c.set.PromptCaching == nil || *c.set.PromptCaching
+	thinking := c.set.ThinkingBudget != nil && anthThinkingFits(turns)
+	if !thinking {
+		anthDropThinking(turns)
+	}
 	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(c.maxTokens(req))}
 	for _, t := range turns {
 		p.Messages = append(p.Messages, t.sdk())
@@ -245,10 +249,10 @@ func (c *anthropicClient) params(req Request) (anthropic.MessageNewParams, []opt
 		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tp})
 	}
 	var opts []option.RequestOption
-	if b := c.set.ThinkingBudget; b != nil && anthThinkingFits(turns) {
+	if thinking {
 		// Set in the body rather than through p.Thinking: the SDK prints a
 		// deprecation warning on stderr for some models when it sees one.
-		opts = append(opts, option.WithJSONSet("thinking", map[string]any{"type": "enabled", "budget_tokens": *b}))
+		opts = append(opts, option.WithJSONSet("thinking", map[string]any{"type": "enabled", "budget_tokens": *c.set.ThinkingBudget}))
 	}
 	return p, opts
 }
@@ -265,6 +269,22 @@ func anthThinkingFits(turns []anthTurn) bool {
 	}
 	lead := turns[n-2].lead
 	return len(lead) > 0 && (lead[0].kind == anthThinking || lead[0].kind == anthRedacted)
+}
+
+// anthDropThinking removes the thinking blocks of a call without thinking:
+// the API refuses them in a final assistant turn then, and ignores them
+// elsewhere. A turn left empty keeps a placeholder text.
+func anthDropThinking(turns []anthTurn) {
+	for i := range turns {
+		t := &turns[i]
+		if t.user || len(t.lead) == 0 {
+			continue
+		}
+		t.lead = nil
+		if t.empty() {
+			t.text = []anthBlock{{kind: anthText, text: anthropicPlaceholder}}
+		}
+	}
 }
 
 // maxTokens is max_tokens for req: the request's, settings.max_tokens or

@@ -149,6 +149,13 @@ func TestAnthropicMessages(t *testing.T) {
 			{{Type: "tool_result", ID: "t1", Text: "no result: the tool call was not completed"}, {Type: "text", Text: "tool result zz: stray"}},
 		},
 	}, {
+		name: "thinking dropped without thinking on, a final assistant (prefill) kept",
+		msgs: []llm.Message{
+			{Role: "user", Content: "a"},
+			{Role: "assistant", Content: "The answer is", Thinking: []llm.Thinking{{Text: "hmm", Signature: "sig-x"}, {Redacted: "r"}}},
+		},
+		want: [][]block{{{Type: "text", Text: "a"}}, {{Type: "text", Text: "The answer is"}}},
+	}, {
 		name: "unsigned thinking dropped, empty assistant skipped",
 		msgs: []llm.Message{
 			{Role: "user", Content: "a"},

@@ -146,6 +146,14 @@ func (a *Anthropic) checkMessages(p *anthropicProblems, req AnthropicRequest) {
 			p.add("messages.%d: tool_use ids were found without tool_result blocks immediately after", i)
 		}
 	}
+	on := req.Thinking != nil && req.Thinking.Type == "enabled"
+	if last := msgs[len(msgs)-1]; !on && last.Role == "assistant" {
+		for j, b := range last.Content {
+			if b.Type == "thinking" || b.Type == "redacted_thinking" {
+				p.add("messages.%d.content.%d: When thinking is disabled, an `assistant` message in the final position cannot contain `thinking`. To use thinking blocks, enable `thinking` in your request.", len(msgs)-1, j)
+			}
+		}
+	}
 	// With thinking on, the assistant turn a final tool result answers
 	// must start with its thinking block.
 	if t := req.Thinking; t != nil && t.Type == "enabled" && len(msgs) >= 2 {
