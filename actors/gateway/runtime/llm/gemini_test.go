@@ -234,7 +234,7 @@ func TestGeminiForeignHistory(t *testing.T) {
 	msgs := []llm.Message{
 		{Role: "assistant", Content: "Hello, how can I help?"},
 		{Role: "user", Content: "Weather?"},
-		{Role: "assistant", Thinking: []llm.Thinking{{Text: "Anthropic's thought", Signature: "EqQBCkYIBxgCKkBanthropic"}, {Redacted: "opaque"}}, ToolCalls: []llm.ToolCall{{ID: "toolu_1", Type: "function", Function: llm.ToolFunction{Name: "get_weather", Arguments: `{"city":"Oslo"}`}}, {ID: "toolu_2", Type: "function", Function: llm.ToolFunction{Name: "now", Arguments: "not json"}}}},
+		{Role: "assistant", Thinking: []llm.Thinking{{Text: "Anthropic's thought", Signature: "EqQBCkYIBxgCKkBanthropic"}, {Redacted: "opaque"}, {Signature: "not-gemini"}}, ToolCalls: []llm.ToolCall{{ID: "toolu_1", Type: "function", Function: llm.ToolFunction{Name: "get_weather", Arguments: `{"city":"Oslo"}`}}, {ID: "toolu_2", Type: "function", Function: llm.ToolFunction{Name: "now", Arguments: "not json"}}}},
 		{Role: "tool", ToolCallID: "toolu_2", Content: "noon"},
 		{Role: "tool", ToolCallID: "toolu_1", Content: "rain"},
 		{Role: "user", Content: "And so?"},
@@ -476,7 +476,7 @@ func TestGeminiThoughts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]llm.Thinking{{Text: "Hm."}, {Signature: "dGV4dA=="}}, res.Thinking); diff != "" {
+	if diff := cmp.Diff([]llm.Thinking{{Text: "Hm."}, {Signature: "gemini:dGV4dA=="}}, res.Thinking); diff != "" {
 		t.Errorf("Thinking (-want +got):\n%s", diff)
 	}
 	msgs = append(msgs, llm.Message{Role: "assistant", Content: res.Content, Thinking: res.Thinking}, llm.Message{Role: "user", Content: "again"})

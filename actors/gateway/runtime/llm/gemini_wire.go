@@ -182,8 +182,8 @@ func modelParts(m Message, names map[string]string) []gemPart {
 	var parts []gemPart
 	var bare []string
 	for _, t := range m.Thinking {
-		if t.Text == "" && t.Redacted == "" && t.Signature != "" {
-			bare = append(bare, t.Signature)
+		if sig, ok := strings.CutPrefix(t.Signature, GeminiSignaturePrefix); ok && t.Text == "" && t.Redacted == "" {
+			bare = append(bare, sig)
 		}
 	}
 	if m.Content != "" {
@@ -210,6 +210,12 @@ func modelParts(m Message, names map[string]string) []gemPart {
 	return parts
 }
 
+// GeminiSignaturePrefix starts every Thinking.Signature this client
+// returns: Gemini's thoughtSignature follows it. Other clients can tell a
+// Gemini signature from their own by it (and must not send it to their
+// provider); this client sends back only signatures that carry it.
+const GeminiSignaturePrefix = "gemini:"
+
 // GeminiSkipSignature is the dummy thoughtSignature the Gemini API
 // documents for function calls it did not produce itself.
 const GeminiSkipSignature = "skip_thought_signature_validator"
@@ -227,12 +233,13 @@ func argsObject(s string) json.RawMessage {
 // gemAnswer assembles a Result from one whole GenerateContentResponse or
 // from every chunk of a stream.
 //
-// Thought signatures: a thought part's signature stays with its text in
-// a Thinking (kept for the record, not sent back); a signature on an
-// answer part becomes a Thinking with only Signature. With function calls only the calls' signatures are kept, the
-// n-th such Thinking going back on the n-th call (Gemini signs the first
-// call of each step); without calls the answer's last signature is kept
-// and goes back on the text.
+// Thought signatures (each prefixed with GeminiSignaturePrefix): a thought
+// part's signature stays with its text in a Thinking (kept for the
+// record, not sent back); a signature on an answer part becomes a
+// Thinking with only Signature. With function calls only the calls'
+// signatures are kept, the n-th such Thinking going back on the n-th call
+// (Gemini signs the first call of each step); without calls the answer's
+// last signature is kept and goes back on the text.
 type gemAnswer struct {
 	res       Result
 	size, max int
@@ -331,7 +338,11 @@ func (a *gemAnswer) closeThought() {
 	if !a.inThought {
 		return
 	}
-	a.res.Thinking = append(a.res.Thinking, Thinking{Text: a.thought.String(), Signature: a.thoughtSig})
+	t := Thinking{Text: a.thought.String()}
+	if a.thoughtSig != "" {
+		t.Signature = GeminiSignaturePrefix + a.thoughtSig
+	}
+	a.res.Thinking = append(a.res.Thinking, t)
 	a.thought.Reset()
 	a.thoughtSig, a.inThought = "", false
 }
@@ -361,10 +372,10 @@ func (a *gemAnswer) result() (Result, error) {
 	}
 	if len(a.res.ToolCalls) > 0 {
 		for _, s := range a.callSigs {
-			a.res.Thinking = append(a.res.Thinking, Thinking{Signature: s})
+			a.res.Thinking = append(a.res.Thinking, Thinking{Signature: GeminiSignaturePrefix + s})
 		}
 	} else if a.textSig != "" {
-		a.res.Thinking = append(a.res.Thinking, Thinking{Signature: a.textSig})
+		a.res.Thinking = append(a.res.Thinking, Thinking{Signature: GeminiSignaturePrefix + a.textSig})
 	}
 	a.res.FinishReason = gemFinish(a.finish, len(a.res.ToolCalls) > 0)
 	return a.res, nil
