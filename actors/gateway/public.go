@@ -14,9 +14,10 @@ import (
 // other user's agent id. Each Public returns a copy; transports call it
 // for every answer to such a caller (policy.go decides who is trusted).
 
-// Public is p without its endpoint, credential hint and settings.
+// Public is p without its endpoint, credential hints and settings.
 func (p Provider) Public() Provider {
 	p.APIBase, p.APIKeyHint, p.Settings = "", "", json.RawMessage("{}")
+	p.APIKeysSealed, p.APIKeysHint = nil, []string{}
 	return p
 }
 

@@ -367,9 +367,9 @@ type UsageRow struct {
 	Runs             int64     `json:"runs"`
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
-	CacheReadTokens  int64     `json:"cache_read_tokens"`
-	CacheWriteTokens int64     `json:"cache_write_tokens"`
-	ReasoningTokens  int64     `json:"reasoning_tokens"`
+	CacheReadTokens  int64     `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64     `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64     `json:"reasoning_tokens,omitempty"`
 }
 
 // DefaultMaxToolIterations bounds an agent's tool loop unless it sets its

@@ -82,11 +82,11 @@ type UsagePoint struct {
 	LLMCalls     int64     `json:"llm_calls"`
 	ToolCalls    int64     `json:"tool_calls"`
 	// The parts of InputTokens read from and written to the providers'
-	// prompt caches, and of OutputTokens spent reasoning (0 where the
-	// provider does not report them).
-	CacheReadTokens  int64 `json:"cache_read_tokens"`
-	CacheWriteTokens int64 `json:"cache_write_tokens"`
-	ReasoningTokens  int64 `json:"reasoning_tokens"`
+	// prompt caches, and of OutputTokens spent reasoning; absent when 0
+	// (none, or the providers do not report them).
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
 // UsageTotals sums the usage of a period.
@@ -100,9 +100,9 @@ type UsageTotals struct {
 	ToolCalls     int64 `json:"tool_calls"`
 	AvgDurationMs int64 `json:"avg_duration_ms"`
 	// Parts of InputTokens and OutputTokens, as in UsagePoint.
-	CacheReadTokens  int64 `json:"cache_read_tokens"`
-	CacheWriteTokens int64 `json:"cache_write_tokens"`
-	ReasoningTokens  int64 `json:"reasoning_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
 // UsageSeries returns q's usage as points ordered by bucket, then group;

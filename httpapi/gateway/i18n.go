@@ -53,6 +53,7 @@ const (
 	msgProviderDisabled msgID = "provider_disabled"
 	msgAgentTimeout     msgID = "agent_timeout"
 	msgProviderFailed   msgID = "provider_failed"
+	msgUpstreamFailed   msgID = "upstream_failed"
 	msgUnavailable      msgID = "unavailable"
 	msgBlobUnavailable  msgID = "blob_unavailable"
 	msgMCPStarting      msgID = "mcp_starting"
@@ -106,6 +107,7 @@ var catalogue = map[msgID][3]string{
 	msgProviderDisabled: {"the agent's provider is disabled", "nhà cung cấp của agent đang bị vô hiệu hóa", "该智能体的提供商已停用"},
 	msgAgentTimeout:     {"the agent did not finish within its time limit of %d s", "agent không hoàn thành trong giới hạn thời gian %d giây", "智能体未在 %d 秒的时限内完成"},
 	msgProviderFailed:   {"the agent's provider failed: %s", "nhà cung cấp của agent gặp lỗi: %s", "智能体的提供商出错：%s"},
+	msgUpstreamFailed:   {"the provider failed: %s", "nhà cung cấp gặp lỗi: %s", "提供商出错：%s"},
 	msgUnavailable:      {"service temporarily unavailable", "dịch vụ tạm thời không khả dụng", "服务暂时不可用"},
 	msgBlobUnavailable:  {"file storage unavailable: no other cluster node could take or send a copy of the file (nothing was stored); retry shortly", "kho tệp tạm thời không khả dụng: không nút nào khác trong cụm nhận hoặc gửi được bản sao của tệp (không có gì được lưu); hãy thử lại sau giây lát", "文件存储暂不可用：集群中没有其他节点能接收或发送该文件的副本（未保存任何内容）；请稍后重试"},
 	msgMCPStarting:      {"MCP server starting: %s (a first start may download it); retry shortly", "máy chủ MCP đang khởi động: %s (lần khởi động đầu có thể phải tải về); hãy thử lại sau giây lát", "MCP 服务器正在启动：%s（首次启动可能需要下载）；请稍后重试"},

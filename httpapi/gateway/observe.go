@@ -222,11 +222,17 @@ type tracePage struct {
 	Offset int         `json:"offset"`
 }
 
-// tokensView counts a trace's or a span's tokens.
+// tokensView counts a trace's or a span's tokens: CacheRead and
+// CacheWrite are the parts of Input read from and written to the
+// provider's prompt cache, Reasoning the part of Output spent reasoning
+// (0 where the provider does not report them).
 type tokensView struct {
-	Input  int64 `json:"input"`
-	Output int64 `json:"output"`
-	Total  int64 `json:"total"`
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	Total      int64 `json:"total"`
+	CacheRead  int64 `json:"cache_read,omitempty"`
+	CacheWrite int64 `json:"cache_write,omitempty"`
+	Reasoning  int64 `json:"reasoning,omitempty"`
 }
 
 // traceView is a trace as the API shows it; Spans only in GET
@@ -239,6 +245,7 @@ type traceView struct {
 	Name          string      `json:"name"`
 	Channel       string      `json:"channel"`
 	Provider      string      `json:"provider"`
+	ProviderType  string      `json:"provider_type,omitempty"`
 	Model         string      `json:"model"`
 	Status        string      `json:"status"`
 	Error         string      `json:"error"`
@@ -254,12 +261,16 @@ type traceView struct {
 
 // spanView is one span and the spans it started.
 type spanView struct {
-	ID            string      `json:"id"`
-	ParentSpanID  string      `json:"parent_span_id"`
-	SpanType      string      `json:"span_type"`
-	Name          string      `json:"name"`
-	Model         string      `json:"model"`
-	Provider      string      `json:"provider"`
+	ID           string `json:"id"`
+	ParentSpanID string `json:"parent_span_id"`
+	SpanType     string `json:"span_type"`
+	Name         string `json:"name"`
+	Model        string `json:"model"`
+	Provider     string `json:"provider"`
+	ProviderType string `json:"provider_type,omitempty"`
+	// Attempt is an LLM call's 1-based attempt within its turn's call
+	// (retries and fallbacks); absent when not counted.
+	Attempt       int         `json:"attempt,omitempty"`
 	Tokens        tokensView  `json:"tokens"`
 	Status        string      `json:"status"`
 	Error         string      `json:"error"`
@@ -271,16 +282,18 @@ type spanView struct {
 	Children      []*spanView `json:"children"`
 }
 
-func tokens(in, out int64) tokensView { return tokensView{Input: in, Output: out, Total: in + out} }
+func tokens(c gateway.TokenCounts) tokensView {
+	return tokensView{Input: c.Prompt, Output: c.Completion, Total: c.Prompt + c.Completion,
+		CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Reasoning: c.Reasoning}
+}
 
 func viewTrace(t gateway.Trace, spanCount int) traceView {
-	in, out := t.Tokens()
 	return traceView{
 		ID: t.ID, AgentID: t.AgentID, UserID: t.UserID, SessionKey: t.SessionKey, Name: t.Endpoint,
-		Channel: t.Channel, Provider: t.Provider, Model: t.Model, Status: t.Status, Error: t.Error,
+		Channel: t.Channel, Provider: t.Provider, ProviderType: t.ProviderType, Model: t.Model, Status: t.Status, Error: t.Error,
 		StartTime: t.StartedAt, EndTime: t.StartedAt.Add(time.Duration(t.DurationMs) * time.Millisecond),
 		DurationMs: t.DurationMs, InputPreview: t.InputPreview, OutputPreview: t.OutputPreview,
-		Tokens: tokens(in, out), SpanCount: spanCount,
+		Tokens: tokens(t.TokenCounts()), SpanCount: spanCount,
 	}
 }
 
@@ -292,7 +305,7 @@ func spanTree(spans []gateway.Span) []*spanView {
 	for i, s := range spans {
 		all[i] = &spanView{
 			ID: s.ID, ParentSpanID: s.ParentID, SpanType: s.Kind, Name: s.Name, Model: s.Model, Provider: s.Provider,
-			Tokens: tokens(s.PromptTokens, s.CompletionTokens), Status: s.Status, Error: s.Error,
+			ProviderType: s.ProviderType, Attempt: s.Attempt, Tokens: tokens(s.Counts()), Status: s.Status, Error: s.Error,
 			StartTime: s.StartedAt, EndTime: s.StartedAt.Add(time.Duration(s.DurationMs) * time.Millisecond),
 			DurationMs: s.DurationMs, InputPreview: s.InputPreview, OutputPreview: s.OutputPreview, Children: []*spanView{},
 		}

@@ -25,9 +25,11 @@ func (s *Server) table() []Route {
 
 		{Method: get, Path: "/v1/providers", RPC: "providers.list", Scope: read, Tag: "providers", Summary: "List LLM providers", Op: op(s.listProviders)},
 		{Method: post, Path: "/v1/providers", RPC: "providers.create", Scope: admin, Tag: "providers", Summary: "Create a provider", Status: created, Op: op(s.createProvider)},
-		{Method: get, Path: "/v1/providers/{id}", RPC: "providers.get", Scope: read, Tag: "providers", Summary: "Get a provider by id or name", Op: op(s.getProvider)},
+		{Method: get, Path: "/v1/providers/{id}", RPC: "providers.get", Scope: read, Tag: "providers", Summary: "Get a provider by id or name (an admin also sees each key's state, masked, and the last error)", Op: op(s.getProvider)},
 		{Method: put, Path: "/v1/providers/{id}", RPC: "providers.update", Scope: admin, Tag: "providers", Summary: "Update a provider (absent fields keep their value)", Op: op(s.updateProvider)},
-		{Method: del, Path: "/v1/providers/{id}", RPC: "providers.delete", Scope: admin, Tag: "providers", Summary: "Delete a provider no agent uses", Status: noContent, Op: op(s.deleteProvider)},
+		{Method: del, Path: "/v1/providers/{id}", RPC: "providers.delete", Scope: admin, Tag: "providers", Summary: "Delete a provider no agent uses (as its provider or a fallback)", Status: noContent, Op: op(s.deleteProvider)},
+		{Method: get, Path: "/v1/providers/{id}/models", RPC: "providers.models", Scope: admin, Tag: "providers", Summary: "The provider's models, listed by its own API (an upstream failure: 502)", Op: op(s.providerModels)},
+		{Method: post, Path: "/v1/providers/{id}/verify", RPC: "providers.verify", Scope: admin, Tag: "providers", Summary: "Make the provider's cheapest authenticated call (even disabled): {ok, latency_ms, error?}", Op: op(s.verifyProvider)},
 
 		{Method: get, Path: "/v1/agents", RPC: "agents.list", Scope: read, Tag: "agents", Summary: "List agents the user owns or that are shared with them (a trusted caller acting for no user: every agent)", Op: op(s.listAgents)},
 		{Method: post, Path: "/v1/agents", RPC: "agents.create", Scope: write, NeedUser: true, Tag: "agents", Summary: "Create an agent owned by the user", Status: created, Op: op(s.createAgent)},

@@ -84,6 +84,9 @@ type Deps struct {
 	Media      MediaStore
 	Workspaces Workspaces
 	Skills     SkillStore
+	// ProviderCalls lists and verifies providers and reports their keys'
+	// states (the runtime).
+	ProviderCalls ProviderCalls
 	// Runner runs agents: every run is a turn of the agent runtime. The
 	// server neither builds nor closes it (cmd/gatehouse does).
 	Runner Runner
@@ -97,11 +100,11 @@ type Deps struct {
 func DepsOf(g *gateway.Gateway, a *app.App) Deps {
 	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
 		Activity: g, Channels: g, Webhooks: a.Webhooks, Tools: g, Memory: g, MCP: g, MCPLive: a.Toolbox,
-		Media: mediaAdapter{g}, Workspaces: a.Workspaces, Skills: g, Runner: a.Runtime}
+		Media: mediaAdapter{g}, Workspaces: a.Workspaces, Skills: g, ProviderCalls: a.Runtime, Runner: a.Runtime}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Webhooks == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Skills == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Webhooks == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Skills == nil || d.ProviderCalls == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil
