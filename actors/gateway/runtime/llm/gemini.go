@@ -194,7 +194,7 @@ func (g *gemini) whole(ctx context.Context, body io.Reader, ans *gemAnswer) erro
 		return err
 	}
 	if r.Error != nil { // an error shape with a 2xx status
-		return &Error{Kind: KindStatus, Status: max(r.Error.Code, 0), Type: r.Error.Status, Message: Clip(r.Error.Message)}
+		return &Error{Kind: KindStatus, Status: max(r.Error.Code, 0), Type: r.Error.Status, Message: Clip(r.Error.Message), RetryAfter: r.Error.retryAfter()}
 	}
 	return ans.add(&r, nil)
 }

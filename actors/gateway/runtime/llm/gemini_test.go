@@ -334,6 +334,16 @@ func TestGeminiStreamFailures(t *testing.T) {
 			},
 		},
 		{
+			name:  "mid-stream quota error with RetryInfo",
+			reply: llmtest.Reply{Raw: `data: {"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}]}` + "\r\n\r\n" + `data: {"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2.5s"}]}}` + "\r\n\r\n"},
+			check: func(t *testing.T, err error) {
+				var e *llm.Error
+				if !errors.As(err, &e) || e.Kind != llm.KindStream || !e.RateLimited() || e.RetryAfter != 2500*time.Millisecond {
+					t.Errorf("err = %#v, want a rate-limited KindStream error asking for 2.5s", err)
+				}
+			},
+		},
+		{
 			name:    "onDelta's error unchanged",
 			reply:   llmtest.Reply{Text: "one two three"},
 			onDelta: func(s string) error { return errStop },

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Gemini's wire shapes (generateContent request and GenerateContentResponse,
@@ -99,6 +100,23 @@ type gemError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Status  string `json:"status"`
+	Details []struct {
+		Type       string `json:"@type"`
+		RetryDelay string `json:"retryDelay"`
+	} `json:"details"`
+}
+
+// retryAfter is the wait a google.rpc.RetryInfo detail asks for (0: none),
+// capped at an hour like RetryAfter's.
+func (e *gemError) retryAfter() time.Duration {
+	for _, d := range e.Details {
+		if strings.HasSuffix(d.Type, "google.rpc.RetryInfo") {
+			if v, err := time.ParseDuration(d.RetryDelay); err == nil {
+				return min(max(v, 0), time.Hour)
+			}
+		}
+	}
+	return 0
 }
 
 // gemBuild converts req into a generateContent body. System messages are
@@ -259,7 +277,9 @@ type gemAnswer struct {
 // add takes one response (or chunk), passing text on to onDelta.
 func (a *gemAnswer) add(r *gemResponse, onDelta OnDelta) error {
 	if r.Error != nil {
-		return StreamError(r.Error.Status, r.Error.Message)
+		e := StreamError(r.Error.Status, r.Error.Message)
+		e.RetryAfter = r.Error.retryAfter()
+		return e
 	}
 	if r.UsageMetadata != nil {
 		u := r.UsageMetadata
