@@ -119,8 +119,8 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			ProviderRow, ProviderHeading, Verify string
 			ProviderSettings, Models             string
 			Headings                             []adminHeading
-			Fallbacks, MaxTokens                 string
-			FallbackRows                         []string
+			Fallbacks, MaxTokens, FallbackAnswer string
+			FallbackRows, Attempts               []string
 			ProviderKeyInBodies                  int
 		}
 	}
@@ -156,7 +156,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the MCP server shows it is not connected", strings.Contains(f.McpState, "not connected"), f.McpState},
 		{"the request is approved", strings.Contains(f.ApprovedRow, "approved"), f.ApprovedRow},
 		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
-		{"the admin sees the user's traces", f.AdminTraces == 2, f.AdminTraces},
+		{"the admin sees the user's traces (two) and their own (the fallback's)", f.AdminTraces == 3, f.AdminTraces},
 		{"the admin's every-user view lists the user's agent", f.AdminSeesAll == 1, f.AdminSeesAll},
 		{"the gateway API key is shown once", strings.HasPrefix(f.GwKey, "gateway_"), f.GwKey},
 		{"a management token is shown once", strings.HasPrefix(f.PatToken, "svc_pat_") && len(f.PatToken) == len("svc_pat_")+32, len(f.PatToken)},
@@ -185,8 +185,12 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"verify shows ok and the latency", strings.HasPrefix(f.Verify, "ok in "), f.Verify},
 		{"the models button lists the provider's models", f.Models != "" && !strings.Contains(f.Models, "Asking"), f.Models},
 		{"no provider key reached the browser", f.ProviderKeyInBodies == 0, f.ProviderKeyInBodies},
-		{"the fallback was saved, in order, with max tokens", strings.Contains(f.Fallbacks, "claude / claude-sonnet-4-5") &&
-			slices.Equal(f.FallbackRows, []string{"claude / claude-sonnet-4-5"}) && f.MaxTokens == "1024", []any{f.Fallbacks, f.FallbackRows, f.MaxTokens}},
+		{"the fallback was saved, with max tokens", f.Fallbacks == "echo / echo-1" &&
+			slices.Equal(f.FallbackRows, []string{"echo / echo-1"}) && f.MaxTokens == "1024", []any{f.Fallbacks, f.FallbackRows, f.MaxTokens}},
+		{"the fallback answered for the dead provider", f.FallbackAnswer == "echo: who answers", f.FallbackAnswer},
+		{"the trace shows both attempts: the dead provider's failure, then echo", len(f.Attempts) == 2 &&
+			strings.Contains(f.Attempts[0], "dead / gpt-4o-mini (openai_compat) · attempt 1") && strings.Contains(f.Attempts[0], "failed") &&
+			strings.Contains(f.Attempts[1], "echo / echo-1 (echo) · attempt 2") && strings.Contains(f.Attempts[1], "ok"), f.Attempts},
 		{"every admin page was visited", len(f.Headings) == 6, f.Headings},
 	}
 	for _, hd := range f.Headings {
@@ -238,7 +242,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
 		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens",
-		"provider": "****2222", "provider-echo": "Verify", "agent-fallbacks": "claude-sonnet-4-5"}
+		"provider": "****2222", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {

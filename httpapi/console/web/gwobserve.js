@@ -51,11 +51,12 @@ function spanLabel(s) {
 }
 
 // tokenKinds reads the token counts beside in and out that a provider
-// reports (prompt-cache reads and writes, reasoning) from a span, a trace
-// or a usage point: 0 where it reports none.
+// reports (prompt-cache reads and writes, reasoning) from a span or a
+// trace (tokens.cache_read, …) or a usage point (cache_read_tokens, …):
+// 0 where it reports none.
 function tokenKinds(x) {
   const t = x.tokens || {};
-  const pick = (k) => Number(x[k + '_tokens'] ?? t[k] ?? t[k + '_tokens'] ?? 0);
+  const pick = (k) => Number(t[k] ?? x[k + '_tokens'] ?? 0);
   return { cacheRead: pick('cache_read'), cacheWrite: pick('cache_write'), reasoning: pick('reasoning') };
 }
 
@@ -120,7 +121,7 @@ export async function tracePage(me, id) {
       h('dt', {}, 'Agent'), h('dd', {}, names.get(t.agent_id) || h('code', {}, t.agent_id)),
       h('dt', {}, 'User'), h('dd', {}, person(t.user_id)),
       h('dt', {}, 'Status'), h('dd', {}, badge(t.status, t.status === 'ok'), t.error ? ' ' + t.error : ''),
-      h('dt', {}, 'Model'), h('dd', {}, `${t.provider || '—'} / ${t.model || '—'}`),
+      h('dt', {}, 'Model'), h('dd', { id: 'trace-model' }, `${t.provider || '—'} / ${t.model || '—'}`, t.provider_type ? h('span', { class: 'muted' }, ` (${t.provider_type})`) : null),
       h('dt', {}, 'Tokens'), h('dd', { id: 'trace-tokens' }, `${num(t.tokens.input)} in, ${num(t.tokens.output)} out`, tokenExtras(tokenKinds(t))),
       h('dt', {}, 'Duration'), h('dd', {}, ms(t.duration_ms)),
       h('dt', {}, 'Started'), h('dd', {}, when(t.start_time)),

@@ -246,8 +246,17 @@ try {
   facts.providerSettings = await text('#provider-settings');
   await shoot('provider');
 
-  // The offline echo provider verifies and lists its models (no network).
+  // A provider nothing answers for (a refused port on loopback), without
+  // retries: the agent below falls back from it to echo.
   await visit('/gw/providers');
+  await page.select('#provider-type', 'openai_compat');
+  await page.type('#provider-name', 'dead');
+  await page.type('#provider-base', 'http://127.0.0.1:9/v1');
+  await page.type('#provider-max-retries', '0');
+  await page.click('#create-provider button[type=submit]');
+  await page.waitForSelector('tr[data-provider="dead"]');
+
+  // The offline echo provider verifies and lists its models (no network).
   await page.click('tr[data-provider="echo"] a.provider-link');
   await readyPrefix('/gw/providers/');
   await page.click('#provider-verify-btn');
@@ -272,15 +281,16 @@ try {
   await page.waitForSelector(`tr[data-agent-key="${agentKey}"]`);
   facts.adminSeesAll = (await page.$$(`tr[data-agent-key="${agentKey}"]`)).length;
 
-  // 7b. The admin's own agent falls back to the Anthropic provider.
+  // 7b. The admin's own agent, on the dead provider, falls back to echo:
+  // the answer comes from echo, and the trace shows both attempts.
   await page.type('#agent-key', 'fallback-' + suffix);
-  await page.select('#agent-provider', 'echo');
-  await page.type('#agent-model', 'echo-1');
+  await page.select('#agent-provider', 'dead');
+  await page.type('#agent-model', 'gpt-4o-mini');
   await page.click('#create-agent button[type=submit]');
   await readyPrefix('/agents/');
   await page.click('#fallback-add');
-  await page.select('#fallback-rows li:last-child select', 'claude');
-  await page.type('#fallback-rows li:last-child input', 'claude-sonnet-4-5');
+  await page.select('#fallback-rows li:last-child select', 'echo');
+  await page.type('#fallback-rows li:last-child input', 'echo-1');
   await page.type('#agent-max-tokens', '1024');
   await page.click('#edit-agent-fallbacks button[type=submit]');
   await page.waitForFunction(() => document.getElementById('fallbacks-saved')?.textContent === 'Saved.');
@@ -290,6 +300,14 @@ try {
   facts.fallbackRows = await page.$$eval('#fallback-rows li', (ls) => ls.map((l) => l.querySelector('select').value + ' / ' + l.querySelector('input').value));
   facts.maxTokens = await page.$eval('#agent-max-tokens', (el) => el.value);
   await shoot('agent-fallbacks');
+  await page.click('#agent-chat');
+  await readyPrefix(`/chat/fallback-${suffix}/console-`);
+  await page.type('#chat-input', 'who answers');
+  await page.click('#chat-send');
+  await page.waitForSelector('.msg-meta .trace-link', { timeout: 20000 });
+  facts.fallbackAnswer = await text('#chat-answer');
+  await openTrace('trace-fallback');
+  facts.attempts = await page.$$eval('#main table.spans tbody tr[data-span-type="llm"]', (rs) => rs.map((r) => r.textContent));
   await visit('/gw/tools');
   facts.mcpState = await text('tr[data-mcp="tools"] .mcp-state');
   await shoot('mcp');
