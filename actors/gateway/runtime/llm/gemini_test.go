@@ -58,7 +58,7 @@ var gemCallIDRE = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
 func TestGeminiAnswer(t *testing.T) {
 	msgs := []llm.Message{
 		{Role: "system", Content: "Be brief."},
-		{Role: "system", Content: "Answer in English."},
+		{Role: "developer", Content: "Answer in English."},
 		{Role: "user", Content: "Hi"},
 		{Role: "user", Content: "How are you?"},
 	}

@@ -130,7 +130,7 @@ func gemBuild(req Request, s geminiSettings) (*gemRequest, error) {
 	names := map[string]string{} // tool call id → function name
 	for _, m := range req.Messages {
 		switch m.Role {
-		case "system":
+		case "system", "developer": // developer: OpenAI's newer name for it
 			if m.Content != "" {
 				system = append(system, m.Content)
 			}
