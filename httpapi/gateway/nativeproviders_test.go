@@ -240,3 +240,86 @@ func lastTrace(t *testing.T, e *gwEnv) gateway.Trace {
 	}
 	return ts[0]
 }
+
+// TestProviderFallbackAndKeyPool: an agent whose Anthropic provider is
+// overloaded (529, then 500) answers from its Gemini fallback within the
+// same turn, streaming unchanged, with every attempt a span; a provider
+// with a pool of three keys, one revoked and one rate-limited, keeps
+// answering on the third, and its detail shows each key's state; its
+// model list and verification go through the real runtime.
+func TestProviderFallbackAndKeyPool(t *testing.T) {
+	ant, gem, oa := llmtest.NewAnthropic(t), llmtest.NewGemini(t), llmtest.NewOpenAI(t)
+	ant.Default = &llmtest.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}
+	ant.Push(llmtest.Reply{Status: 500, ErrorType: "api_error", ErrorMessage: "Internal"})
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	alice := []string{"X-Gateway-User-Id", "alice"}
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"claude","provider_type":"anthropic","api_base":"`+ant.URL+`","api_key":"sk-ant-fallback-0001","settings":{"max_retries":1}}`)
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"gem","provider_type":"gemini_native","api_base":"`+gem.URL+`","api_key":"gm-fallback-key-0002"}`)
+	r := e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"default","provider":"claude","model":"claude-x","fallbacks":[{"provider":"gem","model":"gemini-y"}]}`, alice...)
+	if fb := r.body["fallbacks"].([]any); len(fb) != 1 || fb[0].(map[string]any)["provider"] != "gem" {
+		t.Fatalf("agent fallbacks = %s", r.raw)
+	}
+	text, errData := streamedText(t, e.stream("/v1/chat/completions", chatBody("fall back please", true), alice...))
+	if text != "stub: fall back please" || errData != "" {
+		t.Fatalf("streamed through the fallback: %q (error %s)", text, errData)
+	}
+	tr := lastTrace(t, e)
+	var got []string
+	for _, sp := range tr.Spans {
+		got = append(got, fmt.Sprintf("%s/%s/%d/%s", sp.Provider, sp.Model, sp.Attempt, sp.Status))
+	}
+	want := "claude/claude-x/1/failed claude/claude-x/2/failed gem/gemini-y/3/ok"
+	if strings.Join(got, " ") != want || tr.Provider != "gem" || tr.Model != "gemini-y" || tr.ProviderType != "gemini_native" {
+		t.Errorf("spans %v, answered by %s/%s (%s); want %s", got, tr.Provider, tr.Model, tr.ProviderType, want)
+	}
+	if !strings.Contains(tr.Spans[0].Error, "status 500") || !strings.Contains(tr.Spans[1].Error, "overloaded_error") {
+		t.Errorf("attempt errors %q, %q", tr.Spans[0].Error, tr.Spans[1].Error)
+	}
+
+	// The key pool.
+	const revoked, limited, good = "sk-pool-revoked-1111", "sk-pool-limited-2222", "sk-pool-good-33333"
+	oa.OnKey(revoked, llmtest.Reply{Status: 401, ErrorType: "invalid_api_key", ErrorMessage: "Incorrect API key"})
+	oa.OnKey(limited, llmtest.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down", Headers: map[string]string{"Retry-After": "3600"}})
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"pool","provider_type":"openai_compat","api_base":"`+oa.Base()+`","api_keys":["`+revoked+`","`+limited+`","`+good+`"]}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"pooled","provider":"pool","model":"gpt-4o"}`, alice...)
+	for i := range 3 {
+		r := e.must(200, "POST", "/v1/chat/completions", gwToken, `{"model":"gateway:pooled","messages":[{"role":"user","content":"n`+fmt.Sprint(i)+`"}]}`, alice...)
+		if !strings.Contains(r.raw, "stub: n"+fmt.Sprint(i)) {
+			t.Errorf("pooled answer %d = %s", i, r.raw)
+		}
+	}
+	byKey := map[string]int{}
+	for _, rq := range oa.Requests() {
+		byKey[rq.Key]++
+	}
+	if byKey[revoked] != 1 || byKey[limited] != 1 || byKey[good] != 3 {
+		t.Errorf("upstream calls by key = %v; want the revoked and limited keys once each", byKey)
+	}
+	d := e.must(200, "GET", "/v1/providers/pool", gwToken, "")
+	if strings.Contains(d.raw, "pool-revoked") || strings.Contains(d.raw, "pool-good") {
+		t.Fatalf("a key shown in clear: %s", d.raw)
+	}
+	states := map[string]string{}
+	for _, k := range d.body["key_states"].([]any) {
+		m := k.(map[string]any)
+		states[m["key"].(string)] = m["state"].(string)
+	}
+	if states["****1111"] != "rejected" || states["****2222"] != "cooling_down" || states["****3333"] != "ready" || d.body["last_error"] == "" {
+		t.Errorf("key states = %v, last_error %v", states, d.body["last_error"])
+	}
+
+	// Models and verify, through the runtime and the stubs.
+	m := e.must(200, "GET", "/v1/providers/pool/models", gwToken, "")
+	if ms := m.body["data"].([]any); len(ms) == 0 || ms[0].(map[string]any)["id"] == "" {
+		t.Errorf("models = %s", m.raw)
+	}
+	v := e.must(200, "POST", "/v1/providers/gem/verify", gwToken, "")
+	if v.body["ok"] != true {
+		t.Errorf("verify = %s", v.raw)
+	}
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"badkey","provider_type":"openai_compat","api_base":"`+oa.Base()+`","api_key":"`+revoked+`"}`)
+	v = e.must(200, "POST", "/v1/providers/badkey/verify", gwToken, "")
+	if v.body["ok"] != false || !strings.Contains(fmt.Sprint(v.body["error"]), "401") {
+		t.Errorf("verify with a revoked key = %s", v.raw)
+	}
+}
