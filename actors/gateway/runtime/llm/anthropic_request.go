@@ -84,7 +84,8 @@ func anthropicTurns(msgs []Message) (string, []anthTurn) {
 				switch {
 				case th.Redacted != "":
 					t.lead = append(t.lead, anthBlock{kind: anthRedacted, text: th.Redacted})
-				case th.Signature != "": // an unsigned block (another provider's) is refused
+				case th.Signature != "" && !strings.HasPrefix(th.Signature, GeminiSignaturePrefix):
+					// An unsigned block, or another provider's, is refused.
 					t.lead = append(t.lead, anthBlock{kind: anthThinking, text: th.Text, sig: th.Signature})
 				}
 			}

@@ -255,14 +255,15 @@ func TestAnthropicToolLoop(t *testing.T) {
 }
 
 // TestAnthropicThinkingOffMidLoop: with thinking set, a tool loop whose
-// assistant turn has no thinking block (a history from another provider)
-// is sent without thinking, which the API would refuse.
+// assistant turn has no thinking block of Anthropic's (a history from
+// another provider) is sent without thinking, which the API would refuse.
 func TestAnthropicThinkingOffMidLoop(t *testing.T) {
 	a := llmtest.NewAnthropic(t)
 	c := anthropicClient(t, a, `{"thinking_budget_tokens": 1024}`, 0)
 	msgs := []llm.Message{
 		{Role: "user", Content: "time?"},
-		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "call_1", Type: "function", Function: llm.ToolFunction{Name: "now"}}}},
+		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "call_1", Type: "function", Function: llm.ToolFunction{Name: "now"}}},
+			Thinking: []llm.Thinking{{Signature: llm.GeminiSignaturePrefix + "c2ln"}}}, // Gemini's, after a fallback
 		{Role: "tool", ToolCallID: "call_1", Content: "noon"},
 	}
 	ctx := anthropicCtx(t)
