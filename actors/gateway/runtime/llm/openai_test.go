@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -478,5 +481,37 @@ func TestOpenAIValidate(t *testing.T) {
 	}
 	if ti, _ := llm.Lookup("openai_compat"); ti.DefaultBase != "" || ti.NeedsKey {
 		t.Errorf("openai_compat = %+v, want no default base and no key required", ti)
+	}
+}
+
+// TestOpenRouterVerify: OpenRouter lists its models to anyone, so
+// Verify asks for the key's own record (GET {base}/key) instead.
+func TestOpenRouterVerify(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer sk-or-good" {
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"error":{"message":"No auth credentials found","code":401}}`)
+			return
+		}
+		fmt.Fprint(w, `{"data":{"label":"sk-or-v1-abc...","usage":0,"limit":null,"is_free_tier":false}}`)
+	}))
+	defer srv.Close()
+	good := oaNew(t, "openrouter", srv.URL+"/api/v1", "sk-or-good", "", 0)
+	if err := good.Verify(context.Background()); err != nil {
+		t.Errorf("Verify = %v", err)
+	}
+	bad := oaNew(t, "openrouter", srv.URL+"/api/v1", "sk-or-bad", "", 0)
+	if e := oaErr(t, bad.Verify(context.Background())); e.Status != 401 || e.Message != "No auth credentials found" {
+		t.Errorf("Verify(bad) = %+v", e)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(paths, ",") != "/api/v1/key,/api/v1/key" {
+		t.Errorf("paths = %v", paths)
 	}
 }
