@@ -604,3 +604,20 @@ func TestAnthropicIgnoresEnvironment(t *testing.T) {
 		t.Errorf("request key %q, Authorization %q, X-Leak %q: the environment leaked in", r.Key, r.Header.Get("Authorization"), r.Header.Get("X-Leak"))
 	}
 }
+
+// TestAnthropicLargeMaxTokensWhole: a whole answer with a large
+// max_tokens is asked for (the SDK alone refuses one it expects to take
+// over ten minutes, or past a model's non-streaming limit).
+func TestAnthropicLargeMaxTokensWhole(t *testing.T) {
+	a := llmtest.NewAnthropic(t)
+	c := anthropicClient(t, a, "", 0)
+	for _, model := range []string{"claude-sonnet-4-5", "claude-opus-4-0"} {
+		_, err := c.Complete(anthropicCtx(t), llm.Request{Model: model, MaxTokens: 64000, Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+		if err != nil {
+			t.Fatalf("Complete(%s, max_tokens 64000): %v", model, err)
+		}
+		if got := a.Last().MaxTokens; got != 64000 {
+			t.Errorf("max_tokens = %d, want 64000", got)
+		}
+	}
+}
