@@ -79,6 +79,30 @@ func checkOpenAIRequest(body []byte, deploymentPath bool) (*openAIRequest, []str
 	if len(req.Messages) == 0 {
 		add("no messages")
 	}
+	bad = append(bad, checkOpenAIMessages(&req)...)
+	for i, t := range req.Tools {
+		if t.Type != "function" || !oaToolName.MatchString(t.Function.Name) {
+			add("tools[%d]: want type function and a name matching %s", i, oaToolName)
+		}
+		if len(t.Function.Parameters) > 0 && !oaIsObject(t.Function.Parameters) {
+			add("tools[%d]: parameters must be a JSON Schema object", i)
+		}
+	}
+	if req.StreamOptions != nil && (req.Stream == nil || !*req.Stream) {
+		add("stream_options is only allowed when stream is true")
+	}
+	if req.MaxTokens != nil && *req.MaxTokens < 1 {
+		add("max_tokens must be at least 1")
+	}
+	return &req, bad
+}
+
+// checkOpenAIMessages lists what is wrong with req's messages: roles,
+// contents, and tool calls each answered, right after their assistant
+// message, by a tool message with the call's id.
+func checkOpenAIMessages(req *openAIRequest) []string {
+	var bad []string
+	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
 	var pending []string // the previous assistant message's unanswered call ids
 	afterCalls := false  // the previous messages are tool calls and their results
 	for i, m := range req.Messages {
@@ -123,21 +147,7 @@ func checkOpenAIRequest(body []byte, deploymentPath bool) (*openAIRequest, []str
 	if len(pending) > 0 {
 		add("tool calls %v of the last assistant message are not answered", pending)
 	}
-	for i, t := range req.Tools {
-		if t.Type != "function" || !oaToolName.MatchString(t.Function.Name) {
-			add("tools[%d]: want type function and a name matching %s", i, oaToolName)
-		}
-		if len(t.Function.Parameters) > 0 && !oaIsObject(t.Function.Parameters) {
-			add("tools[%d]: parameters must be a JSON Schema object", i)
-		}
-	}
-	if req.StreamOptions != nil && (req.Stream == nil || !*req.Stream) {
-		add("stream_options is only allowed when stream is true")
-	}
-	if req.MaxTokens != nil && *req.MaxTokens < 1 {
-		add("max_tokens must be at least 1")
-	}
-	return &req, bad
+	return bad
 }
 
 // checkOpenAICall lists what is wrong with messages[i].tool_calls[j].
