@@ -106,7 +106,7 @@ func bedrockCheckURL(s string) error {
 // bedrockCreds splits api_key "ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN]".
 // Its error never holds the key.
 func bedrockCreds(key string) (aws.Credentials, error) {
-	parts := strings.SplitN(key, ":", 3)
+	parts := strings.SplitN(strings.TrimSpace(key), ":", 3)
 	if len(parts) < 2 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
 		return aws.Credentials{}, errors.New("bedrock: api_key must be ACCESS_KEY_ID:SECRET_ACCESS_KEY or ACCESS_KEY_ID:SECRET_ACCESS_KEY:SESSION_TOKEN")
 	}

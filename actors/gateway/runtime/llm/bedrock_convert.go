@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -45,6 +46,9 @@ func (in *bedrockInput) stream() *bedrockruntime.ConverseStreamInput {
 // toolConfig, so a history using tools the request no longer lists gets
 // a minimal spec for each name.
 func (b *bedrock) input(req Request) (*bedrockInput, error) {
+	if req.Model == "" {
+		return nil, errors.New("bedrock: request without a model")
+	}
 	in := &bedrockInput{model: req.Model}
 	var sys []string
 	used := map[string]bool{}

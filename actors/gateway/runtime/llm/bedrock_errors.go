@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"syscall"
@@ -47,6 +48,10 @@ func bedrockError(ctx context.Context, err error) error {
 	var de *smithy.DeserializationError
 	if errors.As(err, &de) {
 		return Malformed("bedrock: unreadable answer")
+	}
+	var ip *smithy.InvalidParamsError
+	if errors.As(err, &ip) { // refused by the SDK before sending
+		return fmt.Errorf("bedrock: invalid request: %w", err)
 	}
 	return Unreachable(ctx, err)
 }

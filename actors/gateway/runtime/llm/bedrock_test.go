@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptrace"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	smithyes "github.com/aws/smithy-go/eventstream"
 	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/actors/gateway/runtime/llm/llmtest"
@@ -195,6 +199,80 @@ func TestBedrockToolHistoryWithoutTools(t *testing.T) {
 	}
 	if r.Content != "stub: " {
 		t.Errorf("Content = %q", r.Content)
+	}
+}
+
+// TestBedrockRawAnswers: a tool call without an id gets "call_" and 24
+// hex digits; a redacted reasoning block comes back as base64 and is
+// sent back as the bytes it was.
+func TestBedrockRawAnswers(t *testing.T) {
+	stub := llmtest.NewBedrock(t)
+	stub.Push(llmtest.Reply{Raw: `{"output":{"message":{"role":"assistant","content":[` +
+		`{"reasoningContent":{"redactedContent":"AQID"}},` +
+		`{"toolUse":{"name":"lookup","input":{"q":1}}}]}},"stopReason":"tool_use",` +
+		`"usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7},"metrics":{"latencyMs":1}}`})
+	c := newBedrockClient(t, stub, nil)
+	tools := []ToolSpec{{Type: "function", Function: ToolSpecFunc{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	msgs := []Message{{Role: "user", Content: "x"}}
+	r, err := c.Complete(context.Background(), Request{Model: "m", Messages: msgs, Tools: tools}, nil)
+	if err != nil {
+		t.Fatalf("Complete = %v", err)
+	}
+	if len(r.ToolCalls) != 1 || !regexp.MustCompile(`^call_[0-9a-f]{24}$`).MatchString(r.ToolCalls[0].ID) || r.ToolCalls[0].Function.Arguments != `{"q":1}` {
+		t.Errorf("tool calls = %+v, want one with a generated id", r.ToolCalls)
+	}
+	if diff := cmp.Diff([]Thinking{{Redacted: "AQID"}}, r.Thinking); diff != "" {
+		t.Errorf("thinking (-want +got):\n%s", diff)
+	}
+	if r.PromptTokens != 3 || r.CompletionTokens != 4 || r.FinishReason != "tool_calls" {
+		t.Errorf("result = %+v", r)
+	}
+	msgs = append(msgs, Message{Role: "assistant", ToolCalls: r.ToolCalls, Thinking: r.Thinking},
+		Message{Role: "tool", ToolCallID: r.ToolCalls[0].ID, Content: "found"})
+	if _, err := c.Complete(context.Background(), Request{Model: "m", Messages: msgs, Tools: tools}, nil); err != nil {
+		t.Fatalf("Complete 2 = %v", err)
+	}
+	if body := string(stub.Requests()[1].Body); !strings.Contains(body, `{"reasoningContent":{"redactedContent":"AQID"}}`) {
+		t.Errorf("second request %s lacks the redacted reasoning block", body)
+	}
+}
+
+// TestBedrockThinkingSetting: settings.thinking_budget_tokens asks for
+// extended thinking, with maxTokens raised above the budget.
+func TestBedrockThinkingSetting(t *testing.T) {
+	stub := llmtest.NewBedrock(t)
+	c := newBedrockClient(t, stub, func(cfg *Config) {
+		cfg.Settings = json.RawMessage(`{"region":"us-east-1","max_tokens":1000,"thinking_budget_tokens":2048}`)
+	})
+	if _, err := c.Complete(context.Background(), Request{Model: "m", Messages: []Message{{Role: "user", Content: "x"}}}, nil); err != nil {
+		t.Fatalf("Complete = %v", err)
+	}
+	body := bedrockBody(t, stub.Requests()[0])
+	want := map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": float64(2048)}}
+	if diff := cmp.Diff(want, body["additionalModelRequestFields"]); diff != "" {
+		t.Errorf("additionalModelRequestFields (-want +got):\n%s", diff)
+	}
+	if got := body["inferenceConfig"].(map[string]any)["maxTokens"]; got != float64(2048+DefaultMaxTokens) {
+		t.Errorf("maxTokens = %v, want %d", got, 2048+DefaultMaxTokens)
+	}
+}
+
+// TestBedrockStreamReusesConnection: a finished stream is read to its
+// end, so the next call reuses the connection.
+func TestBedrockStreamReusesConnection(t *testing.T) {
+	stub := llmtest.NewBedrock(t)
+	c := newBedrockClient(t, stub, func(cfg *Config) { cfg.HTTP = &http.Client{Transport: &http.Transport{}} })
+	var reused []bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) },
+	})
+	for range 3 {
+		if _, _, err := bedrockComplete(ctx, c, Request{Model: "m", Messages: []Message{{Role: "user", Content: "x"}}}, true); err != nil {
+			t.Fatalf("Complete = %v", err)
+		}
+	}
+	if diff := cmp.Diff([]bool{false, true, true}, reused); diff != "" {
+		t.Errorf("connections reused (-want +got):\n%s", diff)
 	}
 }
 
@@ -516,33 +594,36 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// FuzzBedrockStream feeds arbitrary bytes as a ConverseStream body: the
-// client must return (a result or an *Error), never panic or hang.
-func FuzzBedrockStream(f *testing.F) {
+// FuzzBedrockFrames feeds arbitrary bytes through the frame watcher
+// (bedrockFrameBody) into the event-stream decoder the SDK uses: never a
+// panic, never a frame longer than the bound decoded. The client's
+// whole path over such bodies is TestBedrockMalformed's (fuzzing it
+// through HTTP and the SDK stalls under -fuzz's coverage build).
+func FuzzBedrockFrames(f *testing.F) {
 	start := bedrockFrame(f, "event", "messageStart", `{"role":"assistant"}`)
 	delta := bedrockFrame(f, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"hi"}}`)
-	tool := bedrockFrame(f, "event", "contentBlockStart", `{"contentBlockIndex":1,"start":{"toolUse":{"toolUseId":"t1","name":"n"}}}`)
-	stop := bedrockFrame(f, "event", "messageStop", `{"stopReason":"end_turn"}`)
-	meta := bedrockFrame(f, "event", "metadata", `{"usage":{"inputTokens":1,"outputTokens":2,"totalTokens":3}}`)
 	exc := bedrockFrame(f, "exception", "", `{"message":"x"}`)
-	f.Add(append(append(append(append([]byte{}, start...), delta...), stop...), meta...))
-	f.Add(append(append([]byte{}, start...), tool...))
-	f.Add(append(append([]byte{}, start...), exc...))
-	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0, 1, 2, 3, 4})
-	f.Add([]byte{})
-	stub := llmtest.NewBedrock(f)
-	c, err := New(Config{Type: "bedrock", APIBase: stub.URL, Key: stub.Key(), Settings: json.RawMessage(`{"region":"us-east-1"}`), MaxAnswer: 1 << 12})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		stub.Push(llmtest.Reply{Raw: string(body)})
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := c.Complete(ctx, Request{Model: "m", Messages: []Message{{Role: "user", Content: "x"}}}, func(string) error { return nil })
-		var e *Error
-		if err != nil && !errors.As(err, &e) {
-			t.Fatalf("Complete = %v, want nil or *Error", err)
+	f.Add(append(append([]byte{}, start...), delta...), 64)
+	f.Add(append(append([]byte{}, start...), exc...), 40)
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0, 1, 2, 3, 4}, 1000)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, 100)
+	f.Add([]byte{}, 0)
+	f.Fuzz(func(t *testing.T, body []byte, limit int) {
+		limit = max(min(limit, 1<<16), 16)
+		fb := &bedrockFrameBody{ReadCloser: io.NopCloser(bytes.NewReader(body)), max: int64(limit), maxAnswer: limit}
+		dec := smithyes.NewDecoder()
+		for range 1000 {
+			m, err := dec.Decode(fb, nil)
+			if err != nil {
+				var e *Error
+				if errors.As(err, &e) && e.Kind != KindMalformed {
+					t.Fatalf("frame bound error = %v", e)
+				}
+				return
+			}
+			if n := len(m.Payload); n > limit {
+				t.Fatalf("decoded a %d-byte payload past the %d bound", n, limit)
+			}
 		}
 	})
 }
