@@ -369,6 +369,10 @@ func (a *Anthropic) anthropicBlocks(req AnthropicRequest, rep Reply) []map[strin
 		if args == "" {
 			args = "{}"
 		}
+		if !json.Valid([]byte(args)) {
+			Fail(a.t, "anthropic: scripted tool call %s has arguments that are not JSON: %q", c.Name, args)
+			args = "{}"
+		}
 		out = append(out, map[string]any{"type": "tool_use", "id": id, "name": c.Name, "input": json.RawMessage(args)})
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"unicode/utf8"
 )
 
 // anthropicSSE writes one named event and flushes it; false once the client left.
@@ -74,6 +75,9 @@ func (a *Anthropic) stream(w http.ResponseWriter, r *http.Request, req Anthropic
 		default: // tool_use: its input in two pieces, after an empty one
 			args := string(b["input"].(json.RawMessage))
 			half := len(args) / 2
+			for half > 0 && !utf8.RuneStart(args[half]) {
+				half--
+			}
 			ok = s.block(i, map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}, []map[string]any{
 				{"type": "input_json_delta", "partial_json": ""},
 				{"type": "input_json_delta", "partial_json": args[:half]},
