@@ -115,6 +115,20 @@ type chatUsage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	// The parts of the counts the provider reported (OpenAI's shape):
+	// prompt tokens read from and written to its cache, completion
+	// tokens spent reasoning. Absent when it reported none.
+	PromptDetails     *promptDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionDetails *completionDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type promptDetails struct {
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+}
+
+type completionDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
 type chatResp struct {
@@ -142,7 +156,14 @@ type chatChunk struct {
 }
 
 func usageOf(res runtime.Result) chatUsage {
-	return chatUsage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
+	u := chatUsage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
+	if res.CacheReadTokens > 0 || res.CacheWriteTokens > 0 {
+		u.PromptDetails = &promptDetails{CachedTokens: res.CacheReadTokens, CacheWriteTokens: res.CacheWriteTokens}
+	}
+	if res.ReasoningTokens > 0 {
+		u.CompletionDetails = &completionDetails{ReasoningTokens: res.ReasoningTokens}
+	}
+	return u
 }
 
 var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}

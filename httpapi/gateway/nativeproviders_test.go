@@ -323,3 +323,34 @@ func TestProviderFallbackAndKeyPool(t *testing.T) {
 		t.Errorf("verify with a revoked key = %s", v.raw)
 	}
 }
+
+// TestProviderUsageKinds: the cache and reasoning tokens a provider
+// reports reach the chat answer (OpenAI's *_details), the responses
+// answer, the run's spans and /v1/usage; nothing is estimated.
+func TestProviderUsageKinds(t *testing.T) {
+	ant := llmtest.NewAnthropic(t)
+	ant.Default = &llmtest.Reply{Text: "cached answer", Usage: llmtest.Usage{Prompt: 100, CacheRead: 60, CacheWrite: 20, Completion: 12}}
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	alice := []string{"X-Gateway-User-Id", "alice"}
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"claude","provider_type":"anthropic_native","api_base":"`+ant.URL+`","api_key":"sk-ant-usage-000001"}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"default","provider":"claude","model":"claude-x"}`, alice...)
+	r := e.must(200, "POST", "/v1/chat/completions", gwToken, chatBody("hi", false), alice...)
+	u := r.body["usage"].(map[string]any)
+	pd, _ := u["prompt_tokens_details"].(map[string]any)
+	if u["prompt_tokens"] != float64(100) || u["completion_tokens"] != float64(12) || pd["cached_tokens"] != float64(60) || pd["cache_write_tokens"] != float64(20) {
+		t.Errorf("chat usage = %v", u)
+	}
+	r = e.must(200, "POST", "/v1/responses", gwToken, `{"model":"agent:default","input":"hi"}`, alice...)
+	ru := r.body["usage"].(map[string]any)
+	if id, _ := ru["input_tokens_details"].(map[string]any); ru["input_tokens"] != float64(100) || id["cached_tokens"] != float64(60) {
+		t.Errorf("responses usage = %v", ru)
+	}
+	tr := lastTrace(t, e)
+	if sp := tr.Spans[0]; sp.CacheReadTokens != 60 || sp.CacheWriteTokens != 20 || sp.PromptTokens != 100 || sp.ProviderType != "anthropic_native" {
+		t.Errorf("span = %+v", sp)
+	}
+	us := e.must(200, "GET", "/v1/usage", gwToken, "")
+	if !strings.Contains(us.raw, `"cache_read_tokens":120`) || !strings.Contains(us.raw, `"cache_write_tokens":40`) {
+		t.Errorf("usage = %s", us.raw)
+	}
+}

@@ -64,6 +64,29 @@ type respUsage struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
 	TotalTokens  int64 `json:"total_tokens"`
+	// OpenAI's Responses shape of the parts the provider reported.
+	InputDetails  *respInputDetails  `json:"input_tokens_details,omitempty"`
+	OutputDetails *respOutputDetails `json:"output_tokens_details,omitempty"`
+}
+
+type respInputDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+type respOutputDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+// respUsageOf is res's usage in the Responses shape.
+func respUsageOf(res runtime.Result) *respUsage {
+	u := &respUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
+	if res.CacheReadTokens > 0 {
+		u.InputDetails = &respInputDetails{CachedTokens: res.CacheReadTokens}
+	}
+	if res.ReasoningTokens > 0 {
+		u.OutputDetails = &respOutputDetails{ReasoningTokens: res.ReasoningTokens}
+	}
+	return u
 }
 
 type respError struct {
@@ -121,7 +144,7 @@ func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streamin
 		o.Status = "completed"
 		o.Output = []respItem{{Type: "message", ID: itemID, Role: "assistant", Status: "completed",
 			Content: []respContent{{Type: "output_text", Text: res.Content, Annotations: []any{}}}}}
-		o.Usage = &respUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
+		o.Usage = respUsageOf(res)
 		return o
 	}
 	if !req.Stream {

@@ -201,6 +201,9 @@ func unwrapStarted(err error) error {
 // reached onDelta comes back as a *startedError.
 func (rt *Runtime) attemptOnce(ctx context.Context, rn *Run, tg target, slot *keySlot, req llm.Request, onDelta func(string) error, n int) (Result, gateway.Span, error) {
 	req.Model = tg.model
+	if tg.p.ID != rn.thinkingBy {
+		req.Messages = withoutThinking(req.Messages) // a fallback: the blocks are the other provider's
+	}
 	started := false
 	var od llm.OnDelta
 	if onDelta != nil {

@@ -374,3 +374,64 @@ func TestCoolingRetryAfter(t *testing.T) {
 		t.Errorf("second turn = %v (retry after %v), %d calls; want no call and about 90 s", err, pe.RetryAfter, len(s.calls))
 	}
 }
+
+// TestThinkingNotSentToAnotherProvider: reasoning blocks go back to the
+// provider that wrote them, within a tool loop, and never to a fallback.
+func TestThinkingNotSentToAnotherProvider(t *testing.T) {
+	f := newFake()
+	var seen [][]int // per call to b: the thinking blocks of each message
+	f.addScripted(t, "a", nil, `{"max_retries":0}`, func(_ string, n int, _ llm.OnDelta) (llm.Result, error) {
+		if n == 0 { // the first round: a tool call with a signed thought
+			return llm.Result{ToolCalls: []llm.ToolCall{{ID: "c1", Type: "function", Function: llm.ToolFunction{Name: "no_such_tool", Arguments: "{}"}}},
+				Thinking: []llm.Thinking{{Text: "hmm", Signature: "sig-a"}}, FinishReason: "tool_calls"}, nil
+		}
+		return llm.Result{}, status(503, "", 0) // then a falls over
+	})
+	f.addScripted(t, "b", nil, ``, func(string, int, llm.OnDelta) (llm.Result, error) { return ok, nil })
+	f.fallbackTo("a", "b", "m2")
+	rt := newRuntime(t, f)
+	var mu sync.Mutex
+	rn, err := rt.prepareRef(context.Background(), Request{Agent: "a", Messages: []Message{{Role: "user", Content: "hi"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's client, wrapped to see its requests.
+	pp, err := rt.pools.get(rn.targets[1].p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := pp.slots[0].client
+	pp.slots[0].client = clientFunc(func(ctx context.Context, req llm.Request, od llm.OnDelta) (llm.Result, error) {
+		mu.Lock()
+		var counts []int
+		for _, m := range req.Messages {
+			counts = append(counts, len(m.Thinking))
+		}
+		seen = append(seen, counts)
+		mu.Unlock()
+		return inner.Complete(ctx, req, od)
+	})
+	if _, err := rt.execute(context.Background(), rn, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 {
+		t.Fatalf("fallback calls = %d", len(seen))
+	}
+	for i, n := range seen[0] {
+		if n != 0 {
+			t.Errorf("message %d sent to the fallback with %d thinking blocks", i, n)
+		}
+	}
+	if len(seen[0]) < 3 {
+		t.Errorf("fallback got %d messages, want the tool loop's history", len(seen[0]))
+	}
+}
+
+// clientFunc is a Client whose Complete is a function.
+type clientFunc func(context.Context, llm.Request, llm.OnDelta) (llm.Result, error)
+
+func (f clientFunc) Complete(ctx context.Context, req llm.Request, od llm.OnDelta) (llm.Result, error) {
+	return f(ctx, req, od)
+}
+func (clientFunc) Models(context.Context) ([]llm.Model, error) { return nil, nil }
+func (clientFunc) Verify(context.Context) error                { return nil }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -99,6 +100,12 @@ func (rt *Runtime) loop(ctx context.Context, rn *Run, onDelta func(string) error
 		if round >= limit {
 			return total, spans, &ToolLimitError{Iterations: limit}
 		}
+		if rn.thinkingBy != c.answered.p.ID {
+			// Another provider's reasoning blocks (and signatures) mean
+			// nothing to this one, and some APIs refuse them.
+			req.Messages = withoutThinking(req.Messages)
+			rn.thinkingBy = c.answered.p.ID
+		}
 		req.Messages = append(req.Messages, Message{Role: "assistant", Content: res.Content, ToolCalls: res.ToolCalls, Thinking: res.Thinking})
 		for _, tc := range res.ToolCalls {
 			out, sp := rt.runTool(ctx, rn, byName[tc.Function.Name], tc, parent)
@@ -166,4 +173,18 @@ func lastContent(msgs []Message) string {
 		return ""
 	}
 	return msgs[len(msgs)-1].Content
+}
+
+// withoutThinking is msgs without reasoning blocks: msgs itself when none
+// has any, else a copy.
+func withoutThinking(msgs []Message) []Message {
+	i := slices.IndexFunc(msgs, func(m Message) bool { return len(m.Thinking) > 0 })
+	if i < 0 {
+		return msgs
+	}
+	out := slices.Clone(msgs)
+	for j := i; j < len(out); j++ {
+		out[j].Thinking = nil
+	}
+	return out
 }

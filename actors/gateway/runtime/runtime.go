@@ -87,8 +87,11 @@ type Run struct {
 	redact   *redactor
 	// keysRedacted: the providers whose keys redact already removes.
 	keysRedacted map[uuid.UUID]bool
-	tools        []Tool
-	skills       []gateway.RunSkill
+	// thinkingBy is the provider whose answers' reasoning blocks the
+	// run's messages carry (uuid.Nil: none yet).
+	thinkingBy uuid.UUID
+	tools      []Tool
+	skills     []gateway.RunSkill
 }
 
 // Runtime runs agents: it resolves an agent and its provider, calls the
