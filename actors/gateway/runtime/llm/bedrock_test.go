@@ -594,6 +594,31 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+func BenchmarkBedrockConverse(b *testing.B)       { benchBedrock(b, false) }
+func BenchmarkBedrockConverseStream(b *testing.B) { benchBedrock(b, true) }
+
+// benchBedrock runs a 50-word answer through the stub (signature check
+// and all), whole or streamed.
+func benchBedrock(b *testing.B, stream bool) {
+	stub := llmtest.NewBedrock(b)
+	stub.Default = &llmtest.Reply{Text: strings.Repeat("word ", 50)}
+	c, err := New(Config{Type: "bedrock", APIBase: stub.URL, Key: stub.Key(), Settings: json.RawMessage(`{"region":"us-east-1"}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := Request{Model: "m", Messages: []Message{{Role: "user", Content: "x"}}}
+	var on OnDelta
+	if stream {
+		on = func(string) error { return nil }
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Complete(context.Background(), req, on); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // FuzzBedrockFrames feeds arbitrary bytes through the frame watcher
 // (bedrockFrameBody) into the event-stream decoder the SDK uses: never a
 // panic, never a frame longer than the bound decoded. The client's

@@ -41,7 +41,8 @@ var BedrockModels = []string{"anthropic.claude-3-5-sonnet-20240620-v1:0", "amazo
 // registered key; a wrong one is refused with 403 as Bedrock does
 // (InvalidSignatureException, UnrecognizedClientException). Converse
 // requests are checked against the API's rules (see parseBedrockRequest)
-// and answered from the Script; Recorded.Key is the access key id.
+// and answered from the Script; Recorded.Key is the access key id, and
+// OnKey takes an access key id too (register more keys with AddKey).
 type Bedrock struct {
 	*httptest.Server
 	Script
