@@ -121,7 +121,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			Headings                             []adminHeading
 			Fallbacks, MaxTokens, FallbackAnswer string
 			FallbackRows, Attempts               []string
-			ProviderKeyInBodies                  int
+			ProviderKeyInBodies, PastedInputs    int
 		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
@@ -178,9 +178,11 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"ollama defaults to the local server and has a context window", f.TypeFields["ollama"].BasePlaceholder == "default: 127.0.0.1:11434" &&
 			!f.TypeFields["ollama"].BaseRequired && hasAll(f.TypeFields["ollama"].Fields, "Context window (num_ctx)"), f.TypeFields["ollama"]},
 		{"openai_compat needs its base; keys are password inputs", f.TypeFields["openai_compat"].BaseRequired && f.TypeFields["openai_compat"].KeyType == "password", f.TypeFields["openai_compat"]},
-		{"the provider's two keys are listed masked", slices.Equal(f.ProviderKeys, []string{"****1111", "****2222"}) && !strings.Contains(f.ProviderRow, "sk-ant"), []any{f.ProviderKeys, f.ProviderRow}},
-		{"the provider's page names it and shows each key's state", strings.Contains(f.ProviderHeading, "claude") && len(f.KeyStates) == 2 &&
-			strings.Contains(f.KeyStates[0], "****1111") && strings.Contains(f.KeyStates[0], "ready") && strings.Contains(f.KeyStates[1], "****2222"), []any{f.ProviderHeading, f.KeyStates}},
+		{"two keys pasted at once fill two inputs", f.PastedInputs == 2, f.PastedInputs},
+		{"the provider's three keys are listed masked", slices.Equal(f.ProviderKeys, []string{"****1111", "****2222", "****3333"}) && !strings.Contains(f.ProviderRow, "sk-ant"), []any{f.ProviderKeys, f.ProviderRow}},
+		{"the provider's page names it and shows each key's state", strings.Contains(f.ProviderHeading, "claude") && len(f.KeyStates) == 3 &&
+			strings.Contains(f.KeyStates[0], "****1111") && strings.Contains(f.KeyStates[0], "ready") &&
+			strings.Contains(f.KeyStates[1], "****2222") && strings.Contains(f.KeyStates[2], "****3333"), []any{f.ProviderHeading, f.KeyStates}},
 		{"the provider's settings were edited", strings.Contains(f.ProviderSettings, `"thinking_budget_tokens":4096`) && strings.Contains(f.ProviderSettings, `"prompt_caching":false`), f.ProviderSettings},
 		{"verify shows ok and the latency", strings.HasPrefix(f.Verify, "ok in "), f.Verify},
 		{"the models button lists the provider's models", f.Models != "" && !strings.Contains(f.Models, "Asking"), f.Models},

@@ -119,28 +119,39 @@ const maxKeys = 16;
 
 // keyInputs is the key part of a form (editing: of the edit form): one
 // password input and "more keys", a list of password inputs grown by a
-// button; values() returns {key, more} with the empty ones left out.
+// button (or by pasting several keys, one a line, into any of them: a
+// password input would run them together); values() returns {key, more}
+// with the empty ones left out.
 function keyInputs(info, editing) {
   const key = h('input', { id: 'provider-key', type: 'password', autocomplete: 'off',
     placeholder: info.keyHint || (editing ? 'unchanged when empty' : '') });
   const list = h('div', { class: 'more-keys', id: 'provider-more-keys' });
-  const add = () => {
+  const spread = (input) => input.addEventListener('paste', (e) => {
+    const keys = (e.clipboardData?.getData('text') || '').split(/\r?\n/).map((k) => k.trim()).filter(Boolean);
+    if (keys.length < 2) return;
+    e.preventDefault();
+    input.value = keys[0];
+    keys.slice(1).forEach((k) => add(k));
+  });
+  const add = (value) => {
     const n = list.children.length + 2;
     if (n > maxKeys) return;
-    const input = h('input', { type: 'password', autocomplete: 'off', class: 'provider-more-key', placeholder: info.keyHint || '' });
+    const input = h('input', { type: 'password', autocomplete: 'off', class: 'provider-more-key', placeholder: info.keyHint || '', value: value || '' });
+    spread(input);
     const row = h('div', { class: 'more-key' }, h('label', {}, `Key ${n}`, input),
       h('button', { type: 'button', class: 'secondary', 'aria-label': `remove key ${n}`, onclick: () => { row.remove(); renumber(); } }, 'Remove'));
     list.append(row);
-    input.focus();
+    if (!value) input.focus();
   };
+  spread(key);
   const renumber = () => [...list.children].forEach((row, i) => {
     row.querySelector('label').firstChild.textContent = `Key ${i + 2}`;
     row.querySelector('button').setAttribute('aria-label', `remove key ${i + 2}`);
   });
   const nodes = [
     h('label', {}, info.keyLabel || 'API key', key),
-    h('fieldset', { class: 'wide keys' }, h('legend', {}, 'More keys (a pool: calls spread over them)'), list,
-      h('button', { type: 'button', class: 'secondary', id: 'provider-add-key', onclick: add }, 'Add a key')),
+    h('fieldset', { class: 'wide keys' }, h('legend', {}, 'More keys (a pool: calls spread over them; paste several, one a line)'), list,
+      h('button', { type: 'button', class: 'secondary', id: 'provider-add-key', onclick: () => add() }, 'Add a key')),
   ];
   return { nodes, values: () => ({ key: key.value, more: [...list.querySelectorAll('input')].map((i) => i.value.trim()).filter(Boolean) }) };
 }

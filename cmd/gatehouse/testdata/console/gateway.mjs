@@ -20,7 +20,8 @@ const message = 'alpha beta gamma delta epsilon';
 const facts = { agentKey, message };
 // The Anthropic provider's key pool (never called: the test verifies the
 // offline echo provider only).
-const providerKeys = ['sk-ant-api03-console-test-key-aaaa1111', 'sk-ant-api03-console-test-key-bbbb2222'];
+const providerKeys = ['sk-ant-api03-console-test-key-aaaa1111', 'sk-ant-api03-console-test-key-bbbb2222',
+  'sk-ant-api03-console-test-key-cccc3333'];
 const shots = [];
 
 function expect(cond, what) {
@@ -225,7 +226,13 @@ try {
   await page.type('#provider-name', 'claude');
   await page.type('#provider-key', providerKeys[0]);
   await page.click('#provider-add-key');
-  await page.type('#provider-more-keys input', providerKeys[1]);
+  // Two more keys pasted at once, one a line, into the new input: one input each.
+  await page.$eval('#provider-more-keys input', (el, keys) => {
+    const dt = new DataTransfer();
+    dt.setData('text/plain', keys.join('\n'));
+    el.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+  }, providerKeys.slice(1));
+  facts.pastedInputs = (await page.$$('#provider-more-keys input')).length;
   await page.type('#provider-thinking', '2048');
   await page.click('#create-provider button[type=submit]');
   await page.waitForSelector('tr[data-provider="claude"]');
