@@ -44,6 +44,7 @@ type mAgent struct {
 	key, owner string
 	provider   uuid.UUID
 	shared     []string
+	fallback   uuid.UUID // its one fallback's provider (uuid.Nil: none)
 }
 
 type mKey struct {
@@ -103,7 +104,7 @@ func (m *model) otherIDs(k kind) []uuid.UUID {
 
 func (m *model) inUse(id uuid.UUID) bool {
 	for _, a := range m.agents {
-		if a.provider == id {
+		if a.provider == id || a.fallback == id {
 			return true
 		}
 	}
@@ -180,6 +181,12 @@ func (p *prop) providerInput(name string) ProviderInput {
 		in.APIKey = ptr("")
 	case 1:
 		in.APIKey = ptr(fmt.Sprintf("sk-secret-%d", p.r.IntN(1e6)))
+	}
+	switch p.r.IntN(4) { // the key pool: kept, cleared or set
+	case 0:
+		in.APIKeys = &[]string{}
+	case 1:
+		in.APIKeys = &[]string{fmt.Sprintf("sk-pool-%d", p.r.IntN(1e6)), "short"}
 	}
 	in.Settings = pick(p, []json.RawMessage{nil, json.RawMessage(`{ "delay_ms" : 5, "note": "<b>&" }`), json.RawMessage(` null `)})
 	if p.r.IntN(3) == 0 {
@@ -320,10 +327,18 @@ func (p *prop) updateAgent() {
 	if p.r.IntN(3) == 0 {
 		in.AgentKey = ptr(pick(p, agentKeys))
 	}
-	var prov *mProvider
+	var prov, fb *mProvider
 	if p.r.IntN(3) == 0 {
 		in.Provider = ptr(p.ref(p.anyProvider()))
 		prov = p.m.provider(*in.Provider)
+	}
+	if p.r.IntN(3) == 0 { // fallbacks: cleared, or one (model "fb": never the primary's)
+		fbs := []FallbackInput{}
+		if p.r.IntN(2) == 0 {
+			fbs = append(fbs, FallbackInput{Provider: p.ref(p.anyProvider()), Model: "fb"})
+			fb = p.m.provider(fbs[0].Provider)
+		}
+		in.Fallbacks = &fbs
 	}
 	a, want := p.ownedAgent(ref, user)
 	switch {
@@ -332,6 +347,8 @@ func (p *prop) updateAgent() {
 		want = ErrExists
 	case in.Provider != nil && prov == nil:
 		want = ErrInvalid
+	case in.Fallbacks != nil && len(*in.Fallbacks) == 1 && fb == nil:
+		want = ErrInvalid
 	}
 	if _, err := p.gw.UpdateAgent(p.actx(), user, ref, in); p.expect("UpdateAgent "+ref+" by "+user, err, want) {
 		if in.AgentKey != nil {
@@ -339,6 +356,12 @@ func (p *prop) updateAgent() {
 		}
 		if prov != nil {
 			a.provider = prov.id
+		}
+		if in.Fallbacks != nil {
+			a.fallback = uuid.Nil
+			if fb != nil {
+				a.fallback = fb.id
+			}
 		}
 		if in.SharedWith != nil {
 			a.shared = sortedUnique(*in.SharedWith)

@@ -421,11 +421,15 @@ func (p *prop) checkModel() {
 		}
 		got, want = nil, nil
 		for _, a := range as {
-			got = append(got, fmt.Sprintf("%s=%s owner %s on %s shared %v", a.AgentKey, a.ID, a.OwnerID, a.ProviderID, a.SharedWith))
+			fb := uuid.Nil
+			if len(a.Fallbacks) > 0 {
+				fb = a.Fallbacks[0].ProviderID
+			}
+			got = append(got, fmt.Sprintf("%s=%s owner %s on %s shared %v fallback %s", a.AgentKey, a.ID, a.OwnerID, a.ProviderID, a.SharedWith, fb))
 		}
 		for _, a := range p.m.agents {
 			if a.visibleTo(u) {
-				want = append(want, fmt.Sprintf("%s=%s owner %s on %s shared %v", a.key, a.id, a.owner, a.provider, a.shared))
+				want = append(want, fmt.Sprintf("%s=%s owner %s on %s shared %v fallback %s", a.key, a.id, a.owner, a.provider, a.shared, a.fallback))
 			}
 		}
 		slices.Sort(want)
