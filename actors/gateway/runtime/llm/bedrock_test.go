@@ -393,6 +393,13 @@ func TestBedrockCancel(t *testing.T) {
 	}
 
 	stub.Push(llmtest.Reply{Hang: true})
+	ctx3, cancel3 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel3()
+	if _, err := c.Complete(ctx3, req, func(string) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("streamed Complete of a silent stream past its deadline = %v, want context.DeadlineExceeded", err)
+	}
+
+	stub.Push(llmtest.Reply{Hang: true})
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel2()
 	if _, err := c.Complete(ctx2, req, nil); !errors.Is(err, context.DeadlineExceeded) {

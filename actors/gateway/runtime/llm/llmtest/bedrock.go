@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // Test credentials of the Bedrock stub (the AWS documentation's example
@@ -139,10 +138,7 @@ func (b *Bedrock) serve(w http.ResponseWriter, r *http.Request) {
 		b.stream(w, r, rep)
 	default:
 		if rep.Hang {
-			select {
-			case <-r.Context().Done():
-			case <-time.After(time.Minute):
-			}
+			bedrockHang(r)
 			return
 		}
 		for k, v := range rep.Headers {

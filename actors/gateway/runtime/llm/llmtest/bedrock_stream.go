@@ -83,6 +83,10 @@ func (b *Bedrock) stream(w http.ResponseWriter, r *http.Request, rep Reply) {
 	f := &bedrockFrames{w: w, enc: eventstream.NewEncoder()}
 	ids, sig := b.callIDs(rep)
 	f.event("messageStart", map[string]any{"role": "assistant"})
+	if rep.Hang && rep.Text == "" {
+		bedrockHang(r)
+		return
+	}
 	idx := 0
 	if rep.Thinking != "" {
 		for _, word := range Words(rep.Thinking) {
@@ -99,10 +103,7 @@ func (b *Bedrock) stream(w http.ResponseWriter, r *http.Request, rep Reply) {
 			}
 			f.event("contentBlockDelta", map[string]any{"contentBlockIndex": idx, "delta": map[string]string{"text": word}})
 			if rep.Hang && i == 0 {
-				select {
-				case <-r.Context().Done():
-				case <-time.After(time.Minute):
-				}
+				bedrockHang(r)
 				return
 			}
 		}
@@ -128,4 +129,12 @@ func (b *Bedrock) stream(w http.ResponseWriter, r *http.Request, rep Reply) {
 	}
 	f.event("messageStop", map[string]any{"stopReason": bedrockStop(rep)})
 	f.event("metadata", map[string]any{"usage": bedrockUsage(UsageOf(rep)), "metrics": map[string]int{"latencyMs": 42}})
+}
+
+// bedrockHang waits until the client leaves (or a minute passes).
+func bedrockHang(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(time.Minute):
+	}
 }
