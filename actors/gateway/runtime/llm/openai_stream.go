@@ -50,6 +50,7 @@ type oaChunk struct {
 		Index int `json:"index"`
 		Delta struct {
 			Content   string        `json:"content"`
+			Refusal   string        `json:"refusal"`
 			ToolCalls []oaToolDelta `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
@@ -160,14 +161,18 @@ func (s *oaStream) chunk(data []byte, onDelta OnDelta) error {
 				return err
 			}
 		}
-		if s.size += len(c.Delta.Content); s.size > s.max {
+		text := c.Delta.Content
+		if text == "" {
+			text = c.Delta.Refusal // the model declined: its reason is the answer
+		}
+		if s.size += len(text); s.size > s.max {
 			return TooLarge(s.max)
 		}
-		if c.Delta.Content == "" {
+		if text == "" {
 			continue
 		}
-		s.content.WriteString(c.Delta.Content)
-		if err := onDelta(c.Delta.Content); err != nil {
+		s.content.WriteString(text)
+		if err := onDelta(text); err != nil {
 			return err
 		}
 	}

@@ -304,6 +304,8 @@ func TestOpenAIMalformed(t *testing.T) {
 		{"empty", true, "\n", 0, llm.KindMalformed, ""},
 		{"finish, no DONE", true, `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\n" + fin, 0, "", "hi"},
 		{"empty choices skipped", true, `data: {"choices":[],"prompt_filter_results":[]}` + "\n\n" + `data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}` + "\n\n" + fin + "data: [DONE]\n\n", 0, "", "ok"},
+		{"refusal", false, `{"choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`, 0, "", "I can't help with that."},
+		{"streamed refusal", true, `data: {"choices":[{"index":0,"delta":{"content":null,"refusal":"No."}}]}` + "\n\n" + fin, 0, "", "No."},
 		{"comments and CRLF", true, ": keep-alive\r\n\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\r\n\r\ndata: [DONE]\r\n\r\n", 0, "", "x"},
 		{"tool index out of range", true, `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":100000,"id":"a"}]}}]}` + "\n\n", 0, llm.KindMalformed, ""},
 		{"finish error", true, `data: {"choices":[{"index":0,"delta":{},"finish_reason":"error"}]}` + "\n\n", 0, llm.KindStream, ""},

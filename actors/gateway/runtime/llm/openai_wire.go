@@ -122,6 +122,7 @@ type oaWhole struct {
 		Index   int `json:"index"`
 		Message struct {
 			Content   *string       `json:"content"`
+			Refusal   *string       `json:"refusal"`
 			ToolCalls []oaWholeCall `json:"tool_calls"`
 		} `json:"message"`
 		FinishReason *string `json:"finish_reason"`
@@ -170,8 +171,11 @@ func oaParseAnswer(b []byte, maxAnswer int) (Result, error) {
 	}
 	ch := out.Choices[0]
 	var res Result
-	if ch.Message.Content != nil {
+	switch {
+	case ch.Message.Content != nil && *ch.Message.Content != "":
 		res.Content = *ch.Message.Content
+	case ch.Message.Refusal != nil: // the model declined: its reason is the answer
+		res.Content = *ch.Message.Refusal
 	}
 	for _, tc := range ch.Message.ToolCalls {
 		args, ok := oaArgs(tc.Function.Arguments)
