@@ -96,7 +96,7 @@ func (b *Bedrock) verifySigV4(r *http.Request, body []byte) (keyID string, e *be
 	if token != "" && !has["x-amz-security-token"] {
 		return a.keyID, &bedrockSigErr{403, "InvalidSignatureException", "X-Amz-Security-Token must be signed", true}
 	}
-	want, err := resignBedrock(r, a, body, aws.Credentials{AccessKeyID: a.keyID, SecretAccessKey: secret, SessionToken: token}, when, b.Region)
+	want, err := resignBedrock(r, a, body, aws.Credentials{AccessKeyID: a.keyID, SecretAccessKey: secret, SessionToken: token}, when)
 	if err != nil {
 		return a.keyID, &bedrockSigErr{403, "InvalidSignatureException", err.Error(), true}
 	}
@@ -106,9 +106,10 @@ func (b *Bedrock) verifySigV4(r *http.Request, body []byte) (keyID string, e *be
 	return a.keyID, nil
 }
 
-// resignBedrock signs a copy of r holding only its signed headers and
-// returns the Authorization header that copy gets.
-func resignBedrock(r *http.Request, a bedrockAuth, body []byte, creds aws.Credentials, when time.Time, region string) (string, error) {
+// resignBedrock signs a copy of r holding only its signed headers, in
+// the scope of a (region, service), and returns the Authorization header
+// that copy gets.
+func resignBedrock(r *http.Request, a bedrockAuth, body []byte, creds aws.Credentials, when time.Time) (string, error) {
 	u, err := url.Parse("http://" + r.Host + r.RequestURI)
 	if err != nil {
 		return "", fmt.Errorf("request URI: %w", err)
@@ -135,7 +136,7 @@ func resignBedrock(r *http.Request, a bedrockAuth, body []byte, creds aws.Creden
 		}
 	}
 	sum := sha256.Sum256(body)
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, c, hex.EncodeToString(sum[:]), "bedrock", region, when); err != nil {
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, c, hex.EncodeToString(sum[:]), a.service, a.region, when); err != nil {
 		return "", fmt.Errorf("sign: %w", err)
 	}
 	return c.Header.Get("Authorization"), nil

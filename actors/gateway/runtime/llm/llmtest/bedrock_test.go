@@ -155,3 +155,38 @@ func TestBedrockStubThinkingSentBack(t *testing.T) {
 		t.Errorf("stub accepted a tool loop without its signed reasoning block (%d)", resp.StatusCode)
 	}
 }
+
+// TestBedrockResignVectors: the stub's verification reproduces the AWS
+// SigV4 test suite (get-vanilla, get-vanilla-query-order-key-case,
+// post-vanilla), so it checks signatures as AWS computes them, not only
+// as the SDK's signer does.
+func TestBedrockResignVectors(t *testing.T) {
+	const scope = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, Signature="
+	tests := []struct {
+		name, method, uri, sig string
+	}{
+		{"get-vanilla", "GET", "/", "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"},
+		{"get-vanilla-query-order-key-case", "GET", "/?Param2=value2&Param1=value1", "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"},
+		{"post-vanilla", "POST", "/", "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b"},
+	}
+	when := time.Date(2015, 8, 30, 12, 36, 0, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := http.NewRequest(tt.method, "http://example.amazonaws.com"+tt.uri, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.RequestURI = tt.uri
+			r.Header.Set("X-Amz-Date", "20150830T123600Z")
+			r.Header.Set("Authorization", scope+tt.sig)
+			a, err := parseBedrockAuth(r.Header.Get("Authorization"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := resignBedrock(r, a, nil, aws.Credentials{AccessKeyID: BedrockAccessKey, SecretAccessKey: BedrockSecret}, when)
+			if err != nil || got != scope+tt.sig {
+				t.Errorf("resignBedrock = %q, %v; want %q", got, err, scope+tt.sig)
+			}
+		})
+	}
+}
