@@ -199,7 +199,7 @@ func ollamaReadAnswer(ctx context.Context, body io.Reader, maxAnswer int) (Resul
 func ollamaReadStream(ctx context.Context, body io.Reader, maxAnswer int, onDelta OnDelta) (Result, error) {
 	a := ollamaAnswer{max: maxAnswer}
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 16<<10), int(min(BodyLimit(maxAnswer), 64<<20)))
+	sc.Buffer(make([]byte, 0, 16<<10), oaLineLimit(maxAnswer))
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(bytes.TrimSpace(line)) == 0 {

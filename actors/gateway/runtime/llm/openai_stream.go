@@ -25,8 +25,9 @@ const (
 	oaDrainTime  = 50 * time.Millisecond
 )
 
-// oaMaxLine bounds one SSE line (one chunk).
-const oaMaxLine = 1 << 20
+// oaLineLimit bounds one line of a stream (one chunk): a line longer
+// than a whole answer's body bound cannot hold a bounded answer.
+func oaLineLimit(maxAnswer int) int { return int(min(BodyLimit(maxAnswer), 64<<20)) }
 
 // oaMaxCalls bounds the tool calls of one answer.
 const oaMaxCalls = 64
@@ -89,7 +90,7 @@ type oaStream struct {
 func oaReadStream(ctx context.Context, body io.Reader, maxAnswer int, onDelta OnDelta) (Result, error) {
 	s := oaStream{max: maxAnswer}
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), oaMaxLine)
+	sc.Buffer(make([]byte, 0, 16<<10), oaLineLimit(maxAnswer))
 	for sc.Scan() {
 		data, ok := oaSSEData(sc.Bytes())
 		if !ok {
@@ -107,7 +108,7 @@ func oaReadStream(ctx context.Context, body io.Reader, maxAnswer int, onDelta On
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return Result{}, Malformed("stream line too long")
+			return Result{}, TooLarge(maxAnswer)
 		}
 		return Result{}, Unreachable(ctx, err)
 	}
