@@ -237,6 +237,35 @@ func TestBedrockRawAnswers(t *testing.T) {
 	}
 }
 
+// TestBedrockSDKSnapshots: payloads shaped like the SDK's own
+// response snapshots (service/bedrockruntime/response_snapshot): a
+// Converse answer with the fields this client ignores (trace,
+// performanceConfig, serviceTier, cacheDetails, a document), and an
+// error whose type is only in the body's __type.
+func TestBedrockSDKSnapshots(t *testing.T) {
+	stub := llmtest.NewBedrock(t)
+	stub.Push(
+		llmtest.Reply{Raw: `{"additionalModelResponseFields":{"k":"__Document__"},"metrics":{"latencyMs":1},` +
+			`"output":{"message":{"content":[{"text":"__ContentBlockMemberText__"},{"text":"__ContentBlockMemberText__"}],"role":"assistant"}},` +
+			`"performanceConfig":{"latency":"standard"},"serviceTier":{"type":"priority"},"stopReason":"end_turn",` +
+			`"trace":{"promptRouter":{"invokedModelId":"__InvokedModelId__"}},` +
+			`"usage":{"cacheDetails":[{"inputTokens":1,"ttl":"5m"},{"inputTokens":1,"ttl":"5m"}],"cacheReadInputTokens":1,"cacheWriteInputTokens":1,"inputTokens":1,"outputTokens":1,"totalTokens":1}}`},
+		llmtest.Reply{Status: 429, Raw: `{"__type":"ThrottlingException","message":"__Message__"}`},
+	)
+	c := newBedrockClient(t, stub, nil)
+	req := Request{Model: "m", Messages: []Message{{Role: "user", Content: "x"}}}
+	r, err := c.Complete(context.Background(), req, nil)
+	want := Result{Content: "__ContentBlockMemberText____ContentBlockMemberText__", FinishReason: "stop", PromptTokens: 3, CompletionTokens: 1, CacheReadTokens: 1, CacheWriteTokens: 1}
+	if err != nil || !cmp.Equal(want, r) {
+		t.Errorf("Complete = %+v, %v; want %+v", r, err, want)
+	}
+	_, err = c.Complete(context.Background(), req, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 429 || e.Type != "ThrottlingException" || e.Message != "__Message__" {
+		t.Errorf("Complete = %v, want 429 ThrottlingException from __type", err)
+	}
+}
+
 // TestBedrockThinkingSetting: settings.thinking_budget_tokens asks for
 // extended thinking, with maxTokens raised above the budget.
 func TestBedrockThinkingSetting(t *testing.T) {
