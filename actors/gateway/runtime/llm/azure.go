@@ -10,6 +10,7 @@
 // the work, parameterised by URL and auth header; no SDK, for the same
 // reasons. Its stream may begin with a chunk whose choices are empty
 // (prompt_filter_results), which the stream reader skips.
+
 package llm
 
 import (

@@ -4,6 +4,7 @@
 // message "/tool <name> <JSON arguments>" naming one of the request's
 // tools is answered with that call. No network, no SDK: nothing to
 // follow but this behaviour, which the gateway's tests depend on.
+
 package llm
 
 import (

@@ -9,6 +9,7 @@
 //
 // Hand-written on net/http: github.com/ollama/ollama/api would bring the
 // server's module graph for two request and two answer shapes.
+
 package llm
 
 import (

@@ -1,6 +1,7 @@
 // Ollama's /api/chat wire types: the request built from a Request, and
 // the answer, whole or as an NDJSON stream (one JSON object a line, the
 // last with done: true and the token counts), read into a Result.
+
 package llm
 
 import (

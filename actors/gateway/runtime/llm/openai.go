@@ -10,6 +10,7 @@
 // gateway's benchmarked hot chat path (issue 35 measured its pool reuse
 // and the drain after [DONE]), and the SDK would add its own retries,
 // buffering and a second copy of every message type for two JSON shapes.
+
 package llm
 
 import (

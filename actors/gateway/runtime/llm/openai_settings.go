@@ -1,5 +1,6 @@
 // Settings and api_base checks shared by openai_compat, azure_openai and
 // ollama, and the tool call ids they make up.
+
 package llm
 
 import (

@@ -1,6 +1,7 @@
 // The Chat Completions stream: SSE `data:` lines, each a
 // chat.completion.chunk, ended by `data: [DONE]`; and the drain that
 // hands the connection back to the pool after it.
+
 package llm
 
 import (

@@ -1,5 +1,6 @@
 // Chat Completions wire types: the request body built from a Request,
 // and a whole (non-streamed) answer read into a Result.
+
 package llm
 
 import (
