@@ -113,15 +113,15 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			Request                                                  struct{ ID, Status string }
 			Problems                                                 []string
 			// The providers pages, the headings, the fallbacks.
-			SpanCall                             string
-			TypeFields                           map[string]typeForm
-			TypeOptions, ProviderKeys, KeyStates []string
-			ProviderRow, ProviderHeading, Verify string
-			ProviderSettings, Models             string
-			Headings                             []adminHeading
-			Fallbacks, MaxTokens, FallbackAnswer string
-			FallbackRows, Attempts               []string
-			ProviderKeyInBodies, PastedInputs    int
+			SpanCall                                             string
+			TypeFields                                           map[string]typeForm
+			TypeOptions, ProviderKeys, KeyStates, KeyStatesAfter []string
+			ProviderRow, ProviderHeading, Verify                 string
+			ProviderSettings, Models                             string
+			Headings                                             []adminHeading
+			Fallbacks, MaxTokens, FallbackAnswer                 string
+			FallbackRows, Attempts                               []string
+			ProviderKeyInBodies, PastedInputs                    int
 		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
@@ -183,6 +183,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the provider's page names it and shows each key's state", strings.Contains(f.ProviderHeading, "claude") && len(f.KeyStates) == 3 &&
 			strings.Contains(f.KeyStates[0], "****1111") && strings.Contains(f.KeyStates[0], "ready") &&
 			strings.Contains(f.KeyStates[1], "****2222") && strings.Contains(f.KeyStates[2], "****3333"), []any{f.ProviderHeading, f.KeyStates}},
+		{"removing the pool keeps api_key only", len(f.KeyStatesAfter) == 1 && strings.Contains(f.KeyStatesAfter[0], "****1111"), f.KeyStatesAfter},
 		{"the provider's settings were edited", strings.Contains(f.ProviderSettings, `"thinking_budget_tokens":4096`) && strings.Contains(f.ProviderSettings, `"prompt_caching":false`), f.ProviderSettings},
 		{"verify shows ok and the latency", strings.HasPrefix(f.Verify, "ok in "), f.Verify},
 		{"the models button lists the provider's models", f.Models != "" && !strings.Contains(f.Models, "Asking"), f.Models},
@@ -244,7 +245,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
 		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens",
-		"provider": "****2222", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2"}
+		"provider": "Saved.", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {

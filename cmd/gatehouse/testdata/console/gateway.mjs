@@ -248,9 +248,11 @@ try {
   await page.$eval('#provider-thinking', (el) => { el.value = ''; });
   await page.type('#provider-thinking', '4096');
   await page.click('#provider-caching');
+  await page.click('#edit-provider-clear-pool'); // the pool goes, api_key stays
   await page.click('#edit-provider button[type=submit]');
   await page.waitForFunction(() => document.getElementById('provider-saved')?.textContent === 'Saved.');
   facts.providerSettings = await text('#provider-settings');
+  facts.keyStatesAfter = await page.$$eval('table.key-states tbody tr', (rs) => rs.map((r) => r.textContent));
   await shoot('provider');
 
   // A provider nothing answers for (a refused port on loopback), without
