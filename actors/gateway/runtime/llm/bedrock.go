@@ -10,6 +10,7 @@
 // SDK retries off and bodies bounded by our transport wrapper. The model
 // list lives on the control-plane host, whose SDK module is not linked:
 // that one GET is signed with the SDK's v4 signer (bedrock_models.go).
+
 package llm
 
 import (
