@@ -22,7 +22,7 @@ func TestUsageAndTraces(t *testing.T) {
 	e := newGWEnv(t, gwOpts{token: gwToken, clk: clk, gw: func(c *gateway.Config) { c.ToolsExecEnabled, c.WorkspaceDir = true, t.TempDir() }})
 	e.seedAgent("a1", `{"delay_ms":0}`, "") // alice's, system prompt "be brief"
 	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"a2","provider":"echo","model":"echo-2"}`, "X-Gateway-User-Id", "bob")
-	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"dead","provider_type":"openai_compat","api_base":"http://127.0.0.1:1/v1","api_key":"sk-dead-credential-1"}`)
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"dead","provider_type":"openai_compat","api_base":"http://127.0.0.1:1/v1","api_key":"sk-dead-credential-1","settings":{"max_retries":0}}`)
 	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"a3","provider":"dead","model":"m3"}`, "X-Gateway-User-Id", "alice")
 	bobKey := e.must(201, "POST", "/v1/api-keys", gwToken, `{"name":"bob","scopes":["operator.read"],"user_id":"bob"}`).body["key"].(string)
 
@@ -44,7 +44,7 @@ func TestUsageAndTraces(t *testing.T) {
 	chat("alice", "a1", "one", 200)                                // prompt 3, completion 2
 	chat("alice", "a1", "my key is sk-live-abcdef1234567890", 200) // prompt 6, completion 5
 	chat("bob", "a2", "x y z", 200)                                // prompt 3, completion 4
-	chat("alice", "a3", "hi", 503)                                 // the provider is down: a failed run, no tokens
+	chat("alice", "a3", "hi", 502)                                 // the provider is down: a failed run, no tokens
 	clk.Set(time.Date(2026, 11, 23, 10, 20, 0, 0, time.UTC))
 	waitTraces(t, e, runs)
 
