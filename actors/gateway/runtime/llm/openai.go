@@ -149,15 +149,23 @@ func (c *oaClient) Complete(ctx context.Context, req Request, onDelta OnDelta) (
 		return Result{}, StatusError(resp)
 	}
 	var res Result
-	if onDelta == nil {
+	switch {
+	case onDelta == nil:
 		res, err = oaReadAnswer(ctx, resp.Body, c.maxAnswer)
-	} else {
+	case strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"):
+		// A whole answer (or an error) to a streamed request: some
+		// compatible servers do not stream, e.g. with tools.
+		if res, err = oaReadAnswer(ctx, resp.Body, c.maxAnswer); err == nil && res.Content != "" {
+			err = onDelta(res.Content)
+		}
+	default:
 		res, err = oaReadStream(ctx, resp.Body, c.maxAnswer, onDelta)
 	}
-	if err == nil {
-		oaDrain(rctx, cancel, resp.Body)
+	if err != nil {
+		return Result{}, err
 	}
-	return res, err
+	oaDrain(rctx, cancel, resp.Body)
+	return res, nil
 }
 
 // request is req as the API's body.

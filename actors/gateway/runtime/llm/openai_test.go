@@ -517,3 +517,27 @@ func TestOpenRouterVerify(t *testing.T) {
 		t.Errorf("paths = %v", paths)
 	}
 }
+
+// TestOpenAIStreamAnsweredWhole: a server that answers a streamed
+// request with a whole JSON answer (some compatible servers do not
+// stream) is read as one; a JSON error in a 200 fails the call.
+func TestOpenAIStreamAnsweredWhole(t *testing.T) {
+	serve := func(body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	c := oaNew(t, "openai_compat", serve(`{"choices":[{"message":{"role":"assistant","content":"all at once"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":3}}`), "", "", 0)
+	res, deltas, err := oaCall(t, c, oaHello(), true)
+	if err != nil || res.Content != "all at once" || res.CompletionTokens != 3 || strings.Join(deltas, "|") != "all at once" {
+		t.Errorf("Complete = %+v, %q, %v", res, deltas, err)
+	}
+	c = oaNew(t, "openai_compat", serve(`{"error":{"message":"Provider returned error","code":502}}`), "", "", 0)
+	_, _, err = oaCall(t, c, oaHello(), true)
+	if e := oaErr(t, err); e.Kind != llm.KindStream || e.Message != "Provider returned error" {
+		t.Errorf("error in a 200 = %+v", e)
+	}
+}
