@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +83,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		skipOrFail(t, "puppeteer-core not installed: "+hint)
 	}
 	w := newBridgeWorld(t)
+	stubURL, unexpected := keyStateStub(t)
 	shots, err := filepath.Abs(filepath.Join(consoleDriverDir, "gateway-screenshots"))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +92,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "gateway.mjs", chromium, w.c.api, "alice@example.com", bridgeUserPass,
-		adminEmail, adminPassword, w.mcpID, shots, w.bobID)
+		adminEmail, adminPassword, w.mcpID, shots, w.bobID, stubURL)
 	cmd.Dir = consoleDriverDir
 	cmd.Env = append(os.Environ(), "GATEWAY_TOKEN="+bridgeToken)
 	var stdout, stderr bytes.Buffer
@@ -121,7 +124,9 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			Headings                                             []adminHeading
 			Fallbacks, MaxTokens, FallbackAnswer                 string
 			FallbackRows, Attempts                               []string
-			ProviderKeyInBodies, PastedInputs                    int
+			ProviderKeyInBodies, PastedInputs, StubInputs        int
+			StubVerdicts, StubStates                             []string
+			StubLastError, StubModels                            string
 		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
@@ -183,6 +188,18 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the provider's page names it and shows each key's state", strings.Contains(f.ProviderHeading, "claude") && len(f.KeyStates) == 3 &&
 			strings.Contains(f.KeyStates[0], "****1111") && strings.Contains(f.KeyStates[0], "ready") &&
 			strings.Contains(f.KeyStates[1], "****2222") && strings.Contains(f.KeyStates[2], "****3333"), []any{f.ProviderHeading, f.KeyStates}},
+		{"three keys pasted into the key field: the key and two more", f.StubInputs == 2, f.StubInputs},
+		{"verify shows the refused key's error and, once past it, ok", slices.ContainsFunc(f.StubVerdicts, func(v string) bool {
+			return strings.HasPrefix(v, "failed") && strings.Contains(v, "401")
+		}) && slices.ContainsFunc(f.StubVerdicts, func(v string) bool { return strings.HasPrefix(v, "ok in ") }), f.StubVerdicts},
+		{"each key shows its state, masked", len(f.StubStates) == 3 &&
+			strings.Contains(f.StubStates[0], "****0001") && strings.Contains(f.StubStates[0], "rejected") && strings.Contains(f.StubStates[0], "401") &&
+			strings.Contains(f.StubStates[1], "****0002") && strings.Contains(f.StubStates[1], "cooling down until") &&
+			strings.Contains(f.StubStates[2], "****0003") && strings.Contains(f.StubStates[2], "ready") &&
+			!strings.Contains(strings.Join(f.StubStates, " "), "sk-stub"), f.StubStates},
+		{"the provider's last error is shown", f.StubLastError != "none" && f.StubLastError != "", f.StubLastError},
+		{"the stub's models are listed", strings.Contains(f.StubModels, "stub-model"), f.StubModels},
+		{"the stub got only what the gateway should send", len(unexpected()) == 0, unexpected()},
 		{"removing the pool keeps api_key only", len(f.KeyStatesAfter) == 1 && strings.Contains(f.KeyStatesAfter[0], "****1111"), f.KeyStatesAfter},
 		{"the provider's settings were edited", strings.Contains(f.ProviderSettings, `"thinking_budget_tokens":4096`) && strings.Contains(f.ProviderSettings, `"prompt_caching":false`), f.ProviderSettings},
 		{"verify shows ok and the latency", strings.HasPrefix(f.Verify, "ok in "), f.Verify},
@@ -245,7 +262,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
 		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens",
-		"provider": "Saved.", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2"}
+		"provider": "Saved.", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2", "provider-stub": "stub-model"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {
@@ -264,6 +281,59 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		t.Errorf("no screenshot of %s", p)
 	}
 	w.c.stop(t)
+}
+
+// Keys of the provider keyStateStub answers for: the first refused, the
+// second rate limited, the third good.
+const (
+	stubKeyRevoked = "sk-stub-console-revoked-0001"
+	stubKeyLimited = "sk-stub-console-limited-0002"
+	stubKeyGood    = "sk-stub-console-good-0003"
+)
+
+// keyStateStub serves OpenAI's GET /v1/models, as its API reference
+// documents it, on loopback, for the provider whose key states the
+// browser test watches: 401 for stubKeyRevoked, 429 with Retry-After: 120
+// for stubKeyLimited, the list for stubKeyGood. unexpected lists what it
+// got that the gateway should not send (another path or method, another
+// or no key).
+func keyStateStub(t *testing.T) (url string, unexpected func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var bad []string
+	fail := func(w http.ResponseWriter, status int, typ, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/models" || !strings.HasPrefix(auth, "Bearer sk-stub-console-") {
+			mu.Lock()
+			bad = append(bad, r.Method+" "+r.URL.Path+" with "+strings.SplitN(auth, " ", 2)[0])
+			mu.Unlock()
+			fail(w, http.StatusNotFound, "invalid_request_error", "unexpected request")
+			return
+		}
+		switch strings.TrimPrefix(auth, "Bearer ") {
+		case stubKeyRevoked:
+			fail(w, http.StatusUnauthorized, "invalid_request_error", "Incorrect API key provided")
+		case stubKeyLimited:
+			w.Header().Set("Retry-After", "120")
+			fail(w, http.StatusTooManyRequests, "requests", "Rate limit reached for requests")
+		case stubKeyGood:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"stub-model","object":"model","created":1700000000,"owned_by":"stub"}]}`)
+		default:
+			fail(w, http.StatusUnauthorized, "invalid_request_error", "Incorrect API key provided")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(bad)
+	}
 }
 
 // typeForm is what the providers page's create form shows for one type.

@@ -236,17 +236,26 @@ export async function providerPage(me, id, saved) {
   const info = typeInfo(p.provider_type);
   const err = h('div');
   const s = p.settings || {};
+  const lastError = h('dd', { id: 'provider-last-error' });
   const facts = h('dl', { class: 'facts', id: 'provider-facts' },
     h('dt', {}, 'Name'), h('dd', {}, h('code', {}, p.name)),
     h('dt', {}, 'Type'), h('dd', {}, p.provider_type, info.label !== p.provider_type ? h('span', { class: 'muted' }, ` · ${info.label}`) : null),
     h('dt', {}, 'API base'), h('dd', {}, p.api_base ? h('code', {}, p.api_base) : (info.noBase ? '—' : `default (${info.base})`)),
     h('dt', {}, 'Enabled'), h('dd', {}, badge(p.enabled ? 'enabled' : 'disabled', p.enabled)),
     h('dt', {}, 'Settings'), h('dd', {}, Object.keys(s).length ? h('code', { id: 'provider-settings' }, JSON.stringify(s)) : 'defaults'),
-    h('dt', {}, 'Last error'), h('dd', { id: 'provider-last-error' }, p.last_error ? `${p.last_error} (${when(p.last_error_at)})` : 'none'),
+    h('dt', {}, 'Last error'), lastError,
     h('dt', {}, 'Updated'), h('dd', {}, when(p.updated_at)));
 
-  const keysCard = info.key || keyHints(p).length ? h('section', { class: 'card' }, h('h3', {}, 'Keys'),
-    table('key-states', ['Key', 'State', 'Last error'], keyStateRows(p), 'No key: calls go without one.')) : null;
+  const keys = h('div', { id: 'provider-keys', 'aria-live': 'polite' });
+  const keysCard = info.key || keyHints(p).length ? h('section', { class: 'card' }, h('h3', {}, 'Keys'), keys) : null;
+  // health shows the keys' states and the last error of q (the provider
+  // as read again after a verify or a model list, which may change them).
+  const health = (q) => {
+    fill(keys, table('key-states', ['Key', 'State', 'Last error'], keyStateRows(q), 'No key: calls go without one.'));
+    fill(lastError, q.last_error ? `${q.last_error} (${when(q.last_error_at)})` : 'none');
+  };
+  health(p);
+  const reread = () => gw('GET', '/providers/' + id).then(health, () => { /* the verdict says what went wrong */ });
 
   const models = h('div', { id: 'provider-models' });
   const merr = h('div', { id: 'provider-models-error' });
@@ -258,13 +267,17 @@ export async function providerPage(me, id, saved) {
         h('td', {}, h('code', {}, m.id)), h('td', {}, m.display_name || '—'))), 'The provider lists no models.'));
     });
     if (merr.childElementCount) models.replaceChildren();
+    await reread();
   };
   const verdict = h('span', { id: 'provider-verify', 'aria-live': 'polite' });
-  const verify = () => guarded(verdict, async () => {
-    verdict.textContent = 'Verifying…';
-    const r = await gw('POST', `/providers/${id}/verify`);
-    fill(verdict, r.ok ? badge('ok', true) : badge('failed', false), ` in ${ms(r.latency_ms || 0)}`, r.error ? h('span', { class: 'error' }, `: ${r.error}`) : null);
-  });
+  const verify = async () => {
+    await guarded(verdict, async () => {
+      verdict.textContent = 'Verifying…';
+      const r = await gw('POST', `/providers/${id}/verify`);
+      fill(verdict, r.ok ? badge('ok', true) : badge('failed', false), ` in ${ms(r.latency_ms || 0)}`, r.error ? h('span', { class: 'error' }, `: ${r.error}`) : null);
+    });
+    await reread();
+  };
   const probe = h('section', { class: 'card' }, h('h3', {}, 'Check it'),
     h('p', { class: 'muted' }, 'Verify makes the cheapest authenticated call the provider has; Models asks its API for its model list.'),
     h('div', { class: 'actions start' },

@@ -4,6 +4,7 @@
 //
 //   node gateway.mjs <chromium> <base URL> <user email> <user password>
 //                    <admin email> <admin password> <MCP server id> <screenshot dir> <a user id to share with>
+//                    <the key-state stub's URL>
 //
 // Prints one JSON object: {shots: [{page, file, text}], facts: {...}}.
 // Any failed expectation throws: the process exits non-zero with the
@@ -12,7 +13,7 @@ import puppeteer from 'puppeteer-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-const [chromium, base, userEmail, userPassword, adminEmail, adminPassword, mcpID, shotDir, shareWith] = process.argv.slice(2);
+const [chromium, base, userEmail, userPassword, adminEmail, adminPassword, mcpID, shotDir, shareWith, stubURL] = process.argv.slice(2);
 mkdirSync(shotDir, { recursive: true });
 const suffix = Math.random().toString(36).slice(2, 8);
 const agentKey = `helper-${suffix}`;
@@ -22,6 +23,9 @@ const facts = { agentKey, message };
 // offline echo provider only).
 const providerKeys = ['sk-ant-api03-console-test-key-aaaa1111', 'sk-ant-api03-console-test-key-bbbb2222',
   'sk-ant-api03-console-test-key-cccc3333'];
+// The key-state stub's keys (keyStateStub in ../../console_gateway_test.go):
+// refused, rate limited, good.
+const stubKeys = ['sk-stub-console-revoked-0001', 'sk-stub-console-limited-0002', 'sk-stub-console-good-0003'];
 const shots = [];
 
 function expect(cond, what) {
@@ -72,6 +76,12 @@ try {
     shots.push({ page: name, file, text });
   };
   const text = (sel) => page.$eval(sel, (el) => el.textContent.trim());
+  // paste pastes lines, one a line, into the input sel.
+  const paste = (sel, lines) => page.$eval(sel, (el, ls) => {
+    const dt = new DataTransfer();
+    dt.setData('text/plain', ls.join('\n'));
+    el.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+  }, lines);
   const login = async (email, password) => {
     await page.goto(base + '/console/#/login', { waitUntil: 'networkidle0' });
     await ready('/login');
@@ -227,11 +237,7 @@ try {
   await page.type('#provider-key', providerKeys[0]);
   await page.click('#provider-add-key');
   // Two more keys pasted at once, one a line, into the new input: one input each.
-  await page.$eval('#provider-more-keys input', (el, keys) => {
-    const dt = new DataTransfer();
-    dt.setData('text/plain', keys.join('\n'));
-    el.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
-  }, providerKeys.slice(1));
+  await paste('#provider-more-keys input', providerKeys.slice(1));
   facts.pastedInputs = (await page.$$('#provider-more-keys input')).length;
   await page.type('#provider-thinking', '2048');
   await page.click('#create-provider button[type=submit]');
@@ -264,6 +270,35 @@ try {
   await page.type('#provider-max-retries', '0');
   await page.click('#create-provider button[type=submit]');
   await page.waitForSelector('tr[data-provider="dead"]');
+
+  // A provider on a loopback stub that refuses its first key and rate
+  // limits its second (all three pasted into the key field): Verify, until
+  // each key shows its state.
+  await page.select('#provider-type', 'openai_compat');
+  await page.type('#provider-name', 'stub');
+  await page.type('#provider-base', stubURL + '/v1');
+  await paste('#provider-key', stubKeys);
+  facts.stubInputs = (await page.$$('#provider-more-keys input')).length;
+  await page.click('#create-provider button[type=submit]');
+  await page.waitForSelector('tr[data-provider="stub"]');
+  await page.click('tr[data-provider="stub"] a.provider-link');
+  await readyPrefix('/gw/providers/');
+  facts.stubVerdicts = [];
+  for (let i = 0; i < 6; i++) {
+    await page.click('#provider-verify-btn');
+    await page.waitForFunction(() => document.querySelector('#provider-verify .status, #provider-verify .error'));
+    await page.waitForNetworkIdle({ idleTime: 100 }); // the keys' states, read again
+    facts.stubVerdicts.push(await text('#provider-verify'));
+    const states = await page.$$eval('#provider-keys tr[data-key-state]', (rs) => rs.map((r) => r.dataset.keyState));
+    if (states.includes('rejected') && states.includes('cooling_down') && facts.stubVerdicts.some((v) => v.startsWith('ok'))) break;
+  }
+  facts.stubStates = await page.$$eval('#provider-keys tbody tr', (rs) => rs.map((r) => r.textContent));
+  facts.stubLastError = await text('#provider-last-error');
+  await page.click('#provider-models-btn');
+  await page.waitForFunction(() => document.querySelector('#provider-models table, #provider-models .empty, #provider-models-error .error'));
+  facts.stubModels = await text('#provider-models') || await text('#provider-models-error');
+  await shoot('provider-stub');
+  await visit('/gw/providers');
 
   // The offline echo provider verifies and lists its models (no network).
   await page.click('tr[data-provider="echo"] a.provider-link');
