@@ -1,25 +1,27 @@
 // anthropic_native (alias anthropic): Anthropic's Messages API, POST
 // {api_base}/v1/messages, whole or streamed (SSE), and GET /v1/models,
-// following https://docs.anthropic.com/en/api/messages and
-// .../api/messages-streaming. Prompt caching (cache_control on the system
-// prompt and the last tool) is on unless settings.prompt_caching is false;
-// settings.thinking_budget_tokens turns extended thinking on.
+// following https://docs.anthropic.com/en/api/messages,
+// .../api/messages-streaming, .../api/errors and .../api/models-list.
+// Prompt caching (cache_control on the system prompt and the last tool) is
+// on unless settings.prompt_caching is false; settings.thinking_budget_tokens
+// turns extended thinking on.
 //
-// It uses the official SDK (github.com/anthropics/anthropic-sdk-go/v2) for
-// the request types, the JSON and the SSE decoding. Around it, this file
-// keeps what the SDK does its own way: the key goes as x-api-key (the
-// SDK's WithAPIKey sends Authorization: Bearer) with anthropic-version
-// 2023-06-01 (the SDK sends a newer one); a middleware turns every non-2xx
-// answer into an *Error from at most 64 KiB of its body (the SDK reads an
-// error body whole) and bounds a stream's events and total size (its SSE
-// decoder buffers an event of any size); retries and the SDK's own
-// OpenTelemetry spans are off. Its cost is size: the two services used
-// add about 15 MB to cmd/gatehouse (54 → 69 MB; anthropic.NewClient, which
-// links every service, added 32 MB), since text/template's MethodByName
-// keeps every exported method of every type the binary can reach.
+// The wire layer is hand-written on net/http (cfg.HTTP): the JSON types of
+// the few fields used (anthropic_request.go, anthropic_answer.go) and a
+// bounded reader of the SSE stream's named events (anthropic_sse.go). The
+// official SDK (anthropic-sdk-go/v2) was used first and dropped: its two
+// services alone added 15 MB to cmd/gatehouse (58.3 → 73.3 MB; text/
+// template's MethodByName keeps every exported method the binary can
+// reach), decoding cost 24 allocations and 2.7 KB per stream event, and
+// the client had to work around it in many places (Authorization: Bearer
+// instead of x-api-key, a newer anthropic-version, an SSE decoder and
+// error-body reads without bounds, ANTHROPIC_* variables, its own
+// OpenTelemetry spans, a timeout it required for a large max_tokens, a
+// warning printed to stderr for the thinking field).
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,10 +29,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 )
 
 // anthropicVersion is the anthropic-version header the client sends.
@@ -38,12 +38,6 @@ const anthropicVersion = "2023-06-01"
 
 // anthropicMinBudget is the smallest thinking budget the API accepts.
 const anthropicMinBudget = 1024
-
-// anthropicWholeTimeout bounds a non-streamed call: the SDK refuses one
-// with a large max_tokens unless a timeout is given, and the API's own
-// limit for a non-streamed answer is about an hour. The caller's ctx
-// bounds it further.
-const anthropicWholeTimeout = time.Hour
 
 func init() {
 	Register(TypeInfo{
@@ -126,10 +120,9 @@ func checkAnthropicBase(base string) error {
 
 // anthropicClient is one anthropic_native provider with one key.
 type anthropicClient struct {
-	messages  anthropic.MessageService
-	models    anthropic.ModelService
-	whole     *http.Client // cfg.HTTP with its bodies bounded
-	stream    *http.Client // cfg.HTTP; the middleware bounds the events
+	http      *http.Client
+	base      string // api_base without a trailing slash
+	key       string
 	maxAnswer int
 	set       anthropicSettings
 }
@@ -142,128 +135,110 @@ func newAnthropic(cfg Config) (Client, error) {
 	if err := checkAnthropicBase(cfg.APIBase); err != nil {
 		return nil, err
 	}
-	c := &anthropicClient{
-		whole:     LimitedHTTP(cfg.HTTP, BodyLimit(cfg.MaxAnswer), cfg.MaxAnswer),
-		stream:    cfg.HTTP,
+	return &anthropicClient{
+		http:      cfg.HTTP,
+		base:      strings.TrimRight(cfg.APIBase, "/"),
+		key:       cfg.Key,
 		maxAnswer: cfg.MaxAnswer,
 		set:       set,
+	}, nil
+}
+
+// do sends one request to path (query included) with the key and
+// anthropic-version: a 2xx answer's response (its body for the caller to
+// close), an *Error of any other status (read from at most 64 KiB of its
+// body), or Unreachable's error when no answer came.
+func (c *anthropicClient) do(ctx context.Context, method, path string, body []byte, accept string) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
-	// The two services, not anthropic.NewClient: a Client links every
-	// service of the API (files, skills, organizations, beta...), which
-	// adds tens of megabytes to the binary.
-	opts := []option.RequestOption{
-		option.WithBaseURL(cfg.APIBase), // services read no ANTHROPIC_* variables
-		option.WithHeader("x-api-key", cfg.Key),
-		option.WithHeader("anthropic-version", anthropicVersion),
-		option.WithMaxRetries(0),
-		option.WithoutOpenTelemetry(),
-		option.WithHTTPClient(c.whole),
-	}
-	c.messages = anthropic.NewMessageService(opts...)
-	c.models = anthropic.NewModelService(opts...)
-	return c, nil
-}
-
-// anthropicCall is one call's view of its HTTP exchange, kept by the
-// middleware: whether an answer came, and a stream's bounded body.
-type anthropicCall struct {
-	answered bool
-	readErr  error // the first error reading a 2xx answer's body, EOF aside
-	stream   bool
-	body     *anthSSEBound
-	max      int // the client's MaxAnswer
-}
-
-// anthWatch records the first error reading a body, so that a decoding
-// error (malformed) is told from a broken connection (unreachable).
-type anthWatch struct {
-	io.ReadCloser
-	st *anthropicCall
-}
-
-func (w anthWatch) Read(p []byte) (int, error) {
-	n, err := w.ReadCloser.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) && w.st.readErr == nil {
-		w.st.readErr = err
-	}
-	return n, err
-}
-
-// middleware turns a non-2xx answer into an *Error (read from at most
-// 64 KiB of its body, Retry-After included) and bounds a stream's body.
-func (st *anthropicCall) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	resp, err := next(req)
+	hreq, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("anthropic: bad api_base: %w", err)
 	}
-	st.answered = true
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	hreq.Header.Set("Accept", accept)
+	hreq.Header.Set("anthropic-version", anthropicVersion)
+	if c.key != "" {
+		hreq.Header.Set("x-api-key", c.key)
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return nil, Unreachable(ctx, err)
+	}
+	if resp.StatusCode/100 != 2 {
 		e := StatusError(resp)
 		_ = resp.Body.Close()
 		return nil, e
-	}
-	resp.Body = anthWatch{ReadCloser: resp.Body, st: st}
-	if st.stream {
-		// An event holds at most one delta, which may be the whole
-		// answer; the whole stream has room for many small deltas, each
-		// with its event's framing.
-		lim := BodyLimit(st.max)
-		st.body = &anthSSEBound{r: resp.Body, event: lim, eventLeft: lim, totalLeft: 64 * lim, maxAnswer: st.max}
-		resp.Body = st.body
 	}
 	return resp, nil
 }
 
 // Complete implements Client.
 func (c *anthropicClient) Complete(ctx context.Context, req Request, onDelta OnDelta) (Result, error) {
-	params, opts := c.params(req)
-	st := &anthropicCall{stream: onDelta != nil, max: c.maxAnswer}
-	opts = append(opts, option.WithMiddleware(st.middleware))
-	if onDelta == nil {
-		opts = append(opts, option.WithRequestTimeout(anthropicWholeTimeout))
-		msg, err := c.messages.New(ctx, params, opts...)
-		if err != nil {
-			return Result{}, anthropicFail(ctx, err, st)
-		}
-		return anthropicWhole(msg, c.maxAnswer)
+	stream := onDelta != nil
+	body, err := json.Marshal(c.request(req, stream))
+	if err != nil {
+		return Result{}, fmt.Errorf("anthropic: encode request: %w", err)
 	}
 	rctx, cancel := context.WithCancel(ctx) // cancel also bounds the drain
 	defer cancel()
-	opts = append(opts, option.WithHTTPClient(c.stream))
-	s := c.messages.NewStreaming(rctx, params, opts...)
-	defer func() { _ = s.Close() }()
-	res, err := readAnthropicStream(s, c.maxAnswer, onDelta)
+	accept := "application/json"
+	if stream {
+		accept = "text/event-stream"
+	}
+	resp, err := c.do(rctx, http.MethodPost, "/v1/messages", body, accept)
+	if err != nil {
+		return Result{}, anthropicFail(ctx, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if !stream {
+		b, err := readAnthropicBody(resp.Body, c.maxAnswer)
+		if err != nil {
+			return Result{}, anthropicFail(ctx, err)
+		}
+		return anthropicWhole(b, c.maxAnswer)
+	}
+	res, err := readAnthropicStream(resp.Body, c.maxAnswer, onDelta)
 	if err != nil {
 		var de anthropicDeltaError
 		if errors.As(err, &de) {
 			return Result{}, de.err
 		}
-		return Result{}, anthropicFail(ctx, err, st)
+		return Result{}, anthropicFail(ctx, err)
 	}
-	if st.body != nil {
-		drainAnthropic(rctx, cancel, st.body)
-	}
+	drainAnthropic(rctx, cancel, resp.Body)
 	return res, nil
 }
 
-// anthropicFail maps an error of the SDK's call: ctx's error once ctx is
-// done, an *Error as it is (a status, a bound, a stream's error event), an
-// answer that came whole but did not decode as Malformed, anything else
-// (no answer, a body cut short) as unreachable.
-func anthropicFail(ctx context.Context, err error, st *anthropicCall) error {
+// readAnthropicBody reads a whole answer's body, at most
+// BodyLimit(maxAnswer) bytes (past it: TooLarge), to its end so that the
+// connection is reused.
+func readAnthropicBody(body io.Reader, maxAnswer int) ([]byte, error) {
+	limit := BodyLimit(maxAnswer)
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, TooLarge(maxAnswer)
+	}
+	return b, nil
+}
+
+// anthropicFail maps a failed call's error: ctx's error once ctx is done,
+// an *Error as it is (a status, a bound, a malformed answer, a stream's
+// error event), anything else (a body cut short) as unreachable.
+func anthropicFail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e
-	}
-	var ae *anthropic.Error
-	if errors.As(err, &ae) { // an error event mid-stream
-		return StreamError(ErrorBody([]byte(ae.RawJSON())))
-	}
-	if st.answered && st.readErr == nil {
-		return Malformed("anthropic: unreadable answer")
 	}
 	return Unreachable(ctx, err)
 }
@@ -279,15 +254,47 @@ func drainAnthropic(ctx context.Context, cancel context.CancelFunc, body io.Read
 	_, _ = io.CopyN(io.Discard, body, 64<<10)
 }
 
+// anthropicModelPage is one page of GET /v1/models.
+type anthropicModelPage struct {
+	Data []struct {
+		ID          string `json:"id"`
+		DisplayName string `json:"display_name"`
+	} `json:"data"`
+	HasMore bool   `json:"has_more"`
+	LastID  string `json:"last_id"`
+}
+
+// modelPage GETs one page of the model list: limit models after afterID
+// ("" : from the start).
+func (c *anthropicClient) modelPage(ctx context.Context, limit int, afterID string) (anthropicModelPage, error) {
+	var page anthropicModelPage
+	q := url.Values{"limit": {fmt.Sprint(limit)}}
+	if afterID != "" {
+		q.Set("after_id", afterID)
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/models?"+q.Encode(), nil, "application/json")
+	if err != nil {
+		return page, anthropicFail(ctx, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := readAnthropicBody(resp.Body, c.maxAnswer)
+	if err != nil {
+		return page, anthropicFail(ctx, err)
+	}
+	if json.Unmarshal(b, &page) != nil {
+		return page, Malformed("anthropic: unreadable model list")
+	}
+	return page, nil
+}
+
 // Models implements Client: GET /v1/models, every page (at most 20).
 func (c *anthropicClient) Models(ctx context.Context) ([]Model, error) {
 	var out []Model
-	params := anthropic.ModelListParams{Limit: anthropic.Int(1000)}
+	after := ""
 	for range 20 {
-		st := &anthropicCall{}
-		page, err := c.models.List(ctx, params, option.WithMiddleware(st.middleware))
+		page, err := c.modelPage(ctx, 1000, after)
 		if err != nil {
-			return nil, anthropicFail(ctx, err, st)
+			return nil, err
 		}
 		for _, m := range page.Data {
 			if m.ID == "" {
@@ -298,7 +305,7 @@ func (c *anthropicClient) Models(ctx context.Context) ([]Model, error) {
 		if !page.HasMore || page.LastID == "" {
 			break
 		}
-		params.AfterID = anthropic.String(page.LastID)
+		after = page.LastID
 	}
 	return out, nil
 }
@@ -306,10 +313,8 @@ func (c *anthropicClient) Models(ctx context.Context) ([]Model, error) {
 // Verify implements Client: the first model of the list, which needs a
 // valid key and costs nothing.
 func (c *anthropicClient) Verify(ctx context.Context) error {
-	st := &anthropicCall{}
-	_, err := c.models.List(ctx, anthropic.ModelListParams{Limit: anthropic.Int(1)}, option.WithMiddleware(st.middleware))
-	if err != nil {
-		return anthropicFail(ctx, err, st)
-	}
-	return nil
+	_, err := c.modelPage(ctx, 1, "")
+	return err
 }
+
+var _ Client = (*anthropicClient)(nil)

@@ -4,18 +4,18 @@
 // finish reason. A stream follows
 // https://docs.anthropic.com/en/api/messages-streaming (message_start,
 // content_block_start/delta/stop, message_delta, message_stop, ping,
-// error), decoded by the SDK and bounded here.
+// error), its events read by anthSSE (anthropic_sse.go).
 package llm
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 )
 
 // anthropicMaxBlocks bounds the content blocks of one answer.
@@ -50,6 +50,57 @@ func anthropicCallID(id string) string {
 	return id
 }
 
+// anthCount is a token count that may be absent or null (Set false).
+type anthCount struct {
+	N   int64
+	Set bool
+}
+
+// UnmarshalJSON reads an integer; null leaves c unset.
+func (c *anthCount) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("token count %.20q: %w", b, err)
+	}
+	c.N, c.Set = n, true
+	return nil
+}
+
+// anthUsage is an answer's usage: input_tokens excludes the cache parts.
+type anthUsage struct {
+	InputTokens              anthCount `json:"input_tokens"`
+	CacheCreationInputTokens anthCount `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     anthCount `json:"cache_read_input_tokens"`
+	OutputTokens             anthCount `json:"output_tokens"`
+	OutputTokensDetails      struct {
+		ThinkingTokens int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+// anthContent is a content block of an answer (or a stream's
+// content_block_start), of any type.
+type anthContent struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"` // redacted_thinking
+}
+
+// anthMessage is a whole answer (and a stream's message_start message).
+type anthMessage struct {
+	Type       string         `json:"type"`
+	Content    *[]anthContent `json:"content"` // nil: absent or null
+	StopReason string         `json:"stop_reason"`
+	Usage      anthUsage      `json:"usage"`
+}
+
 // anthropicUsage fills res's token counts from the API's usage: input
 // excludes the cache parts, which PromptTokens includes.
 func anthropicUsage(res *Result, in, cacheWrite, cacheRead, out, thinking int64) {
@@ -60,14 +111,15 @@ func anthropicUsage(res *Result, in, cacheWrite, cacheRead, out, thinking int64)
 	res.ReasoningTokens = thinking
 }
 
-// anthropicWhole is the Result of a whole answer.
-func anthropicWhole(msg *anthropic.Message, maxAnswer int) (Result, error) {
-	if msg == nil || msg.Type != "message" || !msg.JSON.Content.Valid() {
+// anthropicWhole is the Result of a whole answer's body.
+func anthropicWhole(body []byte, maxAnswer int) (Result, error) {
+	var msg anthMessage
+	if json.Unmarshal(body, &msg) != nil || msg.Type != "message" || msg.Content == nil {
 		return Result{}, Malformed("anthropic: answer is not a message")
 	}
 	var res Result
 	var text strings.Builder
-	for _, b := range msg.Content {
+	for _, b := range *msg.Content {
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
@@ -86,8 +138,8 @@ func anthropicWhole(msg *anthropic.Message, maxAnswer int) (Result, error) {
 	}
 	res.Content = text.String()
 	u := msg.Usage
-	anthropicUsage(&res, u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens, u.OutputTokensDetails.ThinkingTokens)
-	res.FinishReason = anthropicFinish(string(msg.StopReason))
+	anthropicUsage(&res, u.InputTokens.N, u.CacheCreationInputTokens.N, u.CacheReadInputTokens.N, u.OutputTokens.N, u.OutputTokensDetails.ThinkingTokens)
+	res.FinishReason = anthropicFinish(msg.StopReason)
 	if AnswerSize(&res) > maxAnswer {
 		return Result{}, TooLarge(maxAnswer)
 	}
@@ -128,13 +180,52 @@ func (a *anthropicStream) grow(n int) error {
 	return nil
 }
 
-// readAnthropicStream reads s to its message_stop, passing each text
-// delta to onDelta; the errors are the stream's (for anthropicFail),
-// an *Error of its own, or an anthropicDeltaError.
-func readAnthropicStream(s *ssestream.Stream[anthropic.MessageStreamEventUnion], maxAnswer int, onDelta OnDelta) (Result, error) {
+// anthEvent is one event of a stream, of any type.
+type anthEvent struct {
+	Type         string      `json:"type"`
+	Index        int64       `json:"index"`
+	Message      anthMessage `json:"message"`       // message_start
+	ContentBlock anthContent `json:"content_block"` // content_block_start
+	Delta        struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		StopReason  string `json:"stop_reason"` // message_delta
+	} `json:"delta"`
+	Usage anthUsage `json:"usage"` // message_delta: cumulative
+}
+
+// readAnthropicStream reads a stream's body to its message_stop, passing
+// each text delta to onDelta. Its errors are an *Error (malformed, too
+// large, the stream's error event), an anthropicDeltaError, or the body's
+// read error (a connection cut short).
+func readAnthropicStream(body io.Reader, maxAnswer int, onDelta OnDelta) (Result, error) {
+	s := newAnthSSE(body, maxAnswer)
 	a := &anthropicStream{blocks: map[int64]*anthStreamBlock{}, max: maxAnswer, onDelta: onDelta}
-	for s.Next() {
-		ev := s.Current()
+	var ev anthEvent
+	for {
+		name, data, err := s.next()
+		if errors.Is(err, io.EOF) {
+			return Result{}, Malformed("anthropic: stream ended before message_stop")
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		switch string(name) {
+		case "", "ping": // unnamed events are not the API's
+			continue
+		case "error":
+			return Result{}, StreamError(ErrorBody(data))
+		}
+		if len(data) == 0 {
+			continue
+		}
+		ev = anthEvent{}
+		if json.Unmarshal(data, &ev) != nil {
+			return Result{}, Malformed("anthropic: unreadable " + anthEventName(name) + " event")
+		}
 		if ev.Type == "message_stop" {
 			if !a.started {
 				return Result{}, Malformed("anthropic: message_stop before message_start")
@@ -145,14 +236,19 @@ func readAnthropicStream(s *ssestream.Stream[anthropic.MessageStreamEventUnion],
 			return Result{}, err
 		}
 	}
-	if err := s.Err(); err != nil {
-		return Result{}, err
+}
+
+// anthEventName is an event's name for an error message: printable and
+// short.
+func anthEventName(name []byte) string {
+	if len(name) > 40 {
+		name = name[:40]
 	}
-	return Result{}, Malformed("anthropic: stream ended before message_stop")
+	return strconv.Quote(string(name))
 }
 
 // event applies one event of the stream.
-func (a *anthropicStream) event(ev *anthropic.MessageStreamEventUnion) error {
+func (a *anthropicStream) event(ev *anthEvent) error {
 	if ev.Type != "message_start" && !a.started {
 		return Malformed("anthropic: stream does not start with message_start")
 	}
@@ -163,32 +259,32 @@ func (a *anthropicStream) event(ev *anthropic.MessageStreamEventUnion) error {
 		}
 		a.started = true
 		u := ev.Message.Usage
-		a.in, a.cw, a.cr, a.out = u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens
+		a.in, a.cw, a.cr, a.out = u.InputTokens.N, u.CacheCreationInputTokens.N, u.CacheReadInputTokens.N, u.OutputTokens.N
 	case "content_block_start":
 		return a.start(ev)
 	case "content_block_delta":
 		return a.delta(ev)
 	case "message_delta":
-		a.reason = string(ev.Delta.StopReason)
+		a.reason = ev.Delta.StopReason
 		u := ev.Usage // cumulative counts; input ones only where the API sends them
-		if u.JSON.OutputTokens.Valid() {
-			a.out = u.OutputTokens
+		if u.OutputTokens.Set {
+			a.out = u.OutputTokens.N
 		}
-		if u.JSON.InputTokens.Valid() && u.InputTokens > 0 {
-			a.in = u.InputTokens
+		if u.InputTokens.N > 0 {
+			a.in = u.InputTokens.N
 		}
-		if u.JSON.CacheCreationInputTokens.Valid() && u.CacheCreationInputTokens > 0 {
-			a.cw = u.CacheCreationInputTokens
+		if u.CacheCreationInputTokens.N > 0 {
+			a.cw = u.CacheCreationInputTokens.N
 		}
-		if u.JSON.CacheReadInputTokens.Valid() && u.CacheReadInputTokens > 0 {
-			a.cr = u.CacheReadInputTokens
+		if u.CacheReadInputTokens.N > 0 {
+			a.cr = u.CacheReadInputTokens.N
 		}
 		a.thinking = u.OutputTokensDetails.ThinkingTokens
 	}
 	return nil // content_block_stop, unknown events
 }
 
-func (a *anthropicStream) start(ev *anthropic.MessageStreamEventUnion) error {
+func (a *anthropicStream) start(ev *anthEvent) error {
 	if _, dup := a.blocks[ev.Index]; dup {
 		return Malformed(fmt.Sprintf("anthropic: block %d started twice", ev.Index))
 	}
@@ -231,18 +327,18 @@ func (a *anthropicStream) text(s string) error {
 	return nil
 }
 
-func (a *anthropicStream) delta(ev *anthropic.MessageStreamEventUnion) error {
+func (a *anthropicStream) delta(ev *anthEvent) error {
 	b := a.blocks[ev.Index]
 	if b == nil {
 		return Malformed(fmt.Sprintf("anthropic: delta for block %d before its start", ev.Index))
 	}
 	d := ev.Delta
-	want := map[string]string{"text_delta": "text", "input_json_delta": "tool_use", "thinking_delta": "thinking", "signature_delta": "thinking"}[d.Type]
+	want := anthDeltaBlock(d.Type)
 	if want == "" {
 		return nil // citations_delta and deltas this client does not use
 	}
 	if want != b.typ {
-		return Malformed(fmt.Sprintf("anthropic: %s for a %s block", d.Type, b.typ))
+		return Malformed(Clip(fmt.Sprintf("anthropic: %s for a %s block", d.Type, b.typ)))
 	}
 	switch d.Type {
 	case "text_delta":
@@ -257,6 +353,20 @@ func (a *anthropicStream) delta(ev *anthropic.MessageStreamEventUnion) error {
 		b.sig += d.Signature
 		return a.grow(len(d.Signature))
 	}
+}
+
+// anthDeltaBlock is the block type a delta type belongs to ("" : a delta
+// this client does not use).
+func anthDeltaBlock(delta string) string {
+	switch delta {
+	case "text_delta":
+		return "text"
+	case "input_json_delta":
+		return "tool_use"
+	case "thinking_delta", "signature_delta":
+		return "thinking"
+	}
+	return ""
 }
 
 // result is the assembled answer.
@@ -281,46 +391,3 @@ func (a *anthropicStream) result() Result {
 	res.FinishReason = anthropicFinish(a.reason)
 	return res
 }
-
-// anthSSEBound bounds a stream's body: an event (the bytes between two blank
-// lines) to event bytes, the whole body to totalLeft; past either, reads
-// fail with a TooLarge *Error. The SDK's decoder would buffer an event of
-// any size.
-type anthSSEBound struct {
-	r                io.ReadCloser
-	event, eventLeft int64
-	totalLeft        int64
-	maxAnswer        int
-	nl               bool // the last byte ended a line
-}
-
-func (b *anthSSEBound) Read(p []byte) (int, error) {
-	if b.totalLeft <= 0 {
-		return 0, TooLarge(b.maxAnswer)
-	}
-	if int64(len(p)) > b.totalLeft {
-		p = p[:b.totalLeft]
-	}
-	n, err := b.r.Read(p)
-	b.totalLeft -= int64(n)
-	for _, c := range p[:n] {
-		switch c {
-		case '\n':
-			if b.nl {
-				b.eventLeft = b.event
-			}
-			b.nl = true
-		case '\r':
-		default:
-			b.nl = false
-		}
-		b.eventLeft--
-		if b.eventLeft < 0 {
-			return n, TooLarge(b.maxAnswer)
-		}
-	}
-	return n, err
-}
-
-// Close closes the body.
-func (b *anthSSEBound) Close() error { return b.r.Close() }

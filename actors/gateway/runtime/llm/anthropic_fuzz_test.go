@@ -2,16 +2,10 @@ package llm
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -101,19 +95,6 @@ data: {"type":"message_stop"}
 `
 )
 
-// anthStreamOf decodes b as the SDK decodes a streamed answer, through
-// the client's bound.
-func anthStreamOf(b []byte, maxAnswer int) *ssestream.Stream[anthropic.MessageStreamEventUnion] {
-	lim := BodyLimit(maxAnswer)
-	resp := &http.Response{
-		StatusCode: 200,
-		Header:     http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}},
-		Body:       &anthSSEBound{r: io.NopCloser(bytes.NewReader(b)), event: lim, eventLeft: lim, totalLeft: 64 * lim, maxAnswer: maxAnswer},
-		Request:    &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/v1/messages"}},
-	}
-	return ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(resp), nil)
-}
-
 // TestAnthropicSDKStreams reads the SDK's recorded streams.
 func TestAnthropicSDKStreams(t *testing.T) {
 	tests := []struct {
@@ -132,7 +113,7 @@ func TestAnthropicSDKStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var deltas strings.Builder
-			res, err := readAnthropicStream(anthStreamOf([]byte(tt.stream), DefaultMaxAnswer), DefaultMaxAnswer, func(s string) error {
+			res, err := readAnthropicStream(strings.NewReader(tt.stream), DefaultMaxAnswer, func(s string) error {
 				deltas.WriteString(s)
 				return nil
 			})
@@ -149,8 +130,9 @@ func TestAnthropicSDKStreams(t *testing.T) {
 	}
 }
 
-// FuzzAnthropicStream: no stream makes the reader panic, pass on more
-// than MaxAnswer, or succeed with text other than what onDelta saw.
+// FuzzAnthropicStream: no stream makes the reader (its SSE framing
+// included) panic, fail with anything but an *Error, pass on more than
+// MaxAnswer, or succeed with text other than what onDelta saw.
 func FuzzAnthropicStream(f *testing.F) {
 	f.Add([]byte(anthSDKRefusal))
 	f.Add([]byte(anthSDKToolUse))
@@ -158,17 +140,19 @@ func FuzzAnthropicStream(f *testing.F) {
 	f.Add([]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"))
 	f.Add([]byte("data: {\"type\":\"message_start\",\"message\":{}}\n\ndata: {\"type\":\"content_block_delta\",\"index\":-1}\n\n"))
 	f.Add([]byte("event: ping\r\ndata: {}\r\n\r\n"))
+	f.Add([]byte(": comment\nevent: message_start\ndata: {\"type\":\"message_start\",\ndata: \"message\":{}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}"))
+	f.Add([]byte(anthHead() + "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"" + strings.Repeat("x", 300) + "\"}}\n\n"))
 	const maxAnswer = 256
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var deltas strings.Builder
-		res, err := readAnthropicStream(anthStreamOf(b, maxAnswer), maxAnswer, func(s string) error {
+		res, err := readAnthropicStream(bytes.NewReader(b), maxAnswer, func(s string) error {
 			deltas.WriteString(s)
 			return nil
 		})
 		if err != nil {
 			var e *Error
-			if mapped := anthropicFail(context.Background(), err, &anthropicCall{answered: true}); !errors.As(mapped, &e) {
-				t.Fatalf("error %T %v maps to %v, not an *Error", err, err, mapped)
+			if !errors.As(err, &e) {
+				t.Fatalf("error %T %v is not an *Error", err, err)
 			}
 			if deltas.Len() > maxAnswer {
 				t.Fatalf("onDelta got %d bytes, bound %d", deltas.Len(), maxAnswer)
@@ -184,10 +168,15 @@ func FuzzAnthropicStream(f *testing.F) {
 	})
 }
 
+// anthHead is a stream's message_start event (the SDK's recording).
+func anthHead() string {
+	return anthSDKToolUse[:strings.Index(anthSDKToolUse, "event: content_block_start")]
+}
+
 // anthStreamN is a streamed answer of n text deltas.
 func anthStreamN(n int) []byte {
 	var b strings.Builder
-	b.WriteString(anthSDKToolUse[:strings.Index(anthSDKToolUse, "event: content_block_start")])
+	b.WriteString(anthHead())
 	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
 	for range n {
 		b.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" word\"}}\n\n")
@@ -198,14 +187,14 @@ func anthStreamN(n int) []byte {
 	return []byte(b.String())
 }
 
-// BenchmarkAnthropicStream1K: decoding a stream of 1000 text deltas (the
-// SDK's union decoding included), per stream.
+// BenchmarkAnthropicStream1K: reading a stream of 1000 text deltas (SSE
+// framing and JSON decoding), per stream.
 func BenchmarkAnthropicStream1K(b *testing.B) {
 	body := anthStreamN(1000)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := readAnthropicStream(anthStreamOf(body, DefaultMaxAnswer), DefaultMaxAnswer, func(string) error { return nil }); err != nil {
+		if _, err := readAnthropicStream(bytes.NewReader(body), DefaultMaxAnswer, func(string) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}

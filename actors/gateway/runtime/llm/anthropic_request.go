@@ -3,17 +3,13 @@
 // (https://docs.anthropic.com/en/api/messages): a top-level system prompt,
 // user and assistant turns that alternate and start with user, each
 // assistant tool_use answered by a tool_result at the start of the next
-// user turn, thinking blocks sent back first and unchanged.
+// user turn, thinking blocks sent back first and unchanged; and its JSON.
 package llm
 
 import (
 	"bytes"
 	"encoding/json"
 	"strings"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 )
 
 // anthropicPlaceholder is the text of a user turn the API needs where the
@@ -34,7 +30,7 @@ const (
 	anthToolResult
 )
 
-// anthBlock is one content block before it becomes the SDK's.
+// anthBlock is one content block of a request (its JSON: MarshalJSON).
 type anthBlock struct {
 	kind    int
 	text    string // text, thinking, redacted data, tool result content
@@ -164,46 +160,119 @@ func anthropicInput(args string) json.RawMessage {
 	return json.RawMessage(b)
 }
 
-// sdk converts b into the SDK's block.
-func (b anthBlock) sdk() anthropic.ContentBlockParamUnion {
+// anthRequest is the body of POST /v1/messages.
+type anthRequest struct {
+	Model     string       `json:"model"`
+	MaxTokens int          `json:"max_tokens"`
+	System    []anthSystem `json:"system,omitempty"`
+	Messages  []anthTurn   `json:"messages"`
+	Tools     []anthTool   `json:"tools,omitempty"`
+	Thinking  *anthThinkOn `json:"thinking,omitempty"`
+	Stream    bool         `json:"stream,omitempty"`
+}
+
+// anthCache is a cache_control breakpoint.
+type anthCache struct {
+	Type string `json:"type"` // ephemeral
+}
+
+// anthEphemeral is the breakpoint set where caching is on (nil : off).
+func anthEphemeral(on bool) *anthCache {
+	if !on {
+		return nil
+	}
+	return &anthCache{Type: "ephemeral"}
+}
+
+// anthSystem is a text block of the system prompt.
+type anthSystem struct {
+	Type         string     `json:"type"` // text
+	Text         string     `json:"text"`
+	CacheControl *anthCache `json:"cache_control,omitempty"`
+}
+
+// anthTool is a tool definition.
+type anthTool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl *anthCache      `json:"cache_control,omitempty"`
+}
+
+// anthThinkOn turns extended thinking on.
+type anthThinkOn struct {
+	Type         string `json:"type"` // enabled
+	BudgetTokens int    `json:"budget_tokens"`
+}
+
+// The content blocks of a request, one type each: their required fields
+// are always sent (a thinking block's text may be "").
+type (
+	anthTextOut struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	anthThinkingOut struct {
+		Type      string `json:"type"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+	}
+	anthRedactedOut struct {
+		Type string `json:"type"`
+		Data string `json:"data"`
+	}
+	anthToolUseOut struct {
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	anthToolResultOut struct {
+		Type      string        `json:"type"`
+		ToolUseID string        `json:"tool_use_id"`
+		Content   []anthTextOut `json:"content,omitempty"` // an empty text block is refused; no content is not
+		IsError   bool          `json:"is_error,omitempty"`
+	}
+)
+
+// MarshalJSON writes b as the API's content block of its kind.
+func (b anthBlock) MarshalJSON() ([]byte, error) {
 	switch b.kind {
 	case anthThinking:
-		return anthropic.NewThinkingBlock(b.sig, b.text)
+		return json.Marshal(anthThinkingOut{Type: "thinking", Thinking: b.text, Signature: b.sig})
 	case anthRedacted:
-		return anthropic.NewRedactedThinkingBlock(b.text)
+		return json.Marshal(anthRedactedOut{Type: "redacted_thinking", Data: b.text})
 	case anthToolUse:
-		return anthropic.NewToolUseBlock(b.id, b.input, b.name)
+		return json.Marshal(anthToolUseOut{Type: "tool_use", ID: b.id, Name: b.name, Input: b.input})
 	case anthToolResult:
-		r := anthropic.ToolResultBlockParam{ToolUseID: b.id}
-		if b.text != "" { // an empty text block is refused; no content is not
-			r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: b.text}}}
+		r := anthToolResultOut{Type: "tool_result", ToolUseID: b.id, IsError: b.isError}
+		if b.text != "" {
+			r.Content = []anthTextOut{{Type: "text", Text: b.text}}
 		}
-		if b.isError {
-			r.IsError = anthropic.Bool(true)
-		}
-		return anthropic.ContentBlockParamUnion{OfToolResult: &r}
+		return json.Marshal(r)
 	default:
-		return anthropic.NewTextBlock(b.text)
+		return json.Marshal(anthTextOut{Type: "text", Text: b.text})
 	}
 }
 
-func (t anthTurn) sdk() anthropic.MessageParam {
-	blocks := make([]anthropic.ContentBlockParamUnion, 0, len(t.lead)+len(t.text)+len(t.tail))
-	for _, part := range [][]anthBlock{t.lead, t.text, t.tail} {
-		for _, b := range part {
-			blocks = append(blocks, b.sdk())
-		}
-	}
+// MarshalJSON writes t as a message: its role and its blocks, lead, text
+// and tail in that order.
+func (t anthTurn) MarshalJSON() ([]byte, error) {
+	blocks := make([]anthBlock, 0, len(t.lead)+len(t.text)+len(t.tail))
+	blocks = append(append(append(blocks, t.lead...), t.text...), t.tail...)
+	role := "assistant"
 	if t.user {
-		return anthropic.NewUserMessage(blocks...)
+		role = "user"
 	}
-	return anthropic.NewAssistantMessage(blocks...)
+	return json.Marshal(struct {
+		Role    string      `json:"role"`
+		Content []anthBlock `json:"content"`
+	}{role, blocks})
 }
 
 // anthropicSchema is a tool's parameters as input_schema: a JSON Schema
 // object of type object (an empty or unusable schema takes no input).
-func anthropicSchema(p json.RawMessage) anthropic.ToolInputSchemaParam {
-	var s anthropic.ToolInputSchemaParam
+func anthropicSchema(p json.RawMessage) json.RawMessage {
 	var m map[string]any
 	if json.Unmarshal(p, &m) != nil || m == nil {
 		m = map[string]any{}
@@ -214,48 +283,33 @@ func anthropicSchema(p json.RawMessage) anthropic.ToolInputSchemaParam {
 	if _, ok := m["properties"]; !ok && m["type"] == "object" {
 		m["properties"] = map[string]any{}
 	}
-	b, _ := json.Marshal(m)
-	param.SetJSON(b, &s)
-	return s
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`{"properties":{},"type":"object"}`)
+	}
+	return b
 }
 
-// params builds the Messages API body of req, and the request options
-// the body needs beyond the SDK's types.
-func (c *anthropicClient) params(req Request) (anthropic.MessageNewParams, []option.RequestOption) {
+// request builds the Messages API body of req.
+func (c *anthropicClient) request(req Request, stream bool) anthRequest {
 	system, turns := anthropicTurns(req.Messages)
 	caching := c.set.PromptCaching == nil || *c.set.PromptCaching
 	thinking := c.set.ThinkingBudget != nil && anthThinkingFits(turns)
 	if !thinking {
 		anthDropThinking(turns)
 	}
-	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(c.maxTokens(req))}
-	for _, t := range turns {
-		p.Messages = append(p.Messages, t.sdk())
-	}
+	r := anthRequest{Model: req.Model, MaxTokens: c.maxTokens(req), Messages: turns, Stream: stream}
 	if system != "" {
-		b := anthropic.TextBlockParam{Text: system}
-		if caching {
-			b.CacheControl = anthropic.NewCacheControlEphemeralParam()
-		}
-		p.System = []anthropic.TextBlockParam{b}
+		r.System = []anthSystem{{Type: "text", Text: system, CacheControl: anthEphemeral(caching)}}
 	}
 	for i, t := range req.Tools {
-		tp := anthropic.ToolParam{Name: t.Function.Name, InputSchema: anthropicSchema(t.Function.Parameters)}
-		if t.Function.Description != "" {
-			tp.Description = anthropic.String(t.Function.Description)
-		}
-		if caching && i == len(req.Tools)-1 {
-			tp.CacheControl = anthropic.NewCacheControlEphemeralParam()
-		}
-		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+		r.Tools = append(r.Tools, anthTool{Name: t.Function.Name, Description: t.Function.Description,
+			InputSchema: anthropicSchema(t.Function.Parameters), CacheControl: anthEphemeral(caching && i == len(req.Tools)-1)})
 	}
-	var opts []option.RequestOption
 	if thinking {
-		// Set in the body rather than through p.Thinking: the SDK prints a
-		// deprecation warning on stderr for some models when it sees one.
-		opts = append(opts, option.WithJSONSet("thinking", map[string]any{"type": "enabled", "budget_tokens": *c.set.ThinkingBudget}))
+		r.Thinking = &anthThinkOn{Type: "enabled", BudgetTokens: *c.set.ThinkingBudget}
 	}
-	return p, opts
+	return r
 }
 
 // anthThinkingFits reports whether thinking may be on for turns: the API
