@@ -425,7 +425,7 @@ func TestAnthropicMalformed(t *testing.T) {
 }
 
 // TestAnthropicTooLarge: an answer past MaxAnswer fails, whole or
-// streamed, and so does one SSE event past the body bound.
+// streamed, and so do one SSE event and a whole body past the body bound.
 func TestAnthropicTooLarge(t *testing.T) {
 	long := strings.Repeat("word ", 100)
 	huge := anthropicSSEHead + "event: ping\ndata: {\"type\":\"ping\",\"pad\":\"" + strings.Repeat("x", 200<<10) + "\"}\n\n"
@@ -438,6 +438,7 @@ func TestAnthropicTooLarge(t *testing.T) {
 		{"stream", llmtest.Reply{Text: long}, true},
 		{"tool arguments", llmtest.Reply{ToolCalls: []llmtest.Call{{Name: "f", Args: `{"a":"` + strings.Repeat("y", 300) + `"}`}}}, true},
 		{"huge event", llmtest.Reply{Raw: huge}, true},
+		{"whole body past its bound", llmtest.Reply{Raw: `{"type":"message","content":[],"pad":"` + strings.Repeat("x", 200<<10) + `"}`}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -587,8 +588,9 @@ func TestAnthropicSettings(t *testing.T) {
 	}
 }
 
-// TestAnthropicIgnoresEnvironment: the SDK's ANTHROPIC_* variables change
-// nothing; the provider's own base and key are used.
+// TestAnthropicIgnoresEnvironment: ANTHROPIC_* variables (which the
+// official SDK reads) change nothing; the provider's own base and key are
+// used.
 func TestAnthropicIgnoresEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-from-env")
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", "tok-from-env")
@@ -606,7 +608,7 @@ func TestAnthropicIgnoresEnvironment(t *testing.T) {
 }
 
 // TestAnthropicLargeMaxTokensWhole: a whole answer with a large
-// max_tokens is asked for (the SDK alone refuses one it expects to take
+// max_tokens is asked for (the official SDK refuses one it expects to take
 // over ten minutes, or past a model's non-streaming limit).
 func TestAnthropicLargeMaxTokensWhole(t *testing.T) {
 	a := llmtest.NewAnthropic(t)
