@@ -41,12 +41,10 @@ export function typeInfo(name) {
   return providerTypes.find((t) => t.type === n) || T(n, n);
 }
 
-// keyHints are a provider's keys as the gateway shows them: the masked
-// api_key, then the masked pool (api_keys) without repeating it.
+// keyHints are a provider's keys as the gateway shows them, in the order
+// calls take them: the masked api_key, then the masked pool (api_keys).
 export function keyHints(p) {
-  const pool = (p.api_keys || []).filter(Boolean);
-  if (!p.api_key || pool.includes(p.api_key)) return pool;
-  return [p.api_key, ...pool];
+  return [p.api_key, ...(p.api_keys || [])].filter(Boolean);
 }
 
 // typeFields builds the settings inputs of type info, filled from
@@ -158,6 +156,7 @@ function keyInputs(info, editing) {
 
 // --- the list and the create form ------------------------------------------
 
+// providersPage lists the providers under the create form.
 export async function providersPage() {
   const list = h('div', { id: 'provider-list' });
   const err = h('div');
@@ -217,6 +216,8 @@ export async function providersPage() {
 
 // --- one provider ------------------------------------------------------------
 
+// keyStateRows are the rows of p's keys table: each key masked, its
+// state (from key_states, which only an admin's read has) and last error.
 function keyStateRows(p) {
   const states = p.key_states || keyHints(p).map((key) => ({ key }));
   return states.map((k) => {
