@@ -106,8 +106,8 @@ func TestOpenAIAnswer(t *testing.T) {
 				}
 				b := oaBody(t, reqs[0])
 				msgs := b["messages"].([]any)
-				if len(msgs) != 2 || msgs[0].(map[string]any)["content"] != "Be brief.\n\nAnswer in English." {
-					t.Errorf("messages = %v, want the system messages joined first", msgs)
+				if len(msgs) != 3 || msgs[0].(map[string]any)["content"] != "Be brief." || msgs[1].(map[string]any)["content"] != "Answer in English." {
+					t.Errorf("messages = %v, want each system message in its place", msgs)
 				}
 				if _, ok := b["max_tokens"]; ok {
 					t.Errorf("max_tokens sent though neither the request nor settings set it: %v", b)

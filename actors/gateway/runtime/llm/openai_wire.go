@@ -32,19 +32,14 @@ type oaMessage struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// oaMessages converts msgs: the system messages joined (a blank line
-// between them) into one, first; tool calls typed "function" with "{}"
-// for empty arguments.
+// oaMessages converts msgs, each in its place (Chat Completions takes
+// several system messages, and a client's own system message mid-history
+// keeps its meaning there); tool calls typed "function" with "{}" for
+// empty arguments.
 func oaMessages(msgs []Message) []oaMessage {
-	out := make([]oaMessage, 0, len(msgs)+1)
-	if sys := oaJoinSystem(msgs); sys != "" {
-		out = append(out, oaMessage{Role: "system", Content: &sys})
-	}
+	out := make([]oaMessage, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Role == "system" {
-			continue
-		}
 		om := oaMessage{Role: m.Role, ToolCallID: m.ToolCallID}
 		if m.Content != "" || len(m.ToolCalls) == 0 {
 			om.Content = &m.Content
