@@ -71,6 +71,9 @@ type Config struct {
 	// WorkspaceDir holds each agent's workspace (<dir>/<agent id>), where
 	// its custom tools run; cmd sets <data>/workspaces.
 	WorkspaceDir string
+	// DefaultUserBudget is gateway.default_user_budget: the budget of
+	// every user without one of their own (Period "": none).
+	DefaultUserBudget DefaultBudget
 	// Registerer takes the gateway's own metrics (buckets, blob store);
 	// nil: the actor system's. cmd gives the gateway listener's registry,
 	// so each listener's /metrics shows its own series.
@@ -109,7 +112,7 @@ func (c Config) Validate() error {
 	case c.Quotas.MemoryEntries < 1 || c.Quotas.MediaBytes < 1 || c.Quotas.Sessions < 1 || c.Quotas.Agents < 1 || c.Quotas.PendingMCPRequests < 1:
 		return errors.New("gateway: every quota (gateway.quotas.*) must be >= 1")
 	}
-	return nil
+	return c.DefaultUserBudget.Validate()
 }
 
 // Gateway is the agent gateway's durable domain: an actors.Extension whose
@@ -166,6 +169,7 @@ type Gateway struct {
 	traces   atomic.Pointer[[]*runRec]
 	runs     *actor.PID
 	authPool *actors.Pool[authMsg]
+	budgetMx *budgetMetrics
 }
 
 var (
@@ -234,6 +238,9 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 			}
 		}
 	}
+	if err := g.startBudgets(metricsReg); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	g.bk = startBuckets(g.cfg, env, func(d int) { g.live.Add(float64(d)) })
 	g.lg = env.Logger
 	if g.lg == nil {
@@ -293,6 +300,9 @@ func (g *Gateway) recoverAtStart() {
 	_, err := eachTenant(ctx, g, nil, func(t *tenantShard) (struct{}, error) { return struct{}{}, t.purgeOrphans() })
 	if err != nil {
 		g.lg.Warn("purge sessions and memory of deleted agents", "err", err)
+	}
+	if err := g.settleInterruptedHolds(ctx); err != nil {
+		g.lg.Warn("settle budget reservations of interrupted calls", "err", err)
 	}
 }
 

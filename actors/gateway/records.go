@@ -29,9 +29,12 @@ const (
 	recEntityDeleted wal.Type = 71 // JSON deletedJSON
 	recRunRecorded   wal.Type = 72 // JSON runJSON
 	recSessionTurn   wal.Type = 73 // JSON turnJSON: one turn appended to a session
+	// Budgets (budgetledger.go).
+	recBudgetReserved wal.Type = 74 // JSON budgetReserved: a call's worst case held against a budget
+	recBudgetSettled  wal.Type = 75 // JSON budgetSettled: its actual cost; the rest released
 )
 
-func owns(t wal.Type) bool { return t >= recLegacyAPIKeyPut && t <= recSessionTurn }
+func owns(t wal.Type) bool { return t >= recLegacyAPIKeyPut && t <= recBudgetSettled }
 
 // event is one change to the gateway's durable state: what a record holds.
 // state.apply applies it; record encodes it.
@@ -179,6 +182,8 @@ func decodeEventData(r wal.Record) (event, error) {
 			return nil, fmt.Errorf("session turn v%d for %s unsupported", t.V, t.SessionID)
 		}
 		return sessionTurnAppended{t}, nil
+	case recBudgetReserved, recBudgetSettled:
+		return decodeBudgetEvent(r)
 	case recLegacyAPIKeyPut, recLegacyProviderPut, recLegacyAgentPut:
 		ent, err := decodeEntity(legacyKinds[r.Type], 1, r.Data)
 		return entitySaved{ent}, err
@@ -226,6 +231,8 @@ const (
 	kindSkill        kind = "skill"
 	kindSkillVersion kind = "skill_version"
 	kindSkillGrant   kind = "skill_grant"
+	kindBudget       kind = "budget"
+	kindBudgetLedger kind = "budget_ledger"
 )
 
 // owner is the part of the state (and so the actor) an entity belongs to.
@@ -269,6 +276,8 @@ var kinds = map[kind]kindSpec{
 	kindSkill:        {v: 1, decode: decodeV1[skillRec], owner: ownerRegistry},
 	kindSkillVersion: {v: 1, decode: decodeV1[skillVersionRec], owner: ownerRegistry},
 	kindSkillGrant:   {v: 1, decode: decodeV1[skillGrantRec], owner: ownerRegistry},
+	kindBudget:       {v: 1, decode: decodeV1[budgetRec], owner: ownerRegistry},
+	kindBudgetLedger: {v: 1, decode: decodeV1[ledgerRec], owner: ownerTenant},
 }
 
 // entity is the durable state of one configuration entity. Applied

@@ -104,6 +104,10 @@ func route(ev event, homes keyHomes, tenants int) dest {
 		return dest{to: toRuns}
 	case sessionTurnAppended:
 		return dest{to: toHolder, k: kindSession, id: e.turn.SessionID}
+	case budgetReserved:
+		return dest{to: toTenant, i: tenantOf(budgetTenant(e.Budget), tenants)}
+	case budgetSettled:
+		return dest{to: toTenant, i: tenantOf(budgetTenant(e.Budget), tenants)}
 	}
 	panic(fmt.Sprintf("gateway: no part applies %T", ev))
 }
@@ -125,6 +129,8 @@ func routeEntity(k kind, id uuid.UUID, ent entity, homes keyHomes, tenants int) 
 			return dest{to: toTenant, i: tenantOf(sessionTenant(x.UserID), tenants)}
 		case *memoryRec:
 			return dest{to: toTenant, i: tenantOf(memoryTenant(x.UserID), tenants)}
+		case *ledgerRec:
+			return dest{to: toTenant, i: tenantOf(budgetTenant(x.ID), tenants)}
 		}
 		return dest{to: toHolder, k: k, id: id}
 	case ownerEntity:
@@ -284,6 +290,7 @@ type registryPart struct {
 	skills        table[*skillRec] // by id, and by slug
 	skillVersions table[*skillVersionRec]
 	skillGrants   table[*skillGrantRec]
+	budgets       table[*budgetRec] // by id, and by subject and period (budget.go)
 	// tables are the tables above by the kind they hold, except agents
 	// (apply keeps agentsOn with them).
 	tables map[kind]anyTable
@@ -311,6 +318,7 @@ func newRegistryPart(maxActivity int) *registryPart {
 		skills:        newTable(func(s *skillRec) string { return s.Slug }),
 		skillVersions: newTable[*skillVersionRec](nil),
 		skillGrants:   newTable[*skillGrantRec](nil),
+		budgets:       newTable(budgetName),
 	}
 	r.bindTables()
 	return r
@@ -323,6 +331,7 @@ func (r *registryPart) bindTables() {
 		kindChannel: &r.channels, kindCustomTool: &r.tools,
 		kindMCPServer: &r.mcpServers, kindMCPGrant: &r.mcpGrants, kindMCPRequest: &r.mcpRequests,
 		kindMedia: &r.media, kindSkill: &r.skills, kindSkillVersion: &r.skillVersions, kindSkillGrant: &r.skillGrants,
+		kindBudget: &r.budgets,
 	}
 }
 

@@ -43,6 +43,7 @@ type tenantPart struct {
 	memory     *memIndex
 	activity   activityLog
 	live       liveMarks // cluster mode: this node's latest writes (live.go)
+	ledgers    ledgers   // budget ledgers by budget id (budgetledger.go)
 }
 
 func newTenantPart(maxActivity int) *tenantPart {
@@ -51,6 +52,7 @@ func newTenantPart(maxActivity int) *tenantPart {
 		sessionsOf: map[string]int{},
 		memory:     newMemIndex(),
 		activity:   newActivityLog(maxActivity),
+		ledgers:    ledgers{},
 	}
 }
 
@@ -59,6 +61,9 @@ func newTenantPart(maxActivity int) *tenantPart {
 // skipped. Memory entries and audit entries are full-state saves and
 // deletes, so applying one again changes nothing.
 func (p *tenantPart) apply(seq uint64, ev event) {
+	if p.ledgers.apply(seq, ev) {
+		return
+	}
 	switch e := ev.(type) {
 	case entitySaved:
 		switch x := e.ent.(type) {
@@ -116,6 +121,9 @@ func (p *tenantPart) holds(k kind, id uuid.UUID) bool {
 	case kindMemory:
 		_, ok := p.memory.rows[id]
 		return ok
+	case kindBudgetLedger:
+		_, ok := p.ledgers[id]
+		return ok
 	}
 	return false
 }
@@ -125,7 +133,7 @@ func (p *tenantPart) entities(dst []entity) []entity {
 	for _, m := range p.memory.rows {
 		dst = append(dst, m)
 	}
-	return dst
+	return p.ledgers.appendTo(dst)
 }
 
 // tenantShard is the actor owning one tenantPart. Like the registry it

@@ -1,0 +1,350 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/wal"
+)
+
+// The ledger of a budget: what it spent in its current period (settled,
+// durable) and what the calls in flight reserved (holds), plus the tokens
+// of the last minute for max_tokens_per_minute. A call reserves its worst
+// case before the provider is called (record 74, durable first) and
+// settles its actual cost after (record 75); both carry the hold's id, so
+// applying one again changes nothing, and the ledger's watermark (Seq)
+// skips the records a snapshot already holds. A hold that a restart finds
+// unsettled is settled at its full amount (its provider may have been
+// paid), once: the settlement is a record like any other.
+//
+// Periods are UTC days ("d:2006-01-02"), UTC months ("m:2006-01") or the
+// whole life of the budget ("t"). A hold belongs to the period it was made
+// in: the ledger moves to a new period (spent back to zero) with the first
+// hold of that period, and a hold of the old period settles into the old
+// one, never into the new.
+
+// tpmWindow is the length of the tokens-per-minute window, in seconds.
+const tpmWindow = 60
+
+// ledgerRec is one budget's ledger (kind budget_ledger, data v1): a
+// snapshot's copy of it; records 74 and 75 change it.
+type ledgerRec struct {
+	ID          uuid.UUID `json:"id"`  // the budget's
+	Seq         uint64    `json:"seq"` // the last record 74/75 reflected
+	Period      string    `json:"period"`
+	SpentNano   int64     `json:"spent_nano"`
+	SpentTokens int64     `json:"spent_tokens"`
+	Holds       []holdRec `json:"holds"`  // by id
+	Window      []winRec  `json:"window"` // the last minute's reservations, oldest first
+}
+
+// holdRec is one outstanding reservation.
+type holdRec struct {
+	ID     uuid.UUID `json:"id"`
+	Period string    `json:"period"`
+	Nano   int64     `json:"nano"`
+	Tokens int64     `json:"tokens"`
+	At     int64     `json:"at"` // Unix second
+}
+
+// winRec is the tokens a reservation counts in the minute window: its
+// worst case until it settles, then its actual tokens.
+type winRec struct {
+	At     int64     `json:"at"`
+	Tokens int64     `json:"tokens"`
+	Hold   uuid.UUID `json:"hold"`
+}
+
+func (l *ledgerRec) ref() (kind, uuid.UUID) { return kindBudgetLedger, l.ID }
+
+// clone is a deep copy (the shard keeps changing its ledger; a snapshot
+// encodes the copy outside the actor).
+func (l *ledgerRec) clone() *ledgerRec {
+	c := *l
+	c.Holds, c.Window = slices.Clone(l.Holds), slices.Clone(l.Window)
+	return &c
+}
+
+// budgetReserved is record 74: hold Hold of Nano and Tokens against budget
+// Budget in Period, made at At.
+type budgetReserved struct {
+	V      uint8     `json:"v"`
+	Budget uuid.UUID `json:"budget_id"`
+	Hold   uuid.UUID `json:"reservation_id"`
+	Period string    `json:"period"`
+	Nano   int64     `json:"nano"`
+	Tokens int64     `json:"tokens"`
+	At     int64     `json:"at"`
+}
+
+// budgetSettled is record 75: hold Hold of budget Budget cost Nano and
+// Tokens; the rest of it is released.
+type budgetSettled struct {
+	V      uint8     `json:"v"`
+	Budget uuid.UUID `json:"budget_id"`
+	Hold   uuid.UUID `json:"reservation_id"`
+	Nano   int64     `json:"nano"`
+	Tokens int64     `json:"tokens"`
+	// Interrupted: settled at its full amount at start-up (the process
+	// died during the call).
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+const budgetRecVersion = 1
+
+func (e budgetReserved) record() wal.Record {
+	e.V = budgetRecVersion
+	return jsonRecord(recBudgetReserved, e)
+}
+
+func (e budgetSettled) record() wal.Record {
+	e.V = budgetRecVersion
+	return jsonRecord(recBudgetSettled, e)
+}
+
+// decodeBudgetEvent decodes records 74 and 75.
+func decodeBudgetEvent(r wal.Record) (event, error) {
+	var (
+		ev              event
+		v               uint8
+		budget, holdRef uuid.UUID
+		err             error
+	)
+	switch r.Type {
+	case recBudgetReserved:
+		var e budgetReserved
+		err = json.Unmarshal(r.Data, &e)
+		ev, v, budget, holdRef = e, e.V, e.Budget, e.Hold
+	case recBudgetSettled:
+		var e budgetSettled
+		err = json.Unmarshal(r.Data, &e)
+		ev, v, budget, holdRef = e, e.V, e.Budget, e.Hold
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case v != budgetRecVersion:
+		return nil, fmt.Errorf("budget record v%d unsupported", v)
+	case budget == uuid.Nil || holdRef == uuid.Nil:
+		return nil, errors.New("budget record without budget or reservation id")
+	}
+	return ev, nil
+}
+
+// budgetTenant is the routing key of a budget's ledger.
+func budgetTenant(id uuid.UUID) string { return "b:" + id.String() }
+
+// ledgers are a tenant shard's budget ledgers, by budget id.
+type ledgers map[uuid.UUID]*ledgerRec
+
+// apply applies a budget record or a ledger's snapshot state; it reports
+// false for any other event.
+func (ls ledgers) apply(seq uint64, ev event) bool {
+	switch e := ev.(type) {
+	case budgetReserved:
+		ls.of(e.Budget).reserve(seq, e)
+	case budgetSettled:
+		ls.of(e.Budget).settle(seq, e)
+	case entitySaved:
+		l, ok := e.ent.(*ledgerRec)
+		if !ok {
+			return false
+		}
+		ls[l.ID] = l.clone()
+	case entityDeleted:
+		if e.kind != kindBudgetLedger {
+			return false
+		}
+		delete(ls, e.id)
+	default:
+		return false
+	}
+	return true
+}
+
+func (ls ledgers) of(id uuid.UUID) *ledgerRec {
+	l := ls[id]
+	if l == nil {
+		l = &ledgerRec{ID: id}
+		ls[id] = l
+	}
+	return l
+}
+
+// appendTo appends a copy of every ledger to dst.
+func (ls ledgers) appendTo(dst []entity) []entity {
+	for _, l := range ls {
+		dst = append(dst, l.clone())
+	}
+	return dst
+}
+
+// mark raises the watermark to seq, or reports that seq is reflected.
+func (l *ledgerRec) mark(seq uint64) bool {
+	if reflects(l.Seq, seq) {
+		return false
+	}
+	l.Seq = max(l.Seq, seq)
+	return true
+}
+
+func (l *ledgerRec) reserve(seq uint64, e budgetReserved) {
+	if !l.mark(seq) || l.hold(e.Hold) >= 0 {
+		return
+	}
+	if e.Period != l.Period {
+		l.Period, l.SpentNano, l.SpentTokens = e.Period, 0, 0
+	}
+	h := holdRec{ID: e.Hold, Period: e.Period, Nano: e.Nano, Tokens: e.Tokens, At: e.At}
+	i, _ := slices.BinarySearchFunc(l.Holds, e.Hold, func(x holdRec, id uuid.UUID) int { return cmpUUID(x.ID, id) })
+	l.Holds = slices.Insert(l.Holds, i, h)
+	l.prune(e.At)
+	if e.Tokens > 0 {
+		l.Window = append(l.Window, winRec{At: e.At, Tokens: e.Tokens, Hold: e.Hold})
+	}
+}
+
+func (l *ledgerRec) settle(seq uint64, e budgetSettled) {
+	i := l.hold(e.Hold)
+	if !l.mark(seq) || i < 0 {
+		return
+	}
+	h := l.Holds[i]
+	l.Holds = slices.Delete(l.Holds, i, i+1)
+	if h.Period == l.Period {
+		l.SpentNano += e.Nano
+		l.SpentTokens += e.Tokens
+	}
+	for j := range l.Window {
+		if l.Window[j].Hold == e.Hold {
+			l.Window[j].Tokens = e.Tokens
+		}
+	}
+}
+
+// hold is the index of hold id, or -1.
+func (l *ledgerRec) hold(id uuid.UUID) int {
+	i, ok := slices.BinarySearchFunc(l.Holds, id, func(x holdRec, id uuid.UUID) int { return cmpUUID(x.ID, id) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// prune drops the window's entries a minute before now (a reservation's
+// time: the same live and on replay).
+func (l *ledgerRec) prune(now int64) {
+	n := 0
+	for n < len(l.Window) && l.Window[n].At <= now-tpmWindow {
+		n++
+	}
+	if n > 0 {
+		l.Window = slices.Delete(l.Window, 0, n)
+	}
+}
+
+// spend is a ledger's numbers in the period of now: settled, and held by
+// the calls of that period in flight (and, for the minute window, the
+// tokens of the last minute).
+type spend struct {
+	spentNano, spentTokens       int64
+	reservedNano, reservedTokens int64
+	minuteTokens                 int64
+}
+
+// spendAt is l's spend in period (the period key of now) at Unix second
+// now. A nil ledger spent nothing.
+func (l *ledgerRec) spendAt(period string, now int64) spend {
+	var s spend
+	if l == nil {
+		return s
+	}
+	if l.Period == period {
+		s.spentNano, s.spentTokens = l.SpentNano, l.SpentTokens
+	}
+	for _, h := range l.Holds {
+		if h.Period == period {
+			s.reservedNano += h.Nano
+			s.reservedTokens += h.Tokens
+		}
+	}
+	for _, w := range l.Window {
+		if w.At > now-tpmWindow {
+			s.minuteTokens += w.Tokens
+		}
+	}
+	return s
+}
+
+// budgetLimits are a budget's caps; nano < 0: no USD cap; tokens, tpm 0:
+// none.
+type budgetLimits struct {
+	period      string
+	nano        int64
+	tokens, tpm int64
+}
+
+// periodKey is the key of the period of kind p that holds t (UTC).
+func periodKey(p string, t time.Time) string {
+	t = t.UTC()
+	switch p {
+	case PeriodDay:
+		return "d:" + t.Format(time.DateOnly)
+	case PeriodMonth:
+		return "m:" + t.Format("2006-01")
+	}
+	return "t"
+}
+
+// resetOf is when the period of kind p holding now ends (false: never).
+func resetOf(p string, now time.Time) (time.Time, bool) {
+	now = now.UTC()
+	y, m, d := now.Date()
+	switch p {
+	case PeriodDay:
+		return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC), true
+	case PeriodMonth:
+		return time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC), true
+	}
+	return time.Time{}, false
+}
+
+// periodFor is the period a hold made at now goes to: now's, or the
+// ledger's when the clock went back (a period never goes backwards).
+func (l *ledgerRec) periodFor(p string, now time.Time) string {
+	k := periodKey(p, now)
+	if l != nil && len(l.Period) == len(k) && l.Period[0] == k[0] && l.Period > k {
+		return l.Period
+	}
+	return k
+}
+
+// refusal says which cap a reservation would break: "" when it fits.
+func (s spend) refusal(lim budgetLimits, nano, tokens int64) string {
+	switch {
+	case lim.nano >= 0 && s.spentNano+s.reservedNano+nano > lim.nano:
+		return "max_usd"
+	case lim.tokens > 0 && s.spentTokens+s.reservedTokens+tokens > lim.tokens:
+		return "max_tokens"
+	case lim.tpm > 0 && s.minuteTokens+tokens > lim.tpm:
+		return "max_tokens_per_minute"
+	}
+	return ""
+}
+
+// remaining is what is left of the caps (-1: no such cap).
+func (s spend) remaining(lim budgetLimits) (nano, tokens int64) {
+	nano, tokens = -1, -1
+	if lim.nano >= 0 {
+		nano = max(0, lim.nano-s.spentNano-s.reservedNano)
+	}
+	if lim.tokens > 0 {
+		tokens = max(0, lim.tokens-s.spentTokens-s.reservedTokens)
+	}
+	return nano, tokens
+}
