@@ -28,6 +28,8 @@ type BudgetExceeded struct {
 	Period   string
 	Cap      string // max_usd, max_tokens or max_tokens_per_minute
 	ResetsAt time.Time
+	// RetryAfter is ResetsAt less the gateway clock's now (0 for total).
+	RetryAfter time.Duration
 }
 
 func (e *BudgetExceeded) Error() string {
@@ -161,6 +163,9 @@ func (g *Gateway) ReserveBudgets(ctx context.Context, c BudgetCall) (*BudgetHold
 		if err == nil && res.cap != "" {
 			g.budgetMx.refusals.WithLabelValues(b.Subject.Type).Inc()
 			err = &BudgetExceeded{BudgetID: b.ID, Subject: b.Subject, Period: b.Period, Cap: res.cap, ResetsAt: res.resets}
+			if !res.resets.IsZero() {
+				err.(*BudgetExceeded).RetryAfter = max(res.resets.Sub(g.clock.Now()), time.Second)
+			}
 		}
 		if err != nil {
 			g.SettleBudgets(h, 0, 0) // release what was reserved
