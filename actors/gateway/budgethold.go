@@ -168,6 +168,11 @@ func (g *Gateway) ReserveBudgets(ctx context.Context, c BudgetCall) (*BudgetHold
 			}
 		}
 		if err != nil {
+			if res.cap == "" {
+				// The wait failed (ctx ended): the shard may still make
+				// this reservation; the release, sent after it, undoes it.
+				h.budgets = append(h.budgets, b)
+			}
 			g.SettleBudgets(h, 0, 0) // release what was reserved
 			return nil, err
 		}
