@@ -124,6 +124,9 @@ type fileConfig struct {
 		// DefaultAgent is the agent (id or agent_key) a run naming none
 		// gets when it acts for no user; empty: none.
 		DefaultAgent string `json:"default_agent"`
+		// DefaultUserBudget is the budget of every user without one of
+		// their own (docs/budgets.md); absent: none.
+		DefaultUserBudget gateway.DefaultBudget `json:"default_user_budget"`
 	} `json:"gateway"`
 	Keys struct {
 		RotationGracePeriod duration `json:"rotation_grace_period"`
@@ -328,6 +331,7 @@ func (c *fileConfig) validateValues() error {
 		{c.Gateway.Port < 0 || c.Gateway.Port > 65535, "gateway.port", "in 0..65535"},
 		{c.Gateway.RateLimitRPM < 0, "gateway.rate_limit_rpm", ">= 0 (0 disables it)"},
 		{c.Gateway.RateLimitBurst < 1, "gateway.rate_limit_burst", ">= 1"},
+		{c.Gateway.DefaultUserBudget.Validate() != nil, "gateway.default_user_budget", "{period: day|month|total, max_usd and/or max_tokens > 0}"},
 		{c.Gateway.MaxTraces < 1, "gateway.max_traces", ">= 1"},
 		{c.Gateway.UsageDays < 1, "gateway.usage_days", ">= 1"},
 		{c.Gateway.TraceDays < 0, "gateway.trace_days", ">= 0 (0: no age limit)"},

@@ -360,6 +360,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	gwcfg.WorkspaceDir = filepath.Join(cfg.DataDir, "workspaces")
 	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
 	gwcfg.DefaultAgent = cfg.Gateway.DefaultAgent
+	gwcfg.DefaultUserBudget = cfg.Gateway.DefaultUserBudget
 	if cl != nil {
 		gwcfg.NodeID = cfg.Cluster.NodeID     // a summon runs on the node that started it
 		gwcfg.WrapBlobs = cl.wrapBlobs(gwReg) // every upload on two nodes; a missing blob fetched
