@@ -383,3 +383,37 @@ func TestBudgetRefusalReleases(t *testing.T) {
 		t.Errorf("deleted budget: %v", err)
 	}
 }
+
+// BenchmarkBudgetCall is one call's reservation and settlement against
+// three budgets (key, user, agent): 6 WAL appends on 3 tenant shards.
+func BenchmarkBudgetCall(b *testing.B) {
+	n := newNode(b, DefaultConfig(), nil)
+	gw := start(n)
+	c := ctx(b)
+	if _, err := gw.CreateProvider(c, ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
+		b.Fatal(err)
+	}
+	a, err := gw.CreateAgent(c, "bob", AgentInput{AgentKey: ptr("helper"), Provider: ptr("echo"), Model: ptr("m")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := uuid.New()
+	for _, s := range []BudgetSubject{{SubjectUser, "bob"}, {SubjectAgent, a.ID.String()}} {
+		if _, err := gw.CreateBudget(c, BudgetInput{Subject: &s, Period: ptr(PeriodDay), MaxUSD: ptr(1e6)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	call := BudgetCall{KeyID: key, User: "bob", Agent: a.ID, Nano: 1000, Tokens: 10}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h, err := gw.ReserveBudgets(c, call)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			gw.SettleBudgets(h, 500, 5)
+		}
+	})
+}
