@@ -210,7 +210,13 @@ func (rt *Runtime) attemptOnce(ctx context.Context, rn *Run, tg target, slot *ke
 		od = func(s string) error { started = true; return onDelta(s) }
 	}
 	start, t0 := rt.now(), time.Now()
+	hold, err := rt.budgets.reserve(ctx, rn, tg, &req) // budget.go: nothing is sent when it refuses
+	if err != nil {
+		return Result{}, gateway.Span{ID: spanID(), Name: "llm.call " + tg.model, Kind: gateway.SpanLLM, Model: tg.model, Provider: tg.p.Name,
+			ProviderType: tg.p.ProviderType, Attempt: n, StartedAt: start.UTC(), Status: gateway.RunFailed, Error: err.Error()}, err
+	}
 	res, err := slot.client.Complete(ctx, req, od)
+	rt.budgets.settle(hold, res)
 	sp := gateway.Span{
 		ID: spanID(), Name: "llm.call " + tg.model, Kind: gateway.SpanLLM, Model: tg.model,
 		Provider: tg.p.Name, ProviderType: tg.p.ProviderType, Attempt: n,

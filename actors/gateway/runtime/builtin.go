@@ -180,7 +180,7 @@ func (rt *Runtime) delegate(ctx context.Context, rn *Run, user string, args json
 		return "", errDelegationCycle
 	}
 	sub, err := rt.prepare(ctx, a, prov, Request{Agent: in.Agent, User: user, Endpoint: "delegate", Channel: "internal",
-		Messages: []Message{{Role: "user", Content: in.Task}}})
+		Messages: []Message{{Role: "user", Content: in.Task}}, KeyID: rn.keyID}) // the same key's budgets
 	if err != nil {
 		return "", err
 	}

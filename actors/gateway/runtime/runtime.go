@@ -65,6 +65,9 @@ type Request struct {
 	System *string
 	// AnyStatus runs an agent that is not active (one being summoned).
 	AnyStatus bool
+	// KeyID is the calling API key, whose budgets the run's calls are
+	// charged to (uuid.Nil: none).
+	KeyID uuid.UUID
 }
 
 // Run is one prepared run: the agent, its provider's call and the
@@ -92,6 +95,7 @@ type Run struct {
 	thinkingBy uuid.UUID
 	tools      []Tool
 	skills     []gateway.RunSkill
+	keyID      uuid.UUID // Request.KeyID (budgets)
 }
 
 // Runtime runs agents: it resolves an agent and its provider, calls the
@@ -112,7 +116,8 @@ type Runtime struct {
 	skills      Skills
 	lg          *slog.Logger
 	limits      Limits
-	turnLock    TurnLock // nil: one node
+	turnLock    TurnLock    // nil: one node
+	budgets     *budgetHook // nil: no budgets enforced (budget.go)
 
 	// Background runs (summoning) end with bgCtx at Close.
 	bgCtx  context.Context
@@ -210,7 +215,7 @@ func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provi
 		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
 		targets: rt.targets(ctx, a, p), user: req.User, endpoint: req.Endpoint,
 		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name, provType: p.ProviderType, model: a.Model,
-		redact: newRedactor(), keysRedacted: map[uuid.UUID]bool{}, skills: skills,
+		redact: newRedactor(), keysRedacted: map[uuid.UUID]bool{}, skills: skills, keyID: req.KeyID,
 		req: llm.Request{Model: a.Model, Messages: all, MaxTokens: a.OtherConfig.MaxTokens},
 	}
 	pp, err := rt.pools.get(p) // the primary's credentials open now, and redact from the start
