@@ -140,6 +140,7 @@ func classify(err error) (e *apiError, unexpected bool) {
 	var ge *apiError
 	var te *runtime.TimeoutError
 	var pe *runtime.ProviderError
+	var be *runtime.BudgetError
 	switch {
 	case errors.As(err, &ge):
 		return ge, false
@@ -155,6 +156,10 @@ func classify(err error) (e *apiError, unexpected bool) {
 			return e, false
 		}
 		return newError(fasthttp.StatusBadGateway, codeUnavailable, msgProviderFailed, pe.Detail), false
+	case errors.As(err, &be): // a cap until the budget resets: not retryable, Retry-After at the reset
+		e := newError(fasthttp.StatusTooManyRequests, codeExhausted, msgQuota, be.Error())
+		e.final, e.retryAfter = true, int(min((be.RetryAfter+time.Second-1)/time.Second, 31*24*3600))
+		return e, false
 	case errors.Is(err, runtime.ErrAgentNotFound):
 		return errAgentNotFound, false
 	case errors.Is(err, runtime.ErrAgentDisabled):

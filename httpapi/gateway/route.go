@@ -143,6 +143,9 @@ type Events func(ctx context.Context, st Stream)
 type Streaming[T any] struct {
 	Value  T
 	Events Events
+	// Header, set or not, is added to an HTTP answer's headers (a
+	// stream's, before it starts); other transports ignore it.
+	Header map[string]string
 }
 
 // streamer is what the transports see of a Streaming[T].
@@ -150,11 +153,13 @@ type streamer interface {
 	events() Events
 	value() any
 	valueType() reflect.Type
+	header() map[string]string
 }
 
-func (s Streaming[T]) events() Events        { return s.Events }
-func (s Streaming[T]) value() any            { return s.Value }
-func (Streaming[T]) valueType() reflect.Type { return reflect.TypeFor[T]() }
+func (s Streaming[T]) events() Events            { return s.Events }
+func (s Streaming[T]) value() any                { return s.Value }
+func (Streaming[T]) valueType() reflect.Type     { return reflect.TypeFor[T]() }
+func (s Streaming[T]) header() map[string]string { return s.Header }
 
 // Operation is a route's work. It is built by op from a function that
 // knows nothing of the transport; only this package implements it.

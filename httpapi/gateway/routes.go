@@ -93,6 +93,12 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/memory", RPC: "memory.list", Scope: read, Tag: "memory", Summary: "Memory entries (filters agent_id, user_id; q ranks them by relevance)", Op: op(s.listMemory)},
 		{Method: post, Path: "/v1/memory", RPC: "memory.create", Scope: write, Status: created, Tag: "memory", Summary: "Create a memory entry {content, agent_id?, user_id?, tags?}", Op: op(s.createMemory)},
 		{Method: del, Path: "/v1/memory/{id}", RPC: "memory.delete", Scope: write, Status: noContent, Tag: "memory", Summary: "Delete a memory entry", Op: op(s.deleteMemory)},
+		{Method: get, Path: "/v1/budgets", RPC: "budgets.list", Scope: read, Tag: "budgets", Summary: "Budgets with their spend (admin: every one; mine=true: the caller's user, keys and agents)", Op: op(s.listBudgets)},
+		{Method: post, Path: "/v1/budgets", RPC: "budgets.create", Scope: admin, Status: created, Tag: "budgets", Summary: "Create a budget: subject {type user|agent|api_key, id}, period day|month|total, max_usd, max_tokens, max_tokens_per_minute", Op: op(s.createBudget)},
+		{Method: get, Path: "/v1/budgets/{id}", RPC: "budgets.get", Scope: admin, Tag: "budgets", Summary: "Get a budget with its spend in the current period", Op: op(s.getBudget)},
+		{Method: put, Path: "/v1/budgets/{id}", RPC: "budgets.update", Scope: admin, Tag: "budgets", Summary: "Update a budget's period and caps (absent fields kept; the subject is fixed)", Op: op(s.updateBudget)},
+		{Method: del, Path: "/v1/budgets/{id}", RPC: "budgets.delete", Scope: admin, Status: noContent, Tag: "budgets", Summary: "Delete a budget and its ledger", Op: op(s.deleteBudget)},
+
 		{Method: get, Path: "/v1/channel-instances", RPC: "channels.list", Scope: read, Tag: "channels", Summary: "Channel instances (credentials masked)", Op: op(s.listChannels)},
 		{Method: post, Path: "/v1/channel-instances", RPC: "channels.create", Scope: admin, Status: created, Tag: "channels", Summary: "Create a channel instance (webhook: config {async, callback_url}, credentials {secret})", Op: op(s.createChannel)},
 		{Method: get, Path: "/v1/channel-instances/{id}", RPC: "channels.get", Scope: read, Tag: "channels", Summary: "Get a channel instance by id or name", Op: op(s.getChannel)},

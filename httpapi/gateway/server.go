@@ -84,6 +84,7 @@ type Deps struct {
 	Media      MediaStore
 	Workspaces Workspaces
 	Skills     SkillStore
+	Budgets    BudgetStore
 	// ProviderCalls lists and verifies providers and reports their keys'
 	// states (the runtime).
 	ProviderCalls ProviderCalls
@@ -100,11 +101,11 @@ type Deps struct {
 func DepsOf(g *gateway.Gateway, a *app.App) Deps {
 	return Deps{Auth: g, Limiter: g, APIKeys: g, Providers: g, Agents: g, Sharing: g, Instances: g, Sessions: g, Runs: g,
 		Activity: g, Channels: g, Webhooks: a.Webhooks, Tools: g, Memory: g, MCP: g, MCPLive: a.Toolbox,
-		Media: mediaAdapter{g}, Workspaces: a.Workspaces, Skills: g, ProviderCalls: a.Runtime, Runner: a.Runtime}
+		Media: mediaAdapter{g}, Workspaces: a.Workspaces, Skills: g, Budgets: g, ProviderCalls: a.Runtime, Runner: a.Runtime}
 }
 
 func (d Deps) validate() error {
-	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Webhooks == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Skills == nil || d.ProviderCalls == nil || d.Runner == nil {
+	if d.Auth == nil || d.Limiter == nil || d.APIKeys == nil || d.Providers == nil || d.Agents == nil || d.Sharing == nil || d.Instances == nil || d.Sessions == nil || d.Runs == nil || d.Activity == nil || d.Channels == nil || d.Webhooks == nil || d.Tools == nil || d.Memory == nil || d.MCP == nil || d.MCPLive == nil || d.Media == nil || d.Workspaces == nil || d.Skills == nil || d.Budgets == nil || d.ProviderCalls == nil || d.Runner == nil {
 		return errors.New("gateway: every dependency is required")
 	}
 	return nil
@@ -413,6 +414,9 @@ func (w *clientWatch) stop() {
 // writeOutput answers rc with an operation's output.
 func (s *Server) writeOutput(rc *fasthttp.RequestCtx, rt *Route, lang int, out any) {
 	if st, ok := out.(streamer); ok {
+		for k, v := range st.header() {
+			rc.Response.Header.Set(k, v)
+		}
 		if ev := st.events(); ev != nil {
 			s.serveSSE(rc, lang, ev)
 			return

@@ -223,6 +223,9 @@ func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait fu
 	}
 	_ = w.event(id, "chat", with("kind", "message", "role", "assistant", "content", res.Content))
 	_ = w.event(id, "agent", with("kind", "run.completed", "duration_ms", time.Since(start).Milliseconds()))
-	w.respond(id, map[string]any{"run_id": t.ID, "sessionKey": in.SessionKey, "content": res.Content,
-		"usage": usageOf(res.Result)}, nil)
+	out := map[string]any{"run_id": t.ID, "sessionKey": in.SessionKey, "content": res.Content, "usage": usageOf(res.Result)}
+	if rem := s.budgetRemaining(ctx, w.c, t.Agent.ID); rem != "" {
+		out["budget_remaining"] = rem // as X-Gateway-Budget-Remaining (budgets.go)
+	}
+	w.respond(id, out, nil)
 }
