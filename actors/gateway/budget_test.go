@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/wal"
 )
@@ -345,6 +347,8 @@ func TestBudgetValidation(t *testing.T) {
 func TestBudgetRefusalReleases(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DefaultUserBudget = DefaultBudget{Period: PeriodDay, MaxUSD: 1}
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
 	gw, _, _ := budgetNode(t, cfg)
 	a := mkBudgetAgent(t, gw)
 	ab, err := gw.CreateBudget(ctx(t), BudgetInput{Subject: &BudgetSubject{SubjectAgent, a.ID.String()}, Period: ptr(PeriodMonth), MaxUSD: ptr(10.0)})
@@ -375,6 +379,32 @@ func TestBudgetRefusalReleases(t *testing.T) {
 	gw.SettleBudgets(h, usdNano(0.2), 10)
 	if h.Remaining.Nano != usdNano((0.8)) {
 		t.Errorf("remaining after settle = %d", h.Remaining.Nano)
+	}
+	want := map[string]float64{
+		`gatehouse_budget_refusals_total{subject_type="user"}`:   1,
+		`gatehouse_budget_spent_usd_total{subject_type="user"}`:  0.2,
+		`gatehouse_budget_spent_usd_total{subject_type="agent"}`: 0.2,
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != 1 {
+				continue
+			}
+			k := fmt.Sprintf("%s{subject_type=%q}", mf.GetName(), m.GetLabel()[0].GetValue())
+			if w, ok := want[k]; ok {
+				if got := m.GetCounter().GetValue(); got != w {
+					t.Errorf("%s = %v, want %v", k, got, w)
+				}
+				delete(want, k)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("metrics missing: %v", want)
 	}
 	if err := gw.DeleteBudget(ctx(t), ab.ID.String()); err != nil {
 		t.Fatal(err)
