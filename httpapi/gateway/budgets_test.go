@@ -112,6 +112,10 @@ func TestBudgetRefusal429(t *testing.T) {
 	if spent.body["spent_tokens"].(float64) <= 0 || spent.body["reserved_tokens"] != 0.0 {
 		t.Errorf("after one run: %s", spent.raw)
 	}
+	r = e.must(200, "POST", "/v1/chat/completions", gwToken, strings.Replace(ask, `"max_tokens":50`, `"max_tokens":50,"stream":true`, 1), as...)
+	if h := r.header.Get(BudgetRemainingHeader); !strings.HasPrefix(h, "tokens=") {
+		t.Errorf("stream: %s = %q, want tokens=… at its start", BudgetRemainingHeader, h)
+	}
 	e.must(200, "PUT", "/v1/budgets/"+id, gwToken, `{"max_tokens":60}`)
 	r = e.do("POST", "/v1/chat/completions", gwToken, ask, as...)
 	er, _ := r.body["error"].(map[string]any)
@@ -129,8 +133,8 @@ func TestBudgetRefusal429(t *testing.T) {
 	}
 	// A stream gets it as its error event.
 	r = e.do("POST", "/v1/chat/completions", gwToken, strings.Replace(ask, `"max_tokens":50`, `"max_tokens":50,"stream":true`, 1), as...)
-	if r.status == http.StatusOK && !strings.Contains(r.raw, "RESOURCE_EXHAUSTED") {
-		t.Errorf("streamed over budget = %d %s", r.status, r.raw)
+	if r.status != http.StatusOK || !strings.Contains(r.raw, `"code":"RESOURCE_EXHAUSTED"`) || !strings.Contains(r.raw, `"retryable":false`) {
+		t.Errorf("streamed over budget = %d %s, want its error event", r.status, r.raw)
 	}
 	b, err := e.gw.GetBudget(ctxT(t), id)
 	if err != nil || b.ReservedTokens != 0 {
