@@ -447,3 +447,33 @@ func BenchmarkBudgetCall(b *testing.B) {
 		}
 	})
 }
+
+// TestBudgetRollover: a call reserved before midnight settles into that
+// day; the new day starts at zero and its own calls count in it.
+func TestBudgetRollover(t *testing.T) {
+	n := newNode(t, DefaultConfig(), nil)
+	gw := start(n)
+	n.Clock.Set(time.Date(2026, 11, 28, 23, 59, 30, 0, time.UTC))
+	b, err := gw.CreateBudget(ctx(t), BudgetInput{Subject: &BudgetSubject{SubjectUser, "alice"}, Period: ptr(PeriodDay), MaxTokens: ptr(int64(1000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := gw.ReserveBudgets(ctx(t), BudgetCall{User: "alice", Tokens: 700})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Clock.Advance(time.Minute) // 00:00:30 the next day
+	fresh, err := gw.ReserveBudgets(ctx(t), BudgetCall{User: "alice", Tokens: 900})
+	if err != nil {
+		t.Fatalf("the new day's first call: %v (the old day's hold must not count)", err)
+	}
+	gw.SettleBudgets(old, 0, 650)
+	got, _ := gw.GetBudget(ctx(t), b.ID.String())
+	if got.SpentTokens != 0 || got.ReservedTokens != 900 || got.ResetsAt == nil || !got.ResetsAt.Equal(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("after the old day's settlement: %+v, want nothing spent today, 900 held, reset at the 30th", got)
+	}
+	gw.SettleBudgets(fresh, 0, 100)
+	if got, _ = gw.GetBudget(ctx(t), b.ID.String()); got.SpentTokens != 100 || got.ReservedTokens != 0 {
+		t.Errorf("after today's settlement: spent %d, reserved %d; want 100, 0", got.SpentTokens, got.ReservedTokens)
+	}
+}
