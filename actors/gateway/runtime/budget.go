@@ -108,8 +108,8 @@ func (bh *budgetHook) reserve(ctx context.Context, rn *Run, tg target, req *llm.
 	}
 	c := gateway.BudgetCall{KeyID: rn.keyID, User: rn.user, Agent: rn.Agent.ID}
 	bound := bh.b.HasBudgets(c)
-	if bound && req.MaxTokens <= 0 {
-		req.MaxTokens = settingsMaxTokens(tg.p.Settings)
+	if bound {
+		req.MaxTokens = boundFor(req.MaxTokens, tg.p.Settings)
 	}
 	// Each tool costs a message's overhead too (its wrapping in the
 	// provider's template), beyond its schema's bytes.
@@ -169,14 +169,27 @@ func promptBytes(req *llm.Request) int64 {
 	return n
 }
 
-// settingsMaxTokens is a provider's settings.max_tokens, or
-// DefaultBudgetMaxTokens.
-func settingsMaxTokens(settings json.RawMessage) int {
+// boundFor is the max_tokens a call bound by a budget is sent with: n,
+// else the provider's settings.max_tokens, else DefaultBudgetMaxTokens;
+// above settings.thinking_budget_tokens when there is one (raised as the
+// Anthropic client would raise it, so that what is sent is what was
+// reserved).
+func boundFor(n int, settings json.RawMessage) int {
 	var st struct {
-		MaxTokens int `json:"max_tokens"`
+		MaxTokens      int `json:"max_tokens"`
+		ThinkingBudget int `json:"thinking_budget_tokens"`
 	}
-	if len(settings) == 0 || json.Unmarshal(settings, &st) != nil || st.MaxTokens <= 0 {
-		return DefaultBudgetMaxTokens
+	if len(settings) > 0 {
+		_ = json.Unmarshal(settings, &st) // the provider's settings were validated when saved
 	}
-	return st.MaxTokens
+	if n <= 0 {
+		n = st.MaxTokens
+	}
+	if n <= 0 {
+		n = DefaultBudgetMaxTokens
+	}
+	if st.ThinkingBudget > 0 && n <= st.ThinkingBudget {
+		n = st.ThinkingBudget + llm.DefaultMaxTokens
+	}
+	return n
 }

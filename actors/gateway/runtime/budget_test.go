@@ -323,3 +323,23 @@ func (testPrices) CostNano(_ gateway.Provider, model string, u Usage) int64 {
 	in := float64(u.Prompt - u.CacheRead - u.CacheWrite)
 	return int64(math.Ceil((in*p[0] + float64(u.Completion)*p[1] + float64(u.CacheRead)*p[2] + float64(u.CacheWrite)*p[3]) * 1e3))
 }
+
+func TestBoundFor(t *testing.T) {
+	tests := []struct {
+		n        int
+		settings string
+		want     int
+	}{
+		{0, ``, DefaultBudgetMaxTokens},
+		{100, `{"max_tokens":900}`, 100},
+		{0, `{"max_tokens":900}`, 900},
+		{0, `{"thinking_budget_tokens":2048}`, DefaultBudgetMaxTokens},
+		{1000, `{"thinking_budget_tokens":2048}`, 2048 + 4096},
+		{0, `{"max_tokens":2048,"thinking_budget_tokens":2048}`, 2048 + 4096},
+	}
+	for _, tt := range tests {
+		if got := boundFor(tt.n, []byte(tt.settings)); got != tt.want {
+			t.Errorf("boundFor(%d, %s) = %d, want %d", tt.n, tt.settings, got, tt.want)
+		}
+	}
+}
