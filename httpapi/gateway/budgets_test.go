@@ -141,3 +141,17 @@ func TestBudgetRefusal429(t *testing.T) {
 		t.Errorf("after refusals: %+v, %v", b, err)
 	}
 }
+
+// TestBudgetWSRemaining: the WS chat.send result carries budget_remaining
+// when a budget binds the run.
+func TestBudgetWSRemaining(t *testing.T) {
+	e := newGWEnv(t, gwOpts{token: gwToken})
+	e.seedAgent("default", `{"delay_ms":1}`, "")
+	e.must(201, "POST", "/v1/budgets", gwToken, `{"subject":{"type":"user","id":"alice"},"period":"month","max_tokens":100000}`)
+	w := dialWS(t, e)
+	w.mustOK("connect", map[string]any{"token": gwToken, "user_id": "alice"})
+	res, _ := w.call("chat.send", map[string]any{"agentId": "default", "sessionKey": "s1", "message": "one two"})
+	if !res.OK || !strings.Contains(string(res.Payload), `"budget_remaining":"tokens=`) {
+		t.Errorf("chat.send = %+v %s, want budget_remaining", res.Error, res.Payload)
+	}
+}
