@@ -377,13 +377,17 @@ func TestBudgetRefusalReleases(t *testing.T) {
 		t.Fatalf("ReserveBudgets = %+v, %v", h, err)
 	}
 	gw.SettleBudgets(h, usdNano(0.2), 10)
-	if h.Remaining.Nano != usdNano((0.8)) {
-		t.Errorf("remaining after settle = %d", h.Remaining.Nano)
+	rem, ok, err := gw.BudgetRemainingFor(ctx(t), BudgetCall{User: "carol", Agent: a.ID}) // behind the settlement
+	if err != nil || !ok || rem.Nano != usdNano(0.8) || rem.Tokens != -1 {
+		t.Errorf("remaining after settle = %+v, %v, %v; want 0.8 USD, no token cap", rem, ok, err)
 	}
 	want := map[string]float64{
 		`gatehouse_budget_refusals_total{subject_type="user"}`:   1,
 		`gatehouse_budget_spent_usd_total{subject_type="user"}`:  0.2,
 		`gatehouse_budget_spent_usd_total{subject_type="agent"}`: 0.2,
+	}
+	if _, err := gw.ListBudgets(ctx(t)); err != nil { // behind every settlement
+		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()
 	if err != nil {

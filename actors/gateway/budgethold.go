@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,8 +76,7 @@ func (r BudgetRemaining) least(nano, tokens int64) BudgetRemaining {
 type BudgetHold struct {
 	id      uuid.UUID
 	budgets []*budgetRec
-	// Remaining is the least left after the reservation (after
-	// SettleBudgets: after the settlement).
+	// Remaining is the least left after the reservation.
 	Remaining BudgetRemaining
 }
 
@@ -145,10 +145,11 @@ func (g *Gateway) budgetsFor(c BudgetCall) []*budgetRec {
 func (g *Gateway) HasBudgets(c BudgetCall) bool { return len(g.budgetsFor(c)) > 0 }
 
 // ReserveBudgets reserves c's worst case against every budget that binds
-// it, each durable before it returns. A budget it does not fit refuses
-// the call with a *BudgetExceeded (ErrBudgetExceeded), and the
-// reservations already made are released. With no budget, the hold is
-// empty (Active false) and nothing is written.
+// it, each durable before it returns; the budgets' shards reserve at
+// once (their appends share the WAL's group commit). A budget it does not
+// fit refuses the call with a *BudgetExceeded (ErrBudgetExceeded), and
+// the reservations made are released. With no budget, the hold is empty
+// (Active false) and nothing is written.
 func (g *Gateway) ReserveBudgets(ctx context.Context, c BudgetCall) (*BudgetHold, error) {
 	h := &BudgetHold{Remaining: BudgetRemaining{Nano: -1, Tokens: -1}}
 	bs := g.budgetsFor(c)
@@ -156,62 +157,74 @@ func (g *Gateway) ReserveBudgets(ctx context.Context, c BudgetCall) (*BudgetHold
 		return h, nil
 	}
 	h.id = g.newID(kindBudgetLedger)
+	type reply struct {
+		b   *budgetRec
+		res reserveResult
+		err error
+	}
+	replies := make(chan reply, len(bs))
+	g.tenantAsks.Add(float64(len(bs)))
 	for _, b := range bs {
-		res, err := callTenant(ctx, g, g.tenantFor(budgetTenant(b.ID)), func(t *tenantShard) (reserveResult, error) {
-			return t.reserveBudget(b, h.id, c.Nano, c.Tokens)
-		})
-		if err == nil && res.cap != "" {
-			g.budgetMx.refusals.WithLabelValues(b.Subject.Type).Inc()
-			err = &BudgetExceeded{BudgetID: b.ID, Subject: b.Subject, Period: b.Period, Cap: res.cap, ResetsAt: res.resets}
-			if !res.resets.IsZero() {
-				err.(*BudgetExceeded).RetryAfter = max(res.resets.Sub(g.clock.Now()), time.Second)
-			}
+		g.root.Send(g.tenants[g.tenantFor(budgetTenant(b.ID))], tenantCommand{run: func(t *tenantShard) {
+			res, err := t.reserveBudget(b, h.id, c.Nano, c.Tokens)
+			replies <- reply{b, res, err}
+		}})
+	}
+	var first error
+	for range bs {
+		r, err := await(ctx, replies)
+		if err != nil { // ctx ended: the shards may still reserve; the releases, sent after, undo it
+			first = err
+			break
 		}
-		if err != nil {
-			if res.cap == "" {
-				// The wait failed (ctx ended): the shard may still make
-				// this reservation; the release, sent after it, undoes it.
-				h.budgets = append(h.budgets, b)
+		switch {
+		case r.err != nil:
+			first = cmp.Or(first, r.err)
+		case r.res.cap != "":
+			g.budgetMx.refusals.WithLabelValues(r.b.Subject.Type).Inc()
+			if first == nil {
+				be := &BudgetExceeded{BudgetID: r.b.ID, Subject: r.b.Subject, Period: r.b.Period, Cap: r.res.cap, ResetsAt: r.res.resets}
+				if !r.res.resets.IsZero() {
+					be.RetryAfter = max(r.res.resets.Sub(g.clock.Now()), time.Second)
+				}
+				first = be
 			}
-			g.SettleBudgets(h, 0, 0) // release what was reserved
-			return nil, err
+		default:
+			h.Remaining = h.Remaining.least(r.res.remNano, r.res.remTokens)
 		}
-		h.budgets = append(h.budgets, b)
-		h.Remaining = h.Remaining.least(res.remNano, res.remTokens)
+	}
+	h.budgets = bs
+	if first != nil {
+		g.SettleBudgets(h, 0, 0) // release: a no-op on the budgets that refused
+		return nil, first
 	}
 	return h, nil
 }
 
-// settleTimeout bounds a settlement, which runs even when the call's
-// context has ended.
-const settleTimeout = 10 * time.Second
-
 // SettleBudgets settles h at the call's actual cost and tokens and
-// releases the rest; it runs whatever the caller's context (a cancelled
-// call settles too). A failure is logged: the hold stays outstanding and
-// is settled at its full amount at the next start.
+// releases the rest. It does not wait: each budget's shard settles after
+// the reservation (its mailbox is in order), and every later read of the
+// budget sees it. A settlement that fails to be written is logged; the
+// hold then stays outstanding and is settled at its full amount at the
+// next start, as is one the process dies before writing.
 func (g *Gateway) SettleBudgets(h *BudgetHold, nano, tokens int64) {
 	if !h.Active() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	rem := BudgetRemaining{Nano: -1, Tokens: -1}
+	id := h.id
+	g.tenantAsks.Add(float64(len(h.budgets)))
 	for _, b := range h.budgets {
-		res, err := callTenant(ctx, g, g.tenantFor(budgetTenant(b.ID)), func(t *tenantShard) (reserveResult, error) {
-			return t.settleBudget(b, h.id, nano, tokens)
-		})
-		if err != nil {
-			g.lg.Warn("settle budget", "budget", b.ID, "err", err)
-			continue
-		}
-		if nano > 0 {
-			g.budgetMx.spent.WithLabelValues(b.Subject.Type).Add(nanoUSD(nano))
-		}
-		rem = rem.least(res.remNano, res.remTokens)
+		g.root.Send(g.tenants[g.tenantFor(budgetTenant(b.ID))], tenantCommand{run: func(t *tenantShard) {
+			settled, err := t.settleBudget(b, id, nano, tokens)
+			switch {
+			case err != nil:
+				t.lg.Warn("settle budget", "budget", b.ID, "err", err)
+			case settled && nano > 0:
+				g.budgetMx.spent.WithLabelValues(b.Subject.Type).Add(nanoUSD(nano))
+			}
+		}})
 	}
 	h.budgets = nil
-	h.Remaining = rem
 }
 
 // BudgetRemainingFor is the least left among the budgets that bind c
@@ -287,20 +300,18 @@ func (t *tenantShard) minuteFrees(l *ledgerRec, lim budgetLimits, tokens int64, 
 	return now.Add(tpmWindow * time.Second)
 }
 
-// settleBudget settles hold id of budget b at nano and tokens.
-func (t *tenantShard) settleBudget(b *budgetRec, hold uuid.UUID, nano, tokens int64) (reserveResult, error) {
+// settleBudget settles hold id of budget b at nano and tokens; false
+// when it is settled already (or its ledger deleted).
+func (t *tenantShard) settleBudget(b *budgetRec, hold uuid.UUID, nano, tokens int64) (bool, error) {
 	l := t.part.ledgers[b.ID]
 	if l == nil || l.hold(hold) < 0 {
-		return reserveResult{remNano: -1, remTokens: -1}, nil // settled already (or its ledger deleted)
+		return false, nil
 	}
 	ev := budgetSettled{Budget: b.ID, Hold: hold, Nano: nano, Tokens: tokens}
 	if err := commitAll(t.log, t.part, ev); err != nil {
-		return reserveResult{}, fmt.Errorf("log budget settlement: %w", err)
+		return false, fmt.Errorf("log budget settlement: %w", err)
 	}
-	now := t.clock.Now().UTC()
-	var res reserveResult
-	res.remNano, res.remTokens = l.spendAt(l.periodFor(b.Period, now), now.Unix()).remaining(b.limits())
-	return res, nil
+	return true, nil
 }
 
 // settleInterrupted settles, at their full amount, the holds a restart

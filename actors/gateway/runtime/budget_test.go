@@ -343,3 +343,47 @@ func TestBoundFor(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTurnEcho* compare a turn on the echo provider with and without
+// budgets binding it (the user's and the agent's).
+func BenchmarkTurnEchoNoBudget(b *testing.B)   { benchTurnEcho(b, false) }
+func BenchmarkTurnEchoWithBudget(b *testing.B) { benchTurnEcho(b, true) }
+
+func benchTurnEcho(b *testing.B, budgets bool) {
+	n := actorstest.New(b, actorstest.WithExtensions(func() []actors.Extension {
+		gw, err := gateway.New(gateway.DefaultConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return []actors.Extension{gw}
+	}))
+	n.Start()
+	gw := n.Exts[0].(*gateway.Gateway)
+	ctx := actorstest.Ctx(b)
+	if _, err := gw.CreateProvider(ctx, gateway.ProviderInput{Name: "echo", ProviderType: gateway.ProviderEcho, Enabled: true,
+		Settings: []byte(`{"delay_ms":0}`)}); err != nil {
+		b.Fatal(err)
+	}
+	a, err := gw.CreateAgent(ctx, "u1", gateway.AgentInput{AgentKey: ptrTo("e"), Provider: ptrTo("echo"), Model: ptrTo("m")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if budgets {
+		for _, s := range []gateway.BudgetSubject{{Type: gateway.SubjectUser, ID: "u1"}, {Type: gateway.SubjectAgent, ID: a.ID.String()}} {
+			if _, err := gw.CreateBudget(ctx, gateway.BudgetInput{Subject: &s, Period: ptrTo(gateway.PeriodDay), MaxTokens: ptrTo(int64(1 << 60))}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	rt := New(gw, gw)
+	rt.SetBudgets(gw, testPrices{}, false)
+	b.Cleanup(func() { _ = rt.Close(context.Background()) })
+	req := TurnRequest{Agent: "e", Endpoint: "chat", Messages: []Message{{Role: "user", Content: "hello there"}}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := rt.Turn(context.Background(), gateway.Principal{User: "u1"}, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
