@@ -25,6 +25,10 @@ type Principal struct {
 	// BoundAgent, when set, is the agent a channel instance binds: its
 	// senders may run it without its being shared with them.
 	BoundAgent uuid.UUID
+	// KeyID is the gateway API key that authenticated the call
+	// (uuid.Nil: the gateway token, open mode, a console session): its
+	// budgets bind the call's runs.
+	KeyID uuid.UUID
 }
 
 // MayRun reports whether p may run agent a: its user must own it or

@@ -85,6 +85,12 @@ func TestBudgetsMine(t *testing.T) {
 	if r := e.must(200, "GET", "/v1/budgets", gwToken, ""); len(r.body["data"].([]any)) != 4 {
 		t.Errorf("an admin listing budgets = %s, want all 4", r.raw)
 	}
+	// The key's budget binds the runs made with the key.
+	e.must(201, "POST", "/v1/budgets", gwToken, `{"subject":{"type":"api_key","id":"`+aliceKeyID+`"},"period":"total","max_tokens":10}`)
+	r = e.do("POST", "/v1/chat/completions", aliceKey, `{"model":"gateway:helper","messages":[{"role":"user","content":"hi"}]}`)
+	if r.status != http.StatusTooManyRequests || !strings.Contains(r.errMsg(), "api_key "+aliceKeyID) {
+		t.Errorf("a run with a key over its budget = %d %s", r.status, r.raw)
+	}
 	for _, m := range []string{"POST", "PUT"} {
 		if r := e.do(m, "/v1/budgets", aliceKey, `{}`); r.status != http.StatusForbidden && r.status != http.StatusMethodNotAllowed {
 			t.Errorf("a user %s /v1/budgets = %d, want 403", m, r.status)

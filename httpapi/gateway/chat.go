@@ -187,7 +187,7 @@ func agentRef(model, header string) string {
 func runPrincipal(c Caller, body string) (gateway.Principal, error) {
 	switch {
 	case c.Trusted() && c.UserID == "":
-		return gateway.Principal{User: body, Trusted: true}, nil
+		return gateway.Principal{User: body, Trusted: true, KeyID: c.KeyID}, nil
 	case body != "" && body != c.UserID && !c.Trusted():
 		return gateway.Principal{}, errUserBinding
 	}

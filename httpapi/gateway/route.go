@@ -96,7 +96,7 @@ func (c Caller) Trusted() bool { return c.Grants(gateway.ScopeAdmin) }
 // principal is who c acts for, for the domain's policy
 // (actors/gateway/runtime/policy.go).
 func (c Caller) principal() gateway.Principal {
-	return gateway.Principal{User: c.UserID, Trusted: c.Trusted()}
+	return gateway.Principal{User: c.UserID, Trusted: c.Trusted(), KeyID: c.KeyID}
 }
 
 // Grants reports whether c may use an endpoint that needs scope need.

@@ -297,12 +297,11 @@ func TestBudgetRefusesBeforeTheCall(t *testing.T) {
 
 // principalHasKey: gateway.Principal carries the calling key (KeyID),
 // so key budgets bind runs.
-const principalHasKey = false
+const principalHasKey = true
 
 // budgetPrincipal is user calling with API key key.
 func budgetPrincipal(user string, key uuid.UUID) gateway.Principal {
-	_ = key // until Principal.KeyID
-	return gateway.Principal{User: user}
+	return gateway.Principal{User: user, KeyID: key}
 }
 
 // testPrices prices the test's models (USD per million tokens) as package

@@ -211,5 +211,5 @@ func notFound(err error, ref string) error {
 // run is the Request of a turn of p.
 func (req TurnRequest) run(p gateway.Principal, msgs []Message) Request {
 	return Request{User: p.User, Endpoint: req.Endpoint, Channel: req.Channel, SessionKey: req.SessionKey,
-		Messages: msgs, System: req.System, AnyStatus: req.AnyStatus}
+		Messages: msgs, System: req.System, AnyStatus: req.AnyStatus, KeyID: p.KeyID}
 }
