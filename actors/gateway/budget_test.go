@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -335,6 +336,11 @@ func TestBudgetValidation(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.NodeID = "n1"
+	cfg.DefaultUserBudget = DefaultBudget{Period: PeriodDay, MaxUSD: 1}
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "single node") {
+		t.Errorf("cluster mode with a default user budget: New = %v", err)
+	}
+	cfg.DefaultUserBudget = DefaultBudget{}
 	gw, _, _ = budgetNode(t, cfg)
 	if _, err := gw.CreateBudget(ctx(t), BudgetInput{Subject: user, Period: ptr(PeriodDay), MaxUSD: ptr(1.0)}); !errors.Is(err, ErrBudgetClustered) {
 		t.Errorf("cluster mode: CreateBudget = %v, want ErrBudgetClustered", err)

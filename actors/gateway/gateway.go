@@ -112,6 +112,9 @@ func (c Config) Validate() error {
 	case c.Quotas.MemoryEntries < 1 || c.Quotas.MediaBytes < 1 || c.Quotas.Sessions < 1 || c.Quotas.Agents < 1 || c.Quotas.PendingMCPRequests < 1:
 		return errors.New("gateway: every quota (gateway.quotas.*) must be >= 1")
 	}
+	if c.NodeID != "" && c.DefaultUserBudget.Period != "" {
+		return errors.New("gateway: default_user_budget: budgets are enforced on a single node only for now; see docs/budgets.md")
+	}
 	return c.DefaultUserBudget.Validate()
 }
 
