@@ -39,14 +39,9 @@ type Prices interface {
 	// input and cache-write prices, plus maxTokens at the output price;
 	// known false when the model has no price (it then costs 0).
 	WorstCaseNano(p gateway.Provider, model string, promptBytes int64, messages int, maxTokens int64) (nano int64, known bool)
-	// CostNano is what a call to model on p that used u costs.
-	CostNano(p gateway.Provider, model string, u Usage) int64
-}
-
-// Usage is a call's tokens, in llm.Result's convention (prompt includes
-// the cache parts, completion the reasoning).
-type Usage struct {
-	Prompt, Completion, CacheRead, CacheWrite int64
+	// CostNano is what a call to model on p that used these tokens costs
+	// (llm.Result's convention: prompt includes the cache parts).
+	CostNano(p gateway.Provider, model string, prompt, completion, cacheRead, cacheWrite int64) int64
 }
 
 var _ Budgets = (*gateway.Gateway)(nil)
@@ -144,8 +139,7 @@ func (bh *budgetHook) settle(ch *callHold, res Result) {
 	}
 	var nano int64
 	if ch.price {
-		nano = bh.prices.CostNano(ch.tg.p, ch.tg.model, Usage{Prompt: res.PromptTokens, Completion: res.CompletionTokens,
-			CacheRead: res.CacheReadTokens, CacheWrite: res.CacheWriteTokens})
+		nano = bh.prices.CostNano(ch.tg.p, ch.tg.model, res.PromptTokens, res.CompletionTokens, res.CacheReadTokens, res.CacheWriteTokens)
 	}
 	bh.b.SettleBudgets(ch.h, nano, res.PromptTokens+res.CompletionTokens)
 }

@@ -261,8 +261,7 @@ func (e *budgetEnv) spentOn(t *testing.T, b gateway.Budget, traces []gateway.Tra
 			if sp.Kind != gateway.SpanLLM || sp.PromptTokens+sp.CompletionTokens == 0 {
 				continue
 			}
-			nano += testPrices{}.CostNano(gateway.Provider{}, sp.Model, Usage{Prompt: sp.PromptTokens, Completion: sp.CompletionTokens,
-				CacheRead: sp.CacheReadTokens, CacheWrite: sp.CacheWriteTokens})
+			nano += testPrices{}.CostNano(gateway.Provider{}, sp.Model, sp.PromptTokens, sp.CompletionTokens, sp.CacheReadTokens, sp.CacheWriteTokens)
 			tokens += sp.PromptTokens + sp.CompletionTokens
 		}
 	}
@@ -317,10 +316,10 @@ func (testPrices) WorstCaseNano(_ gateway.Provider, model string, promptBytes in
 	return int64(math.Ceil((in*max(p[0], p[3]) + float64(maxTokens)*p[1]) * 1e3)), ok
 }
 
-func (testPrices) CostNano(_ gateway.Provider, model string, u Usage) int64 {
+func (testPrices) CostNano(_ gateway.Provider, model string, prompt, completion, cacheRead, cacheWrite int64) int64 {
 	p := testPriceTable[model]
-	in := float64(u.Prompt - u.CacheRead - u.CacheWrite)
-	return int64(math.Ceil((in*p[0] + float64(u.Completion)*p[1] + float64(u.CacheRead)*p[2] + float64(u.CacheWrite)*p[3]) * 1e3))
+	in := float64(prompt - cacheRead - cacheWrite)
+	return int64(math.Ceil((in*p[0] + float64(completion)*p[1] + float64(cacheRead)*p[2] + float64(cacheWrite)*p[3]) * 1e3))
 }
 
 func TestBoundFor(t *testing.T) {
