@@ -192,7 +192,7 @@ func New(cfg Config) (*Gateway, error) {
 // Name is the snapshot section name.
 func (g *Gateway) Name() string { return "gateway" }
 
-// Owns claims record types 64..72.
+// Owns claims record types 64..75 (records.go).
 func (g *Gateway) Owns(t wal.Type) bool { return owns(t) }
 
 // Restore replaces the state with a snapshot section (nil: empty).
