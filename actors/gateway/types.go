@@ -285,6 +285,13 @@ type Span struct {
 	Error            string    `json:"error,omitempty"`
 	InputPreview     string    `json:"input_preview,omitempty"`
 	OutputPreview    string    `json:"output_preview,omitempty"`
+	// CostNano is what an LLM call cost in nano-USD (docs/pricing.md):
+	// the gateway prices it when it records the run. CostUSD shows it;
+	// PriceKnown is false for a model without a price (it costs 0), and
+	// absent on spans that made no call and in runs recorded before prices.
+	CostNano   int64   `json:"-"`
+	CostUSD    float64 `json:"cost_usd"`
+	PriceKnown *bool   `json:"price_known,omitempty"`
 }
 
 // Span kinds.
@@ -322,6 +329,14 @@ type Trace struct {
 	InputPreview  string    `json:"input_preview,omitempty"`
 	OutputPreview string    `json:"output_preview,omitempty"`
 	Spans         []Span    `json:"spans"`
+	// CostNano is the run's cost, the sum of its spans' (CostUSD shows
+	// it); PriceKnown is false when one of its calls had no price.
+	CostNano   int64   `json:"-"`
+	CostUSD    float64 `json:"cost_usd"`
+	PriceKnown *bool   `json:"price_known,omitempty"`
+	// APIKeyID is the gateway API key the run was called with (absent:
+	// the gateway token, open mode, a console session, a channel).
+	APIKeyID uuid.UUID `json:"api_key_id,omitzero"`
 }
 
 // Tokens sums the spans' prompt and completion tokens.
