@@ -18,6 +18,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/clock"
 	"gatehouse/actors/gateway/blob"
+	"gatehouse/actors/gateway/pricing"
 	"gatehouse/wal"
 )
 
@@ -74,6 +75,9 @@ type Config struct {
 	// DefaultUserBudget is gateway.default_user_budget: the budget of
 	// every user without one of their own (Period "": none).
 	DefaultUserBudget DefaultBudget
+	// Pricing prices LLM calls (cmd: the pricing section; nil: the
+	// built-in table alone, unknown models allowed).
+	Pricing *pricing.Resolver
 	// Registerer takes the gateway's own metrics (buckets, blob store);
 	// nil: the actor system's. cmd gives the gateway listener's registry,
 	// so each listener's /metrics shows its own series.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/gateway/pricing"
 	"gatehouse/wal"
 )
 
@@ -508,6 +509,9 @@ type runRec struct {
 	// ProviderType is the type of the provider that answered (absent in
 	// records before native providers).
 	ProviderType string `json:"provider_type,omitempty"`
+	// APIKeyID is the gateway API key the run was called with (added with
+	// prices: absent in older records, and for runs without a key).
+	APIKeyID uuid.UUID `json:"api_key_id,omitzero"`
 }
 
 // spanRec is one timed step of a run.
@@ -532,6 +536,10 @@ type spanRec struct {
 	CacheReadTokens  int64  `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64  `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int64  `json:"reasoning_tokens,omitempty"`
+	// Added with prices: the call's cost in nano-USD, and whether its
+	// model had a price (absent: no call, or recorded before prices).
+	CostNano   int64 `json:"cost_nano,omitempty"`
+	PriceKnown *bool `json:"price_known,omitempty"`
 }
 
 // newRunRec is the record of t, times in UTC without a monotonic reading,
@@ -542,6 +550,7 @@ func newRunRec(t Trace) *runRec {
 		StartedAt: t.StartedAt.UTC(), DurationMs: t.DurationMs, Spans: make([]spanRec, len(t.Spans)),
 		SessionKey: t.SessionKey, Channel: t.Channel, Provider: t.Provider, Model: t.Model, Error: t.Error,
 		InputPreview: t.InputPreview, OutputPreview: t.OutputPreview, ProviderType: t.ProviderType,
+		APIKeyID: t.APIKeyID,
 	}
 	for i, s := range t.Spans {
 		r.Spans[i] = spanRec{
@@ -551,6 +560,7 @@ func newRunRec(t Trace) *runRec {
 			InputPreview: s.InputPreview, OutputPreview: s.OutputPreview,
 			ProviderType: s.ProviderType, Attempt: s.Attempt,
 			CacheReadTokens: s.CacheReadTokens, CacheWriteTokens: s.CacheWriteTokens, ReasoningTokens: s.ReasoningTokens,
+			CostNano: s.CostNano, PriceKnown: s.PriceKnown,
 		}
 	}
 	return r
@@ -562,8 +572,10 @@ func (r *runRec) view(withSpans bool) Trace {
 		ID: r.ID, AgentID: r.AgentID, UserID: r.UserID, Endpoint: r.Endpoint, Status: r.Status,
 		StartedAt: r.StartedAt, DurationMs: r.DurationMs, SessionKey: r.SessionKey, Channel: r.Channel,
 		Provider: r.Provider, ProviderType: r.ProviderType, Model: r.Model, Error: r.Error,
-		InputPreview: r.InputPreview, OutputPreview: r.OutputPreview,
+		InputPreview: r.InputPreview, OutputPreview: r.OutputPreview, APIKeyID: r.APIKeyID,
 	}
+	t.CostNano, t.PriceKnown = r.cost()
+	t.CostUSD = pricing.Nano(t.CostNano).USD()
 	if !withSpans {
 		return t
 	}
@@ -575,6 +587,7 @@ func (r *runRec) view(withSpans bool) Trace {
 			Status: s.Status, Error: s.Error, InputPreview: s.InputPreview, OutputPreview: s.OutputPreview,
 			ProviderType: s.ProviderType, Attempt: s.Attempt,
 			CacheReadTokens: s.CacheReadTokens, CacheWriteTokens: s.CacheWriteTokens, ReasoningTokens: s.ReasoningTokens,
+			CostNano: s.CostNano, CostUSD: pricing.Nano(s.CostNano).USD(), PriceKnown: s.PriceKnown,
 		}
 		if t.Spans[i].ID == "" { // a run recorded before span ids
 			t.Spans[i].ID = fmt.Sprintf("%s-%d", r.ID, i)
@@ -608,4 +621,10 @@ type usageRec struct {
 	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+	// Added with prices (absent, zero, before): the runs' cost in
+	// nano-USD, their calls to models without a price, and the gateway
+	// API key they were called with (part of the row's key).
+	CostNano      int64     `json:"cost_nano,omitempty"`
+	UnpricedCalls int64     `json:"unpriced_calls,omitempty"`
+	APIKeyID      uuid.UUID `json:"api_key_id,omitzero"`
 }

@@ -158,10 +158,12 @@ func (a *runsActor) usage(m queryUsage) []usageRec {
 	return out
 }
 
-// RecordRun records a finished run: its trace and its token usage. It
-// returns at once; the record is durable within one WAL group commit and
-// visible to Traces and Usage after that.
+// RecordRun records a finished run: its trace, its token usage and its
+// cost (each LLM span priced, see priceTrace). It returns at once; the record is durable within one WAL group commit
+// and visible to Traces and Usage after that.
 func (g *Gateway) RecordRun(t Trace) {
+	t.Spans = slices.Clone(t.Spans) // priced here: the caller's spans stay as they are
+	g.priceTrace(&t)
 	g.root.Send(g.runs, recordRun{run: newRunRec(t)})
 }
 
