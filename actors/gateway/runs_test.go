@@ -31,7 +31,7 @@ func TestRunStateApply(t *testing.T) {
 			t.Errorf("usage row %s outlived the 2-day retention", k.hour)
 		}
 	}
-	if u := rs.usage[usageKey{"2026-11-22T23", agent, "u", "p", "m", ""}]; u == nil || u.Runs != 2 || u.PromptTokens != 4 ||
+	if u := rs.usage[usageKey{"2026-11-22T23", agent, "u", "p", "m", "", uuid.Nil}]; u == nil || u.Runs != 2 || u.PromptTokens != 4 ||
 		u.CompletionTokens != 2 || u.LLMCalls != 2 || u.ToolCalls != 2 || u.Errors != 0 {
 		t.Errorf("row 2026-11-22T23 = %+v, want 2 runs, 4 prompt, 2 completion tokens, 2 LLM and 2 tool calls", u)
 	}

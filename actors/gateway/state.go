@@ -454,6 +454,7 @@ type usageKey struct {
 	// before native providers): a provider whose type changed counts
 	// apart, so a row's type is exact whatever order runs apply in.
 	provType string
+	apiKey   uuid.UUID // the calling gateway API key (nil: none, or before prices)
 }
 
 // hourLayout formats usage hours (UTC).
@@ -531,10 +532,11 @@ func (rs *runState) dropOldest(n int) { rs.traces = rs.traces[n:] }
 
 // count adds t to its usage row.
 func (rs *runState) count(t *runRec) {
-	k := usageKey{t.StartedAt.UTC().Format(hourLayout), t.AgentID, t.UserID, t.Provider, t.Model, t.ProviderType}
+	k := usageKey{t.StartedAt.UTC().Format(hourLayout), t.AgentID, t.UserID, t.Provider, t.Model, t.ProviderType, t.APIKeyID}
 	u := rs.usage[k]
 	if u == nil {
-		u = &usageRec{Hour: k.hour, AgentID: t.AgentID, UserID: t.UserID, Provider: t.Provider, ProviderType: t.ProviderType, Model: t.Model}
+		u = &usageRec{Hour: k.hour, AgentID: t.AgentID, UserID: t.UserID, Provider: t.Provider, ProviderType: t.ProviderType, Model: t.Model,
+			APIKeyID: t.APIKeyID}
 		rs.usage[k] = u
 	}
 	u.Runs++
@@ -548,6 +550,10 @@ func (rs *runState) count(t *runRec) {
 		u.CacheReadTokens += sp.CacheReadTokens
 		u.CacheWriteTokens += sp.CacheWriteTokens
 		u.ReasoningTokens += sp.ReasoningTokens
+		u.CostNano = satAdd(u.CostNano, sp.CostNano)
+		if sp.PriceKnown != nil && !*sp.PriceKnown {
+			u.UnpricedCalls++
+		}
 		switch sp.Kind {
 		case SpanLLM:
 			u.LLMCalls++
@@ -638,7 +644,7 @@ func (rs *runState) restore(im runsImage) {
 		if u.Hour == "" { // a day row of an older section
 			u.Hour, u.Day = u.Day+"T00", ""
 		}
-		k := usageKey{u.Hour, u.AgentID, u.UserID, u.Provider, u.Model, u.ProviderType}
+		k := usageKey{u.Hour, u.AgentID, u.UserID, u.Provider, u.Model, u.ProviderType, u.APIKeyID}
 		if prev := rs.usage[k]; prev != nil { // cannot happen in a section this build wrote
 			u = prev.plus(u)
 		}
@@ -663,6 +669,8 @@ func (u *usageRec) plus(v usageRec) usageRec {
 	w.CacheWriteTokens += v.CacheWriteTokens
 	w.ReasoningTokens += v.ReasoningTokens
 	w.DurationMs += v.DurationMs
+	w.CostNano = satAdd(w.CostNano, v.CostNano)
+	w.UnpricedCalls += v.UnpricedCalls
 	return w
 }
 
@@ -674,5 +682,6 @@ func cmpUsage(x, y usageRec) int {
 		strings.Compare(x.Provider, y.Provider),
 		strings.Compare(x.Model, y.Model),
 		strings.Compare(x.ProviderType, y.ProviderType),
+		bytes.Compare(x.APIKeyID[:], y.APIKeyID[:]),
 	)
 }

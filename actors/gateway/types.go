@@ -385,6 +385,9 @@ type UsageRow struct {
 	CacheReadTokens  int64     `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64     `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int64     `json:"reasoning_tokens,omitempty"`
+	// CostNano is the runs' cost in nano-USD; CostUSD shows it.
+	CostNano int64   `json:"-"`
+	CostUSD  float64 `json:"cost_usd"`
 }
 
 // DefaultMaxToolIterations bounds an agent's tool loop unless it sets its

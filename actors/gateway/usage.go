@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway/pricing"
 )
 
 // TraceFilter selects traces; zero fields match everything.
@@ -51,6 +53,7 @@ const (
 	GroupUser     = "user"
 	GroupProvider = "provider"
 	GroupModel    = "model"
+	GroupAPIKey   = "api_key" // the calling gateway API key's id ("" for runs without one)
 )
 
 // UsageQuery selects usage: runs that started in [From, To) (zero: open),
@@ -63,11 +66,13 @@ type UsageQuery struct {
 	UserID   string
 	Provider string
 	Model    string
+	APIKeyID uuid.UUID // runs called with this gateway API key
 }
 
 func (q UsageQuery) matches(u *usageRec) bool {
 	return (q.AgentID == uuid.Nil || u.AgentID == q.AgentID) && (q.UserID == "" || u.UserID == q.UserID) &&
-		(q.Provider == "" || u.Provider == q.Provider) && (q.Model == "" || u.Model == q.Model)
+		(q.Provider == "" || u.Provider == q.Provider) && (q.Model == "" || u.Model == q.Model) &&
+		(q.APIKeyID == uuid.Nil || u.APIKeyID == q.APIKeyID)
 }
 
 // UsagePoint is the usage of one time bucket (and group).
@@ -87,6 +92,12 @@ type UsagePoint struct {
 	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+	// CostNano is the runs' cost in nano-USD (docs/pricing.md), CostUSD
+	// shows it; UnpricedCalls counts calls to models without a price
+	// (they cost 0).
+	CostNano      int64   `json:"-"`
+	CostUSD       float64 `json:"cost_usd"`
+	UnpricedCalls int64   `json:"unpriced_calls,omitempty"`
 }
 
 // UsageTotals sums the usage of a period.
@@ -103,15 +114,19 @@ type UsageTotals struct {
 	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+	// Cost and unpriced calls, as in UsagePoint.
+	CostNano      int64   `json:"-"`
+	CostUSD       float64 `json:"cost_usd"`
+	UnpricedCalls int64   `json:"unpriced_calls,omitempty"`
 }
 
 // UsageSeries returns q's usage as points ordered by bucket, then group;
 // buckets without runs are left out. ErrInvalid for an unknown GroupBy.
 func (g *Gateway) UsageSeries(ctx context.Context, q UsageQuery) ([]UsagePoint, error) {
 	switch q.GroupBy {
-	case GroupNone, GroupAgent, GroupUser, GroupProvider, GroupModel:
+	case GroupNone, GroupAgent, GroupUser, GroupProvider, GroupModel, GroupAPIKey:
 	default:
-		return nil, fmt.Errorf("%w: group_by must be agent, user, provider or model", ErrInvalid)
+		return nil, fmt.Errorf("%w: group_by must be agent, user, provider, model or api_key", ErrInvalid)
 	}
 	rows, err := g.usageRows(ctx, q)
 	if err != nil {
@@ -143,9 +158,12 @@ func (g *Gateway) UsageSeries(ctx context.Context, q UsageQuery) ([]UsagePoint, 
 		p.CacheReadTokens += u.CacheReadTokens
 		p.CacheWriteTokens += u.CacheWriteTokens
 		p.ReasoningTokens += u.ReasoningTokens
+		p.CostNano = satAdd(p.CostNano, u.CostNano)
+		p.UnpricedCalls += u.UnpricedCalls
 	}
 	out := make([]UsagePoint, 0, len(points))
 	for _, p := range points {
+		p.CostUSD = pricing.Nano(p.CostNano).USD()
 		out = append(out, *p)
 	}
 	slices.SortFunc(out, func(a, b UsagePoint) int {
@@ -174,12 +192,15 @@ func (g *Gateway) UsageTotals(ctx context.Context, from, to time.Time, user stri
 		t.CacheReadTokens += u.CacheReadTokens
 		t.CacheWriteTokens += u.CacheWriteTokens
 		t.ReasoningTokens += u.ReasoningTokens
+		t.CostNano = satAdd(t.CostNano, u.CostNano)
+		t.UnpricedCalls += u.UnpricedCalls
 		dur += u.DurationMs
 		if u.UserID != "" {
 			users[u.UserID] = true
 		}
 	}
 	t.UniqueUsers = int64(len(users))
+	t.CostUSD = pricing.Nano(t.CostNano).USD()
 	if t.Requests > 0 {
 		t.AvgDurationMs = dur / t.Requests
 	}
@@ -212,9 +233,11 @@ func (g *Gateway) Usage(ctx context.Context, agent uuid.UUID, user string) ([]Us
 		r.CacheReadTokens += u.CacheReadTokens
 		r.CacheWriteTokens += u.CacheWriteTokens
 		r.ReasoningTokens += u.ReasoningTokens
+		r.CostNano = satAdd(r.CostNano, u.CostNano)
 	}
 	out := make([]UsageRow, 0, len(days))
 	for _, r := range days {
+		r.CostUSD = pricing.Nano(r.CostNano).USD()
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b UsageRow) int {
@@ -233,6 +256,11 @@ func groupOf(u usageRec, by string) string {
 		return u.Provider
 	case GroupModel:
 		return u.Model
+	case GroupAPIKey:
+		if u.APIKeyID == uuid.Nil {
+			return ""
+		}
+		return u.APIKeyID.String()
 	}
 	return ""
 }
