@@ -339,7 +339,7 @@ func (rt *Runtime) execute(ctx context.Context, rn *Run, onDelta func(string) er
 		Channel: rn.channel, Provider: rn.provider, ProviderType: rn.provType, Model: rn.model, Status: status, Error: msg,
 		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
 		InputPreview: rn.redact.preview(lastUserMessage(rn.req.Messages)), OutputPreview: rn.redact.preview(res.Content),
-		Spans: spans,
+		Spans: spans, APIKeyID: rn.keyID,
 	})
 	return res, err
 }
