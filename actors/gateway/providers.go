@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"gatehouse/actors/gateway/pricing"
 	"gatehouse/actors/gateway/runtime/llm"
 )
 
@@ -87,6 +88,9 @@ func validateSettings(settings json.RawMessage) error {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(settings, &obj); err != nil {
 			return fmt.Errorf("settings must be a JSON object: %w", ErrInvalid)
+		}
+		if _, err := pricing.FromSettings(settings); err != nil { // settings.prices (docs/pricing.md)
+			return fmt.Errorf("%v: %w", err, ErrInvalid)
 		}
 	}
 	return nil
