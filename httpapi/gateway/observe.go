@@ -109,6 +109,7 @@ type usageIn struct {
 	UserID      string `query:"user_id" json:"-"`
 	Provider    string `query:"provider" json:"-"`
 	Model       string `query:"model" json:"-"`
+	APIKeyID    string `query:"api_key_id" json:"-"`
 }
 
 type usageOut struct {
@@ -142,9 +143,15 @@ func (s *Server) usage(ctx context.Context, c Caller, in usageIn) (usageOut, err
 	if err != nil {
 		return usageOut{}, err
 	}
+	var key uuid.UUID
+	if in.APIKeyID != "" {
+		if key, err = uuid.Parse(in.APIKeyID); err != nil {
+			return usageOut{}, errInvalid("api_key_id must be a gateway API key's id")
+		}
+	}
 	pts, err := s.d.Runs.UsageSeries(ctx, gateway.UsageQuery{
 		From: from, To: to, Hourly: hourly, GroupBy: in.GroupBy,
-		AgentID: agent, UserID: user, Provider: in.Provider, Model: in.Model,
+		AgentID: agent, UserID: user, Provider: in.Provider, Model: in.Model, APIKeyID: key,
 	})
 	if err != nil {
 		return usageOut{}, err
@@ -257,6 +264,13 @@ type traceView struct {
 	Tokens        tokensView  `json:"tokens"`
 	SpanCount     int         `json:"span_count"`
 	Spans         []*spanView `json:"spans,omitempty"`
+	// CostUSD is the run's cost (docs/pricing.md); PriceKnown is false
+	// when a call's model had no price (absent: no call was priced, e.g.
+	// a run recorded before prices). APIKeyID is the calling gateway API
+	// key's (absent: none).
+	CostUSD    float64   `json:"cost_usd"`
+	PriceKnown *bool     `json:"price_known,omitempty"`
+	APIKeyID   uuid.UUID `json:"api_key_id,omitzero"`
 }
 
 // spanView is one span and the spans it started.
@@ -280,6 +294,10 @@ type spanView struct {
 	InputPreview  string      `json:"input_preview"`
 	OutputPreview string      `json:"output_preview"`
 	Children      []*spanView `json:"children"`
+	// CostUSD is an LLM call's cost; PriceKnown is false when its model
+	// had no price, absent on spans that made no call.
+	CostUSD    float64 `json:"cost_usd"`
+	PriceKnown *bool   `json:"price_known,omitempty"`
 }
 
 func tokens(c gateway.TokenCounts) tokensView {
@@ -294,6 +312,7 @@ func viewTrace(t gateway.Trace, spanCount int) traceView {
 		StartTime: t.StartedAt, EndTime: t.StartedAt.Add(time.Duration(t.DurationMs) * time.Millisecond),
 		DurationMs: t.DurationMs, InputPreview: t.InputPreview, OutputPreview: t.OutputPreview,
 		Tokens: tokens(t.TokenCounts()), SpanCount: spanCount,
+		CostUSD: t.CostUSD, PriceKnown: t.PriceKnown, APIKeyID: t.APIKeyID,
 	}
 }
 
@@ -308,6 +327,7 @@ func spanTree(spans []gateway.Span) []*spanView {
 			ProviderType: s.ProviderType, Attempt: s.Attempt, Tokens: tokens(s.Counts()), Status: s.Status, Error: s.Error,
 			StartTime: s.StartedAt, EndTime: s.StartedAt.Add(time.Duration(s.DurationMs) * time.Millisecond),
 			DurationMs: s.DurationMs, InputPreview: s.InputPreview, OutputPreview: s.OutputPreview, Children: []*spanView{},
+			CostUSD: s.CostUSD, PriceKnown: s.PriceKnown,
 		}
 		nodes[s.ID] = all[i]
 	}
