@@ -99,7 +99,7 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 			return nil, fmt.Errorf("app: provider metrics: %w", err)
 		}
 	}
-	rt.SetBudgets(g, nil, false) // docs/budgets.md (prices: when package pricing lands)
+	rt.SetBudgets(g, g, g.RequireKnownPrices()) // docs/budgets.md
 	box := toolbox.New(g, sb, cfg.MCP, g.Logger())
 	rt.SetToolbox(box)
 	wh, err := webhook.New(cfg.Webhook, g, rt, lg)

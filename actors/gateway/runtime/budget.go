@@ -44,7 +44,10 @@ type Prices interface {
 	CostNano(p gateway.Provider, model string, prompt, completion, cacheRead, cacheWrite int64) int64
 }
 
-var _ Budgets = (*gateway.Gateway)(nil)
+var (
+	_ Budgets = (*gateway.Gateway)(nil)
+	_ Prices  = (*gateway.Gateway)(nil)
+)
 
 // budgetHook is the runtime's budgets (nil: none enforced).
 type budgetHook struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -71,7 +70,7 @@ func newBudgetEnv(t *testing.T, cfg gateway.Config) *budgetEnv {
 		e.keys[u] = k.ID
 	}
 	e.rt = New(e.gw, e.gw)
-	e.rt.SetBudgets(e.gw, testPrices{}, false)
+	e.rt.SetBudgets(e.gw, e.gw, false)
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -140,45 +139,58 @@ func TestBudgetProperty(t *testing.T) {
 	e := newBudgetEnv(t, cfg)
 	budgets := []gateway.Budget{
 		e.budget(t, gateway.SubjectUser, "u1", gateway.PeriodDay, 0.05, 0, 0),
-		e.budget(t, gateway.SubjectUser, "u2", gateway.PeriodMonth, 0, 60_000, 0),
+		e.budget(t, gateway.SubjectUser, "u2", gateway.PeriodMonth, 0, 15_000, 0),
 		e.budget(t, gateway.SubjectAgent, e.agents["a1"].ID.String(), gateway.PeriodTotal, 0.06, 0, 0),
-		e.budget(t, gateway.SubjectAgent, e.agents["a2"].ID.String(), gateway.PeriodMonth, 0, 80_000, 30_000),
+		e.budget(t, gateway.SubjectAgent, e.agents["a2"].ID.String(), gateway.PeriodMonth, 0, 20_000, 6_000),
 	}
 	if principalHasKey {
-		budgets = append(budgets, e.budget(t, gateway.SubjectAPIKey, e.keys["u1"].String(), gateway.PeriodDay, 0, 40_000, 0))
+		budgets = append(budgets, e.budget(t, gateway.SubjectAPIKey, e.keys["u1"].String(), gateway.PeriodDay, 0, 12_000, 0))
 	}
 	for _, s := range []*llmtest.Script{&e.oa.Script, &e.ant.Script} {
-		for range 400 {
+		for range 600 {
 			s.Push(randomReply(r))
 		}
 		s.Default = &llmtest.Reply{Text: "done", Usage: llmtest.Usage{Prompt: 30, Completion: 3}}
 	}
-	const runs = 60
+	// Workers run one after another, all at once: budgets fill up over
+	// the waves while concurrent calls contend for what is left.
+	const workers, perWorker = 12, 14
+	const runs = workers * perWorker
+	type plan struct {
+		user, agent      string
+		stream, cancelAt bool
+	}
+	plans := make([][]plan, workers)
+	for w := range plans {
+		for range perWorker {
+			plans[w] = append(plans[w], plan{budgetUsers[r.IntN(3)], []string{"a1", "a2"}[r.IntN(2)], r.IntN(2) == 0, r.IntN(4) == 0})
+		}
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	refused := 0
-	for i := range runs {
-		user, agent := budgetUsers[r.IntN(3)], []string{"a1", "a2"}[r.IntN(2)]
-		stream, cancelAt := r.IntN(2) == 0, r.IntN(4) == 0
+	for w, ps := range plans {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			req := TurnRequest{Agent: agent, Endpoint: "chat", Messages: []Message{{Role: "user", Content: fmt.Sprintf("run %d", i)}}}
-			if stream {
-				req.OnDelta = func(string) error {
-					if cancelAt {
-						cancel() // the client leaves mid-stream
+			for i, p := range ps {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				req := TurnRequest{Agent: p.agent, Endpoint: "chat", Messages: []Message{{Role: "user", Content: fmt.Sprintf("run %d.%d", w, i)}}}
+				if p.stream {
+					req.OnDelta = func(string) error {
+						if p.cancelAt {
+							cancel() // the client leaves mid-stream
+						}
+						return nil
 					}
-					return nil
 				}
-			}
-			_, err := e.rt.Turn(ctx, budgetPrincipal(user, e.keys[user]), req)
-			if errors.Is(err, ErrBudget) {
-				mu.Lock()
-				refused++
-				mu.Unlock()
+				_, err := e.rt.Turn(ctx, budgetPrincipal(p.user, e.keys[p.user]), req)
+				cancel()
+				if errors.Is(err, ErrBudget) {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+				}
 			}
 		}()
 	}
@@ -194,6 +206,7 @@ func TestBudgetProperty(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantNano, wantTokens := e.spentOn(t, b, traces)
+		t.Logf("%s %s: spent %v USD %d tokens (caps %v USD, %v tokens)", b.Subject.Type, b.Period, got.SpentUSD, got.SpentTokens, deref(got.MaxUSD), deref(got.MaxTokens))
 		switch {
 		case got.ReservedUSD != 0 || got.ReservedTokens != 0:
 			t.Errorf("%s %s: reserved %v USD %d tokens after every run ended", b.Subject, b.Period, got.ReservedUSD, got.ReservedTokens)
@@ -241,7 +254,9 @@ func (e *budgetEnv) settledTraces(t *testing.T, min int) []gateway.Trace {
 	return nil
 }
 
-// spentOn sums the cost and tokens of the LLM calls of the traces b binds.
+// spentOn sums the cost and tokens of the LLM calls of the traces b
+// binds: their cost as the gateway priced them when it recorded the runs,
+// apart from the budgets.
 func (e *budgetEnv) spentOn(t *testing.T, b gateway.Budget, traces []gateway.Trace) (nano, tokens int64) {
 	t.Helper()
 	for _, tr := range traces {
@@ -261,7 +276,7 @@ func (e *budgetEnv) spentOn(t *testing.T, b gateway.Budget, traces []gateway.Tra
 			if sp.Kind != gateway.SpanLLM || sp.PromptTokens+sp.CompletionTokens == 0 {
 				continue
 			}
-			nano += testPrices{}.CostNano(gateway.Provider{}, sp.Model, sp.PromptTokens, sp.CompletionTokens, sp.CacheReadTokens, sp.CacheWriteTokens)
+			nano += sp.CostNano // priced by the gateway when it recorded the run
 			tokens += sp.PromptTokens + sp.CompletionTokens
 		}
 	}
@@ -303,85 +318,9 @@ func budgetPrincipal(user string, key uuid.UUID) gateway.Principal {
 	return gateway.Principal{User: user, KeyID: key}
 }
 
-// testPrices prices the test's models (USD per million tokens) as package
-// pricing does: input, output, cache read, cache write; rounded up to the
-// nano.
-type testPrices struct{}
-
-var testPriceTable = map[string][4]float64{"gpt-b": {2, 8, 2, 2}, "claude-b": {3, 15, 0.3, 3.75}}
-
-func (testPrices) WorstCaseNano(_ gateway.Provider, model string, promptBytes int64, messages int, maxTokens int64) (int64, bool) {
-	p, ok := testPriceTable[model]
-	in := float64(promptBytes + 8*int64(messages))
-	return int64(math.Ceil((in*max(p[0], p[3]) + float64(maxTokens)*p[1]) * 1e3)), ok
-}
-
-func (testPrices) CostNano(_ gateway.Provider, model string, prompt, completion, cacheRead, cacheWrite int64) int64 {
-	p := testPriceTable[model]
-	in := float64(prompt - cacheRead - cacheWrite)
-	return int64(math.Ceil((in*p[0] + float64(completion)*p[1] + float64(cacheRead)*p[2] + float64(cacheWrite)*p[3]) * 1e3))
-}
-
-func TestBoundFor(t *testing.T) {
-	tests := []struct {
-		n        int
-		settings string
-		want     int
-	}{
-		{0, ``, DefaultBudgetMaxTokens},
-		{100, `{"max_tokens":900}`, 100},
-		{0, `{"max_tokens":900}`, 900},
-		{0, `{"thinking_budget_tokens":2048}`, DefaultBudgetMaxTokens},
-		{1000, `{"thinking_budget_tokens":2048}`, 2048 + 4096},
-		{0, `{"max_tokens":2048,"thinking_budget_tokens":2048}`, 2048 + 4096},
+func deref[T any](p *T) any {
+	if p == nil {
+		return "-"
 	}
-	for _, tt := range tests {
-		if got := boundFor(tt.n, []byte(tt.settings)); got != tt.want {
-			t.Errorf("boundFor(%d, %s) = %d, want %d", tt.n, tt.settings, got, tt.want)
-		}
-	}
-}
-
-// BenchmarkTurnEcho* compare a turn on the echo provider with and without
-// budgets binding it (the user's and the agent's).
-func BenchmarkTurnEchoNoBudget(b *testing.B)   { benchTurnEcho(b, false) }
-func BenchmarkTurnEchoWithBudget(b *testing.B) { benchTurnEcho(b, true) }
-
-func benchTurnEcho(b *testing.B, budgets bool) {
-	n := actorstest.New(b, actorstest.WithExtensions(func() []actors.Extension {
-		gw, err := gateway.New(gateway.DefaultConfig())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return []actors.Extension{gw}
-	}))
-	n.Start()
-	gw := n.Exts[0].(*gateway.Gateway)
-	ctx := actorstest.Ctx(b)
-	if _, err := gw.CreateProvider(ctx, gateway.ProviderInput{Name: "echo", ProviderType: gateway.ProviderEcho, Enabled: true,
-		Settings: []byte(`{"delay_ms":0}`)}); err != nil {
-		b.Fatal(err)
-	}
-	a, err := gw.CreateAgent(ctx, "u1", gateway.AgentInput{AgentKey: ptrTo("e"), Provider: ptrTo("echo"), Model: ptrTo("m")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if budgets {
-		for _, s := range []gateway.BudgetSubject{{Type: gateway.SubjectUser, ID: "u1"}, {Type: gateway.SubjectAgent, ID: a.ID.String()}} {
-			if _, err := gw.CreateBudget(ctx, gateway.BudgetInput{Subject: &s, Period: ptrTo(gateway.PeriodDay), MaxTokens: ptrTo(int64(1 << 60))}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	rt := New(gw, gw)
-	rt.SetBudgets(gw, testPrices{}, false)
-	b.Cleanup(func() { _ = rt.Close(context.Background()) })
-	req := TurnRequest{Agent: "e", Endpoint: "chat", Messages: []Message{{Role: "user", Content: "hello there"}}}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := rt.Turn(context.Background(), gateway.Principal{User: "u1"}, req); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return *p
 }
