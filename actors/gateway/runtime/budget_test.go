@@ -324,3 +324,26 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
+
+// TestBudgetRequireKnown: with pricing.require_known, a call to a model
+// without a price is refused (gateway.ErrDisabled, 412) before anything is
+// sent, budget or not; a priced model runs.
+func TestBudgetRequireKnown(t *testing.T) {
+	e := newBudgetEnv(t, gateway.DefaultConfig())
+	e.rt.SetBudgets(e.gw, e.gw, true)
+	ctx := actorstest.Ctx(t)
+	if _, err := e.gw.CreateAgent(ctx, "u1", gateway.AgentInput{AgentKey: ptrTo("unpriced"), Provider: ptrTo("oa"), Model: ptrTo("no-such-model-x")}); err != nil {
+		t.Fatal(err)
+	}
+	req := TurnRequest{Agent: "unpriced", Endpoint: "chat", Messages: []Message{{Role: "user", Content: "hello"}}}
+	if _, err := e.rt.Turn(ctx, budgetPrincipal("u1", uuid.Nil), req); !errors.Is(err, gateway.ErrDisabled) || !strings.Contains(err.Error(), "no-such-model-x") {
+		t.Errorf("unpriced model under require_known: %v, want ErrDisabled naming the model", err)
+	}
+	if n := len(e.oa.Requests()); n != 0 {
+		t.Errorf("provider got %d requests, want none", n)
+	}
+	req.Agent = "a1"
+	if _, err := e.rt.Turn(ctx, budgetPrincipal("u1", uuid.Nil), req); err != nil {
+		t.Errorf("priced model under require_known: %v", err)
+	}
+}
