@@ -17,6 +17,7 @@ import (
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/mcppool"
+	"gatehouse/actors/gateway/pricing"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/actors/gateway/webhook"
@@ -128,6 +129,12 @@ type fileConfig struct {
 		// their own (docs/budgets.md); absent: none.
 		DefaultUserBudget gateway.DefaultBudget `json:"default_user_budget"`
 	} `json:"gateway"`
+	// Pricing prices LLM calls (docs/pricing.md): Models overrides the
+	// built-in table; RequireKnown refuses calls to models without a price.
+	Pricing struct {
+		Models       pricing.Table `json:"models"`
+		RequireKnown bool          `json:"require_known"`
+	} `json:"pricing"`
 	Keys struct {
 		RotationGracePeriod duration `json:"rotation_grace_period"`
 		// MaxPerUser is how many keys a user may hold, by plan.
@@ -359,6 +366,9 @@ func (c *fileConfig) validateValues() error {
 		if x.bad {
 			return c.invalid(x.name, "must be "+x.want)
 		}
+	}
+	if err := c.Pricing.Models.Validate(); err != nil {
+		return c.invalid("pricing.models", fmt.Sprintf("must hold valid prices (USD per million tokens): %v", err))
 	}
 	if sameSocket(c.Server.Host, c.Server.Port, c.Gateway.Host, c.Gateway.Port) {
 		return c.invalid("gateway.port", fmt.Sprintf("must differ from server.port (%d): the two listeners cannot share a port", c.Server.Port))

@@ -22,6 +22,7 @@ import (
 	"gatehouse/actors/control"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/app"
+	"gatehouse/actors/gateway/pricing"
 	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/httpapi"
 	gwapi "gatehouse/httpapi/gateway"
@@ -361,6 +362,9 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
 	gwcfg.DefaultAgent = cfg.Gateway.DefaultAgent
 	gwcfg.DefaultUserBudget = cfg.Gateway.DefaultUserBudget
+	if gwcfg.Pricing, err = pricing.NewResolver(cfg.Pricing.Models, cfg.Pricing.RequireKnown); err != nil {
+		return nil, fmt.Errorf("pricing: %w", err) // validated with the config: cannot happen
+	}
 	if cl != nil {
 		gwcfg.NodeID = cfg.Cluster.NodeID     // a summon runs on the node that started it
 		gwcfg.WrapBlobs = cl.wrapBlobs(gwReg) // every upload on two nodes; a missing blob fetched

@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -48,7 +49,9 @@ func (p *Price) UnmarshalJSON(b []byte) error {
 		CacheRead  *float64 `json:"cache_read"`
 		CacheWrite *float64 `json:"cache_write"`
 	}
-	if err := json.Unmarshal(b, &w); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields() // a misspelt cache_read is an error, not a default
+	if err := dec.Decode(&w); err != nil {
 		return fmt.Errorf("a price must be an object of input, output, cache_read and cache_write numbers: %w", err)
 	}
 	if w.Input == nil || w.Output == nil {

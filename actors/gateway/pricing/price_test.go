@@ -76,7 +76,7 @@ func TestPriceJSON(t *testing.T) {
 	if want := (Price{Input: 2, Output: 8, CacheRead: 0.2, CacheWrite: 0}); p != want {
 		t.Errorf("given cache prices: %+v, want %+v", p, want)
 	}
-	for _, bad := range []string{`{"output": 1}`, `{"input": 1}`, `[]`, `{"input": "1", "output": 1}`} {
+	for _, bad := range []string{`{"output": 1}`, `{"input": 1}`, `[]`, `{"input": "1", "output": 1}`, `{"input": 1, "output": 1, "cache_reed": 0.1}`} {
 		if err := json.Unmarshal([]byte(bad), &p); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
