@@ -107,8 +107,11 @@ func formatRemaining(rem gateway.BudgetRemaining) string {
 }
 
 // budgetHeader is the X-Gateway-Budget-Remaining header of a chat
-// answer (nil when no budget binds the run).
-func (s *Server) budgetHeader(ctx context.Context, c Caller, agent uuid.UUID) map[string]string {
+// answer for the body's user (nil when no budget binds the run).
+func (s *Server) budgetHeader(ctx context.Context, c Caller, bodyUser string, agent uuid.UUID) map[string]string {
+	if p, err := runPrincipal(c, bodyUser); err == nil {
+		c.UserID = p.User // the run's user: a trusted caller may name it in the body
+	}
 	if rem := s.budgetRemaining(ctx, c, agent); rem != "" {
 		return map[string]string{BudgetRemainingHeader: rem}
 	}

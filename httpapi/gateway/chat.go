@@ -273,14 +273,14 @@ func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (St
 			ID: id, Object: "chat.completion", Created: created, Model: model,
 			Choices: []chatChoice{{Message: chatOutMsg{Role: "assistant", Content: res.Content}, FinishReason: res.FinishReason}},
 			Usage:   usageOf(res.Result),
-		}, Header: s.budgetHeader(ctx, c, t.Agent.ID)}, nil
+		}, Header: s.budgetHeader(ctx, c, req.User, t.Agent.ID)}, nil
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	chunk := func(d chatOutMsg, finish *string) chatChunk {
 		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
 			Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
 	}
-	return Streaming[chatResp]{Header: s.budgetHeader(ctx, c, t.Agent.ID), Events: func(ctx context.Context, st Stream) {
+	return Streaming[chatResp]{Header: s.budgetHeader(ctx, c, req.User, t.Agent.ID), Events: func(ctx context.Context, st Stream) {
 		if st.Send("", chunk(chatOutMsg{Role: "assistant"}, nil)) != nil {
 			return
 		}
