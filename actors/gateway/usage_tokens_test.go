@@ -27,6 +27,8 @@ func TestUsageTokenKinds(t *testing.T) {
 			{ID: "s3", Name: "tool x", Kind: SpanTool, StartedAt: at, Status: RunOK},
 		}}
 	gw.RecordRun(tr)
+	unpriced := false // neither model has a price (cost_test.go tests prices)
+	tr.Spans[0].PriceKnown, tr.Spans[1].PriceKnown, tr.PriceKnown = &unpriced, &unpriced, &unpriced
 	// An old-style run (no provider type, no new kinds) counts apart.
 	gw.RecordRun(Trace{ID: "r0", AgentID: agent, UserID: "alice", Status: RunOK, StartedAt: at, Provider: "backup", Model: "gem-1",
 		Spans: []Span{{ID: "s0", Kind: SpanLLM, StartedAt: at, PromptTokens: 5, CompletionTokens: 1, Status: RunOK}}})
