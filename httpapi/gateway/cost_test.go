@@ -145,3 +145,33 @@ func TestCostOverridesHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestCostRequireKnownHTTP: with pricing.require_known, a call to a model
+// without a price is refused before anything reaches the provider; a
+// priced model and a local (echo) one still run.
+func TestCostRequireKnownHTTP(t *testing.T) {
+	ant := llmtest.NewAnthropic(t)
+	e := newGWEnv(t, gwOpts{token: gwToken, gw: func(c *gateway.Config) {
+		var err error
+		if c.Pricing, err = pricing.NewResolver(nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	alice := []string{"X-Gateway-User-Id", "alice"}
+	e.must(201, "POST", "/v1/providers", gwToken, `{"name":"claude","provider_type":"anthropic_native","api_base":"`+ant.URL+`","api_key":"sk-ant-cost-0000004"}`)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"odd","provider":"claude","model":"claude-mystery-9"}`, alice...)
+	e.must(201, "POST", "/v1/agents", gwToken, `{"agent_key":"known","provider":"claude","model":"claude-haiku-4-5-20251001"}`, alice...)
+	e.seedAgent("local", `{}`, "")
+	r := e.do("POST", "/v1/chat/completions", gwToken, costChat("odd", "refuse me"), alice...)
+	if r.status == http.StatusOK || !strings.Contains(r.errMsg(), "no price") || !strings.Contains(r.errMsg(), "require_known") {
+		t.Errorf("an unpriced model under require_known = %d %s, want a refusal naming require_known", r.status, r.raw)
+	}
+	if n := len(ant.Requests()); n != 0 {
+		t.Errorf("the provider received %d requests, want none", n)
+	}
+	e.must(200, "POST", "/v1/chat/completions", gwToken, costChat("known", "priced"), alice...)
+	e.must(200, "POST", "/v1/chat/completions", gwToken, costChat("local", "free"), alice...)
+	if n := len(ant.Requests()); n != 1 {
+		t.Errorf("the provider received %d requests, want the priced one", n)
+	}
+}
