@@ -17,7 +17,6 @@ import (
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/mcppool"
-	"gatehouse/actors/gateway/pricing"
 	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/actors/gateway/webhook"
@@ -131,11 +130,8 @@ type fileConfig struct {
 	} `json:"gateway"`
 	// Pricing prices LLM calls (docs/pricing.md): Models overrides the
 	// built-in table; RequireKnown refuses calls to models without a price.
-	Pricing struct {
-		Models       pricing.Table `json:"models"`
-		RequireKnown bool          `json:"require_known"`
-	} `json:"pricing"`
-	Keys struct {
+	Pricing pricingConfig `json:"pricing"`
+	Keys    struct {
 		RotationGracePeriod duration `json:"rotation_grace_period"`
 		// MaxPerUser is how many keys a user may hold, by plan.
 		MaxPerUser struct {
@@ -367,7 +363,7 @@ func (c *fileConfig) validateValues() error {
 			return c.invalid(x.name, "must be "+x.want)
 		}
 	}
-	if err := c.Pricing.Models.Validate(); err != nil {
+	if _, err := c.Pricing.table(); err != nil {
 		return c.invalid("pricing.models", fmt.Sprintf("must hold valid prices (USD per million tokens): %v", err))
 	}
 	if sameSocket(c.Server.Host, c.Server.Port, c.Gateway.Host, c.Gateway.Port) {

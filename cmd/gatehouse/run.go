@@ -22,7 +22,6 @@ import (
 	"gatehouse/actors/control"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/app"
-	"gatehouse/actors/gateway/pricing"
 	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/httpapi"
 	gwapi "gatehouse/httpapi/gateway"
@@ -362,7 +361,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	gwcfg.ToolsExecEnabled = cfg.Tools.ExecEnabled
 	gwcfg.DefaultAgent = cfg.Gateway.DefaultAgent
 	gwcfg.DefaultUserBudget = cfg.Gateway.DefaultUserBudget
-	if gwcfg.Pricing, err = pricing.NewResolver(cfg.Pricing.Models, cfg.Pricing.RequireKnown); err != nil {
+	if gwcfg.Pricing, err = cfg.Pricing.resolver(); err != nil {
 		return nil, fmt.Errorf("pricing: %w", err) // validated with the config: cannot happen
 	}
 	if cl != nil {
