@@ -57,7 +57,7 @@ func TestUsageAndTraces(t *testing.T) {
 	got := usage(gwToken, "granularity=hour&"+day)
 	want := []any{
 		point("2026-11-23T00:00:00Z", "", 2, 4+7, 3+3, 0, 1+2, 1),
-		point("2026-11-23T10:00:00Z", "", 4, 3+6+3+0, 2+5+4, 1, 4, 0),
+		unpriced(point("2026-11-23T10:00:00Z", "", 4, 3+6+3+0, 2+5+4, 1, 4, 0)), // m3 on dead has no price
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("hourly usage (-want +got):\n%s", diff)
@@ -72,14 +72,14 @@ func TestUsageAndTraces(t *testing.T) {
 	}
 	got = usage(gwToken, "group_by=user&"+day)
 	want = []any{
-		point("2026-11-23T00:00:00Z", "alice", 4, 4+3+6, 3+2+5, 1, 4, 0),
+		unpriced(point("2026-11-23T00:00:00Z", "alice", 4, 4+3+6, 3+2+5, 1, 4, 0)),
 		point("2026-11-23T00:00:00Z", "bob", 2, 3+7, 4+3, 0, 1+2, 1),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("daily usage by user (-want +got):\n%s", diff)
 	}
 	got = usage(gwToken, "group_by=provider&provider=dead&"+day)
-	if diff := cmp.Diff([]any{point("2026-11-23T00:00:00Z", "dead", 1, 0, 0, 1, 1, 0)}, got); diff != "" {
+	if diff := cmp.Diff([]any{unpriced(point("2026-11-23T00:00:00Z", "dead", 1, 0, 0, 1, 1, 0))}, got); diff != "" {
 		t.Errorf("usage of provider dead (-want +got):\n%s", diff)
 	}
 	// A key bound to bob sees bob's usage only, whatever it asks for.
@@ -95,7 +95,8 @@ func TestUsageAndTraces(t *testing.T) {
 	}
 
 	sum := e.must(200, "GET", "/v1/usage/summary?period=today", gwToken, "").body
-	wantCur := map[string]any{"requests": 6.0, "input_tokens": 23.0, "output_tokens": 17.0, "errors": 1.0, "unique_users": 2.0, "llm_calls": 7.0, "tool_calls": 1.0}
+	wantCur := map[string]any{"requests": 6.0, "input_tokens": 23.0, "output_tokens": 17.0, "errors": 1.0, "unique_users": 2.0, "llm_calls": 7.0, "tool_calls": 1.0,
+		"cost_usd": 0.0, "unpriced_calls": 1.0} // echo is free, m3 has no price
 	cur := sum["current"].(map[string]any)
 	delete(cur, "avg_duration_ms") // wall-clock time
 	if diff := cmp.Diff(wantCur, cur); diff != "" {
@@ -156,10 +157,16 @@ func TestUsageAndTraces(t *testing.T) {
 
 func point(bucket, group string, runs, in, out, errs, llm, tools float64) any {
 	p := map[string]any{"bucket": bucket, "runs": runs, "input_tokens": in, "output_tokens": out, "total_tokens": in + out,
-		"errors": errs, "llm_calls": llm, "tool_calls": tools}
+		"errors": errs, "llm_calls": llm, "tool_calls": tools, "cost_usd": 0.0}
 	if group != "" {
 		p["group"] = group
 	}
+	return p
+}
+
+// unpriced marks point p as holding one call to a model without a price.
+func unpriced(p any) any {
+	p.(map[string]any)["unpriced_calls"] = 1.0
 	return p
 }
 
