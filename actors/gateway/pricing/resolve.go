@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,7 +16,7 @@ type Resolver struct {
 	builtin      Table
 	requireKnown bool
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	settings map[string]Table // parsed settings.prices by settings text
 }
 
@@ -62,7 +63,8 @@ var localTypes = map[string]bool{"echo": true, "ollama": true}
 // openai/…): anthropic.claude-sonnet-4-5-20250929-v1:0 is
 // claude-sonnet-4-5.
 func (r *Resolver) Price(providerType string, providerSettings json.RawMessage, model string) (Price, bool) {
-	names := candidates(model)
+	var buf [4]string
+	names := candidates(buf[:0], model)
 	if t := r.providerTable(providerSettings); len(t) > 0 {
 		if p, ok := exact(names, t); ok {
 			return p, true
@@ -104,20 +106,23 @@ func lookup(names []string, config, builtin Table) (Price, bool) {
 // providerTable is settings.prices of a provider, lower-cased (nil: none,
 // or invalid: settings are validated when saved).
 func (r *Resolver) providerTable(settings json.RawMessage) Table {
-	if len(settings) == 0 || !strings.Contains(string(settings), `"prices"`) {
+	if len(settings) == 0 || !bytes.Contains(settings, []byte(`"prices"`)) {
 		return nil
 	}
 	if r == nil {
 		t, _ := FromSettings(settings)
 		return lowerKeys(t)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t, ok := r.settings[string(settings)]; ok {
+	r.mu.RLock()
+	t, ok := r.settings[string(settings)] // no copy of settings to look it up
+	r.mu.RUnlock()
+	if ok {
 		return t
 	}
-	t, _ := FromSettings(settings)
+	t, _ = FromSettings(settings)
 	t = lowerKeys(t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(r.settings) >= maxCachedSettings {
 		clear(r.settings)
 	}
@@ -175,18 +180,13 @@ var bedrockRegions = []string{"us.", "eu.", "apac.", "global.", "jp.", "au.", "c
 // vendors are the Bedrock vendor prefixes of model ids.
 var vendors = []string{"anthropic.", "meta.", "mistral.", "amazon.", "cohere.", "deepseek.", "openai.", "ai21.", "qwen.", "writer.", "xai."}
 
-// candidates is the model's name lower-cased, then without its vendor
-// prefixes (each form once, most specific first).
-func candidates(model string) []string {
+// candidates appends to out the model's name lower-cased, then without
+// its vendor prefixes (each form once, most specific first).
+func candidates(out []string, model string) []string {
 	n := strings.ToLower(strings.TrimSpace(model))
-	out := []string{n}
-	add := func(s string) {
-		if s != "" && s != out[len(out)-1] {
-			out = append(out, s)
-		}
-	}
+	out = append(out, n)
 	s := strings.TrimPrefix(n, "models/")
-	add(s)
+	out = addName(out, s)
 	for _, p := range bedrockRegions {
 		if strings.HasPrefix(s, p) {
 			s = s[len(p):]
@@ -199,9 +199,17 @@ func candidates(model string) []string {
 			break
 		}
 	}
-	add(s)
+	out = addName(out, s)
 	if i := strings.LastIndexByte(s, '/'); i >= 0 {
-		add(s[i+1:])
+		out = addName(out, s[i+1:])
 	}
 	return out
+}
+
+// addName appends s to names unless it is empty or the last one.
+func addName(names []string, s string) []string {
+	if s == "" || s == names[len(names)-1] {
+		return names
+	}
+	return append(names, s)
 }

@@ -2,7 +2,9 @@ package pricing
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -115,4 +117,28 @@ func BenchmarkPrice(b *testing.B) {
 	for b.Loop() {
 		r.Price("anthropic_native", settings, "claude-sonnet-4-5-20250929")
 	}
+}
+
+// TestResolverConcurrentSettings: many goroutines price models of more
+// distinct provider settings than the cache holds; each gets its own
+// provider's price.
+func TestResolverConcurrentSettings(t *testing.T) {
+	r, err := NewResolver(nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				in := float64(g*1000 + i)
+				settings := json.RawMessage(fmt.Sprintf(`{"prices": {"m": {"input": %g, "output": 1}}}`, in))
+				if p, ok := r.Price("openai", settings, "m-1"); !ok || p.Input != in {
+					t.Errorf("settings %s: %+v %v", settings, p, ok)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
