@@ -3,7 +3,7 @@
 // and the record of every agent run (traces, and usage per UTC hour,
 // agent, user, provider and model). It is an actors.Extension, so
 // its state lives in actors and reaches disk through the same WAL and
-// snapshots as the keys (record types 64..73, section "gateway").
+// snapshots as the keys (record types 64..75, section "gateway").
 //
 // Usage:
 //
@@ -130,6 +130,13 @@
 //	                        provider_type, attempt, cache_read_tokens,
 //	                        cache_write_tokens, reasoning_tokens)
 //	  73  sessionTurn       {"v": 1, session_id, messages, tokens, at}   tenant shard of the session
+//	  74  budgetReserved    {"v", budget_id, reservation_id, period,     tenant shard of the budget id
+//	                        nano, tokens, at}: a call's worst case held
+//	                        before it is sent
+//	  75  budgetSettled     {"v", budget_id, reservation_id, nano,       tenant shard of the budget id
+//	                        tokens, interrupted?}: the actual cost; a
+//	                        hold with no settlement at a restart settles
+//	                        at its full amount, once
 //
 // Entity kinds (records 70 and 71, snapshot entities): "api_key" (data v1:
 // id, name, preview, hash, scopes, created_at, expires_at, revoked_at;
