@@ -247,7 +247,7 @@ func (g *Gateway) sealCreds(id uuid.UUID, creds map[string]string) (*[]byte, map
 	}
 	hint := make(map[string]string, len(creds))
 	for k, v := range creds {
-		hint[k] = hintOf(v)
+		hint[k] = KeyHint(v)
 	}
 	return &sealed, hint, nil
 }

@@ -116,8 +116,8 @@ func validateKeyPool(keys *[]string) error {
 	return nil
 }
 
-// hintOf masks a credential: its last four characters when long enough.
-func hintOf(key string) string {
+// KeyHint masks a credential: its last four characters when long enough.
+func KeyHint(key string) string {
 	if key == "" {
 		return ""
 	}
@@ -268,7 +268,7 @@ func (g *Gateway) sealProviderCreds(id uuid.UUID, in ProviderInput) (sealedCreds
 				return cr, fmt.Errorf("seal api_key: %w", err)
 			}
 		}
-		cr.key, cr.hint = &key, hintOf(*in.APIKey)
+		cr.key, cr.hint = &key, KeyHint(*in.APIKey)
 	}
 	if in.APIKeys != nil {
 		var pool [][]byte
@@ -278,7 +278,7 @@ func (g *Gateway) sealProviderCreds(id uuid.UUID, in ProviderInput) (sealedCreds
 				return cr, fmt.Errorf("seal api_keys[%d]: %w", i, err)
 			}
 			pool = append(pool, b)
-			cr.poolHints = append(cr.poolHints, hintOf(k))
+			cr.poolHints = append(cr.poolHints, KeyHint(k))
 		}
 		cr.pool = &pool
 	}

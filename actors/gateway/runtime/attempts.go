@@ -80,7 +80,7 @@ func (rt *Runtime) complete(ctx context.Context, rn *Run, req llm.Request, onDel
 			rn.redact = rn.redact.with(pp.keys...)
 			rn.keysRedacted[tg.p.ID] = true
 		}
-		retries := maxRetriesOf(tg.p.Settings)
+		retries := pp.retries
 		tries := 0
 		for {
 			now := time.Now()

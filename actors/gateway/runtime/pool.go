@@ -41,6 +41,7 @@ type provPool struct {
 	lastErr   string
 	lastErrAt time.Time
 	keys      []string // the opened credentials, for the redactor
+	retries   int      // settings.max_retries, read when the pool is built
 }
 
 // pools holds every provider's pool, by provider id.
@@ -78,13 +79,13 @@ func (ps *pools) get(p gateway.Provider) (*provPool, error) {
 	if len(keys) == 0 {
 		keys = []string{""}
 	}
-	np := &provPool{p: p, keys: keys}
+	np := &provPool{p: p, keys: keys, retries: maxRetriesOf(p.Settings)}
 	for _, k := range keys {
 		c, err := llm.New(llm.Config{Type: p.ProviderType, APIBase: p.APIBase, Key: k, Settings: p.Settings, MaxAnswer: ps.maxAnswer, HTTP: ps.http})
 		if err != nil {
 			return nil, providerError(err.Error())
 		}
-		np.slots = append(np.slots, &keySlot{hint: hintOf(k), client: c})
+		np.slots = append(np.slots, &keySlot{hint: gateway.KeyHint(k), client: c})
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -100,7 +101,8 @@ func (ps *pools) get(p gateway.Provider) (*provPool, error) {
 	return np, nil
 }
 
-// forget drops the pools of providers not in live (deleted ones).
+// each calls f on every pool (a deleted provider's pool lingers until
+// the runtime closes: a few hundred bytes).
 func (ps *pools) each(f func(*provPool)) {
 	ps.mu.Lock()
 	all := make([]*provPool, 0, len(ps.m))
@@ -111,17 +113,6 @@ func (ps *pools) each(f func(*provPool)) {
 	for _, pp := range all {
 		f(pp)
 	}
-}
-
-// hintOf masks a key as the registry does ("" for the keyless slot).
-func hintOf(key string) string {
-	switch {
-	case key == "":
-		return ""
-	case len(key) < 12:
-		return "****"
-	}
-	return "****" + key[len(key)-4:]
 }
 
 // pick returns the next ready slot, or nil and when the first cooling
