@@ -12,6 +12,7 @@ import (
 
 	"gatehouse/actors/clock"
 	"gatehouse/actors/cluster"
+	"gatehouse/actors/ratelimit"
 	"gatehouse/wal"
 )
 
@@ -98,6 +99,16 @@ func (d *keyDeps) inlineProps(p actor.Producer, keep **inlineMailbox) *actor.Pro
 		actor.WithMailbox(mb))
 }
 
+// keyProps is inlineProps for a key actor, whose mailbox is mb, a field
+// of its liveSlot: readied in place when the actor spawns.
+func (d *keyDeps) keyProps(p actor.Producer, mb *inlineMailbox) *actor.Props {
+	return actor.PropsFromProducer(p, actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput)),
+		actor.WithMailbox(func() actor.Mailbox {
+			mb.init()
+			return mb
+		}))
+}
+
 // keyActor owns one live key: its record, limiter window and usage. Admitted
 // requests are counted at once and logged in batches: pending holds the
 // deltas not yet handed to the WAL, inflight those handed over and not yet
@@ -109,18 +120,59 @@ func (d *keyDeps) inlineProps(p actor.Producer, keep **inlineMailbox) *actor.Pro
 // Meanwhile requests are still authorized against the state before the
 // command (which nobody has been told about yet), reads are answered, and
 // further commands wait in stash, in order.
+//
+// A key actor is a field of its liveSlot (shard.go), and what an
+// authorization reads comes first, the limiter window among it: the
+// state's window is this one while the actor is live (see start and
+// passivate), so admitting a request does not chase a pointer to a
+// window object of its own.
 type keyActor struct {
-	deps     *keyDeps
 	state    *keyState
+	deps     *keyDeps
+	kc       *keyCluster // cluster mode only (clusterkey.go)
+	gone     bool
+	win      ratelimit.Window // the state's window while live (state.win == &win)
 	pending  []secCount
 	inflight []secCount
 	spare    []secCount        // a committed inflight's array, for the next pending
 	waiters  []*sync.WaitGroup // flushNow callers waiting for inflight to commit
-	gone     bool
-	cmd      *keyCmd     // the command whose event is being logged
-	cmdEv    keyEvent    // its event
-	stash    []*keyCmd   // commands that arrived meanwhile
-	kc       *keyCluster // cluster mode only (clusterkey.go)
+	cmd      *keyCmd           // the command whose event is being logged
+	cmdEv    keyEvent          // its event
+	stash    []*keyCmd         // commands that arrived meanwhile
+}
+
+// start readies a in place to own st, as the actor's producer does at
+// spawn and again after a restart. The state's window moves into a.win
+// (on a restart it is a.win already, and is kept as it was).
+func (a *keyActor) start(deps *keyDeps, st *keyState, kc *keyCluster) {
+	var w ratelimit.Window
+	hasWin := st.win != nil
+	if hasWin {
+		w = *st.win
+	}
+	*a = keyActor{deps: deps, state: st, kc: kc, win: w}
+	if hasWin {
+		st.win = &a.win
+	}
+}
+
+// window returns the state's limiter window, which on first use is a.win.
+func (a *keyActor) window() *ratelimit.Window {
+	if a.state.win == nil {
+		a.state.win = &a.win
+	}
+	return a.state.win
+}
+
+// releaseWindow gives the state a window of its own again, before the
+// state leaves the actor (passivation): a.win dies with the actor.
+func (a *keyActor) releaseWindow(st *keyState) {
+	if st.win == &a.win {
+		w := new(ratelimit.Window)
+		*w = a.win
+		st.win = w
+		a.win = ratelimit.Window{}
+	}
 }
 
 // cmdLogged is the commit (or failure) of the event of keyActor.cmd.
@@ -244,14 +296,14 @@ func (a *keyActor) authorize(ctx actor.Context, m *authorize) (res AuthResult, o
 		if kc := a.kc; kc != nil && kc.ca != nil {
 			res.Limit = kc.ca.a.Win.Peek(now, s.rec.rateLimit)
 		} else {
-			res.Limit = s.window().Peek(now, s.rec.rateLimit)
+			res.Limit = a.window().Peek(now, s.rec.rateLimit)
 		}
 		return res, true
 	}
 	if a.kc != nil {
 		return a.clusterAuthorize(ctx, m, res, now)
 	}
-	res.Limit = s.window().Allow(now, s.rec.rateLimit)
+	res.Limit = a.window().Allow(now, s.rec.rateLimit)
 	if !res.Limit.Allowed {
 		res.Err = ErrRateLimited
 		return res, true
@@ -386,6 +438,7 @@ func (a *keyActor) passivate(ctx actor.Context) {
 	}
 	st := a.state
 	a.state = nil
+	a.releaseWindow(st)
 	var ca *clusterAllow
 	if a.kc != nil {
 		ca = a.kc.ca

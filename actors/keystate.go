@@ -14,18 +14,23 @@ const usageDays = 32
 // keyRecord is the control-plane part of a key. Times are Unix seconds, 0 = null.
 // A million of them stay resident, so what most keys never have (a
 // rotation) sits behind a pointer.
+//
+// The fields an authorization reads come first (id, hash, rot,
+// expiresAt, rateLimit, owner, revoked), so they share the slot's first
+// cache lines with its live pointer (slot, shard.go); the rest follow.
+// revoked sits before the byte arrays so that it costs no padding.
 type keyRecord struct {
 	id        uuid.UUID
-	owner     uuid.UUID
-	name      string
-	preview   previewChars
 	hash      hash      // current secret
-	sealed    sealedKey // AES-256-GCM of the current secret, bound to the id
-	revoked   bool
 	rot       *rotation // nil until the first rotation; never changed in place
-	rateLimit int64
-	createdAt int64
 	expiresAt int64
+	rateLimit int64
+	owner     uuid.UUID
+	revoked   bool
+	preview   previewChars
+	sealed    sealedKey // AES-256-GCM of the current secret, bound to the id
+	name      string
+	createdAt int64
 }
 
 // rotation is what a key keeps of its last rotation. Records share it
@@ -148,10 +153,14 @@ func (u usage) clone() usage {
 // keyState is everything one key actor owns. It is mutated only by its owner:
 // the shard while the key is passive, the key actor while it is live, the
 // restorer before any actor runs.
+//
+// The window and usage an admission updates come first, then rec, whose
+// hot fields lead (see keyRecord): with the slot's live pointer before
+// them, an authorization reads the slot's first 152 bytes.
 type keyState struct {
-	rec keyRecord
-	use usage
 	win *ratelimit.Window // nil until the first admitted request
+	use usage
+	rec keyRecord
 	// applied and usageSeq are the sequences of the last control record and
 	// the last usage record reflected here. Each kind reaches a key in log
 	// order, but a usage record may commit before a control record that is

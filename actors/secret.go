@@ -41,17 +41,26 @@ func newSecret() (string, error) {
 }
 
 // wellFormed reports whether b has the shape of a key; it never allocates.
+// A table says which bytes are in keyAlphabet: random characters made
+// the three range tests' branches mispredict (issue 35: ~0.1 µs a call).
 func wellFormed(b []byte) bool {
 	if len(b) != keyLen || string(b[:len(KeyPrefix)+1]) != KeyPrefix+"_" {
 		return false
 	}
 	for _, c := range b[len(KeyPrefix)+1:] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if !inKeyAlphabet[c] {
 			return false
 		}
 	}
 	return true
 }
+
+var inKeyAlphabet = func() (t [256]bool) {
+	for i := range len(keyAlphabet) {
+		t[keyAlphabet[i]] = true
+	}
+	return t
+}()
 
 // previewChars are the first and last 4 random characters of a secret:
 // all a key keeps of it in the clear, to show it masked.

@@ -13,28 +13,38 @@ import (
 // while the key is passive and its key actor while live is set. A million
 // passive keys are a million slots, so everything only a live key needs
 // sits behind live.
+//
+// live comes first and the state's hot fields next (keyState), so that
+// routing an authorization to a key not used lately reads the slot's
+// first two cache lines, not five.
 type slot struct {
-	st   keyState
 	live *liveSlot // nil while passive
+	st   keyState
 }
 
-// liveSlot is what a shard keeps of a live key besides its state.
+// liveSlot is what a shard keeps of a live key besides its state: one
+// object holding the key actor's mailbox and the actor itself, so that
+// an authorization's path from the slot to the window is one pointer
+// (issue 35: each object was a cache miss for a key not used lately).
+// mb's hot words are its last, next to the flags route reads, then the
+// actor's hot fields (keyActor).
 type liveSlot struct {
+	// The key actor's mailbox and the actor itself (its producer readies
+	// it in place, again after a restart), for direct delivery
+	// (inlineMailbox.deliver): ka is used only while holding the actor's
+	// turn.
+	mb          inlineMailbox
+	passivating bool
+	dirty       bool
+	lastSeen    int64
+	ka          keyActor
 	owner       uuid.UUID // st.rec.owner, which the shard must not read while live
 	pid         *actor.PID
-	lastSeen    int64
-	dirty       bool
-	passivating bool
 	held        *held // only while passivating
-	// The key actor's mailbox and the actor itself (the producer sets it,
-	// again after a restart), for direct delivery (inlineMailbox.deliver):
-	// read only while holding the actor's turn.
-	mb *inlineMailbox
-	ka *keyActor
 }
 
-// receiveDirect passes a directly delivered message to the key actor; ka
-// is read here, in the actor's turn, because a restart replaces it.
+// receiveDirect passes a directly delivered message to the key actor, in
+// the actor's turn (a restart readies ka again).
 func (l *liveSlot) receiveDirect(msg any) bool { return l.ka.receiveDirect(msg) }
 
 // held is what waits for a passivation to finish.
@@ -166,7 +176,7 @@ func (s *shard) route(ctx actor.Context, id uuid.UUID, msg any, consume bool) {
 	}
 	l.lastSeen = s.now
 	l.dirty = l.dirty || consume
-	if _, ok := msg.(*authorize); ok && l.mb != nil && l.mb.deliver(msg, l) {
+	if _, ok := msg.(*authorize); ok && l.mb.deliver(msg, l) {
 		return
 	}
 	ctx.Send(l.pid, msg)
@@ -195,9 +205,9 @@ func (s *shard) activate(ctx actor.Context, sl *slot) {
 		kc = &keyCluster{cs: -1, ca: s.cl.allow[st.rec.id]}
 		delete(s.cl.allow, st.rec.id)
 	}
-	live.pid = ctx.Spawn(s.deps.inlineProps(func() actor.Actor {
-		live.ka = &keyActor{deps: s.deps, state: st, kc: kc}
-		return live.ka
+	live.pid = ctx.Spawn(s.deps.keyProps(func() actor.Actor {
+		live.ka.start(s.deps, st, kc)
+		return &live.ka
 	}, &live.mb))
 	s.live[sl] = struct{}{}
 	s.onLive(1)
@@ -302,7 +312,7 @@ func (s *shard) tick(ctx actor.Context, m tick) {
 		if l.dirty {
 			l.dirty = false
 			s.expect++
-			if l.mb != nil && l.mb.deliver(&s.flushMsg, l) {
+			if l.mb.deliver(&s.flushMsg, l) {
 				p := s.flushMsg.part
 				s.flushMsg = flushDirect{}
 				p.pid = l.pid
@@ -354,7 +364,7 @@ func (s *shard) takePart(m usagePart, sl *slot, l *liveSlot) {
 // mailbox.
 func (s *shard) batchLogged(ctx actor.Context, m batchLogged) {
 	for _, b := range m.of {
-		if b.l != nil && b.sl.live == b.l && !b.l.passivating && b.l.mb != nil {
+		if b.l != nil && b.sl.live == b.l && !b.l.passivating {
 			s.loggedMsg = loggedDirect{m: usageLogged{seq: m.seq, err: m.err}}
 			if b.l.mb.deliver(&s.loggedMsg, b.l) {
 				continue
