@@ -116,6 +116,14 @@ type Ticker interface {
 	Tick(now time.Time)
 }
 
+// Flusher is an optional Extension capability for state an extension
+// makes durable in batches (the gateway's budget settlements): System
+// calls Flush at Close, after the keys' usage and before the final
+// snapshot, so a graceful stop loses nothing a crash would cost.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
 // CredentialRevoker is an optional Extension capability for credentials
 // kept outside accounts (actors/control's access tokens). System calls
 // RevokeUserCredentials for a change that ends every session of a user (a

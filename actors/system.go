@@ -379,7 +379,8 @@ func (s *System) FlushUsage(ctx context.Context) error {
 	}
 }
 
-// Close stops the ticker, flushes usage, takes a final snapshot (so the next
+// Close stops the ticker, flushes usage (and each Flusher extension),
+// takes a final snapshot (so the next
 // start replays little) and stops the actors. It does not close the WAL.
 func (s *System) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
@@ -388,6 +389,11 @@ func (s *System) Close(ctx context.Context) error {
 	close(s.stop)
 	<-s.loopDone
 	err := s.FlushUsage(ctx)
+	for _, x := range s.exts {
+		if f, ok := x.(Flusher); ok {
+			err = errors.Join(err, f.Flush(ctx))
+		}
+	}
 	if s.cm != nil {
 		for s.snapping.Load() { // a ticker snapshot, cancelled by stop
 			time.Sleep(10 * time.Millisecond)

@@ -93,10 +93,6 @@ func (d DefaultBudget) Validate() error {
 	return nil
 }
 
-// ErrBudgetClustered refuses budgets on a node in cluster mode: they are
-// enforced on a single node only for now (docs/budgets.md).
-var ErrBudgetClustered = fmt.Errorf("budgets are enforced on a single node only for now; see docs/budgets.md: %w", ErrInvalid)
-
 // budgetRec is a budget's definition (kind budget, data v1).
 type budgetRec struct {
 	ID          uuid.UUID     `json:"id"`
@@ -285,11 +281,38 @@ func (r *registry) delBudget(id uuid.UUID) error {
 }
 
 // budgetsOf lists the budgets of subject s (one per period at most).
+// Every provider call looks its budgets up: the names are built on the
+// stack (a map lookup by string(bytes) does not allocate).
 func (p *registryPart) budgetsOf(s BudgetSubject, dst []*budgetRec) []*budgetRec {
-	for _, period := range []string{PeriodDay, PeriodMonth, PeriodTotal} {
-		if b, ok := p.budgets.named(subjectPeriod(s, period)); ok {
+	var buf [64]byte
+	return p.budgetsOfID(s.Type, append(buf[:0], s.ID...), dst)
+}
+
+// budgetsOfID is budgetsOf for a subject whose id is in bytes (an agent's
+// or a key's uuid, formatted on the caller's stack).
+func (p *registryPart) budgetsOfID(typ string, id []byte, dst []*budgetRec) []*budgetRec {
+	if len(p.budgets.rows) == 0 {
+		return dst
+	}
+	var buf [96]byte
+	k := append(append(append(append(buf[:0], typ...), 0), id...), 0)
+	for _, period := range [...]string{PeriodDay, PeriodMonth, PeriodTotal} {
+		if b, ok := p.budgets.namedBytes(append(k, period...)); ok {
 			dst = append(dst, b)
 		}
+	}
+	return dst
+}
+
+// appendUUID appends u in its canonical text form (uuid.UUID.String,
+// without the allocation).
+func appendUUID(dst []byte, u uuid.UUID) []byte {
+	const hexd = "0123456789abcdef"
+	for i, b := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hexd[b>>4], hexd[b&0xf])
 	}
 	return dst
 }

@@ -13,13 +13,10 @@ import (
 // The budgets' API: create, read, update, delete and list, each budget
 // shown with its ledger's numbers (asked of the ledger's tenant shard).
 
-// CreateBudget creates a budget. ErrInvalid (naming the field, or
-// ErrBudgetClustered in cluster mode), ErrNotFound (the agent or API
+// CreateBudget creates a budget. ErrInvalid (naming the field),
+// ErrNotFound (the agent or API
 // key), ErrExists (the subject has a budget of that period).
 func (g *Gateway) CreateBudget(ctx context.Context, in BudgetInput) (Budget, error) {
-	if g.cfg.NodeID != "" {
-		return Budget{}, ErrBudgetClustered
-	}
 	return g.budgetCmd(ctx, g.newID(kindBudget), in, true)
 }
 

@@ -1,22 +1,25 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"gatehouse/actors"
 )
 
 // Enforcement: ReserveBudgets before each provider call, SettleBudgets
-// after it (actors/gateway/runtime/budget.go calls them). Each budget's
-// reservation is one operation of its ledger's tenant shard, so the
-// reservations of one budget are serialized by one actor, and each is
-// durable before the call is made.
+// after it (actors/gateway/runtime/budget.go calls them). A call spends
+// from this node's allowance on each budget (budgetallow.go); only when an
+// allowance runs dry does the call ask the ledger's tenant shard for
+// another, durable before the call is made, under the budget's cluster
+// lock in cluster mode.
 
 // ErrBudgetExceeded: a call's worst case does not fit a budget.
 var ErrBudgetExceeded = errors.New("gateway: budget exceeded")
@@ -74,14 +77,25 @@ func (r BudgetRemaining) least(nano, tokens int64) BudgetRemaining {
 
 // BudgetHold is a call's reservations, to settle once with SettleBudgets.
 type BudgetHold struct {
-	id      uuid.UUID
-	budgets []*budgetRec
+	draws []draw
 	// Remaining is the least left after the reservation.
 	Remaining BudgetRemaining
 }
 
 // Active reports whether the hold reserved anything (a budget applied).
-func (h *BudgetHold) Active() bool { return h != nil && len(h.budgets) > 0 }
+func (h *BudgetHold) Active() bool { return h != nil && len(h.draws) > 0 }
+
+// BudgetLocker serializes the holds of a budget across a cluster's nodes:
+// Lock waits until this node may take a hold on budget id, on a ledger
+// that holds every hold taken before it (cmd wires the cluster's entity
+// locks; nil on a single node, where the ledger's shard serializes).
+type BudgetLocker interface {
+	Lock(ctx context.Context, name string) (unlock func(), err error)
+}
+
+// SetBudgetLocker makes the nodes of a cluster take turns at a budget's
+// holds; call it before the first call.
+func (g *Gateway) SetBudgetLocker(l BudgetLocker) { g.budgetLock = l }
 
 // budgetMetrics are the budgets' Prometheus series.
 type budgetMetrics struct {
@@ -119,13 +133,14 @@ func (g *Gateway) startBudgets(reg prometheus.Registerer) error {
 // budgetsFor lists the budgets that bind call c: the key's, the user's (or
 // the default user budget) and the agent's, by id.
 func (g *Gateway) budgetsFor(c BudgetCall) []*budgetRec {
-	if g.cfg.NodeID != "" {
-		return nil // cluster mode: not enforced per node (CreateBudget refuses; Start warns)
-	}
 	v := g.view.Load()
-	var out []*budgetRec
+	if len(v.budgets.rows) == 0 && g.cfg.DefaultUserBudget.Period == "" {
+		return nil
+	}
+	out := make([]*budgetRec, 0, 4)
+	var idb [36]byte
 	if c.KeyID != uuid.Nil {
-		out = v.budgetsOf(BudgetSubject{SubjectAPIKey, c.KeyID.String()}, out)
+		out = v.budgetsOfID(SubjectAPIKey, appendUUID(idb[:0], c.KeyID), out)
 	}
 	if c.User != "" {
 		n := len(out)
@@ -137,97 +152,149 @@ func (g *Gateway) budgetsFor(c BudgetCall) []*budgetRec {
 		}
 	}
 	if c.Agent != uuid.Nil {
-		out = v.budgetsOf(BudgetSubject{SubjectAgent, c.Agent.String()}, out)
+		out = v.budgetsOfID(SubjectAgent, appendUUID(idb[:0], c.Agent), out)
 	}
 	slices.SortFunc(out, func(x, y *budgetRec) int { return cmpUUID(x.ID, y.ID) })
 	return out
 }
 
-// HasBudgets reports whether any budget binds call c (its amounts are
-// not read).
+// BudgetSet is the budgets that bind a call (BudgetsFor).
+type BudgetSet struct{ bs []*budgetRec }
+
+// Empty reports whether no budget binds the call.
+func (s BudgetSet) Empty() bool { return len(s.bs) == 0 }
+
+// BudgetsFor is the budgets that bind call c (its amounts are not read).
+func (g *Gateway) BudgetsFor(c BudgetCall) BudgetSet { return BudgetSet{g.budgetsFor(c)} }
+
+// HasBudgets reports whether any budget binds call c.
 func (g *Gateway) HasBudgets(c BudgetCall) bool { return len(g.budgetsFor(c)) > 0 }
 
 // ReserveBudgets reserves c's worst case against every budget that binds
-// it, each durable before it returns; the budgets' shards reserve at
-// once (their appends share the WAL's group commit). A budget it does not
-// fit refuses the call with a *BudgetExceeded (ErrBudgetExceeded), and
-// the reservations made are released. With no budget, the hold is empty
-// (Active false) and nothing is written.
+// it, from this node's allowance on each; an allowance that runs dry is
+// refilled by the budget's shard, durable before it returns. A budget it
+// does not fit refuses the call with a *BudgetExceeded
+// (ErrBudgetExceeded), and what was reserved on the others is given back.
+// With no budget, the hold is empty (Active false).
 func (g *Gateway) ReserveBudgets(ctx context.Context, c BudgetCall) (*BudgetHold, error) {
+	return g.ReserveBudgetsIn(ctx, g.BudgetsFor(c), c)
+}
+
+// ReserveBudgetsIn is ReserveBudgets against set, the budgets BudgetsFor
+// found for c.
+func (g *Gateway) ReserveBudgetsIn(ctx context.Context, set BudgetSet, c BudgetCall) (*BudgetHold, error) {
 	h := &BudgetHold{Remaining: BudgetRemaining{Nano: -1, Tokens: -1}}
-	bs := g.budgetsFor(c)
+	bs := set.bs
 	if len(bs) == 0 {
 		return h, nil
 	}
-	h.id = g.newID(kindBudgetLedger)
-	type reply struct {
-		b   *budgetRec
-		res reserveResult
-		err error
-	}
-	replies := make(chan reply, len(bs))
-	g.tenantAsks.Add(float64(len(bs)))
+	now := g.clock.Now().UTC()
+	h.draws = make([]draw, 0, len(bs))
 	for _, b := range bs {
-		g.root.Send(g.tenants[g.tenantFor(budgetTenant(b.ID))], tenantCommand{run: func(t *tenantShard) {
-			res, err := t.reserveBudget(b, h.id, c.Nano, c.Tokens)
-			replies <- reply{b, res, err}
-		}})
-	}
-	var first error
-	for range bs {
-		r, err := await(ctx, replies)
-		if err != nil { // ctx ended: the shards may still reserve; the releases, sent after, undo it
-			first = err
-			break
-		}
-		switch {
-		case r.err != nil:
-			first = cmp.Or(first, r.err)
-		case r.res.cap != "":
-			g.budgetMx.refusals.WithLabelValues(r.b.Subject.Type).Inc()
-			if first == nil {
-				be := &BudgetExceeded{BudgetID: r.b.ID, Subject: r.b.Subject, Period: r.b.Period, Cap: r.res.cap, ResetsAt: r.res.resets}
-				if !r.res.resets.IsZero() {
-					be.RetryAfter = max(r.res.resets.Sub(g.clock.Now()), time.Second)
-				}
-				first = be
+		d, res, err := g.drawBudget(ctx, b, c.Nano, c.Tokens, now)
+		if err == nil && res.cap != "" {
+			g.budgetMx.refusals.WithLabelValues(b.Subject.Type).Inc()
+			err = &BudgetExceeded{BudgetID: b.ID, Subject: b.Subject, Period: b.Period, Cap: res.cap, ResetsAt: res.resets}
+			if !res.resets.IsZero() {
+				err.(*BudgetExceeded).RetryAfter = max(res.resets.Sub(g.clock.Now()), time.Second)
 			}
-		default:
-			h.Remaining = h.Remaining.least(r.res.remNano, r.res.remTokens)
 		}
-	}
-	h.budgets = bs
-	if first != nil {
-		g.SettleBudgets(h, 0, 0) // release: a no-op on the budgets that refused
-		return nil, first
+		if err != nil {
+			for _, d := range h.draws {
+				d.end(0, 0, false)
+			}
+			return nil, err
+		}
+		h.draws = append(h.draws, d)
+		h.Remaining = h.Remaining.least(res.remNano, res.remTokens)
 	}
 	return h, nil
 }
 
-// SettleBudgets settles h at the call's actual cost and tokens and
-// releases the rest. It does not wait: each budget's shard settles after
-// the reservation (its mailbox is in order), and every later read of the
-// budget sees it. A settlement that fails to be written is logged; the
-// hold then stays outstanding and is settled at its full amount at the
-// next start, as is one the process dies before writing.
+// drawBudget takes a call's worst case from this node's allowance on b,
+// asking b's shard for another hold when it runs dry.
+func (g *Gateway) drawBudget(ctx context.Context, b *budgetRec, nano, tokens int64, now time.Time) (draw, reserveResult, error) {
+	a := g.allowanceOf(b.ID)
+	if a != nil {
+		period := periodKey(b.Period, now) // a hold never belongs to a later period than now's
+		a.mu.Lock()
+		gr := a.take(period, now.Unix(), nano, tokens)
+		a.mu.Unlock()
+		if gr != nil {
+			return draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, g.remainingAfter(b, a, period), nil
+		}
+	}
+	if g.budgetLock != nil {
+		unlock, err := g.budgetLock.Lock(ctx, "budget/"+b.ID.String())
+		if err != nil {
+			return draw{}, reserveResult{}, fmt.Errorf("budget %s: %w", b.ID, err)
+		}
+		defer unlock()
+	}
+	type out struct {
+		d   draw
+		res reserveResult
+		err error
+	}
+	reply := make(chan out, 1)
+	g.tenantAsks.Inc()
+	g.send(ctx, g.tenants[g.tenantFor(budgetTenant(b.ID))], tenantCommand{run: func(t *tenantShard) {
+		d, res, err := t.grantBudget(g, b, nano, tokens, now)
+		reply <- out{d, res, err}
+	}})
+	o, err := await(ctx, reply)
+	if err != nil {
+		// The caller left: the shard may still take the draw, which then
+		// goes back when it does.
+		go func() {
+			if o := <-reply; o.d.g != nil {
+				o.d.end(0, 0, false)
+			}
+		}()
+		return draw{}, reserveResult{}, err
+	}
+	return o.d, o.res, o.err
+}
+
+// allowanceOf is this node's allowance on budget id (nil: none yet).
+func (g *Gateway) allowanceOf(id uuid.UUID) *allowance {
+	a, _ := g.allow.Load(id)
+	al, _ := a.(*allowance)
+	return al
+}
+
+// remainingAfter is what is left of b after a draw from a, as the
+// ledger's figures last seen by a's shard show it (the header's figure:
+// informative, not enforcing).
+func (g *Gateway) remainingAfter(b *budgetRec, a *allowance, period string) reserveResult {
+	var res reserveResult
+	var sp spend
+	if s := a.seen.Load(); s != nil && s.period == period {
+		sp = s.sp
+	}
+	un, ut, idleN, idleT := a.local(period)
+	sp.spentNano += un
+	sp.spentTokens += ut
+	sp.reservedNano -= idleN
+	sp.reservedTokens -= idleT
+	res.remNano, res.remTokens = sp.remaining(b.limits())
+	return res
+}
+
+// SettleBudgets ends h's draws at the call's actual cost and tokens: what
+// the call did not use is free again at once, and the shards settle the
+// cost at their next flush. It does not wait.
 func (g *Gateway) SettleBudgets(h *BudgetHold, nano, tokens int64) {
 	if !h.Active() {
 		return
 	}
-	id := h.id
-	g.tenantAsks.Add(float64(len(h.budgets)))
-	for _, b := range h.budgets {
-		g.root.Send(g.tenants[g.tenantFor(budgetTenant(b.ID))], tenantCommand{run: func(t *tenantShard) {
-			settled, err := t.settleBudget(b, id, nano, tokens)
-			switch {
-			case err != nil:
-				t.lg.Warn("settle budget", "budget", b.ID, "err", err)
-			case settled && nano > 0:
-				g.budgetMx.spent.WithLabelValues(b.Subject.Type).Add(nanoUSD(nano))
-			}
-		}})
+	for _, d := range h.draws {
+		d.end(nano, tokens, true)
+		if nano > 0 {
+			g.budgetMx.spent.WithLabelValues(d.b.Subject.Type).Add(nanoUSD(nano))
+		}
 	}
-	h.budgets = nil
+	h.draws = nil
 }
 
 // BudgetRemainingFor is the least left among the budgets that bind c
@@ -238,8 +305,18 @@ func (g *Gateway) BudgetRemainingFor(ctx context.Context, c BudgetCall) (BudgetR
 	if len(bs) == 0 {
 		return rem, false, nil
 	}
-	now := g.clock.Now()
+	now := g.clock.Now().UTC()
 	for _, b := range bs {
+		// From this node's allowance when it has one (no message: the
+		// figures its shard last wrote, and its calls since), else from
+		// the ledger's shard.
+		if a := g.allowanceOf(b.ID); a != nil {
+			if s := a.seen.Load(); s != nil && s.period == periodKey(b.Period, now) {
+				res := g.remainingAfter(b, a, s.period)
+				rem = rem.least(res.remNano, res.remTokens)
+				continue
+			}
+		}
 		sp, err := g.spendOf(ctx, b, now)
 		if err != nil {
 			return rem, true, err
@@ -257,14 +334,53 @@ type reserveResult struct {
 	remNano, remTokens int64
 }
 
-// reserveBudget reserves nano and tokens of budget b under hold id, unless
-// they do not fit.
-func (t *tenantShard) reserveBudget(b *budgetRec, hold uuid.UUID, nano, tokens int64) (reserveResult, error) {
-	now := t.clock.Now().UTC()
+// Chunks: a hold is the call's worst case times chunkCalls, at most
+// chunkShare of each cap (and an eighth of a tokens-per-minute cap), at
+// least the call's worst case, at most what is left. A crash counts at
+// most one hold per budget and node as spent that was not.
+const (
+	chunkCalls = 64
+	chunkShare = 32 // 1/32 of a cap
+)
+
+// chunk is the amount of one dimension to hold for a call needing need,
+// under a cap (< 0: none) with avail left.
+func chunk(need, capOf, avail int64, share int64) int64 {
+	c := need * chunkCalls
+	if capOf >= 0 {
+		c = min(c, capOf/share)
+	}
+	c = max(c, need)
+	if avail >= 0 {
+		c = min(c, avail)
+	}
+	return c
+}
+
+// grantBudget spends a call's worst case from this node's allowance on b,
+// or takes a new hold for it (durable when it returns), or refuses it
+// when even the node's unspent holds given back would not make it fit.
+func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, now time.Time) (draw, reserveResult, error) {
+	a := t.allowance(g, b)
 	l := t.part.ledgers[b.ID]
 	period := l.periodFor(b.Period, now)
+	sec := now.Unix()
+	a.mu.Lock()
+	gr := a.take(period, sec, nano, tokens) // another call's hold came in meanwhile
+	a.mu.Unlock()
+	if gr != nil {
+		return draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, g.remainingAfter(b, a, period), nil
+	}
 	lim := b.limits()
-	s := l.spendAt(period, now.Unix())
+	s := t.spendWith(a, l, period, sec)
+	if s.refusal(lim, nano, tokens) != "" {
+		// The rest of this node's holds may make it fit once given back.
+		if err := t.settleAllowance(b.ID, a, period, sec, true); err != nil {
+			return draw{}, reserveResult{}, err
+		}
+		l = t.part.ledgers[b.ID]
+		s = t.spendWith(a, l, period, sec)
+	}
 	if why := s.refusal(lim, nano, tokens); why != "" {
 		res := reserveResult{cap: why}
 		res.remNano, res.remTokens = s.remaining(lim)
@@ -273,15 +389,140 @@ func (t *tenantShard) reserveBudget(b *budgetRec, hold uuid.UUID, nano, tokens i
 		} else if r, ok := resetOf(b.Period, now); ok {
 			res.resets = r
 		}
-		return res, nil
+		return draw{}, res, nil
 	}
-	ev := budgetReserved{Budget: b.ID, Hold: hold, Period: period, Nano: nano, Tokens: tokens, At: now.Unix()}
+	// What the ledger leaves for a hold (spent, and every node's holds,
+	// this node's own included: the ledger's figures, not the shown ones).
+	ls := l.spendAt(period, sec)
+	availN, availT := int64(-1), int64(-1)
+	if lim.nano >= 0 {
+		availN = lim.nano - ls.spentNano - ls.reservedNano
+	}
+	if lim.tokens > 0 {
+		availT = lim.tokens - ls.spentTokens - ls.reservedTokens
+	}
+	holdT := chunk(tokens, capOrNone(lim.tokens), availT, chunkShare)
+	if lim.tpm > 0 {
+		holdT = min(holdT, max(tokens, lim.tpm/8), lim.tpm-ls.minuteTokens)
+	}
+	holdN := chunk(nano, lim.nano, availN, chunkShare)
+	if holdN < nano || holdT < tokens {
+		// The shown figures fit but the ledger's do not: the node's
+		// finished calls are not settled yet. Settle them and refuse
+		// this once (rare: a budget at its very end).
+		res := reserveResult{cap: "max_usd"}
+		if holdT < tokens {
+			res.cap = "max_tokens"
+		}
+		if r, ok := resetOf(b.Period, now); ok {
+			res.resets = r
+		}
+		return draw{}, res, t.settleAllowance(b.ID, a, period, sec, false)
+	}
+	id := g.newID(kindBudgetLedger)
+	ev := budgetReserved{Budget: b.ID, Hold: id, Period: period, Nano: holdN, Tokens: holdT, At: sec, Node: g.cfg.NodeID}
 	if err := commitAll(t.log, t.part, ev); err != nil {
-		return reserveResult{}, fmt.Errorf("log budget reservation: %w", err)
+		return draw{}, reserveResult{}, fmt.Errorf("log budget reservation: %w", err)
 	}
-	var res reserveResult
-	res.remNano, res.remTokens = t.part.ledgers[b.ID].spendAt(period, now.Unix()).remaining(lim)
-	return res, nil
+	gr = &grant{id: id, period: period, at: sec, perSec: lim.tpm > 0, nano: holdN, tokens: holdT,
+		inN: nano, inT: tokens, drawn: true}
+	a.mu.Lock()
+	a.grants = append(a.grants, gr)
+	a.mu.Unlock()
+	t.publishSeen(a, b.ID, period, sec)
+	return draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, g.remainingAfter(b, a, period), nil
+}
+
+func capOrNone(c int64) int64 {
+	if c > 0 {
+		return c
+	}
+	return -1
+}
+
+// allowance is this node's allowance on budget id, made on first use.
+func (t *tenantShard) allowance(g *Gateway, b *budgetRec) *allowance {
+	a := t.allow[b.ID]
+	if a == nil {
+		a = &allowance{}
+		if t.allow == nil {
+			t.allow = map[uuid.UUID]*allowance{}
+		}
+		t.allow[b.ID] = a
+		g.allow.Store(b.ID, a)
+	}
+	a.rec.Store(b)
+	return a
+}
+
+// publishSeen gives a the ledger's figures for the callers' Remaining.
+func (t *tenantShard) publishSeen(a *allowance, id uuid.UUID, period string, now int64) {
+	a.seen.Store(&seenSpend{period: period, sp: t.part.ledgers[id].spendAt(period, now)})
+}
+
+// spendWith is the ledger's spend in period as the API shows it: the
+// node's unsettled calls counted as spent, and its holds' unspent parts
+// not counted as reserved.
+func (t *tenantShard) spendWith(a *allowance, l *ledgerRec, period string, now int64) spend {
+	s := l.spendAt(period, now)
+	un, ut, idleN, idleT := a.local(period)
+	s.spentNano += un
+	s.spentTokens += ut
+	s.reservedNano -= idleN
+	s.reservedTokens -= idleT
+	return s
+}
+
+// settleAllowance writes the settlements of a's grants due now (all: give
+// back every unspent rest).
+func (t *tenantShard) settleAllowance(id uuid.UUID, a *allowance, period string, now int64, all bool) error {
+	ss := a.settlements(id, period, now, all, nil)
+	if len(ss) == 0 {
+		return nil
+	}
+	evs := make([]event, len(ss))
+	for i, s := range ss {
+		evs[i] = s.ev
+	}
+	err := commitAll(t.log, t.part, evs...)
+	a.settled(ss, err == nil)
+	if err != nil {
+		return fmt.Errorf("log budget settlement: %w", err)
+	}
+	t.publishSeen(a, id, period, now)
+	return nil
+}
+
+// flushBudgets settles every allowance of the shard (Tick; all: give back
+// every unspent rest, at a graceful stop). An allowance whose budget is
+// gone is forgotten.
+func (t *tenantShard) flushBudgets(g *Gateway, now time.Time, all bool) error {
+	v := g.view.Load()
+	var errs []error
+	for id, a := range t.allow {
+		b, ok := v.budgets.rows[id]
+		if !ok {
+			b = a.rec.Load()
+			ok = b != nil && b.defaultUser
+		}
+		if !ok || t.part.ledgers[id] == nil {
+			delete(t.allow, id) // the budget is gone (its ledger with it)
+			g.allow.Delete(id)
+			continue
+		}
+		period := t.part.ledgers[id].periodFor(b.Period, now)
+		if err := t.settleAllowance(id, a, period, now.Unix(), all); err != nil {
+			errs = append(errs, fmt.Errorf("budget %s: %w", id, err))
+		}
+		a.mu.Lock()
+		empty := len(a.grants) == 0
+		a.mu.Unlock()
+		if empty {
+			delete(t.allow, id)
+			g.allow.Delete(id)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // minuteFrees is when enough of the minute window has passed for tokens
@@ -303,24 +544,11 @@ func (t *tenantShard) minuteFrees(l *ledgerRec, lim budgetLimits, tokens int64, 
 	return now.Add(tpmWindow * time.Second)
 }
 
-// settleBudget settles hold id of budget b at nano and tokens; false
-// when it is settled already (or its ledger deleted).
-func (t *tenantShard) settleBudget(b *budgetRec, hold uuid.UUID, nano, tokens int64) (bool, error) {
-	l := t.part.ledgers[b.ID]
-	if l == nil || l.hold(hold) < 0 {
-		return false, nil
-	}
-	ev := budgetSettled{Budget: b.ID, Hold: hold, Nano: nano, Tokens: tokens}
-	if err := commitAll(t.log, t.part, ev); err != nil {
-		return false, fmt.Errorf("log budget settlement: %w", err)
-	}
-	return true, nil
-}
-
-// settleInterrupted settles, at their full amount, the holds a restart
-// found outstanding: their calls died with the process, and their
-// providers may have been paid. One write; done before anyone calls.
-func (t *tenantShard) settleInterrupted() error {
+// settleInterrupted settles, at their full amount, the holds of the
+// nodes whose holds must end (gone): this node's, which a restart found
+// outstanding (their calls died with the process, and their providers may
+// have been paid), or a node's that left the cluster. One write.
+func (t *tenantShard) settleInterrupted(gone func(node string) bool) error {
 	var evs []event
 	ids := make([]uuid.UUID, 0, len(t.part.ledgers))
 	for id := range t.part.ledgers {
@@ -329,7 +557,9 @@ func (t *tenantShard) settleInterrupted() error {
 	slices.SortFunc(ids, cmpUUID)
 	for _, id := range ids {
 		for _, h := range t.part.ledgers[id].Holds {
-			evs = append(evs, budgetSettled{Budget: id, Hold: h.ID, Nano: h.Nano, Tokens: h.Tokens, Interrupted: true})
+			if gone(h.Node) {
+				evs = append(evs, budgetSettled{Budget: id, Hold: h.ID, Nano: h.Nano, Tokens: h.Tokens, Interrupted: true})
+			}
 		}
 	}
 	if len(evs) == 0 {
@@ -338,17 +568,20 @@ func (t *tenantShard) settleInterrupted() error {
 	return commitAll(t.log, t.part, evs...)
 }
 
-// spendOf is b's spend in the period of now, from its ledger's shard.
+// spendOf is b's spend in the period of now, from its ledger's shard,
+// with this node's calls not settled yet counted as spent.
 func (g *Gateway) spendOf(ctx context.Context, b *budgetRec, now time.Time) (spend, error) {
 	return callTenant(ctx, g, g.tenantFor(budgetTenant(b.ID)), func(t *tenantShard) (spend, error) {
 		l := t.part.ledgers[b.ID]
-		return l.spendAt(l.periodFor(b.Period, now), now.Unix()), nil
+		return t.spendWith(t.allow[b.ID], l, l.periodFor(b.Period, now), now.Unix()), nil
 	})
 }
 
 // dropLedger deletes budget id's ledger (after the budget).
 func (g *Gateway) dropLedger(ctx context.Context, id uuid.UUID) error {
 	_, err := callTenant(ctx, g, g.tenantFor(budgetTenant(id)), func(t *tenantShard) (struct{}, error) {
+		delete(t.allow, id)
+		g.allow.Delete(id)
 		if _, ok := t.part.ledgers[id]; !ok {
 			return struct{}{}, nil
 		}
@@ -360,15 +593,144 @@ func (g *Gateway) dropLedger(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// settleInterruptedHolds settles every hold a restart found outstanding
-// (recoverAtStart).
+// settleInterruptedHolds settles this node's holds a restart found
+// outstanding (recoverAtStart): every hold on a single node; in cluster
+// mode those this node took (the others' may be calls in flight).
 func (g *Gateway) settleInterruptedHolds(ctx context.Context) error {
-	if g.cfg.NodeID != "" {
-		if n := len(g.view.Load().budgets.rows); n > 0 {
-			g.lg.Warn("budgets are not enforced in cluster mode yet (docs/budgets.md)", "budgets", n)
-		}
-		return nil // the holds in the log may be other nodes' calls in flight
-	}
-	_, err := eachTenant(ctx, g, nil, func(t *tenantShard) (struct{}, error) { return struct{}{}, t.settleInterrupted() })
+	self := g.cfg.NodeID
+	_, err := eachTenant(ctx, g, nil, func(t *tenantShard) (struct{}, error) {
+		return struct{}{}, t.settleInterrupted(func(node string) bool { return self == "" || node == self })
+	})
 	return err
 }
+
+// FlushBudgets settles what this node's budgeted calls cost since the
+// last flush, and gives back every hold's unspent rest (all) or only
+// those nobody spends from. Tick flushes; Close flushes all.
+func (g *Gateway) FlushBudgets(ctx context.Context, all bool) error {
+	now := g.clock.Now().UTC()
+	_, err := eachTenant(ctx, g, nil, func(t *tenantShard) (struct{}, error) {
+		return struct{}{}, t.flushBudgets(g, now, all)
+	})
+	if err != nil {
+		return fmt.Errorf("flush budgets: %w", err)
+	}
+	return nil
+}
+
+// tickBudgets flushes the shards' allowances (Tick: not waiting).
+func (g *Gateway) tickBudgets(now time.Time) {
+	for _, pid := range g.tenants {
+		g.root.Send(pid, tenantCommand{run: func(t *tenantShard) {
+			if len(t.allow) == 0 {
+				return
+			}
+			if err := t.flushBudgets(g, now, false); err != nil {
+				t.lg.Warn("settle budgets", "err", err)
+			}
+		}})
+	}
+}
+
+// holdSweep tracks the sweep of holds whose node left the cluster.
+type holdSweep struct {
+	running atomic.Bool
+	last    atomic.Int64         // unix nanoseconds of the last sweep
+	gone    map[string]time.Time // node → first seen gone (the sweep's goroutine only)
+}
+
+// sweepOrphanedHolds settles, at their full amount, the holds of nodes
+// that have been out of the cluster's members for OrphanedSummonAfter:
+// their calls ended with them (a node that comes back sooner settles its
+// own at its start). A hold is settled once, whoever writes first: a
+// settlement of a hold already ended changes nothing. Tick must not
+// block: the sweep runs on its own goroutine.
+func (g *Gateway) sweepOrphanedHolds(now time.Time) {
+	mp := g.members.Load()
+	sw := &g.holds
+	if mp == nil || g.cfg.NodeID == "" || now.UnixNano()-sw.last.Load() < int64(summonSweepEvery) || !sw.running.CompareAndSwap(false, true) {
+		return
+	}
+	sw.last.Store(now.UnixNano())
+	go func() {
+		defer sw.running.Store(false)
+		alive := map[string]bool{}
+		for _, id := range (*mp)() {
+			alive[id] = true
+		}
+		if len(alive) == 0 {
+			return // no view of the cluster (this node is cut off): decide nothing
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+		defer cancel()
+		holders, err := eachTenant(ctx, g, nil, func(t *tenantShard) (map[string]bool, error) {
+			out := map[string]bool{}
+			for _, l := range t.part.ledgers {
+				for _, h := range l.Holds {
+					if h.Node != "" && !alive[h.Node] {
+						out[h.Node] = true
+					}
+				}
+			}
+			return out, nil
+		})
+		if err != nil {
+			g.lg.Warn("sweep budget holds of nodes that left", "err", err)
+			return
+		}
+		missing := map[string]bool{}
+		for _, hs := range holders {
+			for n := range hs {
+				missing[n] = true
+			}
+		}
+		if sw.gone == nil {
+			sw.gone = map[string]time.Time{}
+		}
+		settle := map[string]bool{}
+		for n := range sw.gone {
+			if !missing[n] {
+				delete(sw.gone, n)
+			}
+		}
+		for n := range missing {
+			since, ok := sw.gone[n]
+			if !ok {
+				sw.gone[n] = now
+			} else if now.Sub(since) >= OrphanedSummonAfter {
+				settle[n] = true
+			}
+		}
+		if len(settle) == 0 {
+			return
+		}
+		_, err = eachTenant(ctx, g, nil, func(t *tenantShard) (struct{}, error) {
+			return struct{}{}, t.settleInterrupted(func(node string) bool { return settle[node] })
+		})
+		if err != nil {
+			g.lg.Warn("settle budget holds of nodes that left", "err", err)
+			return
+		}
+		g.lg.Info("settled the budget holds of nodes that left the cluster", "nodes", len(settle))
+	}()
+}
+
+// liveBudget follows another node's budget record: a settlement that
+// ended one of this node's holds (the node was taken for gone and its
+// holds settled at full) ends it here too, so no call spends from it.
+func (t *tenantShard) liveBudget(ev event) {
+	e, ok := ev.(budgetSettled)
+	if !ok || t.allow[e.Budget] == nil {
+		return
+	}
+	if l := t.part.ledgers[e.Budget]; l == nil || l.hold(e.Hold) < 0 {
+		t.allow[e.Budget].drop(e.Hold)
+	}
+}
+
+var _ actors.Flusher = (*Gateway)(nil)
+
+// Flush settles every budget allowance and gives back its unspent rest
+// (System.Close, before the final snapshot): a graceful stop counts
+// nothing as spent that was not.
+func (g *Gateway) Flush(ctx context.Context) error { return g.FlushBudgets(ctx, true) }

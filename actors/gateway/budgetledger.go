@@ -13,14 +13,19 @@ import (
 )
 
 // The ledger of a budget: what it spent in its current period (settled,
-// durable) and what the calls in flight reserved (holds), plus the tokens
-// of the last minute for max_tokens_per_minute. A call reserves its worst
-// case before the provider is called (record 74, durable first) and
-// settles its actual cost after (record 75); both carry the hold's id, so
-// applying one again changes nothing, and the ledger's watermark (Seq)
-// skips the records a snapshot already holds. A hold that a restart finds
-// unsettled is settled at its full amount (its provider may have been
-// paid), once: the settlement is a record like any other.
+// durable) and what is reserved (holds), plus the tokens of the last
+// minute for max_tokens_per_minute. A hold is an allowance a node took
+// (record 74, durable before any call spends from it: budgetallow.go); the
+// node's calls spend from it in memory, and the node settles what they
+// cost (record 75): at once for a hold of one call (records of older
+// builds), every flush interval for an allowance, each settlement adding
+// the calls' actual cost to the spent amount and setting what the hold
+// keeps (Keep*: the calls still in flight and, while the node keeps
+// spending from it, the unspent rest; 0: the hold ends). Records carry the
+// hold's id, and the ledger's watermark (Seq) skips the records a snapshot
+// already holds. A hold that a restart finds outstanding is settled at its
+// full amount (its calls may have been paid for), once: the settlement is
+// a record like any other.
 //
 // Periods are UTC days ("d:2006-01-02"), UTC months ("m:2006-01") or the
 // whole life of the budget ("t"). A hold belongs to the period it was made
@@ -50,6 +55,8 @@ type holdRec struct {
 	Nano   int64     `json:"nano"`
 	Tokens int64     `json:"tokens"`
 	At     int64     `json:"at"` // Unix second
+	// Node is the node that holds it in cluster mode ("" on one node).
+	Node string `json:"node,omitempty"`
 }
 
 // winRec is the tokens a reservation counts in the minute window: its
@@ -80,22 +87,33 @@ type budgetReserved struct {
 	Nano   int64     `json:"nano"`
 	Tokens int64     `json:"tokens"`
 	At     int64     `json:"at"`
+	// Node is the node that takes the hold, in cluster mode.
+	Node string `json:"node,omitempty"`
 }
 
-// budgetSettled is record 75: hold Hold of budget Budget cost Nano and
-// Tokens; the rest of it is released.
+// budgetSettled is record 75: the calls of hold Hold of budget Budget
+// settled since its last settlement cost Nano and Tokens; the hold keeps
+// KeepNano and KeepTokens reserved (v2), or ends (both 0; v1 always ends
+// it).
 type budgetSettled struct {
-	V      uint8     `json:"v"`
-	Budget uuid.UUID `json:"budget_id"`
-	Hold   uuid.UUID `json:"reservation_id"`
-	Nano   int64     `json:"nano"`
-	Tokens int64     `json:"tokens"`
+	V          uint8     `json:"v"`
+	Budget     uuid.UUID `json:"budget_id"`
+	Hold       uuid.UUID `json:"reservation_id"`
+	Nano       int64     `json:"nano"`
+	Tokens     int64     `json:"tokens"`
+	KeepNano   int64     `json:"keep_nano,omitempty"`
+	KeepTokens int64     `json:"keep_tokens,omitempty"`
 	// Interrupted: settled at its full amount at start-up (the process
-	// died during the call).
+	// died during the call), or by another node (the holder left).
 	Interrupted bool `json:"interrupted,omitempty"`
 }
 
-const budgetRecVersion = 1
+// Record versions: 74 is v1; 75 is v1 when it ends its hold, v2 when it
+// keeps part of it (an older build must not read it as an end).
+const (
+	budgetRecVersion     = 1
+	budgetKeepRecVersion = 2
+)
 
 func (e budgetReserved) record() wal.Record {
 	e.V = budgetRecVersion
@@ -104,6 +122,9 @@ func (e budgetReserved) record() wal.Record {
 
 func (e budgetSettled) record() wal.Record {
 	e.V = budgetRecVersion
+	if e.KeepNano != 0 || e.KeepTokens != 0 {
+		e.V = budgetKeepRecVersion
+	}
 	return jsonRecord(recBudgetSettled, e)
 }
 
@@ -128,10 +149,13 @@ func decodeBudgetEvent(r wal.Record) (event, error) {
 	switch {
 	case err != nil:
 		return nil, err
-	case v != budgetRecVersion:
+	case v != budgetRecVersion && (r.Type != recBudgetSettled || v != budgetKeepRecVersion):
 		return nil, fmt.Errorf("budget record v%d unsupported", v)
 	case budget == uuid.Nil || holdRef == uuid.Nil:
 		return nil, errors.New("budget record without budget or reservation id")
+	}
+	if e, ok := ev.(budgetSettled); ok && (e.KeepNano < 0 || e.KeepTokens < 0 || (v == budgetRecVersion && e.KeepNano+e.KeepTokens != 0)) {
+		return nil, errors.New("budget settlement with a bad kept amount")
 	}
 	return ev, nil
 }
@@ -197,10 +221,10 @@ func (l *ledgerRec) reserve(seq uint64, e budgetReserved) {
 	if !l.mark(seq) || l.hold(e.Hold) >= 0 {
 		return
 	}
-	if e.Period != l.Period {
+	if laterPeriod(e.Period, l.Period) {
 		l.Period, l.SpentNano, l.SpentTokens = e.Period, 0, 0
 	}
-	h := holdRec{ID: e.Hold, Period: e.Period, Nano: e.Nano, Tokens: e.Tokens, At: e.At}
+	h := holdRec{ID: e.Hold, Period: e.Period, Nano: e.Nano, Tokens: e.Tokens, At: e.At, Node: e.Node}
 	i, _ := slices.BinarySearchFunc(l.Holds, e.Hold, func(x holdRec, id uuid.UUID) int { return cmpUUID(x.ID, id) })
 	l.Holds = slices.Insert(l.Holds, i, h)
 	l.prune(e.At)
@@ -215,16 +239,33 @@ func (l *ledgerRec) settle(seq uint64, e budgetSettled) {
 		return
 	}
 	h := l.Holds[i]
-	l.Holds = slices.Delete(l.Holds, i, i+1)
+	if e.KeepNano == 0 && e.KeepTokens == 0 {
+		l.Holds = slices.Delete(l.Holds, i, i+1)
+	} else {
+		l.Holds[i].Nano, l.Holds[i].Tokens = e.KeepNano, e.KeepTokens
+	}
 	if h.Period == l.Period {
 		l.SpentNano += e.Nano
 		l.SpentTokens += e.Tokens
 	}
+	// The window counts the hold's tokens at its second: what it keeps
+	// plus what its calls used.
 	for j := range l.Window {
 		if l.Window[j].Hold == e.Hold {
-			l.Window[j].Tokens = e.Tokens
+			l.Window[j].Tokens += e.Tokens + e.KeepTokens - h.Tokens
 		}
 	}
+}
+
+// laterPeriod reports whether a hold of period p moves a ledger in period
+// cur to a new period: a later day or month, or another kind (the budget's
+// period changed). In cluster mode a node applies its own holds before
+// the other nodes' older ones reach it: an older period changes nothing.
+func laterPeriod(p, cur string) bool {
+	if p == cur {
+		return false
+	}
+	return cur == "" || p[0] != cur[0] || p > cur
 }
 
 // hold is the index of hold id, or -1.

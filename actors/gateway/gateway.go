@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -116,9 +117,6 @@ func (c Config) Validate() error {
 	case c.Quotas.MemoryEntries < 1 || c.Quotas.MediaBytes < 1 || c.Quotas.Sessions < 1 || c.Quotas.Agents < 1 || c.Quotas.PendingMCPRequests < 1:
 		return errors.New("gateway: every quota (gateway.quotas.*) must be >= 1")
 	}
-	if c.NodeID != "" && c.DefaultUserBudget.Period != "" {
-		return errors.New("gateway: default_user_budget: budgets are enforced on a single node only for now; see docs/budgets.md")
-	}
 	return c.DefaultUserBudget.Validate()
 }
 
@@ -148,6 +146,7 @@ type Gateway struct {
 	// summons tracks the sweep of summons whose node left.
 	members atomic.Pointer[func() []string]
 	summons summonSweep
+	holds   holdSweep
 
 	// blobs is nil without Config.BlobDir. cut and keep carry one snapshot's
 	// collection from BeforeBarrier through Capture to AfterSnapshot (the
@@ -177,6 +176,12 @@ type Gateway struct {
 	runs     *actor.PID
 	authPool *actors.Pool[authMsg]
 	budgetMx *budgetMetrics
+	// allow are this node's budget allowances by budget id (each
+	// *allowance is made and settled by its ledger's tenant shard; calls
+	// spend from it: budgetallow.go). budgetLock is the cluster's lock
+	// on a budget's holds (nil on a single node).
+	allow      sync.Map
+	budgetLock BudgetLocker
 }
 
 var (
@@ -471,6 +476,8 @@ func (g *Gateway) Allow(ctx context.Context, subject string) (bool, error) {
 func (g *Gateway) Tick(now time.Time) {
 	g.bk.tick(now)
 	g.sweepOrphanedSummons(now)
+	g.tickBudgets(now)
+	g.sweepOrphanedHolds(now)
 }
 
 // await waits for a reply or the caller's deadline.

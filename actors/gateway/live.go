@@ -116,6 +116,14 @@ func (g *Gateway) placeLive(ev event) {
 
 // applyLive is the tenant shard's side of ApplyLive.
 func (p *tenantPart) applyLive(m liveApply) {
+	switch m.ev.(type) {
+	case budgetReserved, budgetSettled:
+		// Without the watermark: this node applied its own holds when
+		// they were written, before older records of the others reach it
+		// (the follower applies each record once, in log order).
+		p.ledgers.apply(0, m.ev)
+		return
+	}
 	if m.d.to != toHolder || p.holds(m.d.k, m.d.id) {
 		applyForeign(p, m.seq, m.ev)
 	}

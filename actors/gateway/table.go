@@ -84,6 +84,16 @@ func (t *table[P]) named(name string) (P, bool) {
 	return t.rows[id], true
 }
 
+// namedBytes is named for a name in bytes, without converting it.
+func (t *table[P]) namedBytes(name []byte) (P, bool) {
+	id, ok := t.names[string(name)]
+	if !ok {
+		var zero P
+		return zero, false
+	}
+	return t.rows[id], true
+}
+
 // appendTo appends every entity to dst.
 func (t *table[P]) appendTo(dst []entity) []entity {
 	for _, e := range t.rows {

@@ -149,6 +149,9 @@ type tenantShard struct {
 	quota Quotas
 	turns map[string]*turnState
 	by    *Actor // who sent the command being handled (nil: internal)
+	// allow are this node's allowances on the shard's budgets
+	// (budgetallow.go), also published in Gateway.allow for the callers.
+	allow map[uuid.UUID]*allowance
 }
 
 // tenantCommand is a tenant shard's one generic message (see command).
@@ -169,6 +172,7 @@ func (t *tenantShard) handle(msg any) {
 		m.reply <- t.part.entities(nil)
 	case liveApply:
 		t.part.applyLive(m)
+		t.liveBudget(m.ev)
 		m.done <- struct{}{}
 	}
 }

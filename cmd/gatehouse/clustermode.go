@@ -360,17 +360,19 @@ func (c *clusterRun) bootstrapAdmin(ctx context.Context, ensure func() error) er
 	return ensure()
 }
 
-// serializeChanges gives the actors and the runtime the cluster's entity
-// locks: a key's changes, and a gateway session's turns, run one at a time
+// serializeChanges gives the actors, the runtime and the gateway the
+// cluster's entity locks: a key's changes, a gateway session's turns and
+// the holds on a budget (docs/budgets.md) run one at a time
 // across the nodes, each on a state that holds the ones before (nothing on
 // a single node, where the entity's actor does it).
-func (c *clusterRun) serializeChanges(rt *runtime.Runtime, sys *actors.System) {
+func (c *clusterRun) serializeChanges(rt *runtime.Runtime, sys *actors.System, gw *gateway.Gateway) {
 	if c == nil {
 		return
 	}
 	c.locks = cluster.NewLocks(c.cli, c.cfg.Prefix, c.cfg.NodeID, c.cfg.LeaseTTL.d, sys.ClusterApplied, sys.ClusterWritten)
 	sys.SetClusterLocks(c.locks)
 	rt.SetTurnLock(c.locks.Sessions())
+	gw.SetBudgetLocker(c.locks)
 }
 
 // watchMembers gives the gateway the cluster's live members, so that a

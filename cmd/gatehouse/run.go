@@ -165,8 +165,8 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		return fmt.Errorf("gateway services: %w", err)
 	}
 	checkSandbox(cfg, gwApp.Sandbox, lg)
-	n.cluster.serializeChanges(gwApp.Runtime, n.sys) // a key's changes, a session's turns: one at a time across the nodes
-	n.cluster.watchMembers(n.gw)                     // a summon whose node left fails on the others
+	n.cluster.serializeChanges(gwApp.Runtime, n.sys, n.gw) // a key's changes, a session's turns, a budget's holds: one at a time across the nodes
+	n.cluster.watchMembers(n.gw)                           // a summon whose node left fails on the others
 	closeApp := sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()

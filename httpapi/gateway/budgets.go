@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -94,16 +93,21 @@ func (s *Server) budgetRemaining(ctx context.Context, c Caller, agent uuid.UUID)
 	return formatRemaining(rem)
 }
 
-// formatRemaining renders rem as "usd=1.234567;tokens=12000".
+// formatRemaining renders rem as "usd=1.234567;tokens=12000" (one
+// allocation: it is on every budgeted answer).
 func formatRemaining(rem gateway.BudgetRemaining) string {
-	var parts []string
+	var buf [64]byte
+	b := buf[:0]
 	if rem.Nano >= 0 {
-		parts = append(parts, "usd="+strconv.FormatFloat(float64(rem.Nano)/1e9, 'f', 6, 64))
+		b = strconv.AppendFloat(append(b, "usd="...), float64(rem.Nano)/1e9, 'f', 6, 64)
 	}
 	if rem.Tokens >= 0 {
-		parts = append(parts, "tokens="+strconv.FormatInt(rem.Tokens, 10))
+		if len(b) > 0 {
+			b = append(b, ';')
+		}
+		b = strconv.AppendInt(append(b, "tokens="...), rem.Tokens, 10)
 	}
-	return strings.Join(parts, ";")
+	return string(b)
 }
 
 // budgetHeader is the X-Gateway-Budget-Remaining header of a chat

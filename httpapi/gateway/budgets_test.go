@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gatehouse/actors/clock"
+	"gatehouse/actors/gateway"
 )
 
 // TestBudgetsCRUD: create, read, update, list and delete over HTTP, with
@@ -159,5 +160,24 @@ func TestBudgetWSRemaining(t *testing.T) {
 	res, _ := w.call("chat.send", map[string]any{"agentId": "default", "sessionKey": "s1", "message": "one two"})
 	if !res.OK || !strings.Contains(string(res.Payload), `"budget_remaining":"tokens=`) {
 		t.Errorf("chat.send = %+v %s, want budget_remaining", res.Error, res.Payload)
+	}
+}
+
+// TestFormatRemaining: the header's value, each part only when a budget
+// caps it.
+func TestFormatRemaining(t *testing.T) {
+	for _, tt := range []struct {
+		rem  gateway.BudgetRemaining
+		want string
+	}{
+		{gateway.BudgetRemaining{Nano: 1_234_567_000, Tokens: 12000}, "usd=1.234567;tokens=12000"},
+		{gateway.BudgetRemaining{Nano: 0, Tokens: -1}, "usd=0.000000"},
+		{gateway.BudgetRemaining{Nano: -1, Tokens: 0}, "tokens=0"},
+		{gateway.BudgetRemaining{Nano: -1, Tokens: -1}, ""},
+		{gateway.BudgetRemaining{Nano: 1e18, Tokens: 1 << 62}, "usd=1000000000.000000;tokens=4611686018427387904"},
+	} {
+		if got := formatRemaining(tt.rem); got != tt.want {
+			t.Errorf("formatRemaining(%+v) = %q, want %q", tt.rem, got, tt.want)
+		}
 	}
 }

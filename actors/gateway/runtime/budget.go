@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"gatehouse/actors/gateway"
@@ -21,11 +22,11 @@ import (
 
 // Budgets is what the runtime needs to enforce budgets: the gateway.
 type Budgets interface {
-	// HasBudgets reports whether any budget binds c.
-	HasBudgets(c gateway.BudgetCall) bool
-	// ReserveBudgets reserves c against every budget that binds it: a
-	// *gateway.BudgetExceeded when one refuses (the others released).
-	ReserveBudgets(ctx context.Context, c gateway.BudgetCall) (*gateway.BudgetHold, error)
+	// BudgetsFor is the budgets that bind c.
+	BudgetsFor(c gateway.BudgetCall) gateway.BudgetSet
+	// ReserveBudgetsIn reserves c against set, the budgets that bind it:
+	// a *gateway.BudgetExceeded when one refuses (the others released).
+	ReserveBudgetsIn(ctx context.Context, set gateway.BudgetSet, c gateway.BudgetCall) (*gateway.BudgetHold, error)
 	// SettleBudgets settles h at the actual nano-USD and tokens, whatever
 	// the caller's context.
 	SettleBudgets(h *gateway.BudgetHold, nano, tokens int64)
@@ -54,6 +55,33 @@ type budgetHook struct {
 	b            Budgets
 	prices       Prices
 	requireKnown bool
+	bounds       sync.Map // provider id → *providerBound
+}
+
+// providerBound is a provider's settings that bound a call's output, as
+// of its UpdatedAt (read once per version, not per call).
+type providerBound struct {
+	updatedAt                 time.Time
+	maxTokens, thinkingBudget int
+}
+
+// boundOf is p's providerBound.
+func (bh *budgetHook) boundOf(p gateway.Provider) *providerBound {
+	if v, ok := bh.bounds.Load(p.ID); ok {
+		if pb := v.(*providerBound); pb.updatedAt.Equal(p.UpdatedAt) {
+			return pb
+		}
+	}
+	var st struct {
+		MaxTokens      int `json:"max_tokens"`
+		ThinkingBudget int `json:"thinking_budget_tokens"`
+	}
+	if len(p.Settings) > 0 {
+		_ = json.Unmarshal(p.Settings, &st) // the provider's settings were validated when saved
+	}
+	pb := &providerBound{updatedAt: p.UpdatedAt, maxTokens: st.MaxTokens, thinkingBudget: st.ThinkingBudget}
+	bh.bounds.Store(p.ID, pb)
+	return pb
 }
 
 // SetBudgets enforces budgets on every provider call, at prices (nil:
@@ -105,9 +133,11 @@ func (bh *budgetHook) reserve(ctx context.Context, rn *Run, tg target, req *llm.
 		return nil, nil
 	}
 	c := gateway.BudgetCall{KeyID: rn.keyID, User: rn.user, Agent: rn.Agent.ID}
-	bound := bh.b.HasBudgets(c)
+	set := bh.b.BudgetsFor(c)
+	bound := !set.Empty()
 	if bound {
-		req.MaxTokens = boundFor(req.MaxTokens, tg.p.Settings)
+		pb := bh.boundOf(tg.p)
+		req.MaxTokens = boundFor(req.MaxTokens, pb.maxTokens, pb.thinkingBudget)
 	}
 	// Each tool costs a message's overhead too (its wrapping in the
 	// provider's template), beyond its schema's bytes.
@@ -123,7 +153,7 @@ func (bh *budgetHook) reserve(ctx context.Context, rn *Run, tg target, req *llm.
 		return nil, nil
 	}
 	c.Tokens = in + 8*int64(parts) + int64(req.MaxTokens)
-	h, err := bh.b.ReserveBudgets(ctx, c)
+	h, err := bh.b.ReserveBudgetsIn(ctx, set, c)
 	var be *gateway.BudgetExceeded
 	if errors.As(err, &be) {
 		return nil, &BudgetError{Subject: be.Subject, Period: be.Period, Cap: be.Cap, RetryAfter: be.RetryAfter, cause: err}
@@ -167,26 +197,20 @@ func promptBytes(req *llm.Request) int64 {
 }
 
 // boundFor is the max_tokens a call bound by a budget is sent with: n,
-// else the provider's settings.max_tokens, else DefaultBudgetMaxTokens;
-// above settings.thinking_budget_tokens when there is one (raised as the
+// else the provider's settings.max_tokens (maxTokens), else
+// DefaultBudgetMaxTokens; above settings.thinking_budget_tokens
+// (thinkingBudget) when there is one (raised as the
 // Anthropic client would raise it, so that what is sent is what was
 // reserved).
-func boundFor(n int, settings json.RawMessage) int {
-	var st struct {
-		MaxTokens      int `json:"max_tokens"`
-		ThinkingBudget int `json:"thinking_budget_tokens"`
-	}
-	if len(settings) > 0 {
-		_ = json.Unmarshal(settings, &st) // the provider's settings were validated when saved
-	}
+func boundFor(n, maxTokens, thinkingBudget int) int {
 	if n <= 0 {
-		n = st.MaxTokens
+		n = maxTokens
 	}
 	if n <= 0 {
 		n = DefaultBudgetMaxTokens
 	}
-	if st.ThinkingBudget > 0 && n <= st.ThinkingBudget {
-		n = st.ThinkingBudget + llm.DefaultMaxTokens
+	if thinkingBudget > 0 && n <= thinkingBudget {
+		n = thinkingBudget + llm.DefaultMaxTokens
 	}
 	return n
 }
