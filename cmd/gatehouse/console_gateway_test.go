@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,11 +25,16 @@ import (
 const (
 	bridgeToken    = "gw-bridge-secret-token-0123456789"
 	bridgeUserPass = "user-password-1"
+	// defaultBudgetTokens is the bridge world's default user budget: a
+	// month of that many tokens.
+	defaultBudgetTokens = 5_000_000
 )
 
 // bridgeWorld is a real server with a gateway token, an echo provider
-// (streaming word by word), an MCP server that cannot be reached, and
-// two console users besides the admin: alice and bob.
+// (streaming word by word; its model echo-1 priced, so runs cost
+// something), an MCP server that cannot be reached, a default user budget
+// (a month of echoPriceTokens tokens), and two console users besides the
+// admin: alice and bob.
 type bridgeWorld struct {
 	c                 *child
 	admin, alice, bob *client
@@ -37,7 +45,8 @@ type bridgeWorld struct {
 func newBridgeWorld(t *testing.T) *bridgeWorld {
 	t.Helper()
 	cfg := writeConfig(t, t.TempDir(), map[string]any{
-		"gateway": map[string]any{"host": "127.0.0.1", "port": 0, "token": bridgeToken},
+		"gateway": map[string]any{"host": "127.0.0.1", "port": 0, "token": bridgeToken,
+			"default_user_budget": map[string]any{"period": "month", "max_tokens": defaultBudgetTokens}},
 	})
 	w := &bridgeWorld{c: startChild(t, cfg)}
 	w.admin = newClient(w.c.api)
@@ -55,7 +64,8 @@ func newBridgeWorld(t *testing.T) *bridgeWorld {
 		*u.cl = newClientLoggedIn(t, w.c.api, u.email, bridgeUserPass)
 	}
 	expect(t, "create provider", 201)(w.admin.do("POST", "/api/gateway/v1/providers", map[string]any{
-		"name": "echo", "provider_type": "echo", "settings": map[string]any{"delay_ms": 120},
+		"name": "echo", "provider_type": "echo", "settings": map[string]any{"delay_ms": 120,
+			"prices": map[string]any{"echo-1": map[string]any{"input": 100, "output": 200}}},
 	}, nil, nil))
 	var srv struct{ ID string }
 	expect(t, "register MCP server", 201)(w.admin.do("POST", "/api/gateway/v1/mcp/servers", map[string]any{
@@ -83,6 +93,13 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		skipOrFail(t, "puppeteer-core not installed: "+hint)
 	}
 	w := newBridgeWorld(t)
+	// Alice's day budget, set through the API: the usage page shows it.
+	var aliceBudget struct {
+		ID string
+	}
+	expect(t, "alice's day budget", 201)(w.admin.do("POST", "/api/gateway/v1/budgets", map[string]any{
+		"subject": map[string]any{"type": "user", "id": w.aliceID}, "period": "day", "max_usd": 5, "max_tokens": 200000,
+	}, nil, &aliceBudget))
 	stubURL, unexpected := keyStateStub(t)
 	shots, err := filepath.Abs(filepath.Join(consoleDriverDir, "gateway-screenshots"))
 	if err != nil {
@@ -127,6 +144,28 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			ProviderKeyInBodies, PastedInputs, StubInputs        int
 			StubVerdicts, StubStates                             []string
 			StubLastError, StubModels                            string
+			// Budgets and cost.
+			BudgetsBefore, BudgetsAfter, AdminBudgets []budgetCard
+			ChatCost, TraceCost, SessionCost          string
+			SpanCosts, TraceListCosts, CostRows       []string
+			UsageCost                                 struct {
+				Text  string
+				Value float64
+			}
+			CostCharts, UserSeesAllBudgets, RefusedAnswers int
+			CostByAgent, CostByModel, SpentTokens          float64
+			FallbackID, KeyID                              string
+			BudgetPreset                                   struct {
+				Type, Agent string
+				AgentShown  bool
+			}
+			KeyPreset                                struct{ Type, Key string }
+			AgentBudgetRow, BudgetDuplicate, Refusal string
+			EditTitle, EditedRow, WithinBudget       string
+			WithinBudgetMeta, KeyBudgetRow           string
+			EditDisabled                             bool
+			AllBudgetRows                            []struct{ Type, ID, Text string }
+			BudgetRowsAfterDelete                    []string
 		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
@@ -161,7 +200,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the MCP server shows it is not connected", strings.Contains(f.McpState, "not connected"), f.McpState},
 		{"the request is approved", strings.Contains(f.ApprovedRow, "approved"), f.ApprovedRow},
 		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
-		{"the admin sees the user's traces (two) and their own (the fallback's)", f.AdminTraces == 3, f.AdminTraces},
+		{"the admin sees the user's traces (two) and their own (the fallback's, the turn over budget, the one within)", f.AdminTraces == 5, f.AdminTraces},
 		{"the admin's every-user view lists the user's agent", f.AdminSeesAll == 1, f.AdminSeesAll},
 		{"the gateway API key is shown once", strings.HasPrefix(f.GwKey, "gateway_"), f.GwKey},
 		{"a management token is shown once", strings.HasPrefix(f.PatToken, "svc_pat_") && len(f.PatToken) == len("svc_pat_")+32, len(f.PatToken)},
@@ -211,8 +250,48 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the trace shows both attempts: the dead provider's failure, then echo", len(f.Attempts) == 2 &&
 			strings.Contains(f.Attempts[0], "dead / gpt-4o-mini (openai_compat) · attempt 1") && strings.Contains(f.Attempts[0], "failed") &&
 			strings.Contains(f.Attempts[1], "echo / echo-1 (echo) · attempt 2") && strings.Contains(f.Attempts[1], "ok"), f.Attempts},
-		{"every admin page was visited", len(f.Headings) == 6, f.Headings},
+		{"every admin page was visited", len(f.Headings) == 7, f.Headings},
 	}
+	checks = append(checks, budgetChecks(t, w, aliceBudget.ID, f.BudgetsBefore, f.BudgetsAfter, f.UsageCost.Value)...)
+	checks = append(checks, []struct {
+		what string
+		ok   bool
+		got  any
+	}{
+		{"a chat answer says what its budgets leave", strings.Contains(f.Meta, "budget left $") && strings.Contains(f.Meta, "tokens"), f.Meta},
+		{"the chat page shows the session's cost", strings.Contains(f.ChatCost, "cost $") && strings.Contains(f.ChatCost, "over 1 run") && dollars(f.ChatCost) > 0, f.ChatCost},
+		{"the trace shows the run's cost", strings.HasPrefix(f.TraceCost, "$") && dollars(f.TraceCost) > 0 && !strings.Contains(f.TraceCost, "unpriced"), f.TraceCost},
+		{"each LLM span shows its cost", len(f.SpanCosts) >= 1 && !slices.ContainsFunc(f.SpanCosts, func(c string) bool { return !strings.HasPrefix(c, "$") || dollars(c) <= 0 }), f.SpanCosts},
+		{"the traces list shows each run's cost", len(f.TraceListCosts) == 2 && !slices.ContainsFunc(f.TraceListCosts, func(c string) bool { return !strings.HasPrefix(c, "$") || dollars(c) <= 0 }), f.TraceListCosts},
+		{"the sessions list shows the session's cost, whole", strings.HasPrefix(f.SessionCost, "$") && dollars(f.SessionCost) > 0, f.SessionCost},
+		{"the usage page's cost per day: two charts, by agent and by model, adding up", f.CostCharts == 2 && f.UsageCost.Value > 0 &&
+			near(f.CostByAgent, f.UsageCost.Value) && near(f.CostByModel, f.UsageCost.Value) && strings.HasPrefix(f.UsageCost.Text, "$"), []any{f.CostCharts, f.CostByAgent, f.CostByModel, f.UsageCost}},
+		{"the cost tables name the agent and the model", slices.ContainsFunc(f.CostRows, func(r string) bool { return strings.Contains(r, f.AgentKey) }) &&
+			slices.ContainsFunc(f.CostRows, func(r string) bool { return strings.Contains(r, "echo-1") }), f.CostRows},
+		{"a user sees no table of every budget", f.UserSeesAllBudgets == 0, f.UserSeesAllBudgets},
+		{"the agent page's link picks the agent in the budgets form", f.BudgetPreset.Type == "agent" && f.BudgetPreset.Agent == f.FallbackID && f.FallbackID != "" && f.BudgetPreset.AgentShown, f.BudgetPreset},
+		{"the agent's budget is listed", strings.Contains(f.AgentBudgetRow, "fallback-") && strings.Contains(f.AgentBudgetRow, "day") && strings.Contains(f.AgentBudgetRow, "0 / 10"), f.AgentBudgetRow},
+		{"a second budget of the same subject and period shows the API's refusal", strings.Contains(f.BudgetDuplicate, "ALREADY_EXISTS"), f.BudgetDuplicate},
+		{"a turn over the budget shows the refusal, and no empty answer", strings.Contains(f.Refusal, "RESOURCE_EXHAUSTED") && strings.Contains(f.Refusal, "quota reached") && f.RefusedAnswers == 0, []any{f.Refusal, f.RefusedAnswers}},
+		{"the form edits the budget; its subject stays", strings.HasPrefix(f.EditTitle, "Edit the day budget of agent fallback-") && f.EditDisabled && strings.Contains(f.EditedRow, "/ 100,000"), []any{f.EditTitle, f.EditDisabled, f.EditedRow}},
+		{"raised, the budget lets the turn run and shows its spend", f.WithinBudget == "echo: within budget" && strings.Contains(f.WithinBudgetMeta, "budget left") && f.SpentTokens > 0, []any{f.WithinBudget, f.WithinBudgetMeta, f.SpentTokens}},
+		{"the API key's link picks the key in the budgets form", f.KeyPreset.Type == "api_key" && f.KeyPreset.Key == f.KeyID && f.KeyID != "", f.KeyPreset},
+		{"the key's budget is listed", strings.Contains(f.KeyBudgetRow, "console-e2e") && strings.Contains(f.KeyBudgetRow, "total") && strings.Contains(f.KeyBudgetRow, "$0.00 / $1.00") && strings.Contains(f.KeyBudgetRow, "never"), f.KeyBudgetRow},
+		{"the admin's budgets: the default user one with its spend, their agent's and their key's", len(f.AdminBudgets) == 3 &&
+			slices.ContainsFunc(f.AdminBudgets, func(b budgetCard) bool {
+				return b.IsDefault && b.Type == "user" && b.Period == "month" && len(b.Caps) == 1 && b.Caps[0].Cap == "tokens" &&
+					b.Caps[0].Max == defaultBudgetTokens && b.Caps[0].Spent > 0 && strings.Contains(b.Title, "default")
+			}) &&
+			slices.ContainsFunc(f.AdminBudgets, func(b budgetCard) bool { return b.Type == "agent" && b.Caps[0].Max == 100000 && b.Caps[0].Spent > 0 }) &&
+			slices.ContainsFunc(f.AdminBudgets, func(b budgetCard) bool {
+				return b.Type == "api_key" && b.Resets == "never resets" && b.Caps[0].Cap == "usd"
+			}), f.AdminBudgets},
+		{"the admin sees every budget: alice's, the agent's, the key's", slices.ContainsFunc(f.AllBudgetRows, func(r struct{ Type, ID, Text string }) bool {
+			return r.Type == "user" && r.ID == w.aliceID && strings.Contains(r.Text, "alice@example.com")
+		}) && slices.ContainsFunc(f.AllBudgetRows, func(r struct{ Type, ID, Text string }) bool { return r.Type == "agent" && r.ID == f.FallbackID }) &&
+			slices.ContainsFunc(f.AllBudgetRows, func(r struct{ Type, ID, Text string }) bool { return r.Type == "api_key" && r.ID == f.KeyID }), f.AllBudgetRows},
+		{"the key's budget is deleted", !slices.Contains(f.BudgetRowsAfterDelete, "api_key") && slices.Contains(f.BudgetRowsAfterDelete, "agent"), f.BudgetRowsAfterDelete},
+	}...)
 	for _, hd := range f.Headings {
 		if hd.ID != "admin-heading" || hd.H2 == "" || !strings.HasPrefix(hd.Title, hd.H2+" · ") {
 			t.Errorf("admin page %s: first heading %q (id %q), title %q; want its own h2 that the title repeats", hd.Tab, hd.H2, hd.ID, hd.Title)
@@ -262,7 +341,8 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	wantPages := map[string]string{"agent": f.AgentKey, "agents": f.AgentKey, "chat": wantAnswer, "trace": "Spans", "trace-tool": "memory_save",
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
 		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens",
-		"provider": "Saved.", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2", "provider-stub": "stub-model"}
+		"provider": "Saved.", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2", "provider-stub": "stub-model",
+		"budgets": "ALREADY_EXISTS", "chat-refused": "quota reached", "usage-admin": "Every budget"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {
@@ -333,6 +413,97 @@ func keyStateStub(t *testing.T) (url string, unexpected func() []string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(bad)
+	}
+}
+
+// budgetCard is a budget's bars on the usage page: its subject type,
+// period, whether it is the configured default, and each capped
+// amount's numbers, as data and as the page reads.
+type budgetCard struct {
+	Type, Period, Title, Resets string
+	IsDefault                   bool
+	Caps                        []struct {
+		Cap, Text, Bar               string
+		Spent, Reserved, Max, Filled float64
+	}
+}
+
+// dollars reads the first amount of USD in s ("… $0.0123 …"); -1 if none.
+func dollars(s string) float64 {
+	m := regexp.MustCompile(`\$([0-9][0-9,]*(?:\.[0-9]+)?)`).FindStringSubmatch(s)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// near reports whether two amounts of USD agree to the nano-USD's
+// rounding (the API sums nano-USD; the page sums floats).
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+// budgetChecks are the checks of alice's day budget ($5, 200,000
+// tokens) on her usage page, before her runs and after them, against what
+// the API says it has spent (GET /v1/budgets/{id}) and what her runs
+// cost (GET /v1/traces); usageCost is the page's 30-day cost.
+func budgetChecks(t *testing.T, w *bridgeWorld, id string, before, after []budgetCard, usageCost float64) []struct {
+	what string
+	ok   bool
+	got  any
+} {
+	t.Helper()
+	var b struct {
+		SpentUSD    float64 `json:"spent_usd"`
+		SpentTokens float64 `json:"spent_tokens"`
+	}
+	expect(t, "alice's budget", 200)(w.admin.do("GET", "/api/gateway/v1/budgets/"+id, nil, nil, &b))
+	var runs struct {
+		Data []struct {
+			CostUSD float64 `json:"cost_usd"`
+		}
+	}
+	expect(t, "alice's runs", 200)(w.admin.do("GET", "/api/gateway/v1/traces?user_id="+w.aliceID, nil, nil, &runs))
+	var cost float64
+	for _, r := range runs.Data {
+		cost += r.CostUSD
+	}
+	caps := func(cs []budgetCard) map[string]float64 {
+		m := map[string]float64{}
+		if len(cs) == 1 {
+			for _, c := range cs[0].Caps {
+				m[c.Cap+".spent"], m[c.Cap+".max"], m[c.Cap+".filled"] = c.Spent, c.Max, c.Filled
+			}
+		}
+		return m
+	}
+	pre, post := caps(before), caps(after)
+	one := func(cs []budgetCard) bool {
+		return len(cs) == 1 && cs[0].Type == "user" && cs[0].Period == "day" && !cs[0].IsDefault &&
+			strings.Contains(cs[0].Title, "Daily budget of user me") && strings.HasPrefix(cs[0].Resets, "resets ")
+	}
+	text := func(cs []budgetCard, cp string) string {
+		for _, c := range cs[0].Caps {
+			if c.Cap == cp {
+				return c.Text + " | " + c.Bar
+			}
+		}
+		return ""
+	}
+	return []struct {
+		what string
+		ok   bool
+		got  any
+	}{
+		{"before her runs, alice's usage page shows her day budget, nothing spent", one(before) && len(before[0].Caps) == 2 &&
+			pre["usd.max"] == 5 && pre["usd.spent"] == 0 && pre["tokens.max"] == 200000 && pre["tokens.spent"] == 0 && pre["usd.filled"] == 0, before},
+		{"after them, its bars show what the API says is spent", one(after) && b.SpentUSD > 0 && post["usd.spent"] == b.SpentUSD &&
+			post["tokens.spent"] == b.SpentTokens && post["usd.filled"] > 0 && post["tokens.filled"] > 0, []any{after, b}},
+		{"the spend is her runs' cost, and her usage's", near(b.SpentUSD, cost) && near(usageCost, cost), []any{b.SpentUSD, cost, usageCost}},
+		{"the bars read as spent of max", len(after) == 1 && strings.Contains(text(after, "usd"), "of $5.00 spent") &&
+			strings.Contains(text(after, "tokens"), "of 200,000 spent"), after},
 	}
 }
 

@@ -14,7 +14,7 @@
 import {
   h, fill, APIError, go, when, guarded, onSubmit, errorBox, confirmDialog, page, onLeave,
 } from './app.js';
-import { gw, q, isAdmin, num, person, loadPeople, agentNames, table, badge } from './gwlib.js';
+import { gw, q, isAdmin, num, usd, person, loadPeople, agentNames, table, badge } from './gwlib.js';
 import { tracesPage, tracePage, usagePage } from './gwobserve.js';
 import { tokensPage, adminPages } from './gwadmin.js';
 import { providerPage } from './gwproviders.js';
@@ -186,7 +186,9 @@ async function agentPage(me, id) {
   page(a.display_name || a.agent_key, h('p', {}, h('a', { href: '#/agents' }, '← all agents')), err,
     h('div', { class: 'grid' }, h('section', { class: 'card' }, facts,
       h('div', { class: 'actions' }, h('a', { class: 'button', href: '#/chat/' + encodeURIComponent(a.agent_key), id: 'agent-chat' }, 'Chat'),
-        h('a', { class: 'button secondary', href: '#/traces?agent=' + a.id }, 'Traces'), del)),
+        h('a', { class: 'button secondary', href: '#/traces?agent=' + a.id }, 'Traces'),
+        isAdmin(me) ? h('a', { class: 'button secondary', id: 'agent-budget', href: '#/gw/budgets' + q({ type: 'agent', id: a.id }) }, 'Budget') : null,
+        del)),
     h('section', { class: 'card' }, h('h2', {}, 'Sharing'), shares, shareForm, serr)),
     promptForm,
     a.owner_id === me.id && providers.length ? fallbackEditor(a, providers, (updated) => { a = updated; renderFacts(); }) : null);
@@ -283,8 +285,20 @@ async function chatPage(me, agentKey, sessionKey) {
       answer.dataset.runId = res.run_id;
       const u = res.usage || {};
       answer.append(h('div', { class: 'msg-meta' }, `${num(u.prompt_tokens)} in · ${num(u.completion_tokens)} out · `,
+        res.budget_remaining ? h('span', { class: 'budget-left' }, remainingText(res.budget_remaining) + ' · ') : null,
         h('a', { href: '#/traces/' + encodeURIComponent(res.run_id), class: 'trace-link' }, 'trace')));
       status.textContent = '';
+      showCost(1);
+    } catch (x) {
+      if (!out.textContent) answer.remove();
+      status.textContent = '';
+      // A budget's refusal says which budget; the usage page shows them all.
+      if (x instanceof APIError && x.code === 'RESOURCE_EXHAUSTED') {
+        err.replaceChildren(errorBox(x), h('p', { class: 'muted', id: 'chat-refused' }, 'Nothing was sent to the provider. ',
+          h('a', { href: '#/usage' }, 'See your budgets'), '.'));
+        return;
+      }
+      throw x;
     } finally {
       answer.classList.remove('streaming');
       send.disabled = false;
@@ -293,18 +307,87 @@ async function chatPage(me, agentKey, sessionKey) {
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
   });
+  // The session's cost: the sum of its runs' (the sessions API has no
+  // cost). A run is recorded just after its answer: after a turn, read
+  // again until it shows (grow: how many more runs to wait for).
+  const cost = h('span', { id: 'chat-cost' });
+  let runs = 0;
+  const showCost = async (grow = 0) => {
+    for (let i = 0; i < 8; i++) {
+      let c;
+      try { c = await sessionCost(a.id, sessionKey); } catch { return; } // a cost is a nicety
+      if (c.runs >= runs + grow || i === 7) {
+        runs = c.runs;
+        fill(cost, c.runs ? [' · cost ', h('strong', { 'data-cost-usd': c.cost }, (c.all ? '' : '≥ ') + usd(c.cost)),
+          ` over ${num(c.runs)} run${c.runs === 1 ? '' : 's'}`, c.unpriced ? [' ', badge(`${c.unpriced} unpriced`, false)] : null] : null);
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  };
+  await showCost();
   page(`Chat with ${a.display_name || a.agent_key}`,
-    h('p', { class: 'muted' }, 'Session ', h('code', { id: 'chat-session' }, sessionKey), ' · ',
+    h('p', { class: 'muted' }, 'Session ', h('code', { id: 'chat-session' }, sessionKey), cost, ' · ',
       h('a', { href: '#/chat/' + encodeURIComponent(a.agent_key) }, 'new session'), ' · ',
       h('a', { href: '#/sessions' }, 'all sessions')),
     h('section', { class: 'card' }, log, form), err);
   input.focus();
 }
 
+// remainingText reads the X-Gateway-Budget-Remaining value
+// ("usd=1.234567;tokens=12000": the least left among the run's budgets).
+function remainingText(v) {
+  const parts = Object.fromEntries(String(v).split(';').map((p) => p.split('=')));
+  const left = [];
+  if (parts.usd != null) left.push(usd(parts.usd));
+  if (parts.tokens != null) left.push(num(parts.tokens) + ' tokens');
+  return left.length ? `budget left ${left.join(', ')}` : '';
+}
+
+// runCosts sums the cost of the caller's runs (GET /v1/traces: each run
+// has its cost and its session) per agent and session, newest first, up
+// to five pages: the sessions API has no cost of its own. all is whether
+// every matching run was read; oldest the start of the oldest read.
+async function runCosts(filter) {
+  const per = new Map();
+  let offset = 0, total = 0, oldest = null;
+  for (let i = 0; i < 5; i++) {
+    const r = await gw('GET', '/traces' + q({ ...filter, limit: 200, offset }));
+    total = r.total;
+    for (const t of r.data) {
+      const k = t.agent_id + '|' + t.session_key;
+      const c = per.get(k) || { cost: 0, runs: 0, unpriced: 0 };
+      c.cost += t.cost_usd || 0;
+      c.runs++;
+      if (t.price_known === false) c.unpriced++;
+      per.set(k, c);
+      oldest = t.start_time;
+    }
+    offset += r.data.length;
+    if (offset >= total || r.data.length === 0) break;
+  }
+  return { per, all: offset >= total, oldest };
+}
+
+// sessionCost is one session's cost and runs.
+async function sessionCost(agentID, key) {
+  const r = await runCosts({ agent_id: agentID, session_key: key });
+  return { ...(r.per.get(agentID + '|' + key) || { cost: 0, runs: 0, unpriced: 0 }), all: r.all };
+}
+
 async function sessionsPage(me) {
   const names = await agentNames();
   const r = await gw('GET', '/sessions' + q({ limit: 100 }));
-  page('Sessions', table('sessions', ['Session', 'Agent', 'User', 'Channel', 'Messages', 'Tokens', 'Updated'],
+  let costs = null;
+  try { costs = await runCosts({}); } catch { /* the column shows — */ }
+  const costCell = (s) => {
+    const c = costs && costs.per.get(s.agent_id + '|' + s.key);
+    if (!c) return '—';
+    // Runs older than the oldest read may belong to a session begun before it.
+    const whole = costs.all || (costs.oldest && Date.parse(s.created_at) >= Date.parse(costs.oldest));
+    return [(whole ? '' : '≥ ') + usd(c.cost), c.unpriced ? [' ', badge('unpriced', false)] : null];
+  };
+  page('Sessions', table('sessions', ['Session', 'Agent', 'User', 'Channel', 'Messages', 'Tokens', 'Cost', 'Updated'],
     r.data.map((s) => {
       const agent = names.get(s.agent_id) || s.agent_id;
       return h('tr', { 'data-session': s.key },
@@ -312,7 +395,8 @@ async function sessionsPage(me) {
         h('td', {}, agent), h('td', {}, person(s.user_id)),
         h('td', {}, s.channel || '—'), h('td', { class: 'num' }, num(s.message_count)),
         h('td', { class: 'num' }, `${num(s.prompt_tokens)} / ${num(s.completion_tokens)}`),
+        h('td', { class: 'num session-cost' }, costCell(s)),
         h('td', {}, when(s.updated_at)));
     }), 'No sessions yet: chat with an agent.'),
-  h('p', { class: 'muted' }, `${r.total} in all.`));
+  h('p', { class: 'muted' }, `${r.total} in all. A session’s cost is the sum of its runs’ (from the traces).`));
 }

@@ -1,11 +1,12 @@
 // gatehouse console, the gateway's admin pages (gateway API keys, tools
 // and MCP servers, access requests, channels, activity; the providers
-// pages are gwproviders.js) and the management access tokens page
-// (/api/tokens).
+// pages are gwproviders.js, the budgets page gwbudgets.js) and the
+// management access tokens page (/api/tokens).
 
 import { h, api, APIError, when, guarded, onSubmit, confirmDialog, revealPanel, page } from './app.js';
 import { gw, q, isAdmin, person, agentNames, table, badge, adminPage } from './gwlib.js';
 import { providersPage } from './gwproviders.js';
+import { budgetsPage } from './gwbudgets.js';
 
 // --- management access tokens (/api/tokens) -------------------------------
 
@@ -71,11 +72,13 @@ async function apiKeysPage(me) {
       h('td', {}, k.name), h('td', {}, h('code', {}, k.prefix + '…')), h('td', {}, k.scopes.join(', ')),
       h('td', {}, person(k.user_id)), h('td', {}, when(k.created_at)),
       h('td', {}, k.expires_at ? when(k.expires_at) : 'never'), h('td', {}, badge(k.revoked ? 'revoked' : 'active', !k.revoked)),
-      h('td', {}, k.revoked ? null : h('button', { type: 'button', class: 'danger', onclick: () => guarded(err, async () => {
-        if (!await confirmDialog('Revoke this API key?', `“${k.name}” stops working at once.`, 'Revoke')) return;
-        await gw('DELETE', '/api-keys/' + k.id);
-        await refresh();
-      }) }, 'Revoke')))), 'No API keys yet.'));
+      h('td', {}, k.revoked ? null : h('div', { class: 'actions' },
+        h('a', { class: 'button secondary key-budget', href: '#/gw/budgets' + q({ type: 'api_key', id: k.id }) }, 'Budget'),
+        h('button', { type: 'button', class: 'danger', onclick: () => guarded(err, async () => {
+          if (!await confirmDialog('Revoke this API key?', `“${k.name}” stops working at once.`, 'Revoke')) return;
+          await gw('DELETE', '/api-keys/' + k.id);
+          await refresh();
+        }) }, 'Revoke'))))), 'No API keys yet.'));
   };
   const name = h('input', { id: 'gw-key-name', required: true });
   const scope = h('select', { id: 'gw-key-scope' }, ['operator.read', 'operator.write', 'operator.admin'].map((s) => h('option', { value: s, selected: s === 'operator.write' }, s)));
@@ -187,6 +190,6 @@ async function activityPage() {
 }
 
 export const adminPages = {
-  providers: providersPage, 'api-keys': apiKeysPage, tools: toolsPage, requests: requestsPage,
+  providers: providersPage, 'api-keys': apiKeysPage, budgets: budgetsPage, tools: toolsPage, requests: requestsPage,
   channels: channelsPage, activity: activityPage,
 };

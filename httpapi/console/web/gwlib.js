@@ -1,7 +1,8 @@
 // gatehouse console: what the gateway's pages share (gw.js,
-// gwobserve.js, gwadmin.js, gwproviders.js, gwfallbacks.js): calls
-// through the bridge below /api/gateway, query strings, tables, badges,
-// the admin pages' frame, and the names of agents and users.
+// gwobserve.js, gwadmin.js, gwbudgets.js, gwproviders.js,
+// gwfallbacks.js): calls through the bridge below /api/gateway, query
+// strings, numbers and money, tables, badges, the admin pages' frame,
+// and the names of agents and users.
 
 import { h, api, page } from './app.js';
 
@@ -16,6 +17,24 @@ export const q = (params) => {
 export const isAdmin = (me) => me.role === 'admin';
 export const num = (n) => Number(n || 0).toLocaleString();
 export const ms = (d) => (d >= 1000 ? (d / 1000).toFixed(2) + ' s' : `${d} ms`);
+
+// usd shows an amount of US dollars: cents from a dollar up, three
+// significant digits below (an LLM call often costs a fraction of a cent).
+export function usd(n) {
+  const v = Number(n || 0);
+  if (v === 0) return '$0.00';
+  if (Math.abs(v) >= 1) return '$' + v.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  return '$' + v.toLocaleString(undefined, { maximumSignificantDigits: 3, maximumFractionDigits: 9 });
+}
+
+// costText is a run's or a span's cost: its amount, "unpriced" when a
+// model had no price (price_known false: it counts $0, visibly), and "—"
+// when nothing was priced (no call, or a run recorded before prices).
+export function costText(x) {
+  if (x.price_known === false) return h('span', { class: 'cost unpriced', title: 'a model without a price: counted as $0' }, usd(x.cost_usd) + ' · unpriced');
+  if (x.price_known == null && !x.cost_usd) return '—';
+  return h('span', { class: 'cost' }, usd(x.cost_usd));
+}
 
 // people maps console user ids (gateway user ids) to emails, for admins
 // (GET /api/users); person shows a user id as "me", an email or the id.
@@ -48,7 +67,7 @@ export async function agentNames() {
 export function table(cls, heads, rows, empty) {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
   return h('table', { class: cls },
-    h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col', class: /^(Runs|Tokens|In|Out|Messages|Duration|Spans|Cache|Reasoning|Attempt)/.test(t) ? 'num' : null }, t)))),
+    h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col', class: /^(Runs|Tokens|In|Out|Messages|Duration|Spans|Cache|Reasoning|Attempt|Cost|Unpriced|Spent|Reserved|Max)/.test(t) ? 'num' : null }, t)))),
     h('tbody', {}, rows));
 }
 
@@ -58,7 +77,7 @@ export function badge(text, good) {
 
 
 // adminTabs are the gateway admin's pages: route and name.
-export const adminTabs = [['providers', 'Providers'], ['api-keys', 'API keys'], ['tools', 'Tools & MCP'],
+export const adminTabs = [['providers', 'Providers'], ['api-keys', 'API keys'], ['budgets', 'Budgets'], ['tools', 'Tools & MCP'],
   ['requests', 'Access requests'], ['channels', 'Channels'], ['activity', 'Activity']];
 
 // adminPage renders a gateway admin page: the "Gateway admin" title, the
