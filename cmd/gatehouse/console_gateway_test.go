@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+
+	"gatehouse/actors/gateway/runtime/llm/llmtest"
 )
 
 const (
@@ -100,6 +102,12 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 	expect(t, "alice's day budget", 201)(w.admin.do("POST", "/api/gateway/v1/budgets", map[string]any{
 		"subject": map[string]any{"type": "user", "id": w.aliceID}, "period": "day", "max_usd": 5, "max_tokens": 200000,
 	}, nil, &aliceBudget))
+	// A provider whose model has no price (an OpenAI-compatible stub on
+	// loopback): its calls cost $0, flagged as unpriced.
+	mystery := llmtest.NewOpenAI(t)
+	expect(t, "create the unpriced provider", 201)(w.admin.do("POST", "/api/gateway/v1/providers", map[string]any{
+		"name": "mystery", "provider_type": "openai_compat", "api_base": mystery.Base(), "api_key": "sk-mystery-console-0001",
+	}, nil, nil))
 	stubURL, unexpected := keyStateStub(t)
 	shots, err := filepath.Abs(filepath.Join(consoleDriverDir, "gateway-screenshots"))
 	if err != nil {
@@ -166,6 +174,9 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			EditDisabled                             bool
 			AllBudgetRows                            []struct{ Type, ID, Text string }
 			BudgetRowsAfterDelete                    []string
+			UnpricedAnswer, UnpricedTraceCost        string
+			UnpricedNote, UnpricedCalls              string
+			UnpricedSpanCosts                        []string
 		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
@@ -200,7 +211,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		{"the MCP server shows it is not connected", strings.Contains(f.McpState, "not connected"), f.McpState},
 		{"the request is approved", strings.Contains(f.ApprovedRow, "approved"), f.ApprovedRow},
 		{"the activity log shows the review", strings.Contains(f.Activity, "mcp_request.review") && strings.Contains(f.Activity, "console"), f.Activity},
-		{"the admin sees the user's traces (two) and their own (the fallback's, the turn over budget, the one within)", f.AdminTraces == 5, f.AdminTraces},
+		{"the admin sees the user's traces (two) and their own (the fallback's, the turn over budget, the one within, the unpriced one)", f.AdminTraces == 6, f.AdminTraces},
 		{"the admin's every-user view lists the user's agent", f.AdminSeesAll == 1, f.AdminSeesAll},
 		{"the gateway API key is shown once", strings.HasPrefix(f.GwKey, "gateway_"), f.GwKey},
 		{"a management token is shown once", strings.HasPrefix(f.PatToken, "svc_pat_") && len(f.PatToken) == len("svc_pat_")+32, len(f.PatToken)},
@@ -290,6 +301,11 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 			return r.Type == "user" && r.ID == w.aliceID && strings.Contains(r.Text, "alice@example.com")
 		}) && slices.ContainsFunc(f.AllBudgetRows, func(r struct{ Type, ID, Text string }) bool { return r.Type == "agent" && r.ID == f.FallbackID }) &&
 			slices.ContainsFunc(f.AllBudgetRows, func(r struct{ Type, ID, Text string }) bool { return r.Type == "api_key" && r.ID == f.KeyID }), f.AllBudgetRows},
+		{"a model without a price: the run answers, and its trace and span say unpriced", f.UnpricedAnswer == "stub: what costs nothing" &&
+			strings.Contains(f.UnpricedTraceCost, "$0.00 · unpriced") && strings.Contains(f.UnpricedTraceCost, "has no price") &&
+			len(f.UnpricedSpanCosts) == 1 && f.UnpricedSpanCosts[0] == "$0.00 · unpriced", []any{f.UnpricedAnswer, f.UnpricedTraceCost, f.UnpricedSpanCosts}},
+		{"the usage page flags the unpriced call and names its model", f.UnpricedCalls == "1" && strings.Contains(f.UnpricedNote, "1 call to models without a price") &&
+			strings.Contains(f.UnpricedNote, "mystery-model-1 (1)"), []any{f.UnpricedCalls, f.UnpricedNote}},
 		{"the key's budget is deleted", !slices.Contains(f.BudgetRowsAfterDelete, "api_key") && slices.Contains(f.BudgetRowsAfterDelete, "agent"), f.BudgetRowsAfterDelete},
 	}...)
 	for _, hd := range f.Headings {
@@ -342,7 +358,7 @@ func TestConsoleGatewayInChromium(t *testing.T) {
 		"usage": "Tokens in", "sessions": f.Session, "providers": "echo", "mcp": "not connected", "requests": "alice@example.com",
 		"activity": "mcp_request.review", "api-keys": "console-e2e", "mcp-request": "the browser test needs it", "tokens": "Access tokens",
 		"provider": "Saved.", "provider-echo": "Verify", "agent-fallbacks": "echo / echo-1", "trace-fallback": "attempt 2", "provider-stub": "stub-model",
-		"budgets": "ALREADY_EXISTS", "chat-refused": "quota reached", "usage-admin": "Every budget"}
+		"budgets": "ALREADY_EXISTS", "chat-refused": "quota reached", "usage-admin": "Every budget", "trace-unpriced": "unpriced"}
 	for _, s := range out.Shots {
 		want, ok := wantPages[s.Page]
 		if !ok {

@@ -449,6 +449,24 @@ try {
     if (facts.spentTokens > 0) break;
     await new Promise((r) => setTimeout(r, 250));
   }
+
+  // 7d. An agent on a model without a price (the "mystery" provider, a
+  // stub): its run costs $0, and says it is unpriced.
+  await visit('/agents');
+  await page.type('#agent-key', 'unpriced-' + suffix);
+  expect((await page.select('#agent-provider', 'mystery')).length === 1, 'the mystery provider is offered');
+  await page.type('#agent-model', 'mystery-model-1');
+  await page.click('#create-agent button[type=submit]');
+  await readyPrefix('/agents/');
+  await page.click('#agent-chat');
+  await readyPrefix(`/chat/unpriced-${suffix}/console-`);
+  await page.type('#chat-input', 'what costs nothing');
+  await page.click('#chat-send');
+  await page.waitForSelector('.msg-meta .trace-link', { timeout: 20000 });
+  facts.unpricedAnswer = await text('#chat-answer');
+  await openTrace('trace-unpriced');
+  facts.unpricedTraceCost = await text('#trace-cost');
+  facts.unpricedSpanCosts = await page.$$eval('#main table.spans tbody tr[data-span-type="llm"] .span-cost', (cs) => cs.map((c) => c.textContent));
   await visit('/gw/tools');
   facts.mcpState = await text('tr[data-mcp="tools"] .mcp-state');
   await shoot('mcp');
@@ -501,6 +519,8 @@ try {
   await visit('/usage');
   await page.waitForSelector('#usage-all-budgets');
   facts.adminBudgets = await budgetCards();
+  facts.unpricedNote = await text('#usage-unpriced');
+  facts.unpricedCalls = await text('#usage-unpriced-calls');
   facts.allBudgetRows = await page.$$eval('#usage-all-budgets tbody tr', (rs) => rs.map((r) => ({ type: r.dataset.subjectType, id: r.dataset.subjectId, text: r.textContent })));
   await shoot('usage-admin');
   await visit('/gw/budgets');
