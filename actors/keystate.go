@@ -154,19 +154,20 @@ func (u usage) clone() usage {
 // the shard while the key is passive, the key actor while it is live, the
 // restorer before any actor runs.
 //
-// The window and usage an admission updates come first, then rec, whose
-// hot fields lead (see keyRecord): with the slot's live pointer before
-// them, an authorization reads the slot's first 152 bytes.
+// The window and usage an admission updates come first, with usageSeq,
+// which each flush round's commit moves; then rec, whose hot fields lead
+// (see keyRecord): with the slot's live pointer before them, an
+// authorization and a flush read the slot's first 160 bytes.
 type keyState struct {
 	win *ratelimit.Window // nil until the first admitted request
 	use usage
-	rec keyRecord
 	// applied and usageSeq are the sequences of the last control record and
 	// the last usage record reflected here. Each kind reaches a key in log
 	// order, but a usage record may commit before a control record that is
 	// applied first, so replay needs one watermark per kind (see skip).
-	applied  uint64
 	usageSeq uint64
+	rec      keyRecord
+	applied  uint64
 }
 
 // window returns the key's limiter window, allocating it on first use.

@@ -33,7 +33,7 @@ type inlineMailbox struct {
 	user, sys   fifo
 	invoker     actor.MessageInvoker
 	dispatcher  actor.Dispatcher
-	process     func() // processMessages, bound once
+	process     func()       // processMessages, bound once
 	status      atomic.Int32 // mailboxIdle or mailboxRunning
 	userN, sysN atomic.Int32
 	suspended   atomic.Bool
