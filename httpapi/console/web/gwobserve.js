@@ -229,8 +229,11 @@ export async function usagePage(me) {
   const agentLabel = (g) => names.agents.get(g)?.agent_key || g || '—';
   const keyLabel = (g) => names.keys.get(g)?.name || g || '—';
   const label = (g) => (groupBy.value === 'agent' ? agentLabel(g) : groupBy.value === 'api_key' ? keyLabel(g) : groupBy.value === 'user' ? person(g) : g || '—');
-  const loadBudgets = () => guarded(budgets, async () => {
-    fill(budgets, await myBudgets(me, names), admin ? await allBudgets(names) : null);
+  // Read both, then swap: the 15 s refresh does not blank the bars.
+  const budgetErr = h('div');
+  const loadBudgets = () => guarded(budgetErr, async () => {
+    const [mine, all] = await Promise.all([myBudgets(me, names), admin ? allBudgets(names) : null]);
+    fill(budgets, mine, all);
   });
   const load = () => guarded(err, async () => {
     const from = new Date(Date.now() - Number(range.value) * 86400000);
@@ -289,7 +292,7 @@ export async function usagePage(me) {
   });
   groupBy.addEventListener('change', load);
   range.addEventListener('change', load);
-  page(admin ? 'Usage (every user)' : 'My usage', budgets, totals, err,
+  page(admin ? 'Usage (every user)' : 'My usage', budgetErr, budgets, totals, err,
     h('div', { class: 'actions start usage-controls' }, h('label', { class: 'inline-check' }, 'The charts and tables below cover the', range)),
     h('section', { class: 'card', id: 'usage-cost-card' }, h('div', { class: 'row' }, h('h2', {}, 'Cost per day'), h('span', { class: 'muted' }, 'USD, at the models’ prices')),
       unpriced,
