@@ -133,6 +133,7 @@ type keyActor struct {
 	gone     bool
 	win      ratelimit.Window // the state's window while live (state.win == &win)
 	pending  []secCount
+	counted  int64 // the second of the last count: pending's newest, if any
 	inflight []secCount
 	spare    []secCount        // a committed inflight's array, for the next pending
 	waiters  []*sync.WaitGroup // flushNow callers waiting for inflight to commit
@@ -314,9 +315,13 @@ func (a *keyActor) authorize(ctx actor.Context, m *authorize) (res AuthResult, o
 
 // count records one admitted request at second now: usage at once, the
 // delta for the next flush.
+//
+// pending's newest entry is read only when the last count was in this
+// second too: for a key used once a second or less it is a cache miss,
+// and the new second's entry is appended without it.
 func (a *keyActor) count(now int64) {
 	a.state.use.add(now, 1)
-	if n := len(a.pending); n > 0 && a.pending[n-1].sec == now {
+	if n := len(a.pending); n > 0 && a.counted == now && a.pending[n-1].sec == now {
 		a.pending[n-1].n++
 	} else {
 		if a.pending == nil {
@@ -324,6 +329,7 @@ func (a *keyActor) count(now int64) {
 		}
 		a.pending = append(a.pending, secCount{sec: now, n: 1})
 	}
+	a.counted = now
 }
 
 // flush hands pending deltas to the shard, which logs the usage of all

@@ -93,9 +93,12 @@ func (w *Window) clear() {
 
 // push records one admitted request at the window's clock, the newest
 // second. The caller guarantees the newest count is below MaxUint32.
-func (w *Window) push() {
+// moved reports that the clock has just moved forward, so that no entry
+// holds its second: the newest entry is then not read (for a key used
+// once a second or less, it is a cache miss the append does not need).
+func (w *Window) push(moved bool) {
 	s := uint32(w.now)
-	if w.n > 0 {
+	if !moved && w.n > 0 {
 		if tail := w.at(int(w.n) - 1); tail.sec == s {
 			tail.n++
 			w.total++

@@ -54,12 +54,13 @@ type Window struct {
 // admitted. It does not allocate once the window has grown to fit the
 // traffic.
 func (w *Window) Allow(t int64, limit int64) Decision {
-	w.advance(t)
+	was := w.now
+	moved := w.advance(t) != was // every entry is then older than the clock
 	lim := clampLimit(limit)
 	if w.total >= uint64(lim) {
 		return w.rejected(lim)
 	}
-	w.push()
+	w.push(moved)
 	return w.admitted(lim)
 }
 

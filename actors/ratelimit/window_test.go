@@ -278,3 +278,41 @@ func TestWindowMemory(t *testing.T) {
 		t.Errorf("after an idle window: ring %d, Len() %d, want released", len(w.ring), w.Len())
 	}
 }
+
+// TestAllowMergesTheClocksSecond checks the runs Allow keeps: requests in
+// the clock's second join its entry, whether Allow or Add made it, and a
+// request after the clock moved starts a new one (push reads the newest
+// entry only when the clock did not move).
+func TestAllowMergesTheClocksSecond(t *testing.T) {
+	var w Window
+	steps := []struct {
+		add     bool
+		t       int64
+		wantLen int
+	}{
+		{t: t0, wantLen: 1},
+		{t: t0, wantLen: 1},
+		{t: t0 + 1, wantLen: 2},
+		{t: t0 + 1, wantLen: 2},
+		{t: t0, wantLen: 2}, // earlier than the clock: counted at the clock
+		{add: true, t: t0 + 5, wantLen: 3},
+		{t: t0 + 5, wantLen: 3},
+		{t: t0 + 6, wantLen: 4},
+	}
+	for i, s := range steps {
+		if s.add {
+			w.Add(s.t, 1)
+		} else if d := w.Allow(s.t, 100); !d.Allowed {
+			t.Fatalf("step %d: Allow(%d) refused", i, s.t)
+		}
+		if w.Len() != s.wantLen {
+			t.Fatalf("step %d: Len() = %d, want %d", i, w.Len(), s.wantLen)
+		}
+	}
+	var got []int64
+	w.Each(func(sec int64, n uint32) { got = append(got, sec, int64(n)) })
+	want := []int64{t0, 2, t0 + 1, 3, t0 + 5, 2, t0 + 6, 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+}
