@@ -71,6 +71,7 @@ func (rt *Runtime) loop(ctx context.Context, rn *Run, onDelta func(string) error
 		byName[t.Name] = t
 		req.Tools = append(req.Tools, llm.ToolSpec{Type: "function", Function: llm.ToolSpecFunc{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
 	}
+	req.ToolsJSON = rt.toolsJSON.encoded(rn.Agent.ID, rn.user, req.Tools)
 	limit := rn.Agent.MaxToolIterations
 	if limit <= 0 {
 		limit = gateway.DefaultMaxToolIterations

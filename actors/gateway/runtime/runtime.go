@@ -118,6 +118,7 @@ type Runtime struct {
 	limits      Limits
 	turnLock    TurnLock    // nil: one node
 	budgets     *budgetHook // nil: no budgets enforced (budget.go)
+	toolsJSON   toolsCache  // the runs' tools, encoded (toolsjson.go)
 
 	// Background runs (summoning) end with bgCtx at Close.
 	bgCtx  context.Context

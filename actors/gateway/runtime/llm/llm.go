@@ -74,6 +74,12 @@ type Request struct {
 	// MaxTokens bounds the answer; 0 lets the client use its provider's
 	// settings.max_tokens or its default (Anthropic requires one).
 	MaxTokens int
+	// ToolsJSON, when not nil, is EncodeTools(Tools), encoded once by a
+	// caller that sends the same tools call after call: the
+	// OpenAI-shaped clients (openai_compat, its presets, azure_openai)
+	// put these bytes in the body instead of encoding Tools again. The
+	// other clients read Tools.
+	ToolsJSON []byte
 }
 
 // Result is a finished completion: the answer, or the tool calls the

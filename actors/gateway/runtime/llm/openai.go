@@ -123,7 +123,7 @@ type oaClient struct {
 // onDelta is set.
 func (c *oaClient) Complete(ctx context.Context, req Request, onDelta OnDelta) (Result, error) {
 	url, model := c.route(req.Model)
-	body, err := json.Marshal(c.request(req, model, onDelta != nil))
+	body, err := c.body(req, model, onDelta != nil)
 	if err != nil {
 		return Result{}, fmt.Errorf("openai: encode request: %w", err)
 	}
@@ -181,6 +181,34 @@ func (c *oaClient) request(req Request, model string, stream bool) oaRequest {
 		}
 	}
 	return r
+}
+
+// body is req's JSON body. With req.ToolsJSON the tools array goes in
+// as it is, first, and the rest is encoded after it into the same
+// buffer: {"tools":[…] then the request without tools, whose opening
+// brace becomes the comma (a trailing newline is left, which JSON
+// allows).
+func (c *oaClient) body(req Request, model string, stream bool) ([]byte, error) {
+	if req.ToolsJSON == nil || len(req.Tools) == 0 {
+		return json.Marshal(c.request(req, model, stream))
+	}
+	req.Tools = nil // encoded already
+	r := c.request(req, model, stream)
+	n := len(req.ToolsJSON) + 256
+	for _, m := range req.Messages {
+		n += len(m.Content) + 64
+	}
+	var buf bytes.Buffer
+	buf.Grow(n)
+	buf.WriteString(`{"tools":`)
+	buf.Write(req.ToolsJSON)
+	brace := buf.Len()
+	if err := json.NewEncoder(&buf).Encode(r); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	b[brace] = ','
+	return b, nil
 }
 
 func (c *oaClient) auth(r *http.Request) {

@@ -6,6 +6,7 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -85,6 +86,19 @@ func oaTools(specs []ToolSpec) []ToolSpec {
 		out[i] = s
 	}
 	return out
+}
+
+// EncodeTools is specs as the tools array of an OpenAI-shaped body, as
+// the clients would encode it (Request.ToolsJSON); nil for no tools.
+func EncodeTools(specs []ToolSpec) ([]byte, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(oaTools(specs))
+	if err != nil {
+		return nil, fmt.Errorf("encode tools: %w", err)
+	}
+	return b, nil
 }
 
 type oaUsage struct {
