@@ -9,18 +9,21 @@ import "maps"
 const BuiltinAsOf = "2025-11"
 
 // builtin is the built-in table: standard (not batch, not priority)
-// list prices of each provider's API, for prompts in the lowest context
-// tier (Gemini 2.5 Pro and Claude Sonnet charge more above 200K tokens of
-// prompt). Anthropic's cache_write is its 5-minute cache write (1.25 ×
+// list prices of each provider's API. Models that charge more for a long
+// prompt have an Above tier: Claude Sonnet 4 and 4.5 (1M context) and
+// Gemini 2.5 Pro above 200K prompt tokens, Grok 4 and Grok 4 Fast above
+// 128K. Anthropic's cache_write is its 5-minute cache write (1.25 ×
 // input); providers that do not bill cache writes apart bill them as
 // input.
 var builtin = Table{
 	// Anthropic (claude.com/pricing, docs.anthropic.com pricing).
-	"claude-opus-4-5":   {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
-	"claude-opus-4-1":   {Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75},
-	"claude-opus-4":     {Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75},
-	"claude-sonnet-4-5": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75},
-	"claude-sonnet-4":   {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75},
+	"claude-opus-4-5": {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
+	"claude-opus-4-1": {Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75},
+	"claude-opus-4":   {Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75},
+	// Sonnet 4 and 4.5 with the 1M context window: a prompt above 200K
+	// tokens is billed 2× input and 1.5× output, cache rates 2× too.
+	"claude-sonnet-4-5": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75, Above: sonnetLong},
+	"claude-sonnet-4":   {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75, Above: sonnetLong},
 	"claude-3-7-sonnet": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75},
 	"claude-3-5-sonnet": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75},
 	"claude-haiku-4-5":  {Input: 1, Output: 5, CacheRead: 0.1, CacheWrite: 1.25},
@@ -49,7 +52,8 @@ var builtin = Table{
 	// Google Gemini API (ai.google.dev/gemini-api/docs/pricing), paid
 	// tier, text input: the cache read is the context-caching price
 	// (cache storage per hour is not a token price and is not counted).
-	"gemini-2.5-pro":        {Input: 1.25, Output: 10, CacheRead: 0.125, CacheWrite: 1.25},
+	"gemini-2.5-pro": {Input: 1.25, Output: 10, CacheRead: 0.125, CacheWrite: 1.25,
+		Above: Tier{Tokens: 200_000, Input: 2.5, Output: 15, CacheRead: 0.25, CacheWrite: 2.5}},
 	"gemini-2.5-flash":      {Input: 0.3, Output: 2.5, CacheRead: 0.03, CacheWrite: 0.3},
 	"gemini-2.5-flash-lite": {Input: 0.1, Output: 0.4, CacheRead: 0.01, CacheWrite: 0.1},
 	"gemini-2.0-flash":      {Input: 0.1, Output: 0.4, CacheRead: 0.025, CacheWrite: 0.1},
@@ -71,9 +75,13 @@ var builtin = Table{
 	"deepseek-chat":     {Input: 0.28, Output: 0.42, CacheRead: 0.028, CacheWrite: 0.28},
 	"deepseek-reasoner": {Input: 0.28, Output: 0.42, CacheRead: 0.028, CacheWrite: 0.28},
 
-	// xAI (docs.x.ai/docs/models): cached input is the cache read.
-	"grok-4":           {Input: 3, Output: 15, CacheRead: 0.75, CacheWrite: 3},
-	"grok-4-fast":      {Input: 0.2, Output: 0.5, CacheRead: 0.05, CacheWrite: 0.2},
+	// xAI (docs.x.ai/docs/models): cached input is the cache read. Grok 4
+	// and Grok 4 Fast charge 2× input and output above 128K tokens of
+	// prompt (cached input unchanged).
+	"grok-4": {Input: 3, Output: 15, CacheRead: 0.75, CacheWrite: 3,
+		Above: Tier{Tokens: 128_000, Input: 6, Output: 30, CacheRead: 0.75, CacheWrite: 6}},
+	"grok-4-fast": {Input: 0.2, Output: 0.5, CacheRead: 0.05, CacheWrite: 0.2,
+		Above: Tier{Tokens: 128_000, Input: 0.4, Output: 1, CacheRead: 0.05, CacheWrite: 0.4}},
 	"grok-code-fast-1": {Input: 0.2, Output: 1.5, CacheRead: 0.02, CacheWrite: 0.2},
 	"grok-3":           {Input: 3, Output: 15, CacheRead: 0.75, CacheWrite: 3},
 	"grok-3-mini":      {Input: 0.3, Output: 0.5, CacheRead: 0.075, CacheWrite: 0.3},
@@ -84,6 +92,9 @@ var builtin = Table{
 	"llama-4-scout-17b-16e-instruct":     {Input: 0.11, Output: 0.34, CacheRead: 0.11, CacheWrite: 0.11},
 	"llama-4-maverick-17b-128e-instruct": {Input: 0.2, Output: 0.6, CacheRead: 0.2, CacheWrite: 0.2},
 }
+
+// sonnetLong is Claude Sonnet 4 and 4.5's long-context tier.
+var sonnetLong = Tier{Tokens: 200_000, Input: 6, Output: 22.5, CacheRead: 0.6, CacheWrite: 7.5}
 
 // Builtin is a copy of the built-in table (as of BuiltinAsOf).
 func Builtin() Table { return maps.Clone(builtin) }
