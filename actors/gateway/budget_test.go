@@ -498,3 +498,74 @@ func TestAppendUUID(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetAllowance: calls spend from the node's allowance, a hold
+// written for many calls (chunkCalls worst cases, at most 1/chunkShare of
+// the cap); what they cost shows at once and is settled at the next
+// flush; an allowance nobody spends from goes back at the flush after;
+// a crash counts the unsettled part of a hold at its full amount.
+func TestBudgetAllowance(t *testing.T) {
+	gw, crash, _ := budgetNode(t, DefaultConfig())
+	b, err := gw.CreateBudget(ctx(t), BudgetInput{Subject: &BudgetSubject{SubjectUser, "alice"}, Period: ptr(PeriodTotal), MaxTokens: ptr(int64(10_000_000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := func(gw *Gateway) (holds int, held, spent int64) {
+		t.Helper()
+		type out struct {
+			n           int
+			held, spent int64
+		}
+		o, err := callTenant(ctx(t), gw, gw.tenantFor(budgetTenant(b.ID)), func(ts *tenantShard) (out, error) {
+			var o out
+			if l := ts.part.ledgers[b.ID]; l != nil {
+				o.n, o.spent = len(l.Holds), l.SpentTokens
+				for _, h := range l.Holds {
+					o.held += h.Tokens
+				}
+			}
+			return o, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.n, o.held, o.spent
+	}
+	call := BudgetCall{User: "alice", Tokens: 1000}
+	for range 200 {
+		h, err := gw.ReserveBudgets(ctx(t), call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw.SettleBudgets(h, 0, 500)
+	}
+	if n, held, spent := ledger(gw); n != 4 || held != 4*chunkCalls*1000 || spent != 0 {
+		t.Errorf("after 200 calls: %d holds of %d tokens, %d spent in the ledger; want 4 holds of %d calls each, nothing settled yet", n, held, spent, chunkCalls)
+	}
+	if got, _ := gw.GetBudget(ctx(t), b.ID.String()); got.SpentTokens != 100_000 || got.ReservedTokens != 0 {
+		t.Errorf("shown before the flush: spent %d reserved %d; want 100000, 0", got.SpentTokens, got.ReservedTokens)
+	}
+	if err := gw.FlushBudgets(ctx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	if n, held, spent := ledger(gw); n != 1 || held != 4*chunkCalls*1000-200*1000 || spent != 100_000 {
+		t.Errorf("after a flush: %d holds of %d tokens, %d spent; want the one being spent from (its rest), 100000 settled", n, held, spent)
+	}
+	if err := gw.FlushBudgets(ctx(t), false); err != nil { // nobody spent from it since
+		t.Fatal(err)
+	}
+	if n, _, spent := ledger(gw); n != 0 || spent != 100_000 {
+		t.Errorf("after an idle flush: %d holds, %d spent; want none, 100000", n, spent)
+	}
+	for range 10 {
+		h, err := gw.ReserveBudgets(ctx(t), call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw.SettleBudgets(h, 0, 500)
+	}
+	gw = crash() // the 10 calls' 5000 tokens were never settled: their hold counts in full
+	if n, _, spent := ledger(gw); n != 0 || spent != 100_000+chunkCalls*1000 {
+		t.Errorf("after the crash: %d holds, %d spent; want none, %d (the hold at its full amount)", n, spent, 100_000+chunkCalls*1000)
+	}
+}
