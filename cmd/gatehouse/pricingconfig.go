@@ -17,8 +17,22 @@ type pricingConfig struct {
 
 // modelPrice is one model's price in USD per million tokens, decoded
 // field by field so that the strict decoder names a misspelt key;
-// cache_read and cache_write default to input.
+// cache_read and cache_write default to input. Above is its optional
+// long-context tier (a value, not a pointer, for the strict decoder's
+// sake: an empty "above": {} is no tier).
 type modelPrice struct {
+	Input      *float64  `json:"input"`
+	Output     *float64  `json:"output"`
+	CacheRead  *float64  `json:"cache_read"`
+	CacheWrite *float64  `json:"cache_write"`
+	Above      modelTier `json:"above,omitzero"`
+}
+
+// modelTier is a price's long-context tier: its rates apply to a call
+// whose prompt exceeds tokens; cache_read and cache_write default to the
+// tier's input.
+type modelTier struct {
+	Tokens     *int64   `json:"tokens"`
 	Input      *float64 `json:"input"`
 	Output     *float64 `json:"output"`
 	CacheRead  *float64 `json:"cache_read"`
@@ -45,6 +59,12 @@ func (c pricingConfig) table() (pricing.Table, error) {
 		}
 		if mp.CacheWrite != nil {
 			p.CacheWrite = *mp.CacheWrite
+		}
+		if a := mp.Above; a != (modelTier{}) {
+			if a.Tokens == nil || a.Input == nil || a.Output == nil {
+				return nil, fmt.Errorf("price of model %q: above needs tokens, input and output", m)
+			}
+			p.Above = pricing.NewTier(*a.Tokens, *a.Input, *a.Output, a.CacheRead, a.CacheWrite)
 		}
 		t[m] = p
 	}
