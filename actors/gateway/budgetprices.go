@@ -7,7 +7,10 @@ import "gatehouse/actors/gateway/pricing"
 // at when it is recorded.
 
 // WorstCaseNano is the most a call to model on p may cost
-// (pricing.Price.WorstCase); false when the model has no price.
+// (pricing.Price.WorstCase): at the higher of the base and the
+// long-context tier's rates once the conservative input count exceeds the
+// tier's threshold, so the reservation covers a prompt that turns out
+// above it. False when the model has no price.
 func (g *Gateway) WorstCaseNano(p Provider, model string, promptBytes int64, messages int, maxTokens int64) (int64, bool) {
 	price, ok := g.PriceOf(p.ProviderType, p.Settings, model)
 	if !ok {
@@ -17,7 +20,8 @@ func (g *Gateway) WorstCaseNano(p Provider, model string, promptBytes int64, mes
 }
 
 // CostNano is what a call to model on p that used these tokens costs
-// (pricing.Price.Cost; 0 without a price).
+// (pricing.Price.Cost: all of it at the tier's rates when the reported
+// prompt exceeds the tier's threshold; 0 without a price).
 func (g *Gateway) CostNano(p Provider, model string, prompt, completion, cacheRead, cacheWrite int64) int64 {
 	price, ok := g.PriceOf(p.ProviderType, p.Settings, model)
 	if !ok {
