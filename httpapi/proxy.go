@@ -184,20 +184,23 @@ var (
 // draft (draft-ietf-httpapi-ratelimit-headers) RateLimit-Policy
 // `"hourly";q=LIMIT;w=3600` and RateLimit `"hourly";r=REMAINING;t=SECONDS`
 // where SECONDS is Reset minus now (on a 429, equal to Retry-After).
+//
+// The limit and the remaining count are formatted once each, inside the
+// draft header's value, and the X- headers take their digits from there.
 func (s *Server) setLimitHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
-	var buf [64]byte
-	h.SetCanonical(hdrLimit, strconv.AppendInt(buf[:0], d.Limit, 10))
-	h.SetCanonical(hdrRemaining, strconv.AppendInt(buf[:0], d.Remaining, 10))
+	var pbuf, rbuf, buf [64]byte
+	policy := strconv.AppendInt(append(pbuf[:0], policyPrefix...), d.Limit, 10)
+	h.SetCanonical(hdrLimit, policy[len(policyPrefix):])
+	rl := strconv.AppendInt(append(rbuf[:0], limitRemaining...), d.Remaining, 10)
+	h.SetCanonical(hdrRemaining, rl[len(limitRemaining):])
 	h.SetCanonical(hdrReset, strconv.AppendInt(buf[:0], d.Reset, 10))
 
-	b := strconv.AppendInt(append(buf[:0], policyPrefix...), d.Limit, 10)
-	h.SetCanonical(hdrRatePolicy, append(b, policyWindow...))
+	h.SetCanonical(hdrRatePolicy, append(policy, policyWindow...))
 	t := d.RetryAfter
 	if t == 0 {
 		t = max(0, d.Reset-s.now().Unix())
 	}
-	b = strconv.AppendInt(append(buf[:0], limitRemaining...), d.Remaining, 10)
-	h.SetCanonical(hdrRateLimit, strconv.AppendInt(append(b, limitReset...), t, 10))
+	h.SetCanonical(hdrRateLimit, strconv.AppendInt(append(rl, limitReset...), t, 10))
 }
 
 // forward sends the request to up and answers rc with the upstream's
