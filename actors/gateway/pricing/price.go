@@ -58,10 +58,12 @@ type Tier struct {
 // rates is the four rates of a price or a tier, in pico-USD per token.
 type rates struct{ input, output, cacheRead, cacheWrite int64 }
 
+// base is p's rates below its tier.
 func (p Price) base() rates {
 	return rates{units(p.Input), units(p.Output), units(p.CacheRead), units(p.CacheWrite)}
 }
 
+// rates is t's rates.
 func (t Tier) rates() rates {
 	return rates{units(t.Input), units(t.Output), units(t.CacheRead), units(t.CacheWrite)}
 }
