@@ -181,7 +181,7 @@ func TestClusterProcesses(t *testing.T) {
 		body any
 		out  any
 	}{
-		{"/v1/providers", map[string]any{"name": "echo", "provider_type": "echo", "api_key": "sk-echo-unused-1234"}, nil},
+		{"/v1/providers", map[string]any{"name": "echo", "provider_type": "echo", "api_key": "sk-echo-unused-1234", "settings": map[string]int{"delay_ms": 0}}, nil},
 		{"/v1/agents", map[string]any{"agent_key": "shared", "provider": "echo", "model": "m"}, nil},
 		{"/v1/api-keys", map[string]any{"name": "ci", "scopes": []string{"operator.read"}, "user_id": "alice"}, &gwKey},
 	} {
@@ -199,6 +199,13 @@ func TestClusterProcesses(t *testing.T) {
 			t.Fatalf("the agent and the gateway key made on a were not usable on %s within 1s", n.id)
 		}
 		t.Logf("gateway agent and key usable on %s %v after their 201", n.id, time.Since(start).Round(time.Millisecond))
+	}
+	// A budget made on a binds alice's runs on every node (spent below,
+	// across a kill -9 of a node holding part of it).
+	var budget struct{ ID string }
+	if code, err := newClient(a.c.gateway).do("POST", "/v1/budgets", map[string]any{"subject": map[string]string{"type": "user", "id": "alice"},
+		"period": "total", "max_tokens": budgetTokens}, gwAdmin, &budget); err != nil || code != 201 {
+		t.Fatalf("POST /v1/budgets on a = %d, %v", code, err)
 	}
 
 	// A key created on a validates on b and c right after the 201.
@@ -298,6 +305,14 @@ func TestClusterProcesses(t *testing.T) {
 		t.Errorf("the revoked key was not refused on %s within 1s", survivors[1].id)
 	}
 
+	// Two nodes spend alice's budget at once; one of them is killed (kill -9)
+	// in the middle, the other goes on until the budget refuses.
+	seen, refusals := budgetLoad(t, survivors[0], survivors[1])
+	t.Logf("alice's budget: %d tokens used by the answers seen, %d refusals", seen, refusals)
+	if refusals == 0 {
+		t.Error("the budget never refused alice's runs")
+	}
+
 	// kill -9 of every node; restarted, they have everything.
 	for _, n := range survivors {
 		n.c.kill()
@@ -325,6 +340,86 @@ func TestClusterProcesses(t *testing.T) {
 	if strings.Contains(a.c.logs.String(), k.Key) {
 		t.Error("a full key reached the log")
 	}
+	// Bob's budget after every node's kill -9: never overspent, every
+	// answer's tokens counted, the dead node's holds settled once (at
+	// their full amount by the node itself at its start), the same on
+	// every node.
+	var spent []int64
+	if !eventually(10*time.Second, func() bool {
+		spent = spent[:0]
+		for _, n := range nodes {
+			var got struct {
+				SpentTokens    int64 `json:"spent_tokens"`
+				ReservedTokens int64 `json:"reserved_tokens"`
+			}
+			if code, err := newClient(n.c.gateway).do("GET", "/v1/budgets/"+budget.ID, nil, gwAdmin, &got); err != nil || code != 200 || got.ReservedTokens != 0 {
+				return false
+			}
+			spent = append(spent, got.SpentTokens)
+		}
+		return spent[0] == spent[1] && spent[1] == spent[2]
+	}) {
+		t.Errorf("alice's budget did not settle to one figure on the three nodes: spent %v", spent)
+	} else if spent[0] > budgetTokens || spent[0] < seen {
+		t.Errorf("alice's budget: spent %d tokens after the restart; want between the %d the answers used and its cap %d", spent[0], seen, budgetTokens)
+	}
+	t.Logf("alice's budget after every node's kill -9: %d tokens spent of %d", spent[0], budgetTokens)
+}
+
+// budgetTokens is alice's budget in TestClusterProcesses: a few dozen
+// echo turns of a 300-word message (echo answers the message back: each
+// uses the agent's prompt, 300 words and 301 more; its worst case, a
+// byte a token plus max_tokens, is about three times that).
+const budgetTokens = 30_000
+
+// budgetLoad runs alice's chat turns on x and y, two at a time on each,
+// kills y (kill -9) after its third answer, and goes on on x until the
+// budget has refused five turns. It returns the tokens the answers used
+// and the refusals (429 RESOURCE_EXHAUSTED) seen.
+func budgetLoad(t *testing.T, x, y *clusterNode) (seen int64, refusals int64) {
+	t.Helper()
+	hdr := map[string]string{"Authorization": "Bearer gw-admin", "X-Gateway-User-Id": "alice"}
+	var used, refused, onY atomic.Int64
+	words := strings.Repeat("spend ", 300)
+	var wg sync.WaitGroup
+	var once sync.Once
+	turns := func(n *clusterNode) {
+		cl := newClient(n.c.gateway)
+		for i := 0; refused.Load() < 5 && i < 400; i++ {
+			var out struct {
+				Usage struct {
+					Total int64 `json:"total_tokens"`
+				} `json:"usage"`
+				Error struct{ Code string } `json:"error"`
+			}
+			code, err := cl.do("POST", "/v1/chat/completions", map[string]any{"model": "gateway:shared", "max_tokens": 400,
+				"messages": []map[string]string{{"role": "user", "content": fmt.Sprintf("turn %d %s", i, words)}}}, hdr, &out)
+			switch {
+			case err != nil:
+				if n == x {
+					t.Errorf("turn on %s: %v", n.id, err)
+				}
+				return // y was killed
+			case code == 200:
+				used.Add(out.Usage.Total)
+				if n == y && onY.Add(1) == 3 {
+					once.Do(y.c.kill)
+				}
+			case code == 429 && out.Error.Code == "RESOURCE_EXHAUSTED":
+				refused.Add(1)
+			default:
+				t.Errorf("turn on %s = %d %s", n.id, code, out.Error.Code)
+				return
+			}
+		}
+	}
+	for range 2 {
+		wg.Go(func() { turns(x) })
+		wg.Go(func() { turns(y) })
+	}
+	wg.Wait()
+	once.Do(y.c.kill)
+	return used.Load(), refused.Load()
 }
 
 // TestClusterPausedOwner: the owner of a key is paused (SIGSTOP) for twice
