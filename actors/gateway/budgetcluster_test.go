@@ -287,4 +287,3 @@ func waitSweep(t *testing.T, gw *Gateway) {
 		time.Sleep(time.Millisecond)
 	}
 }
-
