@@ -569,3 +569,39 @@ func TestBudgetAllowance(t *testing.T) {
 		t.Errorf("after the crash: %d holds, %d spent; want none, %d (the hold at its full amount)", n, spent, 100_000+chunkCalls*1000)
 	}
 }
+
+// TestBudgetLoweredCap: a lower cap takes effect at the next call: what
+// the node held under the old cap goes back first, so the calls cannot
+// go on spending an allowance taken under the old one.
+func TestBudgetLoweredCap(t *testing.T) {
+	n := newNode(t, DefaultConfig(), nil)
+	gw := start(n)
+	b, err := gw.CreateBudget(ctx(t), BudgetInput{Subject: &BudgetSubject{SubjectUser, "alice"}, Period: ptr(PeriodTotal), MaxTokens: ptr(int64(1_000_000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := gw.ReserveBudgets(ctx(t), BudgetCall{User: "alice", Tokens: 1000}) // a hold of 64 calls
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.SettleBudgets(h, 0, 1000)
+	n.Clock.Advance(time.Second) // a new UpdatedAt
+	if _, err := gw.UpdateBudget(ctx(t), b.ID.String(), BudgetInput{MaxTokens: ptr(int64(2500))}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 10 {
+		h, err := gw.ReserveBudgets(ctx(t), BudgetCall{User: "alice", Tokens: 1000})
+		if errors.Is(err, ErrBudgetExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw.SettleBudgets(h, 0, 1000)
+		admitted++
+	}
+	if admitted != 1 {
+		t.Errorf("after lowering the cap to 2500 with 1000 spent: %d calls of 1000 admitted, want 1", admitted)
+	}
+}

@@ -55,6 +55,14 @@ type seenSpend struct {
 	sp     spend
 }
 
+// recOf is the budget as a's holds were last taken under (nil: none).
+func (a *allowance) recOf() *budgetRec {
+	if a == nil {
+		return nil
+	}
+	return a.rec.Load()
+}
+
 // A grant is one hold of this node: its amounts as the ledger holds them,
 // and what this node's calls did with them since its last settlement.
 type grant struct {

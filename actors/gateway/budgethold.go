@@ -215,7 +215,7 @@ func (g *Gateway) ReserveBudgetsIn(ctx context.Context, set BudgetSet, c BudgetC
 // asking b's shard for another hold when it runs dry.
 func (g *Gateway) drawBudget(ctx context.Context, b *budgetRec, nano, tokens int64, now time.Time) (draw, reserveResult, error) {
 	a := g.allowanceOf(b.ID)
-	if a != nil {
+	if r := a.recOf(); r != nil && r.UpdatedAt.Equal(b.UpdatedAt) { // a changed budget: its holds go back first
 		period := periodKey(b.Period, now) // a hold never belongs to a later period than now's
 		a.mu.Lock()
 		gr := a.take(period, now.Unix(), nano, tokens)
@@ -361,15 +361,28 @@ func chunk(need, capOf, avail int64, share int64) int64 {
 // or takes a new hold for it (durable when it returns), or refuses it
 // when even the node's unspent holds given back would not make it fit.
 func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, now time.Time) (draw, reserveResult, error) {
-	a := t.allowance(g, b)
+	if cur, ok := g.view.Load().budgets.rows[b.ID]; ok {
+		b = cur // the caller's view may be older than the shard's
+	}
+	a, changed := t.allowance(g, b)
 	l := t.part.ledgers[b.ID]
 	period := l.periodFor(b.Period, now)
 	sec := now.Unix()
-	a.mu.Lock()
-	gr := a.take(period, sec, nano, tokens) // another call's hold came in meanwhile
-	a.mu.Unlock()
-	if gr != nil {
-		return draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, g.remainingAfter(b, a, period), nil
+	if changed {
+		// The budget changed (a lower cap, another period): what this
+		// node holds was taken under the old one and goes back.
+		if err := t.settleAllowance(b.ID, a, period, sec, true); err != nil {
+			return draw{}, reserveResult{}, err
+		}
+		a.rec.Store(b) // the callers' fast path is open again, on holds of this version only
+		l = t.part.ledgers[b.ID]
+	} else {
+		a.mu.Lock()
+		gr := a.take(period, sec, nano, tokens) // another call's hold came in meanwhile
+		a.mu.Unlock()
+		if gr != nil {
+			return draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, g.remainingAfter(b, a, period), nil
+		}
 	}
 	lim := b.limits()
 	s := t.spendWith(a, l, period, sec)
@@ -424,7 +437,7 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 	if err := commitAll(t.log, t.part, ev); err != nil {
 		return draw{}, reserveResult{}, fmt.Errorf("log budget reservation: %w", err)
 	}
-	gr = &grant{id: id, period: period, at: sec, perSec: lim.tpm > 0, nano: holdN, tokens: holdT,
+	gr := &grant{id: id, period: period, at: sec, perSec: lim.tpm > 0, nano: holdN, tokens: holdT,
 		inN: nano, inT: tokens, drawn: true}
 	a.mu.Lock()
 	a.grants = append(a.grants, gr)
@@ -440,9 +453,10 @@ func capOrNone(c int64) int64 {
 	return -1
 }
 
-// allowance is this node's allowance on budget id, made on first use.
-func (t *tenantShard) allowance(g *Gateway, b *budgetRec) *allowance {
-	a := t.allow[b.ID]
+// allowance is this node's allowance on budget b, made on first use;
+// changed when its holds were taken under another version of b.
+func (t *tenantShard) allowance(g *Gateway, b *budgetRec) (a *allowance, changed bool) {
+	a = t.allow[b.ID]
 	if a == nil {
 		a = &allowance{}
 		if t.allow == nil {
@@ -450,9 +464,11 @@ func (t *tenantShard) allowance(g *Gateway, b *budgetRec) *allowance {
 		}
 		t.allow[b.ID] = a
 		g.allow.Store(b.ID, a)
+		a.rec.Store(b)
+	} else if r := a.rec.Load(); r == nil || !r.UpdatedAt.Equal(b.UpdatedAt) {
+		changed = true // the caller stores b once the old holds are back
 	}
-	a.rec.Store(b)
-	return a
+	return a, changed
 }
 
 // publishSeen gives a the ledger's figures for the callers' Remaining.
