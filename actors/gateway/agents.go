@@ -237,15 +237,16 @@ func (r *registry) delAgent(ref, user string) (uuid.UUID, error) {
 			return uuid.Nil, fmt.Errorf("agent %s is used by channel instance %s: %w", a.AgentKey, c.Name, ErrInUse)
 		}
 	}
-	// The agent's tools, grants and users' files go with it, in the same
-	// write; its sessions and memory entries, which tenant shards own, go
-	// next (DeleteAgent).
+	// The agent's tools, grants, users' files and budgets go with it, in
+	// the same write; its sessions, memory entries and budget ledgers,
+	// which tenant shards own, go next (DeleteAgent).
 	evs := []event{entityDeleted{kind: kindAgent, id: a.ID}}
 	// By kind (the calls in kind order), then id (deletes).
 	evs = r.part.tools.deletes(evs, func(t *customToolRec) bool { return t.AgentID == a.ID })
 	evs = r.part.mcpGrants.deletes(evs, func(g *mcpGrantRec) bool { return g.SubjectType == GrantAgent && g.Subject == a.ID.String() })
 	evs = r.part.skillGrants.deletes(evs, func(g *skillGrantRec) bool { return g.AgentID == a.ID })
 	evs = r.part.userFiles.deletes(evs, func(f *userFileRec) bool { return f.AgentID == a.ID })
+	evs = r.part.budgets.deletes(evs, func(b *budgetRec) bool { return b.Subject.Type == SubjectAgent && b.Subject.ID == a.ID.String() })
 	au := audit{action: "agent.delete", entityType: string(kindAgent), entityID: a.ID.String(),
 		summary: fmt.Sprintf("deleted agent %q with %d user files, tools and grants, and its sessions and memory entries", a.AgentKey, len(evs)-1)}
 	if err := r.commit(au, evs...); err != nil {
@@ -313,9 +314,20 @@ func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) 
 // for the agent once the registry's view lacks it, and a crash in between
 // is finished at the next start (tenantShard.purgeOrphans).
 func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
-	id, err := call(ctx, g, func(r *registry) (uuid.UUID, error) { return r.delAgent(ref, user) })
+	var budgets []*budgetRec
+	id, err := call(ctx, g, func(r *registry) (uuid.UUID, error) {
+		if a, err := r.owned(ref, user); err == nil {
+			budgets = r.part.budgetsOf(BudgetSubject{SubjectAgent, a.ID.String()}, nil)
+		}
+		return r.delAgent(ref, user)
+	})
 	if err != nil {
 		return err
+	}
+	for _, b := range budgets {
+		if err := g.dropLedger(ctx, b.ID); err != nil {
+			return err
+		}
 	}
 	return g.purgeAgentData(ctx, id)
 }

@@ -161,11 +161,11 @@ type settlement struct {
 	retN, retT     int64 // rest given back
 }
 
-// settlements computes the settlements of a's grants due at second now
-// in period: every grant with finished calls, and every grant whose rest
+// settlements computes the settlements of a's grants (written by node
+// by) due at second now in period: every grant with finished calls, and every grant whose rest
 // goes back (all; nobody spent from it since the last settlement; it can
 // no longer be spent from). The grants being given back are closed.
-func (a *allowance) settlements(budget uuid.UUID, period string, now int64, all bool, dst []settlement) []settlement {
+func (a *allowance) settlements(budget uuid.UUID, by, period string, now int64, all bool, dst []settlement) []settlement {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, g := range a.grants {
@@ -179,7 +179,7 @@ func (a *allowance) settlements(budget uuid.UUID, period string, now int64, all 
 			(g.nano != 0 || g.tokens != 0 || g.inN != 0 || g.inT != 0) {
 			continue // nothing to tell the ledger
 		}
-		s.ev = budgetSettled{Budget: budget, Hold: g.id, Nano: s.aN, Tokens: s.aT,
+		s.ev = budgetSettled{Budget: budget, Hold: g.id, By: by, Nano: s.aN, Tokens: s.aT,
 			KeepNano: g.nano - s.wN - s.retN, KeepTokens: g.tokens - s.wT - s.retT}
 		dst = append(dst, s)
 	}

@@ -492,7 +492,7 @@ func (t *tenantShard) spendWith(a *allowance, l *ledgerRec, period string, now i
 // settleAllowance writes the settlements of a's grants due now (all: give
 // back every unspent rest).
 func (t *tenantShard) settleAllowance(id uuid.UUID, a *allowance, period string, now int64, all bool) error {
-	ss := a.settlements(id, period, now, all, nil)
+	ss := a.settlements(id, t.node, period, now, all, nil)
 	if len(ss) == 0 {
 		return nil
 	}
@@ -574,7 +574,7 @@ func (t *tenantShard) settleInterrupted(gone func(node string) bool) error {
 	for _, id := range ids {
 		for _, h := range t.part.ledgers[id].Holds {
 			if gone(h.Node) {
-				evs = append(evs, budgetSettled{Budget: id, Hold: h.ID, Nano: h.Nano, Tokens: h.Tokens, Interrupted: true})
+				evs = append(evs, budgetSettled{Budget: id, Hold: h.ID, By: t.node, Nano: h.Nano, Tokens: h.Tokens, Interrupted: true})
 			}
 		}
 	}

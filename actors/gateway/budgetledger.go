@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -39,8 +40,14 @@ const tpmWindow = 60
 // ledgerRec is one budget's ledger (kind budget_ledger, data v1): a
 // snapshot's copy of it; records 74 and 75 change it.
 type ledgerRec struct {
-	ID          uuid.UUID `json:"id"`  // the budget's
-	Seq         uint64    `json:"seq"` // the last record 74/75 reflected
+	ID  uuid.UUID `json:"id"`  // the budget's
+	Seq uint64    `json:"seq"` // the last record 74/75 reflected (a single node's)
+	// Seqs are the watermarks of cluster mode, by the node that wrote the
+	// records: a node applies its own records when they are written,
+	// before older records of the others reach it, so one watermark
+	// would skip those; each node's own records reach every node in the
+	// order it wrote them.
+	Seqs        map[string]uint64 `json:"seqs,omitempty"`
 	Period      string    `json:"period"`
 	SpentNano   int64     `json:"spent_nano"`
 	SpentTokens int64     `json:"spent_tokens"`
@@ -73,7 +80,7 @@ func (l *ledgerRec) ref() (kind, uuid.UUID) { return kindBudgetLedger, l.ID }
 // encodes the copy outside the actor).
 func (l *ledgerRec) clone() *ledgerRec {
 	c := *l
-	c.Holds, c.Window = slices.Clone(l.Holds), slices.Clone(l.Window)
+	c.Holds, c.Window, c.Seqs = slices.Clone(l.Holds), slices.Clone(l.Window), maps.Clone(l.Seqs)
 	return &c
 }
 
@@ -103,6 +110,9 @@ type budgetSettled struct {
 	Tokens     int64     `json:"tokens"`
 	KeepNano   int64     `json:"keep_nano,omitempty"`
 	KeepTokens int64     `json:"keep_tokens,omitempty"`
+	// By is the node that wrote it, in cluster mode: the holder, or the
+	// node that settled the hold of a node gone from the cluster.
+	By string `json:"by,omitempty"`
 	// Interrupted: settled at its full amount at start-up (the process
 	// died during the call), or by another node (the holder left).
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -208,17 +218,28 @@ func (ls ledgers) appendTo(dst []entity) []entity {
 	return dst
 }
 
-// mark raises the watermark to seq, or reports that seq is reflected.
-func (l *ledgerRec) mark(seq uint64) bool {
-	if reflects(l.Seq, seq) {
+// mark raises the watermark of node's records to seq, or reports that
+// seq is reflected.
+func (l *ledgerRec) mark(seq uint64, node string) bool {
+	if node == "" {
+		if reflects(l.Seq, seq) {
+			return false
+		}
+		l.Seq = max(l.Seq, seq)
+		return true
+	}
+	if reflects(l.Seqs[node], seq) {
 		return false
 	}
-	l.Seq = max(l.Seq, seq)
+	if l.Seqs == nil {
+		l.Seqs = map[string]uint64{}
+	}
+	l.Seqs[node] = max(l.Seqs[node], seq)
 	return true
 }
 
 func (l *ledgerRec) reserve(seq uint64, e budgetReserved) {
-	if !l.mark(seq) || l.hold(e.Hold) >= 0 {
+	if !l.mark(seq, e.Node) || l.hold(e.Hold) >= 0 {
 		return
 	}
 	if laterPeriod(e.Period, l.Period) {
@@ -235,7 +256,7 @@ func (l *ledgerRec) reserve(seq uint64, e budgetReserved) {
 
 func (l *ledgerRec) settle(seq uint64, e budgetSettled) {
 	i := l.hold(e.Hold)
-	if !l.mark(seq) || i < 0 {
+	if !l.mark(seq, e.By) || i < 0 {
 		return
 	}
 	h := l.Holds[i]

@@ -118,10 +118,7 @@ func (g *Gateway) placeLive(ev event) {
 func (p *tenantPart) applyLive(m liveApply) {
 	switch m.ev.(type) {
 	case budgetReserved, budgetSettled:
-		// Without the watermark: this node applied its own holds when
-		// they were written, before older records of the others reach it
-		// (the follower applies each record once, in log order).
-		p.ledgers.apply(0, m.ev)
+		p.ledgers.apply(m.seq, m.ev) // by the writer's watermark (ledgerRec.Seqs)
 		return
 	}
 	if m.d.to != toHolder || p.holds(m.d.k, m.d.id) {

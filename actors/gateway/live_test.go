@@ -36,6 +36,9 @@ func TestApplyLiveEqualsWriter(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed+i), func(t *testing.T) {
 			p := newProp(t, seed+i, nil)
 			p.steps(300)
+			if err := p.gw.FlushBudgets(ctx(t), true); err != nil { // A's allowances settled and given back
+				t.Fatal(err)
+			}
 			_, want := p.capture()
 			wantViews := liveViews(p, p.gw)
 			for _, times := range []int{1, 2} {

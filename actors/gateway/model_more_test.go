@@ -82,8 +82,10 @@ func (p *prop) stepMore(x int) {
 		p.deleteMemory()
 	case x < 45:
 		p.mcpOps()
-	default:
+	case x < 47:
 		p.revokeMCP()
+	default:
+		p.budgetOp()
 	}
 }
 

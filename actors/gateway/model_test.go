@@ -115,7 +115,7 @@ func pick[T any](p *prop, xs []T) T { return xs[p.r.IntN(len(xs))] }
 
 // step runs one random command and checks its outcome against the model.
 func (p *prop) step() {
-	switch x := p.r.IntN(140); {
+	switch x := p.r.IntN(146); {
 	case x < 8:
 		p.createProvider()
 	case x < 16:
@@ -147,7 +147,7 @@ func (p *prop) step() {
 	case x < 93:
 		p.n.Clock.Advance(time.Duration(1+p.r.IntN(30*60)) * time.Minute)
 	default:
-		p.stepMore(x - 93) // 0..46
+		p.stepMore(x - 93) // 0..52
 	}
 }
 

@@ -223,6 +223,8 @@ type prop struct {
 	gw     *Gateway
 	m      *model
 	shards int // KeyShards of the next start
+	// lowered are the budgets whose cap an update set below their spend.
+	lowered []uuid.UUID
 	// seen counts the replayed records by type and, for 70 and 71, kind
 	// ("70 session"), so a run can check that it drove every one.
 	seen map[string]int
@@ -252,7 +254,7 @@ var driven = []string{
 	"70 session", "70 skill", "70 skill_grant", "70 skill_version", "70 user_file",
 	"71 agent", "71 channel_instance", "71 mcp_server", "71 memory", "71 provider", "71 session",
 	"71 skill", "71 skill_grant", "71 skill_version",
-	"72", "73",
+	"72", "73", "70 budget", "71 budget", "71 budget_ledger", "74", "75",
 }
 
 // checkDriven fails tb if seen misses one of driven.
@@ -350,6 +352,12 @@ func (p *prop) lastTurnAtOrBefore(idx uint64) uint64 {
 // checks that the restored state and every view equal the live ones.
 func (p *prop) restart(what string, stop func(*actorstest.Node)) {
 	p.t.Helper()
+	// Every allowance settled and given back, as a flush interval with no
+	// calls does: a crash then has no hold to settle at its full amount
+	// (TestBudgetAllowance checks that), and the state must not move.
+	if err := p.gw.FlushBudgets(ctx(p.t), true); err != nil {
+		p.t.Fatal(err)
+	}
 	_, live := p.capture()
 	before := p.views()
 	stop(p.n)
@@ -370,13 +378,15 @@ type views struct {
 	Traces    []Trace
 	Usage     []UsageRow
 	Activity  []Activity
+	Budgets   []Budget
 }
 
 func (p *prop) views() views {
 	p.t.Helper()
 	c := ctx(p.t)
 	var v views
-	var errs [6]error
+	var errs [7]error
+	v.Budgets, errs[6] = p.gw.ListBudgets(c)
 	v.Providers, errs[0] = p.gw.ListProviders(c)
 	v.Keys, errs[1] = p.gw.ListAPIKeys(c)
 	v.Traces, errs[2] = p.gw.Traces(c, TraceFilter{Limit: 1000})

@@ -149,6 +149,7 @@ type tenantShard struct {
 	quota Quotas
 	turns map[string]*turnState
 	by    *Actor // who sent the command being handled (nil: internal)
+	node string // Config.NodeID: the writer of its budget records
 	// allow are this node's allowances on the shard's budgets
 	// (budgetallow.go), also published in Gateway.allow for the callers.
 	allow map[uuid.UUID]*allowance
@@ -218,7 +219,7 @@ func (t *tenantShard) purge(gone func(agent uuid.UUID) bool) error {
 func (g *Gateway) startTenants(env actors.ExtensionEnv, parts []*tenantPart) {
 	g.tenants = make([]*actor.PID, len(parts))
 	for i, p := range parts {
-		ts := &tenantShard{idx: i, log: g.log, clock: g.clock, lg: g.lg, part: p, view: g.view.Load, quota: g.cfg.Quotas}
+		ts := &tenantShard{idx: i, log: g.log, clock: g.clock, lg: g.lg, part: p, view: g.view.Load, quota: g.cfg.Quotas, node: g.cfg.NodeID}
 		g.tenants[i] = g.root.Spawn(env.Props(func() actor.Actor { return ts }))
 	}
 }
