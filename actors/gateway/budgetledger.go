@@ -48,11 +48,11 @@ type ledgerRec struct {
 	// would skip those; each node's own records reach every node in the
 	// order it wrote them.
 	Seqs        map[string]uint64 `json:"seqs,omitempty"`
-	Period      string    `json:"period"`
-	SpentNano   int64     `json:"spent_nano"`
-	SpentTokens int64     `json:"spent_tokens"`
-	Holds       []holdRec `json:"holds"`  // by id
-	Window      []winRec  `json:"window"` // the last minute's reservations, oldest first
+	Period      string            `json:"period"`
+	SpentNano   int64             `json:"spent_nano"`
+	SpentTokens int64             `json:"spent_tokens"`
+	Holds       []holdRec         `json:"holds"`  // by id
+	Window      []winRec          `json:"window"` // the last minute's reservations, oldest first
 }
 
 // holdRec is one outstanding reservation.

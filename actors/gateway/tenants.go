@@ -149,7 +149,7 @@ type tenantShard struct {
 	quota Quotas
 	turns map[string]*turnState
 	by    *Actor // who sent the command being handled (nil: internal)
-	node string // Config.NodeID: the writer of its budget records
+	node  string // Config.NodeID: the writer of its budget records
 	// allow are this node's allowances on the shard's budgets
 	// (budgetallow.go), also published in Gateway.allow for the callers.
 	allow map[uuid.UUID]*allowance
