@@ -131,12 +131,14 @@
 //	                        cache_write_tokens, reasoning_tokens)
 //	  73  sessionTurn       {"v": 1, session_id, messages, tokens, at}   tenant shard of the session
 //	  74  budgetReserved    {"v", budget_id, reservation_id, period,     tenant shard of the budget id
-//	                        nano, tokens, at}: a call's worst case held
-//	                        before it is sent
+//	                        nano, tokens, at, node?}: a node's allowance
+//	                        on a budget, held before a call spends from it
 //	  75  budgetSettled     {"v", budget_id, reservation_id, nano,       tenant shard of the budget id
-//	                        tokens, interrupted?}: the actual cost; a
-//	                        hold with no settlement at a restart settles
-//	                        at its full amount, once
+//	                        tokens, keep_nano?, keep_tokens?, by?,
+//	                        interrupted?}: what the hold's calls cost since
+//	                        its last settlement and what it keeps (v2; v1
+//	                        ends it); a hold of the node at a restart
+//	                        settles at its full amount, once
 //
 // Entity kinds (records 70 and 71, snapshot entities): "api_key" (data v1:
 // id, name, preview, hash, scopes, created_at, expires_at, revoked_at;
