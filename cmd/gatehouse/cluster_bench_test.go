@@ -114,3 +114,59 @@ func waitSettled(tb testing.TB, admin *client, members int) {
 	}
 	tb.Fatal("the cluster's shard owners did not settle within 20s")
 }
+
+// BenchmarkClusterBudgetTurn is issue 34's cluster row: a chat turn on
+// node b (the echo provider, no delay) for a user without a budget and
+// for one whose budget was created on node a, side by side; p50 and p99
+// of each. A budgeted turn spends from b's allowance; about one turn in
+// 64 takes a new hold under the budget's lock (an etcd lock and an
+// append).
+func BenchmarkClusterBudgetTurn(b *testing.B) {
+	etcd := etcdtest.Start(b, 1)
+	masterKey := hex.EncodeToString([]byte("benchbenchbenchbenchbenchbench12"))
+	extra := map[string]any{"gateway": map[string]any{"host": "127.0.0.1", "port": 0, "token": "gw-admin"}}
+	nodes := []*clusterNode{
+		startClusterNode(b, "a", etcd.Endpoints(), masterKey, extra),
+		startClusterNode(b, "b", etcd.Endpoints(), masterKey, extra),
+	}
+	admin := newClient(nodes[0].c.api)
+	admin.login(b, adminEmail, adminPassword)
+	waitSettled(b, admin, len(nodes))
+	gw := newClient(nodes[0].c.gateway)
+	for _, u := range []string{"alice", "bob"} {
+		hdr := map[string]string{"Authorization": "Bearer gw-admin", "X-Gateway-User-Id": u}
+		if u == "alice" {
+			if code, err := gw.do("POST", "/v1/providers", map[string]any{"name": "echo", "provider_type": "echo", "settings": map[string]int{"delay_ms": 0}}, hdr, nil); err != nil || code != 201 {
+				b.Fatalf("provider = %d, %v", code, err)
+			}
+		}
+		if code, err := gw.do("POST", "/v1/agents", map[string]any{"agent_key": "a-" + u, "provider": "echo", "model": "m"}, hdr, nil); err != nil || code != 201 {
+			b.Fatalf("agent = %d, %v", code, err)
+		}
+	}
+	if code, err := gw.do("POST", "/v1/budgets", map[string]any{"subject": map[string]string{"type": "user", "id": "bob"}, "period": "month",
+		"max_tokens": 1_000_000_000_000}, map[string]string{"Authorization": "Bearer gw-admin"}, nil); err != nil || code != 201 {
+		b.Fatalf("budget = %d, %v", code, err)
+	}
+	onB := newClient(nodes[1].c.gateway)
+	for _, u := range []string{"alice", "bob"} {
+		b.Run(map[string]string{"alice": "none", "bob": "budget"}[u], func(b *testing.B) {
+			hdr := map[string]string{"Authorization": "Bearer gw-admin", "X-Gateway-User-Id": u}
+			body := map[string]any{"model": "gateway:a-" + u, "messages": []map[string]string{{"role": "user", "content": "hi"}}}
+			if !eventually(5*time.Second, func() bool { code, _ := onB.do("POST", "/v1/chat/completions", body, hdr, nil); return code == 200 }) {
+				b.Fatal("no turn on b")
+			}
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				if code, err := onB.do("POST", "/v1/chat/completions", body, hdr, nil); err != nil || code != 200 {
+					b.Fatalf("turn = %d, %v", code, err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
