@@ -405,32 +405,42 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 		return draw{}, res, nil
 	}
 	// What the ledger leaves for a hold (spent, and every node's holds,
-	// this node's own included: the ledger's figures, not the shown ones).
-	ls := l.spendAt(period, sec)
-	availN, availT := int64(-1), int64(-1)
-	if lim.nano >= 0 {
-		availN = lim.nano - ls.spentNano - ls.reservedNano
+	// this node's own included: the ledger's figures, not the shown
+	// ones, which count this node's finished calls at their cost and its
+	// unspent rests as free).
+	holds := func() (holdN, holdT int64) {
+		ls := t.part.ledgers[b.ID].spendAt(period, sec)
+		availN, availT := int64(-1), int64(-1)
+		if lim.nano >= 0 {
+			availN = lim.nano - ls.spentNano - ls.reservedNano
+		}
+		if lim.tokens > 0 {
+			availT = lim.tokens - ls.spentTokens - ls.reservedTokens
+		}
+		holdT = chunk(tokens, capOrNone(lim.tokens), availT, chunkShare)
+		if lim.tpm > 0 {
+			holdT = min(holdT, max(tokens, lim.tpm/8), lim.tpm-ls.minuteTokens)
+		}
+		return chunk(nano, lim.nano, availN, chunkShare), holdT
 	}
-	if lim.tokens > 0 {
-		availT = lim.tokens - ls.spentTokens - ls.reservedTokens
-	}
-	holdT := chunk(tokens, capOrNone(lim.tokens), availT, chunkShare)
-	if lim.tpm > 0 {
-		holdT = min(holdT, max(tokens, lim.tpm/8), lim.tpm-ls.minuteTokens)
-	}
-	holdN := chunk(nano, lim.nano, availN, chunkShare)
+	holdN, holdT := holds()
 	if holdN < nano || holdT < tokens {
-		// The shown figures fit but the ledger's do not: the node's
-		// finished calls are not settled yet. Settle them and refuse
-		// this once (rare: a budget at its very end).
-		res := reserveResult{cap: "max_usd"}
-		if holdT < tokens {
-			res.cap = "max_tokens"
+		// The shown figures fit but the ledger's do not yet: this node's
+		// finished calls and unspent rests are not settled. Once they
+		// are, the ledger shows what the shown figures did.
+		if err := t.settleAllowance(b.ID, a, period, sec, true); err != nil {
+			return draw{}, reserveResult{}, err
 		}
-		if r, ok := resetOf(b.Period, now); ok {
-			res.resets = r
+		if holdN, holdT = holds(); holdN < nano || holdT < tokens {
+			res := reserveResult{cap: "max_usd"}
+			if holdT < tokens {
+				res.cap = "max_tokens"
+			}
+			if r, ok := resetOf(b.Period, now); ok {
+				res.resets = r
+			}
+			return draw{}, res, nil
 		}
-		return draw{}, res, t.settleAllowance(b.ID, a, period, sec, false)
 	}
 	id := g.newID(kindBudgetLedger)
 	ev := budgetReserved{Budget: b.ID, Hold: id, Period: period, Nano: holdN, Tokens: holdT, At: sec, Node: g.cfg.NodeID}
