@@ -24,6 +24,18 @@ const gatewayToken = "bench-gateway-token"
 // (server.metrics_addr), which serves the process's registry (the WAL's
 // metrics among them; the gateway's own /metrics does not).
 func StartGateway(bin, dir string) (p *Proc, addr, metrics string, err error) {
+	p, a, err := startGatewayAddrs(bin, dir)
+	return p, a.gateway, a.metrics, err
+}
+
+// gatewayAddrs are the listeners of a process StartGateway started.
+type gatewayAddrs struct {
+	gateway, api, metrics string
+}
+
+// startGatewayAddrs is StartGateway, with the key service's listener
+// (api) too.
+func startGatewayAddrs(bin, dir string) (p *Proc, a gatewayAddrs, err error) {
 	cfg := map[string]any{
 		"data_dir": filepath.Join(dir, "data"),
 		"log":      map[string]any{"format": "json", "level": "info"},
@@ -33,24 +45,26 @@ func StartGateway(bin, dir string) (p *Proc, addr, metrics string, err error) {
 	b, _ := json.Marshal(cfg)
 	path := filepath.Join(dir, "gatehouse.json")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, "", "", err
+		return nil, a, err
 	}
 	env := []string{"GATEHOUSE_ADMIN_EMAIL=" + adminEmail, "GATEHOUSE_ADMIN_PASSWORD=" + adminPassword}
-	// Ready once both listeners said where they are, in either order.
-	p, addr, err = StartProc(dir, "gatehouse", []string{bin, "serve", "--config", path}, env, 60*time.Second, func(line string) (string, bool) {
+	// Ready once every listener said where it is, in any order.
+	p, _, err = StartProc(dir, "gatehouse", []string{bin, "serve", "--config", path}, env, 60*time.Second, func(line string) (string, bool) {
 		var l struct{ Msg, Listener, Addr string }
 		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "listening" {
 			return "", false
 		}
 		switch l.Listener {
 		case "gateway":
-			addr = l.Addr
+			a.gateway = l.Addr
+		case "api":
+			a.api = l.Addr
 		case "metrics":
-			metrics = l.Addr
+			a.metrics = l.Addr
 		}
-		return addr, addr != "" && metrics != ""
+		return a.gateway, a.gateway != "" && a.api != "" && a.metrics != ""
 	})
-	return p, addr, metrics, err
+	return p, a, err
 }
 
 // gwClient calls the agent gateway with one credential, for one user.

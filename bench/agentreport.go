@@ -34,7 +34,46 @@ func (s *AgentSuite) Report(m Meta) string {
 	if s.cfg.Isolation {
 		s.reportIsolation(p)
 	}
+	if s.cfg.Halves {
+		s.reportHalves(p)
+	}
 	return b.String()
+}
+
+// maxHealthP95 is issue 35's target for the two halves: the key
+// service's /health p95 while the gateway takes the burst.
+const maxHealthP95 = 50 * time.Millisecond
+
+func (s *AgentSuite) reportHalves(p func(string, ...any)) {
+	c := s.cfg.Half
+	p("**Two halves, one process** (issue 35): `GET /health` on the key service's listener, one probe at a time every %v, "+
+		"for %v alone (quiet) and then while %d clients post %d chat completions of one %s-byte user message each to the agent "+
+		"gateway of the same process (loaded); the agent runs on an OpenAI-compatible stub in the suite's process that reads "+
+		"each request whole and answers at once. %d rounds, the gatehouses alternating; the histograms hold every round.",
+		c.ProbeEvery, c.Quiet, c.Senders, c.Messages, thousands(float64(c.MessageBytes)), halvesRounds)
+	p("")
+	p("| gatehouse | quiet p50 | quiet p95 | loaded p50 | loaded p95 | loaded p99 | loaded max | probes | chats ok | failed | MB/s in | p95 ≤ %v |", maxHealthP95)
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|")
+	for _, h := range s.Halves {
+		mbs := "—"
+		if h.BurstTime > 0 {
+			mbs = fmt.Sprintf("%.0f", float64(h.Sent)*float64(c.MessageBytes)/1e6/h.BurstTime.Seconds())
+		}
+		verdict := tick(h.Loaded.Count() > 0 && h.Loaded.Quantile(0.95) <= maxHealthP95 && h.ChatFailed == 0 && h.ProbeFailed == 0)
+		if h.Baseline {
+			verdict = "(baseline)"
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %d | %d | %d | %s | %s |", h.Name, span(h.Quiet.Quantile(0.5)), span(h.Quiet.Quantile(0.95)),
+			span(h.Loaded.Quantile(0.5)), span(h.Loaded.Quantile(0.95)), span(h.Loaded.Quantile(0.99)), span(h.Loaded.Max()),
+			h.Loaded.Count(), h.Sent, h.ChatFailed+h.ProbeFailed, mbs, verdict)
+	}
+	for _, h := range s.Halves {
+		if h.FirstErr != nil {
+			p("")
+			p("%s, first failure: %s", h.Name, oneLine(h.FirstErr))
+		}
+	}
+	p("")
 }
 
 func (s *AgentSuite) reportTurns(p func(string, ...any)) {

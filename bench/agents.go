@@ -15,13 +15,16 @@ const (
 	CaseProxy     = "proxy"     // the proxy throughput table (Suite)
 	CaseIsolation = "isolation" // the agent gateway's noisy neighbour (AgentSuite)
 	CaseTurn      = "turn"      // the agent gateway's cost of a chat turn (AgentSuite)
+	CaseHalves    = "halves"    // the key service's /health beside a burst of 1 MB chats (AgentSuite)
 )
 
 // AgentConfig is one run of the agent-gateway cases (issue 20).
 type AgentConfig struct {
 	Isolation bool // run the noisy-neighbour case
 	Turn      bool // run the turn-cost case
+	Halves    bool // run the two-halves case
 	Iso       IsolationConfig
+	Half      HalvesConfig
 	Turns     int // sequential chat turns measured
 	// TurnSettle is the quiet time before and after the turns, so that
 	// the records the gateway writes in batches (usage, traces: flushed
@@ -38,24 +41,33 @@ type AgentConfig struct {
 // DefaultAgentConfig is what `make bench` runs: both cases, about a
 // minute per gatehouse.
 func DefaultAgentConfig() AgentConfig {
-	return AgentConfig{Isolation: true, Turn: true, Iso: DefaultIsolationConfig(), Turns: 1_000, TurnSettle: 2 * time.Second}
+	return AgentConfig{Isolation: true, Turn: true, Halves: true, Iso: DefaultIsolationConfig(), Half: DefaultHalvesConfig(), Turns: 1_000, TurnSettle: 2 * time.Second}
 }
 
 // Validate reports the first invalid field, by name.
 func (c AgentConfig) Validate() error {
 	switch {
-	case !c.Isolation && !c.Turn:
+	case !c.Isolation && !c.Turn && !c.Halves:
 		return errors.New("bench: no agent case selected")
 	case c.Turn && (c.Turns < 1 || c.TurnSettle < 0):
 		return errors.New("bench: turns must be >= 1 and turn_settle >= 0")
 	case c.Dir == "":
 		return errors.New("bench: dir is required")
 	}
+	if c.Halves {
+		if err := c.Half.Validate(); err != nil {
+			return err
+		}
+	}
 	if c.Isolation {
 		return c.Iso.Validate()
 	}
 	return nil
 }
+
+// halvesRounds is how many times each gatehouse takes the two-halves
+// burst, the gatehouses alternating.
+const halvesRounds = 2
 
 // turnRounds is how many slices the turns are cut in, the gatehouses
 // taking turns slice by slice.
@@ -65,6 +77,7 @@ const turnRounds = 10
 type agentGW struct {
 	name     string
 	addr     string
+	api      string // its key service's listener
 	metrics  string // its /metrics listener
 	baseline bool
 	keys     map[string]string // API keys by user
@@ -76,8 +89,10 @@ type AgentSuite struct {
 	cfg        AgentConfig
 	procs      []*Proc
 	gws        []*agentGW
+	stub       *halvesStub // the two-halves case's upstream
 	Isolations []*Isolation
 	Turns      []*Turns
+	Halves     []*Halves
 }
 
 // StartAgents builds and starts the gatehouses and provisions each with
@@ -113,16 +128,24 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 		if err != nil {
 			return nil, err
 		}
-		p, addr, metrics, err := StartGateway(bin, b.dir)
+		p, a, err := startGatewayAddrs(bin, b.dir)
 		if err != nil {
 			return nil, err
 		}
 		s.procs = append(s.procs, p)
-		keys, err := provisionUsers(ctx, addr, turnUser, quietUser, noisyUser)
+		keys, err := provisionUsers(ctx, a.gateway, turnUser, quietUser, noisyUser)
+		if err == nil && cfg.Halves {
+			if s.stub == nil {
+				if s.stub, err = startHalvesStub(); err != nil {
+					return nil, err
+				}
+			}
+			keys[halvesUser], err = provisionHalves(ctx, a.gateway, s.stub)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", b.name, err)
 		}
-		s.gws = append(s.gws, &agentGW{name: b.name, addr: addr, metrics: metrics, baseline: b.rev != "", keys: keys})
+		s.gws = append(s.gws, &agentGW{name: b.name, addr: a.gateway, api: a.api, metrics: a.metrics, baseline: b.rev != "", keys: keys})
 	}
 	return s, nil
 }
@@ -143,6 +166,9 @@ func (s *AgentSuite) Run(ctx context.Context) error {
 		for _, tr := range s.Turns {
 			s.logf("%v", tr)
 		}
+	}
+	if s.cfg.Halves {
+		s.runHalves(ctx)
 	}
 	if !s.cfg.Isolation {
 		return ctx.Err()
@@ -178,12 +204,35 @@ func (s *AgentSuite) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Stop stops every gatehouse, the last started first.
+// runHalves runs the two-halves case on every gatehouse, in
+// halvesRounds rounds with the gatehouses alternating.
+func (s *AgentSuite) runHalves(ctx context.Context) {
+	for _, g := range s.gws {
+		s.Halves = append(s.Halves, &Halves{Name: g.name, Baseline: g.baseline, api: g.api, gateway: g.addr, key: g.keys[halvesUser]})
+	}
+	for range halvesRounds {
+		for _, h := range s.Halves {
+			if ctx.Err() != nil {
+				return
+			}
+			h.Run(ctx, s.cfg.Half)
+			s.logf("halves %-28s /health quiet p50 %v p95 %v | loaded p50 %v p95 %v max %v | chats %d failed %d in %v",
+				h.Name, h.Quiet.Quantile(0.5), h.Quiet.Quantile(0.95), h.Loaded.Quantile(0.5), h.Loaded.Quantile(0.95), h.Loaded.Max(),
+				h.Sent, h.ChatFailed, h.BurstTime.Round(time.Millisecond))
+		}
+	}
+}
+
+// Stop stops every gatehouse, the last started first, and the stub.
 func (s *AgentSuite) Stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		s.procs[i].Stop()
 	}
 	s.procs = nil
+	if s.stub != nil {
+		s.stub.close()
+		s.stub = nil
+	}
 }
 
 func (s *AgentSuite) logf(format string, args ...any) {

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/runtime"
@@ -46,8 +48,15 @@ type invalidContent string
 
 func (e invalidContent) Error() string { return string(e) }
 
-// UnmarshalJSON accepts a string or [{type, text}, ...].
+// UnmarshalJSON accepts a string or [{type, text}, ...]. b is one JSON
+// value the decoder has already checked; a string without escapes whose
+// bytes are valid UTF-8 is its own text, taken without decoding it
+// again (a chat message may be a megabyte: issue 35).
 func (c *msgContent) UnmarshalJSON(b []byte) error {
+	if n := len(b); n >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		*c = msgContent(b[1 : n-1])
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
 		*c = msgContent(s)

@@ -310,7 +310,11 @@ func paramTag(f reflect.StructField) (where, name string) {
 // first, then the path, query and header fields, which win.
 func (sp *inputSpec) decode(src source, dst any) error {
 	if sp.body {
-		if err := decodeJSON(src.body(), dst); err != nil {
+		body := src.body()
+		release := heavyWork(len(body)) // heavy.go
+		err := decodeJSON(body, dst)
+		release()
+		if err != nil {
 			return err
 		}
 	}

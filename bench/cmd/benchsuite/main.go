@@ -3,7 +3,9 @@
 // proxy, the stub upstream direct, a bare fasthttp hop, nginx and
 // gatehouse side by side in one run; turn, the agent gateway's time per
 // chat turn (echo provider); isolation, a quiet user's latencies with and
-// without a noisy neighbour searching its memory.
+// without a noisy neighbour searching its memory; halves, the key
+// service's /health while the agent gateway of the same process takes a
+// burst of 1 MB chat messages.
 //
 //	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
 //	go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
@@ -57,9 +59,9 @@ func main() {
 
 func run(ctx context.Context) error {
 	cfg, agents := bench.DefaultConfig(), bench.DefaultAgentConfig()
-	cases := map[string]bool{bench.CaseProxy: true, bench.CaseIsolation: true, bench.CaseTurn: true}
-	flag.Func("cases", "cases to run, comma-separated: proxy, isolation, turn (default all)", func(v string) error {
-		known := []string{bench.CaseProxy, bench.CaseIsolation, bench.CaseTurn}
+	cases := map[string]bool{bench.CaseProxy: true, bench.CaseIsolation: true, bench.CaseTurn: true, bench.CaseHalves: true}
+	flag.Func("cases", "cases to run, comma-separated: proxy, isolation, turn, halves (default all)", func(v string) error {
+		known := []string{bench.CaseProxy, bench.CaseIsolation, bench.CaseTurn, bench.CaseHalves}
 		clear(cases)
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
@@ -74,6 +76,8 @@ func run(ctx context.Context) error {
 	flag.IntVar(&agents.Iso.Searchers, "searchers", agents.Iso.Searchers, "isolation: the noisy user's concurrent memory searches")
 	flag.DurationVar(&agents.Iso.Duration, "iso-duration", agents.Iso.Duration, "isolation: measured time per phase (alone, beside the neighbour)")
 	flag.IntVar(&agents.Turns, "turns", agents.Turns, "turn: sequential chat turns measured")
+	flag.IntVar(&agents.Half.Messages, "halves-messages", agents.Half.Messages, "halves: 1 MB chat messages per burst")
+	flag.IntVar(&agents.Half.Senders, "halves-senders", agents.Half.Senders, "halves: concurrent senders of the burst")
 	flag.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections of the throughput runs")
 	flag.IntVar(&cfg.LatencyConns, "latency-conns", cfg.LatencyConns, "connections of the latency runs")
 	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per target and round")
@@ -112,7 +116,7 @@ func run(ctx context.Context) error {
 	}
 	cfg.Self, cfg.Dir, cfg.Log = []string{exe}, dir, os.Stderr
 	agents.Dir, agents.Vs, agents.Log = dir, cfg.Vs, os.Stderr
-	agents.Isolation, agents.Turn = cases[bench.CaseIsolation], cases[bench.CaseTurn]
+	agents.Isolation, agents.Turn, agents.Halves = cases[bench.CaseIsolation], cases[bench.CaseTurn], cases[bench.CaseHalves]
 	command := strings.TrimSpace("go run ./bench/cmd/benchsuite " + strings.Join(os.Args[1:], " "))
 
 	var reports []string
@@ -123,7 +127,7 @@ func run(ctx context.Context) error {
 		}
 		reports = append(reports, report)
 	}
-	if agents.Isolation || agents.Turn {
+	if agents.Isolation || agents.Turn || agents.Halves {
 		report, err := runAgents(ctx, agents, command)
 		if err != nil {
 			return err
