@@ -18,7 +18,8 @@ import (
 // owns that part of the state: key events in the key's shard (or its live
 // key actor), account events in the accounts actor, an extension's records
 // through its LiveApplier. A node's own records were applied by its actors
-// when their append was acknowledged, and are skipped.
+// when their append was acknowledged, and are skipped (except those an
+// OwnApplier applies in log order).
 //
 // Records reach a node once each and in log order, so the follower applies
 // them without the replay watermarks (which guard a snapshot's overlap with
@@ -129,7 +130,7 @@ func (s *System) follow(ctx context.Context, after uint64) {
 	pause := followBackoff
 	for ctx.Err() == nil {
 		err := cm.deps.Log.Follow(ctx, after, func(seq uint64, writer string, r wal.Record) error {
-			if writer != self {
+			if writer != self || s.appliesOwn(r.Type) {
 				if err := s.applyForeign(ctx, seq, r); err != nil {
 					return err
 				}
@@ -161,7 +162,15 @@ func (s *System) follow(ctx context.Context, after uint64) {
 	}
 }
 
-// applyForeign applies one record another node wrote.
+// appliesOwn reports whether this node's own records of type t are
+// applied by the follower, in log order (OwnApplier).
+func (s *System) appliesOwn(t wal.Type) bool {
+	oa, ok := s.extensionFor(t).(OwnApplier)
+	return ok && oa.AppliesOwn(t)
+}
+
+// applyForeign applies one record another node wrote (or one of this
+// node's that its extension applies in log order: OwnApplier).
 func (s *System) applyForeign(ctx context.Context, seq uint64, r wal.Record) error {
 	if r.Type == recBarrier {
 		return nil

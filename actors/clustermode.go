@@ -78,6 +78,17 @@ type LiveApplier interface {
 	ApplyLive(ctx context.Context, seq uint64, rec wal.Record) error
 }
 
+// OwnApplier is an optional LiveApplier capability: records of the types
+// it names are applied in log order by every node, the writer included
+// (ApplyLive is called for this node's own records of those types too),
+// instead of by the writer's actors when their append is acknowledged.
+// It is for a record whose effect is decided at apply, from the records
+// before it (the gateway's budget holds: a hold decided on a ledger that
+// missed a hold before it in the log is void on every node).
+type OwnApplier interface {
+	AppliesOwn(t wal.Type) bool
+}
+
 // EntityLocks serialize the changes to one entity across the nodes of a
 // cluster (a *cluster.Locks): Lock waits until this node holds name and
 // has applied every change its previous holder made; unlock releases it.

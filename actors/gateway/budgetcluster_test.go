@@ -90,10 +90,13 @@ func startBudgetCluster(t *testing.T, noLocks bool, names ...string) (*sharedLog
 // nodes together never exceeds the caps, every node ends with the same
 // ledger, and it counts exactly what was spent. Without the budget lock
 // (each node deciding its holds on a ledger that may miss another's
-// latest hold) the same load overspends.
+// latest hold, as a lock holder paused past its lease would) the holds
+// decided on a stale ledger are void, in log order on every node: many
+// more calls wait or fail (unavailable after 8 void holds in a row), but
+// the caps still hold.
 func TestClusterBudgetNeverOverspent(t *testing.T) {
 	const capTokens, capNano = 300_000, 400_000_000 // 0.4 USD
-	run := func(t *testing.T, noLocks bool) (admittedT, admittedN int64) {
+	run := func(t *testing.T, noLocks bool) (admittedT, admittedN, unavailable int64) {
 		log, nodes, _ := startBudgetCluster(t, noLocks, "a", "b", "c")
 		b, err := nodes[0].gw.CreateBudget(ctx(t), BudgetInput{Subject: &BudgetSubject{SubjectUser, "alice"}, Period: ptr(PeriodTotal),
 			MaxTokens: ptr(int64(capTokens)), MaxUSD: ptr(float64(capNano) / 1e9)})
@@ -101,7 +104,7 @@ func TestClusterBudgetNeverOverspent(t *testing.T) {
 			t.Fatal(err)
 		}
 		settle(t, log, nodes)
-		var tokens, nano atomic.Int64
+		var tokens, nano, unavail atomic.Int64
 		var wg, flushers sync.WaitGroup
 		stop := make(chan struct{})
 		for i, cn := range nodes {
@@ -126,6 +129,11 @@ func TestClusterBudgetNeverOverspent(t *testing.T) {
 						c := BudgetCall{User: "alice", Nano: 1_000_000 + r.Int64N(2_000_000), Tokens: 500 + r.Int64N(4000)}
 						h, err := cn.gw.ReserveBudgets(ctx(t), c)
 						if errors.Is(err, ErrBudgetExceeded) {
+							refused++
+							continue
+						}
+						if noLocks && errors.Is(err, actors.ErrUnavailable) {
+							unavail.Add(1)
 							refused++
 							continue
 						}
@@ -160,15 +168,15 @@ func TestClusterBudgetNeverOverspent(t *testing.T) {
 			} else if got.SpentTokens != first.SpentTokens || got.SpentUSD != first.SpentUSD || got.ReservedTokens != first.ReservedTokens {
 				t.Errorf("node %s: %+v; node a: %+v", cn.name, got, first)
 			}
-			if !noLocks && (got.SpentTokens != tokens.Load() || got.SpentUSD != nanoUSD(nano.Load()) || got.ReservedTokens != 0 || got.ReservedUSD != 0) {
+			if got.SpentTokens != tokens.Load() || got.SpentUSD != nanoUSD(nano.Load()) || got.ReservedTokens != 0 || got.ReservedUSD != 0 {
 				t.Errorf("node %s: spent %d tokens %v USD, reserved %d %v; the calls used %d tokens %v USD",
 					cn.name, got.SpentTokens, got.SpentUSD, got.ReservedTokens, got.ReservedUSD, tokens.Load(), nanoUSD(nano.Load()))
 			}
 		}
-		return tokens.Load(), nano.Load()
+		return tokens.Load(), nano.Load(), unavail.Load()
 	}
 	t.Run("locked", func(t *testing.T) {
-		tk, n := run(t, false)
+		tk, n, _ := run(t, false)
 		t.Logf("admitted %d of %d tokens, %d of %d nano-USD", tk, capTokens, n, capNano)
 		if tk > capTokens || n > capNano {
 			t.Errorf("admitted %d tokens, %d nano-USD: over the caps %d, %d", tk, capTokens, n, capNano)
@@ -178,16 +186,12 @@ func TestClusterBudgetNeverOverspent(t *testing.T) {
 		}
 	})
 	t.Run("without the lock", func(t *testing.T) {
-		over := false
-		for range 5 {
-			tk, n := run(t, true)
+		for range 3 {
+			tk, n, u := run(t, true)
+			t.Logf("admitted %d of %d tokens, %d of %d nano-USD; %d calls unavailable", tk, capTokens, n, capNano, u)
 			if tk > capTokens || n > capNano {
-				over = true
-				break
+				t.Errorf("admitted %d tokens, %d nano-USD: over the caps %d, %d", tk, n, capTokens, capNano)
 			}
-		}
-		if !over {
-			t.Log("no overspend without the lock in 5 rounds (the race did not show this time)")
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors"
+	"gatehouse/wal"
 )
 
 // Enforcement: ReserveBudgets before each provider call, SettleBudgets
@@ -231,29 +232,87 @@ func (g *Gateway) drawBudget(ctx context.Context, b *budgetRec, nano, tokens int
 		}
 		defer unlock()
 	}
-	type out struct {
-		d   draw
-		res reserveResult
-		err error
+	// In cluster mode a hold is decided when the log applies it (a hold
+	// another node appended first makes it void): a void one is decided
+	// again, on a ledger that now holds the other.
+	for range maxHoldTries {
+		o, err := g.askGrant(ctx, b, nano, tokens, now)
+		if err != nil || o.wait == nil {
+			return o.d, o.res, err
+		}
+		h, err := awaitHold(ctx, o.wait)
+		if err != nil {
+			return draw{}, reserveResult{}, err
+		}
+		if !h.void {
+			return h.d, h.res, nil
+		}
 	}
-	reply := make(chan out, 1)
+	return draw{}, reserveResult{}, fmt.Errorf("budget %s: %d holds in a row taken by other nodes first: %w", b.ID, maxHoldTries, actors.ErrUnavailable)
+}
+
+// maxHoldTries bounds the holds a call decides in cluster mode before it
+// gives up (each void because another node's came first).
+const maxHoldTries = 8
+
+// grantOut is a shard's answer to a call that found no allowance: a draw,
+// a refusal or an error; in cluster mode, a hold appended and waiting for
+// the log to apply it.
+type grantOut struct {
+	d    draw
+	res  reserveResult
+	err  error
+	wait chan holdOutcome
+}
+
+// holdOutcome is a cluster hold as the log applied it: void, or granted
+// with the call's draw from it.
+type holdOutcome struct {
+	d    draw
+	res  reserveResult
+	void bool
+}
+
+// askGrant asks b's shard for a draw or a new hold.
+func (g *Gateway) askGrant(ctx context.Context, b *budgetRec, nano, tokens int64, now time.Time) (grantOut, error) {
+	reply := make(chan grantOut, 1)
 	g.tenantAsks.Inc()
 	g.send(ctx, g.tenants[g.tenantFor(budgetTenant(b.ID))], tenantCommand{run: func(t *tenantShard) {
-		d, res, err := t.grantBudget(g, b, nano, tokens, now)
-		reply <- out{d, res, err}
+		reply <- t.grantBudget(g, b, nano, tokens, now)
 	}})
 	o, err := await(ctx, reply)
 	if err != nil {
 		// The caller left: the shard may still take the draw, which then
 		// goes back when it does.
 		go func() {
-			if o := <-reply; o.d.g != nil {
+			o := <-reply
+			if o.d.g != nil {
 				o.d.end(0, 0, false)
 			}
+			if o.wait != nil {
+				if h := <-o.wait; h.d.g != nil {
+					h.d.end(0, 0, false)
+				}
+			}
 		}()
-		return draw{}, reserveResult{}, err
+		return grantOut{}, err
 	}
-	return o.d, o.res, o.err
+	return o, o.err
+}
+
+// awaitHold waits for the log to apply a cluster hold; a caller that
+// leaves gives the draw back when it comes.
+func awaitHold(ctx context.Context, wait chan holdOutcome) (holdOutcome, error) {
+	h, err := await(ctx, wait)
+	if err != nil {
+		go func() {
+			if h := <-wait; h.d.g != nil {
+				h.d.end(0, 0, false)
+			}
+		}()
+		return holdOutcome{}, fmt.Errorf("wait for a budget hold: %w", err)
+	}
+	return h, nil
 }
 
 // allowanceOf is this node's allowance on budget id (nil: none yet).
@@ -360,7 +419,7 @@ func chunk(need, capOf, avail int64, share int64) int64 {
 // grantBudget spends a call's worst case from this node's allowance on b,
 // or takes a new hold for it (durable when it returns), or refuses it
 // when even the node's unspent holds given back would not make it fit.
-func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, now time.Time) (draw, reserveResult, error) {
+func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, now time.Time) grantOut {
 	if cur, ok := g.view.Load().budgets.rows[b.ID]; ok {
 		b = cur // the caller's view may be older than the shard's
 	}
@@ -372,7 +431,7 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 		// The budget changed (a lower cap, another period): what this
 		// node holds was taken under the old one and goes back.
 		if err := t.settleAllowance(b.ID, a, period, sec, true); err != nil {
-			return draw{}, reserveResult{}, err
+			return grantOut{err: err}
 		}
 		a.rec.Store(b) // the callers' fast path is open again, on holds of this version only
 		l = t.part.ledgers[b.ID]
@@ -381,7 +440,7 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 		gr := a.take(period, sec, nano, tokens) // another call's hold came in meanwhile
 		a.mu.Unlock()
 		if gr != nil {
-			return draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, g.remainingAfter(b, a, period), nil
+			return grantOut{d: draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, res: g.remainingAfter(b, a, period)}
 		}
 	}
 	lim := b.limits()
@@ -389,7 +448,7 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 	if s.refusal(lim, nano, tokens) != "" {
 		// The rest of this node's holds may make it fit once given back.
 		if err := t.settleAllowance(b.ID, a, period, sec, true); err != nil {
-			return draw{}, reserveResult{}, err
+			return grantOut{err: err}
 		}
 		l = t.part.ledgers[b.ID]
 		s = t.spendWith(a, l, period, sec)
@@ -402,7 +461,7 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 		} else if r, ok := resetOf(b.Period, now); ok {
 			res.resets = r
 		}
-		return draw{}, res, nil
+		return grantOut{res: res}
 	}
 	// What the ledger leaves for a hold (spent, and every node's holds,
 	// this node's own included: the ledger's figures, not the shown
@@ -429,7 +488,7 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 		// finished calls and unspent rests are not settled. Once they
 		// are, the ledger shows what the shown figures did.
 		if err := t.settleAllowance(b.ID, a, period, sec, true); err != nil {
-			return draw{}, reserveResult{}, err
+			return grantOut{err: err}
 		}
 		if holdN, holdT = holds(); holdN < nano || holdT < tokens {
 			res := reserveResult{cap: "max_usd"}
@@ -439,13 +498,16 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 			if r, ok := resetOf(b.Period, now); ok {
 				res.resets = r
 			}
-			return draw{}, res, nil
+			return grantOut{res: res}
 		}
 	}
 	id := g.newID(kindBudgetLedger)
 	ev := budgetReserved{Budget: b.ID, Hold: id, Period: period, Nano: holdN, Tokens: holdT, At: sec, Node: g.cfg.NodeID}
+	if ev.Node != "" {
+		return t.appendClusterHold(b, a, ev, nano, tokens)
+	}
 	if err := commitAll(t.log, t.part, ev); err != nil {
-		return draw{}, reserveResult{}, fmt.Errorf("log budget reservation: %w", err)
+		return grantOut{err: fmt.Errorf("log budget reservation: %w", err)}
 	}
 	gr := &grant{id: id, period: period, at: sec, perSec: lim.tpm > 0, nano: holdN, tokens: holdT,
 		inN: nano, inT: tokens, drawn: true}
@@ -453,7 +515,7 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 	a.grants = append(a.grants, gr)
 	a.mu.Unlock()
 	t.publishSeen(a, b.ID, period, sec)
-	return draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, g.remainingAfter(b, a, period), nil
+	return grantOut{d: draw{b: b, a: a, g: gr, nano: nano, tokens: tokens}, res: g.remainingAfter(b, a, period)}
 }
 
 func capOrNone(c int64) int64 {
@@ -510,7 +572,7 @@ func (t *tenantShard) settleAllowance(id uuid.UUID, a *allowance, period string,
 	for i, s := range ss {
 		evs[i] = s.ev
 	}
-	err := commitAll(t.log, t.part, evs...)
+	err := t.appendBudget(evs...)
 	a.settled(ss, err == nil)
 	if err != nil {
 		return fmt.Errorf("log budget settlement: %w", err)
@@ -591,7 +653,7 @@ func (t *tenantShard) settleInterrupted(gone func(node string) bool) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	return commitAll(t.log, t.part, evs...)
+	return t.appendBudget(evs...)
 }
 
 // spendOf is b's spend in the period of now, from its ledger's shard,
@@ -741,10 +803,15 @@ func (g *Gateway) sweepOrphanedHolds(now time.Time) {
 	}()
 }
 
-// liveBudget follows another node's budget record: a settlement that
-// ended one of this node's holds (the node was taken for gone and its
+// liveBudget follows a budget record the log applied: this node's own
+// cluster hold (its waiting call learns whether it was granted), or
+// another node's settlement that ended one of this node's holds (the node was taken for gone and its
 // holds settled at full) ends it here too, so no call spends from it.
 func (t *tenantShard) liveBudget(ev event) {
+	if e, ok := ev.(budgetReserved); ok && e.Node == t.node {
+		t.ownHoldApplied(e)
+		return
+	}
 	e, ok := ev.(budgetSettled)
 	if !ok || t.allow[e.Budget] == nil {
 		return
@@ -760,3 +827,91 @@ var _ actors.Flusher = (*Gateway)(nil)
 // (System.Close, before the final snapshot): a graceful stop counts
 // nothing as spent that was not.
 func (g *Gateway) Flush(ctx context.Context) error { return g.FlushBudgets(ctx, true) }
+
+// A cluster hold is decided in log order, the same on every node: record
+// 74 names the last hold its ledger held when it was decided (After), and
+// a hold whose ledger has taken another since is void (ledgerRec.reserve).
+// The budget's lock makes that rare (the next holder waits for the
+// previous one's writes); the rule makes it exact when a lock holder
+// pauses past its lease and writes late, as a fenced write would. So the
+// writer does not apply its hold when the append returns, as it does its
+// other records: the log's follower applies it, on this node too
+// (AppliesOwn), and the call waits for that.
+
+var _ actors.OwnApplier = (*Gateway)(nil)
+
+// AppliesOwn: in cluster mode the budget records (holds and
+// settlements) are applied in log order by every node, their writer
+// included, so every node's ledger is the same function of the log.
+func (g *Gateway) AppliesOwn(t wal.Type) bool {
+	return (t == recBudgetReserved || t == recBudgetSettled) && g.cfg.NodeID != ""
+}
+
+// appendBudget appends budget records (75: settlements) of this shard:
+// on a single node applied at once (commitAll); in cluster mode applied
+// by the log's follower, in log order, on this node as on the others.
+func (t *tenantShard) appendBudget(evs ...event) error {
+	if t.node == "" {
+		return commitAll(t.log, t.part, evs...)
+	}
+	recs := make([]wal.Record, len(evs))
+	for i, ev := range evs {
+		recs[i] = ev.record()
+	}
+	_, err := t.log.Append(recs...)
+	return err
+}
+
+// pendingHold is a call waiting for its cluster hold to be applied.
+type pendingHold struct {
+	b            *budgetRec
+	nano, tokens int64
+	done         chan holdOutcome
+}
+
+// appendClusterHold appends hold ev (decided on the ledger as this shard
+// holds it) and answers with the channel on which its outcome comes once
+// the log applies it (liveBudget).
+func (t *tenantShard) appendClusterHold(b *budgetRec, a *allowance, ev budgetReserved, nano, tokens int64) grantOut {
+	if l := t.part.ledgers[b.ID]; l != nil {
+		ev.After = l.LastHold
+	}
+	ph := &pendingHold{b: b, nano: nano, tokens: tokens, done: make(chan holdOutcome, 1)}
+	if t.pending == nil {
+		t.pending = map[uuid.UUID]*pendingHold{}
+	}
+	t.pending[ev.Hold] = ph
+	if _, err := t.log.Append(ev.record()); err != nil {
+		delete(t.pending, ev.Hold)
+		return grantOut{err: fmt.Errorf("log budget reservation: %w", err)}
+	}
+	return grantOut{wait: ph.done}
+}
+
+// ownHoldApplied answers the call waiting for hold e, which the log has
+// just applied: granted (the ledger holds it: the call's draw is taken
+// from it) or void.
+func (t *tenantShard) ownHoldApplied(e budgetReserved) {
+	ph := t.pending[e.Hold]
+	if ph == nil {
+		return // a hold of an earlier life of this node: settled at its start
+	}
+	delete(t.pending, e.Hold)
+	l := t.part.ledgers[e.Budget]
+	if l == nil || l.hold(e.Hold) < 0 {
+		ph.done <- holdOutcome{void: true}
+		return
+	}
+	gr := &grant{id: e.Hold, period: e.Period, at: e.At, perSec: ph.b.MaxTPM > 0, nano: e.Nano, tokens: e.Tokens,
+		inN: ph.nano, inT: ph.tokens, drawn: true}
+	a := t.allow[e.Budget] // a flush may have dropped the one the hold was decided for, if it was empty
+	if a == nil {
+		a, _ = t.allowance(t.gw, ph.b)
+	}
+	a.mu.Lock()
+	a.grants = append(a.grants, gr)
+	a.mu.Unlock()
+	t.publishSeen(a, e.Budget, e.Period, e.At)
+	d := draw{b: ph.b, a: a, g: gr, nano: ph.nano, tokens: ph.tokens}
+	ph.done <- holdOutcome{d: d, res: t.gw.remainingAfter(ph.b, a, e.Period)}
+}

@@ -47,12 +47,15 @@ type ledgerRec struct {
 	// before older records of the others reach it, so one watermark
 	// would skip those; each node's own records reach every node in the
 	// order it wrote them.
-	Seqs        map[string]uint64 `json:"seqs,omitempty"`
-	Period      string            `json:"period"`
-	SpentNano   int64             `json:"spent_nano"`
-	SpentTokens int64             `json:"spent_tokens"`
-	Holds       []holdRec         `json:"holds"`  // by id
-	Window      []winRec          `json:"window"` // the last minute's reservations, oldest first
+	Seqs map[string]uint64 `json:"seqs,omitempty"`
+	// LastHold is the seq of the last cluster hold the ledger took: a
+	// hold decided on a ledger whose LastHold was another is void.
+	LastHold    uint64    `json:"last_hold,omitempty"`
+	Period      string    `json:"period"`
+	SpentNano   int64     `json:"spent_nano"`
+	SpentTokens int64     `json:"spent_tokens"`
+	Holds       []holdRec `json:"holds"`  // by id
+	Window      []winRec  `json:"window"` // the last minute's reservations, oldest first
 }
 
 // holdRec is one outstanding reservation.
@@ -94,8 +97,11 @@ type budgetReserved struct {
 	Nano   int64     `json:"nano"`
 	Tokens int64     `json:"tokens"`
 	At     int64     `json:"at"`
-	// Node is the node that takes the hold, in cluster mode.
-	Node string `json:"node,omitempty"`
+	// Node is the node that takes the hold, in cluster mode; After the
+	// ledger's LastHold when it was decided (the hold is void if the
+	// ledger took another since).
+	Node  string `json:"node,omitempty"`
+	After uint64 `json:"after,omitempty"`
 }
 
 // budgetSettled is record 75: the calls of hold Hold of budget Budget
@@ -183,7 +189,9 @@ func (ls ledgers) apply(seq uint64, ev event) bool {
 	case budgetReserved:
 		ls.of(e.Budget).reserve(seq, e)
 	case budgetSettled:
-		ls.of(e.Budget).settle(seq, e)
+		if l := ls[e.Budget]; l != nil { // a settlement after its ledger's deletion changes nothing
+			l.settle(seq, e)
+		}
 	case entitySaved:
 		l, ok := e.ent.(*ledgerRec)
 		if !ok {
@@ -241,6 +249,12 @@ func (l *ledgerRec) mark(seq uint64, node string) bool {
 func (l *ledgerRec) reserve(seq uint64, e budgetReserved) {
 	if !l.mark(seq, e.Node) || l.hold(e.Hold) >= 0 {
 		return
+	}
+	if e.Node != "" {
+		if e.After != l.LastHold {
+			return // decided on a ledger that missed a hold before it: void
+		}
+		l.LastHold = seq
 	}
 	if laterPeriod(e.Period, l.Period) {
 		l.Period, l.SpentNano, l.SpentTokens = e.Period, 0, 0

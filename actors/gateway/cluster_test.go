@@ -130,7 +130,7 @@ func (cn *clusterNode) follow(ctx context.Context, t *testing.T, log *sharedLog)
 		recs, more := log.from(pos)
 		for _, r := range recs {
 			pos++
-			if r.writer != cn.name {
+			if r.writer != cn.name || cn.gw.AppliesOwn(r.rec.Type) { // as actors' follower does
 				if err := cn.gw.ApplyLive(ctx, uint64(pos), r.rec); err != nil {
 					if ctx.Err() == nil {
 						t.Errorf("%s: ApplyLive(%d): %v", cn.name, pos, err)

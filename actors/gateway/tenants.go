@@ -153,6 +153,10 @@ type tenantShard struct {
 	// allow are this node's allowances on the shard's budgets
 	// (budgetallow.go), also published in Gateway.allow for the callers.
 	allow map[uuid.UUID]*allowance
+	// pending are the calls waiting for their cluster holds (by hold id)
+	// to be applied in log order; gw is the gateway (its remainingAfter).
+	pending map[uuid.UUID]*pendingHold
+	gw      *Gateway
 }
 
 // tenantCommand is a tenant shard's one generic message (see command).
@@ -219,7 +223,7 @@ func (t *tenantShard) purge(gone func(agent uuid.UUID) bool) error {
 func (g *Gateway) startTenants(env actors.ExtensionEnv, parts []*tenantPart) {
 	g.tenants = make([]*actor.PID, len(parts))
 	for i, p := range parts {
-		ts := &tenantShard{idx: i, log: g.log, clock: g.clock, lg: g.lg, part: p, view: g.view.Load, quota: g.cfg.Quotas, node: g.cfg.NodeID}
+		ts := &tenantShard{idx: i, log: g.log, clock: g.clock, lg: g.lg, part: p, view: g.view.Load, quota: g.cfg.Quotas, node: g.cfg.NodeID, gw: g}
 		g.tenants[i] = g.root.Spawn(env.Props(func() actor.Actor { return ts }))
 	}
 }
