@@ -17,12 +17,17 @@ const maxQuietP99 = 5 * time.Millisecond
 func (s *AgentSuite) Report(m Meta) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("## %s — agent gateway: noisy-neighbour isolation and the cost of a turn (issue 20)", m.Date.UTC().Format("2006-01-02 15:04 MST"))
+	title := "agent gateway: noisy-neighbour isolation and the cost of a turn (issue 20)"
+	if !s.cfg.Turn && !s.cfg.Isolation {
+		title = "two halves: the key service's /health beside the agent gateway's 1 MB chats (issue 35)"
+	}
+	p("## %s — %s", m.Date.UTC().Format("2006-01-02 15:04 MST"), title)
 	p("")
 	p("Machine: %s; %s.", machine(), runtime.Version())
 	p("")
 	p("Command: `%s`. gatehouse is the real binary, its own process with its agent gateway on loopback (WAL with fsync, "+
-		"the gateway's per-subject limiter off as by default), an agent per user on the built-in `echo` provider; the users call "+
+		"the gateway's per-subject limiter off as by default), an agent per user on the built-in `echo` provider (the two-halves case's: "+
+		"an OpenAI-compatible stub); the users call "+
 		"with their own operator.write API keys (net/http clients in the suite's process).", m.Command)
 	if s.cfg.Vs != "" {
 		p("gatehouse@%s is built from that revision and runs each phase right after the working tree's.", s.cfg.Vs)
