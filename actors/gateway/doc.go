@@ -131,8 +131,10 @@
 //	                        cache_write_tokens, reasoning_tokens)
 //	  73  sessionTurn       {"v": 1, session_id, messages, tokens, at}   tenant shard of the session
 //	  74  budgetReserved    {"v", budget_id, reservation_id, period,     tenant shard of the budget id
-//	                        nano, tokens, at, node?}: a node's allowance
-//	                        on a budget, held before a call spends from it
+//	                        nano, tokens, at, node?, after?}: a node's
+//	                        allowance on a budget, held before a call
+//	                        spends from it (cluster: void if the ledger
+//	                        took a hold after "after")
 //	  75  budgetSettled     {"v", budget_id, reservation_id, nano,       tenant shard of the budget id
 //	                        tokens, keep_nano?, keep_tokens?, by?,
 //	                        interrupted?}: what the hold's calls cost since
