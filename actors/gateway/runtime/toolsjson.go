@@ -9,9 +9,10 @@ import (
 	"gatehouse/actors/gateway/runtime/llm"
 )
 
-// toolsCacheMax bounds the entries of a toolsCache; past it the cache
-// starts again empty (an agent and user pair costs one encoding then).
-const toolsCacheMax = 4096
+// toolsCacheBytes bounds what a toolsCache holds (the encoded arrays and
+// the copied schemas, about twice a toolset's size); past it the cache
+// starts again empty (each agent and user pair then costs one encoding).
+const toolsCacheBytes = 16 << 20
 
 // toolsCache keeps the tools array each agent's runs for each user send
 // an OpenAI-shaped provider, encoded (llm.Request.ToolsJSON): the same
@@ -22,8 +23,9 @@ const toolsCacheMax = 4096
 // encoded from, so a tool added, removed or changed is encoded again at
 // the next run. It is safe for concurrent use; its zero value is empty.
 type toolsCache struct {
-	mu sync.Mutex
-	m  map[toolsKey]*toolsEntry
+	mu   sync.Mutex
+	m    map[toolsKey]*toolsEntry
+	size int // the entries' bytes (toolsEntry.size)
 }
 
 type toolsKey struct {
@@ -35,6 +37,7 @@ type toolsKey struct {
 type toolsEntry struct {
 	specs []llm.ToolSpec // what enc encodes, schemas copied
 	enc   []byte
+	size  int // enc's and the specs' bytes
 }
 
 // encoded is llm.EncodeTools(specs), from the cache when agent's last
@@ -55,16 +58,19 @@ func (c *toolsCache) encoded(agent uuid.UUID, user string, specs []llm.ToolSpec)
 	if err != nil {
 		return nil
 	}
-	e = &toolsEntry{specs: make([]llm.ToolSpec, len(specs)), enc: enc}
+	e = &toolsEntry{specs: make([]llm.ToolSpec, len(specs)), enc: enc, size: 2 * len(enc)}
 	for i, s := range specs {
 		s.Function.Parameters = bytes.Clone(s.Function.Parameters)
 		e.specs[i] = s
 	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= toolsCacheMax {
-		c.m = make(map[toolsKey]*toolsEntry)
+	if old := c.m[k]; old != nil {
+		c.size -= old.size
 	}
-	c.m[k] = e
+	if c.m == nil || c.size+e.size > toolsCacheBytes {
+		c.m, c.size = make(map[toolsKey]*toolsEntry), 0
+	}
+	c.m[k], c.size = e, c.size+e.size
 	c.mu.Unlock()
 	return enc
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -112,5 +113,23 @@ func TestRunToolsChange(t *testing.T) {
 	}
 	if w := run(); desc(w, 1) != "Changed: lists the open issues." || len(w["tools"].([]any)) != 2 {
 		t.Errorf("the same tools again sent %v", w["tools"])
+	}
+}
+
+// TestToolsCacheBounded: however many agent and user pairs run, the
+// cache holds at most toolsCacheBytes.
+func TestToolsCacheBounded(t *testing.T) {
+	var c toolsCache
+	schema := `{"type":"object","description":"` + strings.Repeat("x", 64<<10) + `"}`
+	specs := []llm.ToolSpec{{Type: "function", Function: llm.ToolSpecFunc{Name: "big", Parameters: json.RawMessage(schema)}}}
+	agent := uuid.New()
+	for i := range 300 { // ~128 KiB an entry: ~38 MiB in all
+		c.encoded(agent, fmt.Sprint("user", i), specs)
+		if c.size > toolsCacheBytes {
+			t.Fatalf("after %d users the cache holds %d bytes, over %d", i+1, c.size, toolsCacheBytes)
+		}
+	}
+	if len(c.m) == 0 || len(c.m) >= 300 {
+		t.Errorf("cache holds %d entries after 300 users", len(c.m))
 	}
 }
