@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"gatehouse/actors/gateway/pricing"
@@ -51,6 +52,14 @@ func (g *Gateway) priceTrace(t *Trace) {
 		t.CostNano = satAdd(t.CostNano, sp.CostNano)
 	}
 	t.CostUSD = pricing.Nano(t.CostNano).USD()
+}
+
+// CostOf is what spans cost at their providers' prices now, as RecordRun
+// prices a trace (a session's turn is charged what its run cost).
+func (g *Gateway) CostOf(spans []Span) int64 {
+	t := Trace{Spans: slices.Clone(spans)}
+	g.priceTrace(&t)
+	return t.CostNano
 }
 
 func cmpOr(a, b string) string {

@@ -66,6 +66,11 @@ func (p *prop) budgetOp() {
 			}
 			p.gw.SettleBudgets(h, 0, p.r.Int64N(call.Tokens+1))
 		}
+		if p.r.IntN(3) == 0 { // as a tick would (record 75)
+			if err := p.gw.FlushBudgets(c, false); err != nil {
+				p.t.Fatal(err)
+			}
+		}
 		p.checkBudgets()
 	default:
 		if err := p.gw.FlushBudgets(c, p.r.IntN(2) == 0); err != nil {

@@ -68,7 +68,9 @@ type turnJSON struct {
 	Messages         []SessionMessage `json:"messages"`
 	PromptTokens     int64            `json:"prompt_tokens"`
 	CompletionTokens int64            `json:"completion_tokens"`
-	At               time.Time        `json:"at"`
+	// CostNano (optional): what the turn's calls cost, in nano-USD.
+	CostNano int64     `json:"cost_nano,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 const turnVersion = 1

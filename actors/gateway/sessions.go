@@ -36,18 +36,21 @@ type SessionMessage struct {
 
 // Session is a conversation as listed (Messages only in history views).
 type Session struct {
-	ID               uuid.UUID        `json:"id"`
-	Key              string           `json:"key"`
-	AgentID          uuid.UUID        `json:"agent_id"`
-	UserID           string           `json:"user_id"`
-	Channel          string           `json:"channel"`
-	Label            string           `json:"label"`
-	MessageCount     int              `json:"message_count"`
-	PromptTokens     int64            `json:"prompt_tokens"`
-	CompletionTokens int64            `json:"completion_tokens"`
-	CreatedAt        time.Time        `json:"created_at"`
-	UpdatedAt        time.Time        `json:"updated_at"`
-	Messages         []SessionMessage `json:"messages,omitempty"`
+	ID               uuid.UUID `json:"id"`
+	Key              string    `json:"key"`
+	AgentID          uuid.UUID `json:"agent_id"`
+	UserID           string    `json:"user_id"`
+	Channel          string    `json:"channel"`
+	Label            string    `json:"label"`
+	MessageCount     int       `json:"message_count"`
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+	// CostUSD is what the session's turns cost at the prices of their
+	// calls when they ran (turns recorded before prices count 0).
+	CostUSD   float64          `json:"cost_usd"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+	Messages  []SessionMessage `json:"messages,omitempty"`
 }
 
 // sessionRec is a session (kind session, data v1): its id is derived from
@@ -62,6 +65,7 @@ type sessionRec struct {
 	Messages         []SessionMessage `json:"messages,omitempty"`
 	PromptTokens     int64            `json:"prompt_tokens"`
 	CompletionTokens int64            `json:"completion_tokens"`
+	CostNano         int64            `json:"cost_nano,omitempty"`
 	CreatedAt        time.Time        `json:"created_at"`
 	UpdatedAt        time.Time        `json:"updated_at"`
 	// Seq is the WAL index of the last record applied to the session (its
@@ -76,7 +80,7 @@ func (x *sessionRec) ref() (kind, uuid.UUID) { return kindSession, x.ID }
 func (x *sessionRec) view(withMessages bool) Session {
 	v := Session{ID: x.ID, Key: x.Key, AgentID: x.AgentID, UserID: x.UserID, Channel: x.Channel, Label: x.Label,
 		MessageCount: len(x.Messages), PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
-		CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
+		CostUSD: nanoUSD(x.CostNano), CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
 	if withMessages {
 		v.Messages = orEmpty(slices.Clone(x.Messages))
 	}
@@ -107,6 +111,8 @@ type Turn struct {
 type TurnResult struct {
 	User, Assistant                string
 	PromptTokens, CompletionTokens int64
+	// CostNano is what the turn's calls cost (their spans' prices).
+	CostNano int64
 	// Failed: the run failed or was aborted; only the user's message is
 	// kept, so the history shows what was asked.
 	Failed bool
@@ -197,7 +203,7 @@ func (r *tenantShard) endTurn(user, key string, res TurnResult) (Session, error)
 		return Session{}, ErrNotFound // deleted meanwhile
 	}
 	now := r.clock.Now().UTC()
-	t := &turnJSON{SessionID: x.ID, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, At: now,
+	t := &turnJSON{SessionID: x.ID, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CostNano: res.CostNano, At: now,
 		Messages: []SessionMessage{{Role: "user", Content: res.User, At: now}}}
 	if !res.Failed {
 		t.Messages = append(t.Messages, SessionMessage{Role: "assistant", Content: res.Assistant, At: now})
@@ -222,6 +228,7 @@ func (r *tenantPart) appendTurn(seq uint64, t *turnJSON) {
 	next.Messages = boundHistory(append(slices.Clone(x.Messages), t.Messages...))
 	next.PromptTokens += t.PromptTokens
 	next.CompletionTokens += t.CompletionTokens
+	next.CostNano = satAdd(next.CostNano, max(t.CostNano, 0))
 	next.UpdatedAt = t.At
 	r.sessions.save(&next)
 }

@@ -347,3 +347,35 @@ func TestBudgetRequireKnown(t *testing.T) {
 		t.Errorf("priced model under require_known: %v", err)
 	}
 }
+
+// TestSessionTurnCost: a session's turns are charged what their runs'
+// calls cost (the spans' prices, as the traces show them): a tool-loop
+// turn of two calls and a plain one.
+func TestSessionTurnCost(t *testing.T) {
+	e := newBudgetEnv(t, gateway.DefaultConfig())
+	e.oa.Push(llmtest.Reply{ToolCalls: []llmtest.Call{{Name: "memory_search", Args: `{"query":"x"}`}}, Usage: llmtest.Usage{Prompt: 1000, Completion: 20}})
+	e.oa.Push(llmtest.Reply{Text: "done", Usage: llmtest.Usage{Prompt: 1200, Completion: 30}})
+	e.oa.Push(llmtest.Reply{Text: "again", Usage: llmtest.Usage{Prompt: 500, Completion: 10}})
+	for _, msg := range []string{"first", "second"} {
+		if _, err := e.rt.Turn(actorstest.Ctx(t), budgetPrincipal("u1", uuid.Nil), TurnRequest{Agent: "a1", SessionKey: "s1", Endpoint: "chat",
+			Messages: []Message{{Role: "user", Content: msg}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	traces := e.settledTraces(t, 2)
+	var want int64
+	for _, tr := range traces {
+		want += tr.CostNano
+	}
+	// gpt-b: 2 USD per million in, 8 out.
+	if want != (1000+1200+500)*2_000+(20+30+10)*8_000 {
+		t.Fatalf("the traces cost %d nano-USD", want)
+	}
+	ss, _, err := e.gw.ListSessions(actorstest.Ctx(t), gateway.SessionFilter{UserID: "u1"}, false)
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("sessions = %+v, %v", ss, err)
+	}
+	if got := ss[0].CostUSD; got != float64(want)/1e9 {
+		t.Errorf("session cost_usd = %v, want %v (its runs' calls)", got, float64(want)/1e9)
+	}
+}

@@ -96,6 +96,14 @@ type Run struct {
 	tools      []Tool
 	skills     []gateway.RunSkill
 	keyID      uuid.UUID // Request.KeyID (budgets)
+	costNano   int64     // what the run's calls cost, for its session's turn (spanPricer)
+}
+
+// spanPricer is an optional capability of the Recorder (the gateway):
+// the cost of a run's spans at their prices, which a session's turn
+// records. Without it, turns cost 0.
+type spanPricer interface {
+	CostOf(spans []gateway.Span) int64
 }
 
 // Runtime runs agents: it resolves an agent and its provider, calls the
@@ -334,6 +342,9 @@ func (rt *Runtime) execute(ctx context.Context, rn *Run, onDelta func(string) er
 	msg = rn.redact.preview(msg)
 	if n := len(spans); n > 0 && status != gateway.RunOK && spans[n-1].Status != gateway.RunOK && spans[n-1].Kind == gateway.SpanLLM {
 		spans[n-1].Status, spans[n-1].Error = status, msg // the call the run failed in
+	}
+	if sp, ok := rt.rec.(spanPricer); ok && rn.session != "" {
+		rn.costNano = sp.CostOf(spans)
 	}
 	rt.rec.RecordRun(gateway.Trace{
 		ID: rn.ID, AgentID: rn.Agent.ID, UserID: rn.user, SessionKey: rn.session, Endpoint: rn.endpoint,

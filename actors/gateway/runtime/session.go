@@ -128,8 +128,12 @@ func (rt *Runtime) endTurn(ctx context.Context, t *Turn, res Result, runErr erro
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	var cost int64
+	if t.run != nil {
+		cost = t.run.costNano
+	}
 	_, err := ss.EndTurn(ectx, t.owner, t.SessionKey, gateway.TurnResult{User: t.asked, Assistant: res.Content,
-		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, Failed: runErr != nil})
+		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CostNano: cost, Failed: runErr != nil})
 	if err != nil && !errors.Is(err, gateway.ErrNotFound) {
 		rt.lg.Error("session turn not recorded", "session", t.SessionKey, "err", err)
 	}
