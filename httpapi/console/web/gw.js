@@ -307,9 +307,10 @@ async function chatPage(me, agentKey, sessionKey) {
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
   });
-  // The session's cost: the sum of its runs' (the sessions API has no
-  // cost). A run is recorded just after its answer: after a turn, read
-  // again until it shows (grow: how many more runs to wait for).
+  // The session's cost with its runs and their unpriced calls: the sum
+  // of its runs' traces. A run is recorded just after its answer: after
+  // a turn, read again until it shows (grow: how many more runs to wait
+  // for).
   const cost = h('span', { id: 'chat-cost' });
   let runs = 0;
   const showCost = async (grow = 0) => {
@@ -346,8 +347,9 @@ function remainingText(v) {
 
 // runCosts sums the cost of the caller's runs (GET /v1/traces: each run
 // has its cost and its session) per agent and session, newest first, up
-// to five pages: the sessions API has no cost of its own. all is whether
-// every matching run was read; oldest the start of the oldest read.
+// to five pages, with the runs and unpriced calls the sessions API does
+// not count. all is whether every matching run was read; oldest the start
+// of the oldest read.
 async function runCosts(filter) {
   const per = new Map();
   let offset = 0, total = 0, oldest = null;
@@ -378,15 +380,9 @@ async function sessionCost(agentID, key) {
 async function sessionsPage(me) {
   const names = await agentNames();
   const r = await gw('GET', '/sessions' + q({ limit: 100 }));
-  let costs = null;
-  try { costs = await runCosts({}); } catch { /* the column shows — */ }
-  const costCell = (s) => {
-    const c = costs && costs.per.get(s.agent_id + '|' + s.key);
-    if (!c) return '—';
-    // Runs older than the oldest read may belong to a session begun before it.
-    const whole = costs.all || (costs.oldest && Date.parse(s.created_at) >= Date.parse(costs.oldest));
-    return [(whole ? '' : '≥ ') + usd(c.cost), c.unpriced ? [' ', badge('unpriced', false)] : null];
-  };
+  // A session's cost is what its turns' calls cost when they ran (the
+  // sessions API sums it; turns recorded before prices count 0).
+  const costCell = (s) => usd(s.cost_usd || 0);
   page('Sessions', table('sessions', ['Session', 'Agent', 'User', 'Channel', 'Messages', 'Tokens', 'Cost', 'Updated'],
     r.data.map((s) => {
       const agent = names.get(s.agent_id) || s.agent_id;
