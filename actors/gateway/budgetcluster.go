@@ -80,23 +80,8 @@ type holdSweep struct {
 // settlement of a hold already ended changes nothing. Tick must not
 // block: the sweep runs on its own goroutine.
 func (g *Gateway) sweepOrphanedHolds(now time.Time) {
-	mp := g.members.Load()
 	sw := &g.holds
-	if mp == nil || g.cfg.NodeID == "" || now.UnixNano()-sw.last.Load() < int64(summonSweepEvery) || !sw.running.CompareAndSwap(false, true) {
-		return
-	}
-	sw.last.Store(now.UnixNano())
-	go func() {
-		defer sw.running.Store(false)
-		alive := map[string]bool{}
-		for _, id := range (*mp)() {
-			alive[id] = true
-		}
-		if len(alive) == 0 {
-			return // no view of the cluster (this node is cut off): decide nothing
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
-		defer cancel()
+	g.sweepMembers(now, &sw.running, &sw.last, func(ctx context.Context, alive map[string]bool) {
 		holders, err := eachTenant(ctx, g, nil, func(t *tenantShard) (map[string]bool, error) {
 			out := map[string]bool{}
 			for _, l := range t.part.ledgers {
@@ -112,29 +97,7 @@ func (g *Gateway) sweepOrphanedHolds(now time.Time) {
 			g.lg.Warn("sweep budget holds of nodes that left", "err", err)
 			return
 		}
-		missing := map[string]bool{}
-		for _, hs := range holders {
-			for n := range hs {
-				missing[n] = true
-			}
-		}
-		if sw.gone == nil {
-			sw.gone = map[string]time.Time{}
-		}
-		settle := map[string]bool{}
-		for n := range sw.gone {
-			if !missing[n] {
-				delete(sw.gone, n)
-			}
-		}
-		for n := range missing {
-			since, ok := sw.gone[n]
-			if !ok {
-				sw.gone[n] = now
-			} else if now.Sub(since) >= OrphanedSummonAfter {
-				settle[n] = true
-			}
-		}
+		settle := sw.due(holders, now)
 		if len(settle) == 0 {
 			return
 		}
@@ -146,7 +109,35 @@ func (g *Gateway) sweepOrphanedHolds(now time.Time) {
 			return
 		}
 		g.lg.Info("settled the budget holds of nodes that left the cluster", "nodes", len(settle))
-	}()
+	})
+}
+
+// due notes when each node holding a hold was first seen gone, and
+// returns those gone for OrphanedSummonAfter as of now.
+func (sw *holdSweep) due(holders []map[string]bool, now time.Time) map[string]bool {
+	missing := map[string]bool{}
+	for _, hs := range holders {
+		for n := range hs {
+			missing[n] = true
+		}
+	}
+	if sw.gone == nil {
+		sw.gone = map[string]time.Time{}
+	}
+	for n := range sw.gone {
+		if !missing[n] {
+			delete(sw.gone, n)
+		}
+	}
+	settle := map[string]bool{}
+	for n := range missing {
+		if since, ok := sw.gone[n]; !ok {
+			sw.gone[n] = now
+		} else if now.Sub(since) >= OrphanedSummonAfter {
+			settle[n] = true
+		}
+	}
+	return settle
 }
 
 // liveBudget follows a budget record the log applied: this node's own

@@ -60,26 +60,36 @@ func (g *Gateway) SetMembers(members func() []string) { g.members.Store(&members
 // sweepOrphanedSummons starts a sweep when one is due (Tick must not
 // block: the sweep runs on its own goroutine and then in the registry).
 func (g *Gateway) sweepOrphanedSummons(now time.Time) {
-	mp := g.members.Load()
 	sw := &g.summons
-	if mp == nil || g.cfg.NodeID == "" || now.UnixNano()-sw.last.Load() < int64(summonSweepEvery) || !sw.running.CompareAndSwap(false, true) {
+	g.sweepMembers(now, &sw.running, &sw.last, func(ctx context.Context, alive map[string]bool) {
+		if err := do(ctx, g, func(r *registry) error { r.failOrphaned(alive, now, sw); return nil }); err != nil {
+			g.lg.Warn("fail summons of nodes that left", "err", err)
+		}
+	})
+}
+
+// sweepMembers runs sweep on its own goroutine with the cluster's live
+// members (Tick must not block), in cluster mode, when summonSweepEvery
+// has passed since the last (last), and one at a time (running). A node
+// that has no view of the cluster (cut off: no members) decides nothing.
+func (g *Gateway) sweepMembers(now time.Time, running *atomic.Bool, last *atomic.Int64, sweep func(ctx context.Context, alive map[string]bool)) {
+	mp := g.members.Load()
+	if mp == nil || g.cfg.NodeID == "" || now.UnixNano()-last.Load() < int64(summonSweepEvery) || !running.CompareAndSwap(false, true) {
 		return
 	}
-	sw.last.Store(now.UnixNano())
+	last.Store(now.UnixNano())
 	go func() {
-		defer sw.running.Store(false)
+		defer running.Store(false)
 		alive := map[string]bool{}
 		for _, id := range (*mp)() {
 			alive[id] = true
 		}
 		if len(alive) == 0 {
-			return // no view of the cluster (this node is cut off): decide nothing
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
 		defer cancel()
-		if err := do(ctx, g, func(r *registry) error { r.failOrphaned(alive, now, sw); return nil }); err != nil {
-			g.lg.Warn("fail summons of nodes that left", "err", err)
-		}
+		sweep(ctx, alive)
 	}()
 }
 

@@ -59,9 +59,7 @@ func BenchmarkClusterProxy(b *testing.B) {
 				}
 				lat = append(lat, time.Since(start))
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			reportLatency(b, lat)
 		})
 		b.Run(tc.name+"-8clients", func(b *testing.B) {
 			start := time.Now()
@@ -164,9 +162,14 @@ func BenchmarkClusterBudgetTurn(b *testing.B) {
 				}
 				lat = append(lat, time.Since(start))
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			reportLatency(b, lat)
 		})
 	}
+}
+
+// reportLatency reports the p50 and p99 of lat (µs).
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
