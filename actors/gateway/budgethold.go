@@ -88,10 +88,13 @@ func (h *BudgetHold) Active() bool { return h != nil && len(h.draws) > 0 }
 type budgetMetrics struct {
 	spent    *prometheus.CounterVec
 	refusals *prometheus.CounterVec
+	// spentBy are spent's series by subject type, looked up once (every
+	// budgeted call adds to them).
+	spentBy map[string]prometheus.Counter
 }
 
 func newBudgetMetrics() *budgetMetrics {
-	return &budgetMetrics{
+	m := &budgetMetrics{
 		spent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_budget_spent_usd_total",
 			Help: "USD settled against budgets, by subject type (a call charged to several budgets counts in each).",
@@ -100,7 +103,12 @@ func newBudgetMetrics() *budgetMetrics {
 			Name: "gatehouse_budget_refusals_total",
 			Help: "Provider calls refused because their worst case did not fit a budget, by the refusing budget's subject type.",
 		}, []string{"subject_type"}),
+		spentBy: map[string]prometheus.Counter{},
 	}
+	for _, s := range []string{SubjectUser, SubjectAgent, SubjectAPIKey} {
+		m.spentBy[s] = m.spent.WithLabelValues(s)
+	}
+	return m
 }
 
 // startBudgets registers the budgets' metrics on reg (nil: none).
@@ -299,7 +307,7 @@ func (g *Gateway) SettleBudgets(h *BudgetHold, nano, tokens int64) {
 	for _, d := range h.draws {
 		d.end(nano, tokens, true)
 		if nano > 0 {
-			g.budgetMx.spent.WithLabelValues(d.b.Subject.Type).Add(nanoUSD(nano))
+			g.budgetMx.spentBy[d.b.Subject.Type].Add(nanoUSD(nano))
 		}
 	}
 	h.draws = nil
