@@ -14,7 +14,7 @@ import (
 )
 
 // Enforcement: ReserveBudgets before each provider call, SettleBudgets
-// after it (actors/gateway/runtime/budget.go calls them). A call spends
+// after it (actors/gateway/agentrun/budget.go calls them). A call spends
 // from this node's allowance on each budget (budgetallow.go); only when an
 // allowance runs dry does the call ask the ledger's tenant shard for
 // another, durable before the call is made, under the budget's cluster

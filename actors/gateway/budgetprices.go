@@ -2,7 +2,7 @@ package gateway
 
 import "gatehouse/actors/gateway/pricing"
 
-// The prices budgets reserve and settle at (runtime.Prices): a model's
+// The prices budgets reserve and settle at (agentrun.Prices): a model's
 // price on its provider now (PriceOf), the same the run's trace is priced
 // at when it is recorded.
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"gatehouse/actors/gateway/agentrun/llm"
 	"gatehouse/actors/gateway/pricing"
-	"gatehouse/actors/gateway/runtime/llm"
 )
 
 // providerSlug is the rule for provider names.

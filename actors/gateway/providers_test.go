@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"gatehouse/actors/gateway/runtime/llm"
+	"gatehouse/actors/gateway/agentrun/llm"
 	"gatehouse/wal"
 )
 

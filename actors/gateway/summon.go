@@ -11,7 +11,7 @@ import (
 
 // Summoning: an agent created with a description (other_config) and no
 // system prompt starts in status summoning; a background turn of the
-// agent runtime (runtime.Runtime.Summon, which the runtime owns and its
+// agent runtime (agentrun.Runtime.Summon, which the runtime owns and its
 // Close ends) asks its provider to write the prompt, then FinishSummon
 // makes the agent active, or summon_failed with the error kept. Resummon retries. A summon the process died during
 // never stays stuck: Start turns every agent still summoning into

@@ -18,9 +18,9 @@ import (
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/agentrun"
 	"gatehouse/actors/gateway/blob"
 	"gatehouse/actors/gateway/blob/replica"
-	"gatehouse/actors/gateway/runtime"
 	"gatehouse/httpapi"
 	"gatehouse/wal/etcdlog"
 )
@@ -365,7 +365,7 @@ func (c *clusterRun) bootstrapAdmin(ctx context.Context, ensure func() error) er
 // the holds on a budget (docs/budgets.md) run one at a time
 // across the nodes, each on a state that holds the ones before (nothing on
 // a single node, where the entity's actor does it).
-func (c *clusterRun) serializeChanges(rt *runtime.Runtime, sys *actors.System, gw *gateway.Gateway) {
+func (c *clusterRun) serializeChanges(rt *agentrun.Runtime, sys *actors.System, gw *gateway.Gateway) {
 	if c == nil {
 		return
 	}

@@ -16,8 +16,8 @@ import (
 
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/agentrun"
 	"gatehouse/actors/gateway/mcppool"
-	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/actors/gateway/webhook"
 )
@@ -227,7 +227,7 @@ func defaultConfig() fileConfig {
 	gwd := gateway.DefaultConfig()
 	c.Gateway.RateLimitBurst, c.Gateway.MaxTraces, c.Gateway.UsageDays = gwd.RateLimitBurst, gwd.MaxTraces, gwd.UsageDays
 	c.Gateway.TraceDays = gwd.TraceDays
-	c.Gateway.MaxMessageBytes, c.Gateway.MaxAnswerBytes = runtime.DefaultMaxMessageBytes, runtime.DefaultMaxAnswerBytes
+	c.Gateway.MaxMessageBytes, c.Gateway.MaxAnswerBytes = agentrun.DefaultMaxMessageBytes, agentrun.DefaultMaxAnswerBytes
 	c.Gateway.MCPMaxMessageBytes, c.Gateway.WebhookMaxInFlight = mcppool.DefaultMaxMessageBytes, webhook.DefaultMaxInFlight
 	q := &c.Gateway.Quotas
 	q.MemoryEntries, q.MediaBytes, q.Sessions, q.Agents, q.PendingMCPRequests = gwd.Quotas.MemoryEntries, gwd.Quotas.MediaBytes, gwd.Quotas.Sessions, gwd.Quotas.Agents, gwd.Quotas.PendingMCPRequests

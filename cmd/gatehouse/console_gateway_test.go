@@ -21,7 +21,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 
-	"gatehouse/actors/gateway/runtime/llm/llmtest"
+	"gatehouse/actors/gateway/agentrun/llm/llmtest"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // Runner runs agents (the agent runtime): every run is a turn, which
@@ -17,19 +17,19 @@ import (
 // concurrent use.
 type Runner interface {
 	// Begin resolves the agent, decides whether p may run it, begins the
-	// session turn if any and prepares the run: runtime.ErrAgentNotFound
+	// session turn if any and prepares the run: agentrun.ErrAgentNotFound
 	// (also for a caller who may not run it), ErrAgentDisabled,
 	// ErrProviderDisabled.
-	Begin(ctx context.Context, p gateway.Principal, req runtime.TurnRequest) (*runtime.Turn, error)
+	Begin(ctx context.Context, p gateway.Principal, req agentrun.TurnRequest) (*agentrun.Turn, error)
 	// RunTurn runs t within its agent's time limit and records it;
-	// onDelta gets streamed content. Errors: *runtime.TimeoutError,
-	// *runtime.ProviderError, ctx's.
-	RunTurn(ctx context.Context, t *runtime.Turn, onDelta func(string) error) (runtime.TurnResult, error)
+	// onDelta gets streamed content. Errors: *agentrun.TimeoutError,
+	// *agentrun.ProviderError, ctx's.
+	RunTurn(ctx context.Context, t *agentrun.Turn, onDelta func(string) error) (agentrun.TurnResult, error)
 	// Turn is Begin then RunTurn with req.OnDelta.
-	Turn(ctx context.Context, p gateway.Principal, req runtime.TurnRequest) (runtime.TurnResult, error)
+	Turn(ctx context.Context, p gateway.Principal, req agentrun.TurnRequest) (agentrun.TurnResult, error)
 	// ToolsFor lists the tools agent ref runs with for p (tools.invoke),
 	// after the policy.
-	ToolsFor(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, []runtime.Tool, error)
+	ToolsFor(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, []agentrun.Tool, error)
 	// Summon starts agent a's summoning in the background.
 	Summon(a gateway.Agent, user string)
 	// Regenerate rewrites agent ref's prompt by request (owner or
@@ -37,7 +37,7 @@ type Runner interface {
 	Regenerate(ctx context.Context, p gateway.Principal, ref, request string) (gateway.Agent, error)
 }
 
-var _ Runner = (*runtime.Runtime)(nil)
+var _ Runner = (*agentrun.Runtime)(nil)
 
 // msgContent is a message's content: a string, or an array of parts whose
 // "text" fields are joined (OpenAI's content-part form).
@@ -164,7 +164,7 @@ type chatChunk struct {
 	Usage   *chatUsage    `json:"usage,omitempty"`
 }
 
-func usageOf(res runtime.Result) chatUsage {
+func usageOf(res agentrun.Result) chatUsage {
 	u := chatUsage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
 	if res.CacheReadTokens > 0 || res.CacheWriteTokens > 0 {
 		u.PromptDetails = &promptDetails{CachedTokens: res.CacheReadTokens, CacheWriteTokens: res.CacheWriteTokens}
@@ -228,12 +228,12 @@ func runContext(ctx context.Context) context.Context {
 
 // appendMessages appends msgs to dst, checking each role; field names
 // the array in the error.
-func appendMessages(dst []runtime.Message, field string, msgs []chatMsg) ([]runtime.Message, error) {
+func appendMessages(dst []agentrun.Message, field string, msgs []chatMsg) ([]agentrun.Message, error) {
 	for _, m := range msgs {
 		if !chatRoles[m.Role] {
 			return nil, errInvalid(field + "[].role must be system, developer, user, assistant or tool")
 		}
-		dst = append(dst, runtime.Message{Role: m.Role, Content: string(m.Content)})
+		dst = append(dst, agentrun.Message{Role: m.Role, Content: string(m.Content)})
 	}
 	return dst, nil
 }
@@ -242,12 +242,12 @@ func appendMessages(dst []runtime.Message, field string, msgs []chatMsg) ([]runt
 // (or the caller's X-Gateway-Agent-Id, or the default agent), the user
 // from the caller (or the body's user). It returns the model to echo in
 // the answer: the request's, else "gateway:" and the agent's key.
-func (s *Server) begin(ctx context.Context, c Caller, model, user, endpoint string, msgs []runtime.Message) (*runtime.Turn, string, error) {
+func (s *Server) begin(ctx context.Context, c Caller, model, user, endpoint string, msgs []agentrun.Message) (*agentrun.Turn, string, error) {
 	p, err := runPrincipal(c, user)
 	if err != nil {
 		return nil, "", err
 	}
-	t, err := s.d.Runner.Begin(ctx, p, runtime.TurnRequest{
+	t, err := s.d.Runner.Begin(ctx, p, agentrun.TurnRequest{
 		Agent: agentRef(model, c.AgentID), Endpoint: endpoint, Channel: c.Channel, Messages: msgs,
 	})
 	if err != nil {
@@ -264,7 +264,7 @@ func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (St
 	if len(req.Messages) == 0 {
 		return none, errInvalid("messages must hold at least one message")
 	}
-	msgs, err := appendMessages(make([]runtime.Message, 0, len(req.Messages)), "messages", req.Messages)
+	msgs, err := appendMessages(make([]agentrun.Message, 0, len(req.Messages)), "messages", req.Messages)
 	if err != nil {
 		return none, err
 	}
@@ -338,9 +338,9 @@ func (s *Server) wake(ctx context.Context, c Caller, req wakeReq) (wakeResp, err
 	if strings.TrimSpace(req.Message) == "" {
 		return wakeResp{}, errInvalid("message must not be empty")
 	}
-	res, err := s.d.Runner.Turn(runContext(ctx), c.principal(), runtime.TurnRequest{
+	res, err := s.d.Runner.Turn(runContext(ctx), c.principal(), agentrun.TurnRequest{
 		Agent: req.ID, SessionKey: req.SessionKey, Endpoint: "agents.wake", Channel: c.Channel,
-		Messages: []runtime.Message{{Role: "user", Content: req.Message}},
+		Messages: []agentrun.Message{{Role: "user", Content: req.Message}},
 	})
 	if err != nil {
 		return wakeResp{}, resource(err, errAgentNotFound, nil)

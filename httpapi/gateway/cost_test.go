@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/agentrun/llm/llmtest"
 	"gatehouse/actors/gateway/pricing"
-	"gatehouse/actors/gateway/runtime/llm/llmtest"
 )
 
 // costChat is a chat with agent, usage answered by the stub.

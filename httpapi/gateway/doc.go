@@ -4,7 +4,7 @@
 // the OpenAPI docs. It is transport only: decode, authenticate, call,
 // encode, stream. The state lives in gatehouse/actors/gateway, and so
 // does the policy (gateway.Principal: may run, read, manage); every agent
-// run is a turn of gatehouse/actors/gateway/runtime (Begin/RunTurn or
+// run is a turn of gatehouse/actors/gateway/agentrun (Begin/RunTurn or
 // Turn), the webhook channel is gatehouse/actors/gateway/webhook and
 // workspace files gatehouse/actors/gateway/workspace, all built by
 // gatehouse/actors/gateway/app; the fasthttp plumbing both listeners
@@ -49,7 +49,7 @@
 // Body (bytes with a content type) or Streaming[T] (T, or Events sent
 // through a Stream: Server-Sent Events today, WebSocket frames next).
 // Operations return errors, never write them: domain errors of
-// actors/gateway and actors/gateway/runtime, or the *apiError values of
+// actors/gateway and actors/gateway/agentrun, or the *apiError values of
 // errors.go. classify maps any error once; each transport has one mapper
 // over it (writeError: the HTTP envelope; sseStream.Error: a stream's
 // error event), and the mapper that answers an unexpected error logs it,

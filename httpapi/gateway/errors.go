@@ -11,8 +11,8 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/agentrun"
 	"gatehouse/actors/gateway/blob"
-	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/webhook"
 	"gatehouse/actors/gateway/workspace"
 	"gatehouse/httpapi/listener"
@@ -138,9 +138,9 @@ func resource(err error, notFound, exists *apiError) error {
 // classify maps err to a *apiError; unexpected reports an error to log.
 func classify(err error) (e *apiError, unexpected bool) {
 	var ge *apiError
-	var te *runtime.TimeoutError
-	var pe *runtime.ProviderError
-	var be *runtime.BudgetError
+	var te *agentrun.TimeoutError
+	var pe *agentrun.ProviderError
+	var be *agentrun.BudgetError
 	switch {
 	case errors.As(err, &ge):
 		return ge, false
@@ -160,11 +160,11 @@ func classify(err error) (e *apiError, unexpected bool) {
 		e := newError(fasthttp.StatusTooManyRequests, codeExhausted, msgQuota, be.Error())
 		e.final, e.retryAfter = true, int(min((be.RetryAfter+time.Second-1)/time.Second, 31*24*3600))
 		return e, false
-	case errors.Is(err, runtime.ErrAgentNotFound):
+	case errors.Is(err, agentrun.ErrAgentNotFound):
 		return errAgentNotFound, false
-	case errors.Is(err, runtime.ErrAgentDisabled):
+	case errors.Is(err, agentrun.ErrAgentDisabled):
 		return errAgentDisabled, false
-	case errors.Is(err, runtime.ErrProviderDisabled):
+	case errors.Is(err, agentrun.ErrProviderDisabled):
 		return errProvDisabled, false
 	case errors.Is(err, gateway.ErrKeyMissing):
 		return errTokenMissing, false
@@ -188,7 +188,7 @@ func classify(err error) (e *apiError, unexpected bool) {
 		return newError(fasthttp.StatusConflict, codeExists, msgExists, readable(err)), false
 	case errors.Is(err, gateway.ErrDisabled):
 		return newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgInUse, readable(err)), false
-	case errors.Is(err, runtime.ErrToolLimit):
+	case errors.Is(err, agentrun.ErrToolLimit):
 		return newError(fasthttp.StatusUnprocessableEntity, codePrecondition, msgInUse, err.Error()), false
 	case errors.Is(err, gateway.ErrInUse):
 		return newError(fasthttp.StatusPreconditionFailed, codePrecondition, msgInUse, readable(err)), false

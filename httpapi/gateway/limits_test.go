@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // withLimits sets the runtime's limits before the server starts.
-func withLimits(tb testing.TB, l runtime.Limits) func(*Deps) {
+func withLimits(tb testing.TB, l agentrun.Limits) func(*Deps) {
 	return func(d *Deps) {
-		if err := d.Runner.(*runtime.Runtime).SetLimits(l); err != nil {
+		if err := d.Runner.(*agentrun.Runtime).SetLimits(l); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -25,7 +25,7 @@ func withLimits(tb testing.TB, l runtime.Limits) func(*Deps) {
 // answered 413 with the error envelope, before any run, on every chat
 // entry point; the limit counts message text, not the body.
 func TestMessageTooLarge(t *testing.T) {
-	e := newGWEnv(t, gwOpts{token: gwToken, deps: withLimits(t, runtime.Limits{MaxMessageBytes: 64 << 10, MaxAnswerBytes: 1 << 20})})
+	e := newGWEnv(t, gwOpts{token: gwToken, deps: withLimits(t, agentrun.Limits{MaxMessageBytes: 64 << 10, MaxAnswerBytes: 1 << 20})})
 	e.seedAgent("a1", `{"delay_ms":0}`, "")
 	half, _ := json.Marshal(strings.Repeat("x", 40<<10))
 	tests := []struct{ name, path, body string }{

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime/llm/llmtest"
+	"gatehouse/actors/gateway/agentrun/llm/llmtest"
 )
 
 // nativeCase is one provider type served by its stub on loopback.

@@ -9,8 +9,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
-	"gatehouse/actors/gateway/runtime/llm"
+	"gatehouse/actors/gateway/agentrun"
+	"gatehouse/actors/gateway/agentrun/llm"
 )
 
 // ProviderStore is what the providers routes need. ref is a provider's id
@@ -34,7 +34,7 @@ var _ ProviderStore = (*gateway.Gateway)(nil)
 // key states of GET /v1/providers/{id}). Safe for concurrent use.
 type ProviderCalls interface {
 	// ProviderModels lists the models p's own API lists. Errors: a
-	// *runtime.ProviderError (the provider failed or answered an error),
+	// *agentrun.ProviderError (the provider failed or answered an error),
 	// ctx's.
 	ProviderModels(ctx context.Context, p gateway.Provider) ([]llm.Model, error)
 	// VerifyProvider makes p's cheapest authenticated call (disabled or
@@ -42,10 +42,10 @@ type ProviderCalls interface {
 	VerifyProvider(ctx context.Context, p gateway.Provider) (time.Duration, error)
 	// ProviderHealth is each of p's keys' state, masked, and p's last
 	// error, as the runtime saw them; it makes no call.
-	ProviderHealth(p gateway.Provider) runtime.ProviderHealth
+	ProviderHealth(p gateway.Provider) agentrun.ProviderHealth
 }
 
-var _ ProviderCalls = (*runtime.Runtime)(nil)
+var _ ProviderCalls = (*agentrun.Runtime)(nil)
 
 type providerReq struct {
 	Name         *string `json:"name,omitempty"`
@@ -119,9 +119,9 @@ func (s *Server) createProvider(ctx context.Context, _ Caller, req providerReq) 
 // the last error).
 type providerDetail struct {
 	gateway.Provider
-	KeyStates   *[]runtime.KeyHealth `json:"key_states,omitempty"`
-	LastError   string               `json:"last_error,omitempty"`
-	LastErrorAt *time.Time           `json:"last_error_at,omitempty"`
+	KeyStates   *[]agentrun.KeyHealth `json:"key_states,omitempty"`
+	LastError   string                `json:"last_error,omitempty"`
+	LastErrorAt *time.Time            `json:"last_error_at,omitempty"`
 }
 
 func (s *Server) getProvider(ctx context.Context, c Caller, in idIn) (providerDetail, error) {
@@ -151,7 +151,7 @@ func (s *Server) providerModels(ctx context.Context, _ Caller, in idIn) (provide
 		return providerModelList{}, resource(err, errProvNotFound, nil)
 	}
 	ms, err := s.d.ProviderCalls.ProviderModels(ctx, p)
-	if pe := (*runtime.ProviderError)(nil); errors.As(err, &pe) {
+	if pe := (*agentrun.ProviderError)(nil); errors.As(err, &pe) {
 		return providerModelList{}, newError(fasthttp.StatusBadGateway, codeUnavailable, msgUpstreamFailed, pe.Detail)
 	}
 	if err != nil {
@@ -176,7 +176,7 @@ func (s *Server) verifyProvider(ctx context.Context, _ Caller, in idIn) (verifyO
 	}
 	took, err := s.d.ProviderCalls.VerifyProvider(ctx, p)
 	out := verifyOut{OK: err == nil, LatencyMs: took.Milliseconds()}
-	var pe *runtime.ProviderError
+	var pe *agentrun.ProviderError
 	switch {
 	case err == nil:
 	case errors.As(err, &pe):

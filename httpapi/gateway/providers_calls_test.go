@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
-	"gatehouse/actors/gateway/runtime/llm"
+	"gatehouse/actors/gateway/agentrun"
+	"gatehouse/actors/gateway/agentrun/llm"
 )
 
 // providerCallsFake is a ProviderCalls answering from its fields and
@@ -23,7 +23,7 @@ type providerCallsFake struct {
 	modelsErr error
 	took      time.Duration
 	verifyErr error
-	health    runtime.ProviderHealth
+	health    agentrun.ProviderHealth
 }
 
 func (f *providerCallsFake) ask(p gateway.Provider) {
@@ -52,7 +52,7 @@ func (f *providerCallsFake) VerifyProvider(_ context.Context, p gateway.Provider
 	return f.took, f.verifyErr
 }
 
-func (f *providerCallsFake) ProviderHealth(p gateway.Provider) runtime.ProviderHealth {
+func (f *providerCallsFake) ProviderHealth(p gateway.Provider) agentrun.ProviderHealth {
 	f.ask(p)
 	return f.health
 }
@@ -71,9 +71,9 @@ func TestProviderModelsVerifyHealth(t *testing.T) {
 	f := &providerCallsFake{
 		models: []llm.Model{{ID: "claude-sonnet-4-5", DisplayName: "Claude Sonnet 4.5"}, {ID: "claude-haiku-4-5"}},
 		took:   42 * time.Millisecond,
-		health: runtime.ProviderHealth{Keys: []runtime.KeyHealth{
-			{Key: "****0001", State: runtime.KeyReady},
-			{Key: "****0002", State: runtime.KeyCoolingDown, RetryAt: &retry, LastError: "status 429: rate_limit_error: slow down"},
+		health: agentrun.ProviderHealth{Keys: []agentrun.KeyHealth{
+			{Key: "****0001", State: agentrun.KeyReady},
+			{Key: "****0002", State: agentrun.KeyCoolingDown, RetryAt: &retry, LastError: "status 429: rate_limit_error: slow down"},
 		}, LastError: "status 429: rate_limit_error: slow down", LastErrorAt: &retry},
 	}
 	e := newGWEnv(t, gwOpts{token: gwToken, deps: fakeCalls(f)})
@@ -94,7 +94,7 @@ func TestProviderModelsVerifyHealth(t *testing.T) {
 	if r := e.must(200, "GET", "/v1/providers/claude/models", gwToken, ""); strings.TrimSpace(r.raw) != `{"data":[]}` {
 		t.Errorf("no models = %s, want {\"data\":[]}", r.raw)
 	}
-	f.modelsErr = &runtime.ProviderError{Detail: "claude: status 401: authentication_error: invalid x-api-key"}
+	f.modelsErr = &agentrun.ProviderError{Detail: "claude: status 401: authentication_error: invalid x-api-key"}
 	r := e.do("GET", "/v1/providers/claude/models", gwToken, "")
 	if r.status != 502 || r.errCode() != codeUnavailable || !strings.Contains(r.errMsg(), "invalid x-api-key") {
 		t.Errorf("models of a failing upstream = %d %s, want 502 UNAVAILABLE with the provider's error", r.status, r.raw)
@@ -109,7 +109,7 @@ func TestProviderModelsVerifyHealth(t *testing.T) {
 	if f.last().Enabled {
 		t.Errorf("verified provider is enabled, want the disabled one verified as it is")
 	}
-	f.verifyErr, f.took = &runtime.ProviderError{Detail: "claude: status 403: permission_error: no access"}, 7*time.Millisecond
+	f.verifyErr, f.took = &agentrun.ProviderError{Detail: "claude: status 403: permission_error: no access"}, 7*time.Millisecond
 	r = e.must(200, "POST", "/v1/providers/claude/verify", gwToken, "")
 	if strings.TrimSpace(r.raw) != `{"ok":false,"latency_ms":7,"error":"claude: status 403: permission_error: no access"}` {
 		t.Errorf("failed verify = %s", r.raw)
@@ -122,20 +122,20 @@ func TestProviderModelsVerifyHealth(t *testing.T) {
 
 	// The detail: key states and the last error for admins only.
 	var detail struct {
-		APIKeys     []string            `json:"api_keys"`
-		KeyStates   []runtime.KeyHealth `json:"key_states"`
-		LastError   string              `json:"last_error"`
-		LastErrorAt *time.Time          `json:"last_error_at"`
+		APIKeys     []string             `json:"api_keys"`
+		KeyStates   []agentrun.KeyHealth `json:"key_states"`
+		LastError   string               `json:"last_error"`
+		LastErrorAt *time.Time           `json:"last_error_at"`
 	}
 	r = e.must(200, "GET", "/v1/providers/claude", gwToken, "")
 	if err := json.Unmarshal([]byte(r.raw), &detail); err != nil {
 		t.Fatal(err)
 	}
-	if len(detail.KeyStates) != 2 || detail.KeyStates[1].State != runtime.KeyCoolingDown || !detail.KeyStates[1].RetryAt.Equal(retry) ||
+	if len(detail.KeyStates) != 2 || detail.KeyStates[1].State != agentrun.KeyCoolingDown || !detail.KeyStates[1].RetryAt.Equal(retry) ||
 		detail.LastError != f.health.LastError || detail.LastErrorAt == nil || fmt.Sprint(detail.APIKeys) != "[****0001 ****0002]" {
 		t.Errorf("admin detail = %s", r.raw)
 	}
-	f.health = runtime.ProviderHealth{}
+	f.health = agentrun.ProviderHealth{}
 	if r := e.must(200, "GET", "/v1/providers/claude", gwToken, ""); !strings.Contains(r.raw, `"key_states":[]`) || strings.Contains(r.raw, "last_error") {
 		t.Errorf("admin detail without calls = %s, want key_states [] and no last_error", r.raw)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gatehouse/actors/gateway/runtime/llm"
+	"gatehouse/actors/gateway/agentrun/llm"
 )
 
 // TestProviderTypesHTTP: POST /v1/providers accepts every registered type

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // respInput is a responses request's input: a string (one user message) or
@@ -78,7 +78,7 @@ type respOutputDetails struct {
 }
 
 // respUsageOf is res's usage in the Responses shape.
-func respUsageOf(res runtime.Result) *respUsage {
+func respUsageOf(res agentrun.Result) *respUsage {
 	u := &respUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
 	if res.CacheReadTokens > 0 {
 		u.InputDetails = &respInputDetails{CachedTokens: res.CacheReadTokens}
@@ -122,9 +122,9 @@ func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streamin
 	if len(req.Input) == 0 && len(req.Messages) == 0 {
 		return none, errInvalid("input (or messages) must not be empty")
 	}
-	var msgs []runtime.Message
+	var msgs []agentrun.Message
 	if req.Instructions != "" {
-		msgs = append(msgs, runtime.Message{Role: "system", Content: req.Instructions})
+		msgs = append(msgs, agentrun.Message{Role: "system", Content: req.Instructions})
 	}
 	msgs, err := appendMessages(msgs, "messages", req.Messages)
 	if err != nil {
@@ -139,7 +139,7 @@ func (s *Server) responses(ctx context.Context, c Caller, req respReq) (Streamin
 	}
 	obj := respObject{ID: "resp_" + t.ID, Object: "response", CreatedAt: time.Now().Unix(), Model: model, Status: "in_progress", Output: []respItem{}}
 	itemID := "msg_" + t.ID
-	done := func(res runtime.Result) respObject {
+	done := func(res agentrun.Result) respObject {
 		o := obj
 		o.Status = "completed"
 		o.Output = []respItem{{Type: "message", ID: itemID, Role: "assistant", Status: "completed",

@@ -94,7 +94,7 @@ type Caller struct {
 func (c Caller) Trusted() bool { return c.Grants(gateway.ScopeAdmin) }
 
 // principal is who c acts for, for the domain's policy
-// (actors/gateway/runtime/policy.go).
+// (actors/gateway/agentrun/policy.go).
 func (c Caller) principal() gateway.Principal {
 	return gateway.Principal{User: c.UserID, Trusted: c.Trusted(), KeyID: c.KeyID}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // TestRouteTable checks the declarations themselves: every route has a
@@ -221,19 +221,19 @@ func TestDispatch(t *testing.T) {
 // fakeRunner fails every run with err once the stream has started.
 type fakeRunner struct{ err error }
 
-func (f fakeRunner) Begin(context.Context, gateway.Principal, runtime.TurnRequest) (*runtime.Turn, error) {
-	return &runtime.Turn{ID: "0123", Agent: gateway.Agent{AgentKey: "default", TimeoutSeconds: 5}}, nil
+func (f fakeRunner) Begin(context.Context, gateway.Principal, agentrun.TurnRequest) (*agentrun.Turn, error) {
+	return &agentrun.Turn{ID: "0123", Agent: gateway.Agent{AgentKey: "default", TimeoutSeconds: 5}}, nil
 }
 
-func (f fakeRunner) RunTurn(context.Context, *runtime.Turn, func(string) error) (runtime.TurnResult, error) {
-	return runtime.TurnResult{}, f.err
+func (f fakeRunner) RunTurn(context.Context, *agentrun.Turn, func(string) error) (agentrun.TurnResult, error) {
+	return agentrun.TurnResult{}, f.err
 }
 
-func (f fakeRunner) Turn(context.Context, gateway.Principal, runtime.TurnRequest) (runtime.TurnResult, error) {
-	return runtime.TurnResult{}, f.err
+func (f fakeRunner) Turn(context.Context, gateway.Principal, agentrun.TurnRequest) (agentrun.TurnResult, error) {
+	return agentrun.TurnResult{}, f.err
 }
 
-func (f fakeRunner) ToolsFor(context.Context, gateway.Principal, string) (gateway.Agent, []runtime.Tool, error) {
+func (f fakeRunner) ToolsFor(context.Context, gateway.Principal, string) (gateway.Agent, []agentrun.Tool, error) {
 	return gateway.Agent{}, nil, f.err
 }
 

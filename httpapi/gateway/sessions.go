@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // SessionStore is what sessions need from the gateway. Safe for
@@ -190,9 +190,9 @@ func orEmpty(b json.RawMessage) []byte {
 // asked) is appended to the session, with agent run events around it.
 func (w *wsConn) chatSend(ctx context.Context, id string, in chatSendIn, wait func(context.Context) (gateway.Turn, error)) {
 	s := w.s
-	t, err := s.d.Runner.Begin(ctx, w.c.principal(), runtime.TurnRequest{
+	t, err := s.d.Runner.Begin(ctx, w.c.principal(), agentrun.TurnRequest{
 		Agent: in.AgentID, SessionKey: in.SessionKey, Queued: wait, Endpoint: "chat.send", Channel: w.c.Channel,
-		Messages: []runtime.Message{{Role: "user", Content: in.Message}},
+		Messages: []agentrun.Message{{Role: "user", Content: in.Message}},
 	})
 	if err != nil {
 		w.respond(id, nil, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // Stream is how an operation's Events reach the client: Server-Sent
@@ -108,9 +108,9 @@ const heartbeat = 500 * time.Millisecond
 // pump runs turn t in its own goroutine while this one (the stream's)
 // writes each delta through write, and a ping when idle. The first
 // failed write ends ctx (Stream's contract) and with it the run.
-func (s *Server) pump(ctx context.Context, st Stream, t *runtime.Turn, write func(string) error) (runtime.Result, error) {
+func (s *Server) pump(ctx context.Context, st Stream, t *agentrun.Turn, write func(string) error) (agentrun.Result, error) {
 	type result struct {
-		res runtime.Result
+		res agentrun.Result
 		err error
 	}
 	deltas := make(chan string, 64)

@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 	"gatehouse/actors/gateway/toolexec"
 )
 
@@ -137,7 +137,7 @@ func (s *Server) invoke(ctx context.Context, c Caller, in invokeIn) (invokeOut, 
 	if err != nil {
 		return invokeOut{}, err
 	}
-	var tool *runtime.Tool
+	var tool *agentrun.Tool
 	for i := range tools {
 		if tools[i].Name == in.Tool || slices.Contains(tools[i].Aliases, in.Tool) {
 			tool = &tools[i]

@@ -9,14 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // countingToolbox counts the tool resolutions a run makes: where MCP
 // servers are connected and custom tools listed.
 type countingToolbox struct{ n atomic.Int64 }
 
-func (b *countingToolbox) Tools(context.Context, gateway.Agent, string) ([]runtime.Tool, error) {
+func (b *countingToolbox) Tools(context.Context, gateway.Agent, string) ([]agentrun.Tool, error) {
 	b.n.Add(1)
 	return nil, nil
 }
@@ -28,7 +28,7 @@ func TestRefusedCallerTouchesNoTools(t *testing.T) {
 	box := &countingToolbox{}
 	e := newGWEnv(t, gwOpts{token: gwToken, deps: func(d *Deps) {
 		gw := d.Agents.(*gateway.Gateway)
-		rt := runtime.New(gw, gw)
+		rt := agentrun.New(gw, gw)
 		rt.SetToolbox(box)
 		t.Cleanup(func() { _ = rt.Close(context.Background()) })
 		d.Runner = rt

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/agentrun"
 	"gatehouse/actors/gateway/mcppool"
-	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolbox"
 	"gatehouse/actors/gateway/toolexec"
 	"gatehouse/actors/gateway/webhook"
@@ -26,7 +26,7 @@ type Config struct {
 	Sandbox toolexec.SandboxConfig
 	// Limits bound a turn's message text and a provider's answer (cmd:
 	// gateway.max_message_bytes, gateway.max_answer_bytes).
-	Limits runtime.Limits
+	Limits agentrun.Limits
 	// MCP bounds the messages of the MCP servers (cmd:
 	// gateway.mcp_max_message_bytes).
 	MCP mcppool.Config
@@ -41,7 +41,7 @@ type Config struct {
 // path in Sandbox.ReadOnly under bwrap); the gatehouse binary sets
 // bwrap unless the operator chose "none".
 func DefaultConfig() Config {
-	return Config{Webhook: webhook.DefaultConfig(), Sandbox: toolexec.SandboxConfig{Mode: toolexec.SandboxNone}, Limits: runtime.DefaultLimits(),
+	return Config{Webhook: webhook.DefaultConfig(), Sandbox: toolexec.SandboxConfig{Mode: toolexec.SandboxNone}, Limits: agentrun.DefaultLimits(),
 		MCP: mcppool.DefaultConfig()}
 }
 
@@ -65,7 +65,7 @@ func (c Config) Validate() error {
 // App is the application services over one gateway.
 type App struct {
 	// Runtime runs agents: every run is a Turn.
-	Runtime *runtime.Runtime
+	Runtime *agentrun.Runtime
 	// Toolbox gives runs their custom and MCP tools and reports on the
 	// MCP connections.
 	Toolbox *toolbox.Box
@@ -90,7 +90,7 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	rt := runtime.New(g, g)
+	rt := agentrun.New(g, g)
 	if err := rt.SetLimits(cfg.Limits); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}

@@ -1,4 +1,4 @@
-// Package toolbox gives an agent's runs their tools (runtime.Toolbox):
+// Package toolbox gives an agent's runs their tools (agentrun.Toolbox):
 // the agent's custom tools and the global ones, run by package toolexec
 // in the agent's workspace, and the tools of the MCP servers granted to
 // the agent or to the user it runs for, called through package mcppool.
@@ -16,8 +16,8 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/agentrun"
 	"gatehouse/actors/gateway/mcppool"
-	"gatehouse/actors/gateway/runtime"
 	"gatehouse/actors/gateway/toolexec"
 )
 
@@ -48,7 +48,7 @@ type Box struct {
 	lg   *slog.Logger
 }
 
-var _ runtime.Toolbox = (*Box)(nil)
+var _ agentrun.Toolbox = (*Box)(nil)
 
 // New returns a Box over src whose custom tools and stdio MCP servers run
 // in sb (nil: they refuse to run), its MCP connections bounded by mcp;
@@ -127,7 +127,7 @@ func (b *Box) Starting(ctx context.Context, agent uuid.UUID, user string) ([]str
 // servers' tools (a server that cannot be reached is left out of this
 // run, and logged). An MCP tool whose name is taken gets its server's
 // tool_prefix (or name) and "_" in front.
-func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]runtime.Tool, error) {
+func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]agentrun.Tool, error) {
 	cts, err := b.src.AgentCustomTools(ctx, a.ID)
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]runtim
 	for _, n := range gateway.BuiltinTools {
 		taken[n] = true
 	}
-	out := make([]runtime.Tool, 0, len(cts))
+	out := make([]agentrun.Tool, 0, len(cts))
 	for _, ct := range cts {
 		out = append(out, customTool(ct, ws, b.sb))
 		taken[ct.Name] = true
@@ -174,12 +174,12 @@ func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]runtim
 	return out, nil
 }
 
-func (b *Box) mcpTool(spec mcppool.Spec, t mcppool.Tool, name string, secrets []string) runtime.Tool {
+func (b *Box) mcpTool(spec mcppool.Spec, t mcppool.Tool, name string, secrets []string) agentrun.Tool {
 	params := t.InputSchema
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	return runtime.Tool{
+	return agentrun.Tool{
 		Name: name, Aliases: []string{spec.Name + "." + t.Name}, Description: t.Description, Parameters: params,
 		Kind: gateway.SpanTool, Secrets: secrets,
 		Call: func(ctx context.Context, args json.RawMessage) (string, error) {
@@ -211,14 +211,14 @@ func secretValues(sec gateway.MCPSecrets) []string {
 }
 
 // customTool is ct as a runtime tool.
-func customTool(ct gateway.RunnableTool, workspace string, sb *toolexec.Sandbox) runtime.Tool {
+func customTool(ct gateway.RunnableTool, workspace string, sb *toolexec.Sandbox) agentrun.Tool {
 	secrets := make([]string, 0, len(ct.Env))
 	for _, v := range ct.Env {
 		secrets = append(secrets, v)
 	}
 	spec := toolexec.Spec{Argv: ct.Command, Workspace: workspace, Dir: ct.WorkingDir, Env: ct.Env,
 		Timeout: time.Duration(ct.TimeoutSeconds) * time.Second, Sandbox: sb}
-	return runtime.Tool{
+	return agentrun.Tool{
 		Name: ct.Name, Description: ct.Description, Parameters: ct.Parameters, Kind: gateway.SpanTool, Secrets: secrets,
 		Call: func(ctx context.Context, args json.RawMessage) (string, error) {
 			return toolexec.Run(ctx, spec, args)

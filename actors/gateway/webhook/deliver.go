@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 // Outcome is a delivered message's answer (and an async callback's body).
@@ -66,9 +66,9 @@ func (s *Service) turn(ctx context.Context, c gateway.ChannelInstance, out Outco
 	// The sender acts in its instance's namespace, never as a gateway user
 	// of the same name (their memory, USER.md, grants and sessions).
 	p := gateway.Principal{User: gateway.ChannelUser(c.ID, out.SenderID), BoundAgent: c.AgentID}
-	res, err := s.turns.Turn(ctx, p, runtime.TurnRequest{
+	res, err := s.turns.Turn(ctx, p, agentrun.TurnRequest{
 		Agent: c.AgentID.String(), SessionKey: out.SessionKey, Endpoint: "channels.inbound", Channel: "webhook",
-		Messages: []runtime.Message{{Role: "user", Content: message}},
+		Messages: []agentrun.Message{{Role: "user", Content: message}},
 	})
 	out.RunID = res.RunID
 	if err != nil {

@@ -8,7 +8,7 @@
 //
 // # Usage
 //
-//	wh, err := webhook.New(webhook.DefaultConfig(), g, rt, lg) // g: *gateway.Gateway, rt: *runtime.Runtime
+//	wh, err := webhook.New(webhook.DefaultConfig(), g, rt, lg) // g: *gateway.Gateway, rt: *agentrun.Runtime
 //	defer wh.Close(ctx) // before rt.Close: abandons pending callbacks
 //	in, err := wh.Verify(ctx, instanceRef, timestamp, signature, body) // ErrUnauthorized
 //	out, err := wh.Deliver(ctx, in, senderID, message)                  // out.Accepted for async

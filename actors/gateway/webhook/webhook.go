@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 var (
@@ -78,12 +78,12 @@ type Channels interface {
 
 // Turner runs a turn: the agent runtime.
 type Turner interface {
-	Turn(ctx context.Context, p gateway.Principal, req runtime.TurnRequest) (runtime.TurnResult, error)
+	Turn(ctx context.Context, p gateway.Principal, req agentrun.TurnRequest) (agentrun.TurnResult, error)
 }
 
 var (
 	_ Channels = (*gateway.Gateway)(nil)
-	_ Turner   = (*runtime.Runtime)(nil)
+	_ Turner   = (*agentrun.Runtime)(nil)
 )
 
 // Service is the webhook channel. Safe for concurrent use.

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"gatehouse/actors/gateway"
-	"gatehouse/actors/gateway/runtime"
+	"gatehouse/actors/gateway/agentrun"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,9 +45,9 @@ type fakeTurner struct {
 	seen atomic.Pointer[gateway.Principal]
 }
 
-func (f *fakeTurner) Turn(_ context.Context, p gateway.Principal, req runtime.TurnRequest) (runtime.TurnResult, error) {
+func (f *fakeTurner) Turn(_ context.Context, p gateway.Principal, req agentrun.TurnRequest) (agentrun.TurnResult, error) {
 	f.seen.Store(&p)
-	return runtime.TurnResult{Result: runtime.Result{Content: "re: " + req.Messages[0].Content}, RunID: "r1", SessionKey: req.SessionKey}, f.err
+	return agentrun.TurnResult{Result: agentrun.Result{Content: "re: " + req.Messages[0].Content}, RunID: "r1", SessionKey: req.SessionKey}, f.err
 }
 
 func newService(t *testing.T, cfg Config, inst gateway.ChannelInstance, turns Turner) (*Service, *fakeChannels) {
@@ -166,13 +166,13 @@ func TestConfigValidate(t *testing.T) {
 // blockingTurner holds every turn until release is closed.
 type blockingTurner struct{ release chan struct{} }
 
-func (b *blockingTurner) Turn(ctx context.Context, _ gateway.Principal, req runtime.TurnRequest) (runtime.TurnResult, error) {
+func (b *blockingTurner) Turn(ctx context.Context, _ gateway.Principal, req agentrun.TurnRequest) (agentrun.TurnResult, error) {
 	select {
 	case <-b.release:
 	case <-ctx.Done():
-		return runtime.TurnResult{}, ctx.Err()
+		return agentrun.TurnResult{}, ctx.Err()
 	}
-	return runtime.TurnResult{Result: runtime.Result{Content: "re: " + req.Messages[0].Content}, RunID: "r1", SessionKey: req.SessionKey}, nil
+	return agentrun.TurnResult{Result: agentrun.Result{Content: "re: " + req.Messages[0].Content}, RunID: "r1", SessionKey: req.SessionKey}, nil
 }
 
 // TestDeliverAsyncBounded: an async instance takes MaxInFlight messages,

@@ -1,0 +1,384 @@
+package agentrun
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway"
+	"gatehouse/actors/gateway/agentrun/llm"
+)
+
+// Agents is what the runtime needs from the gateway's registry. All
+// methods are safe for concurrent use.
+type Agents interface {
+	// ResolveAgent returns the agent with id or agent_key ref and its
+	// provider; gateway.ErrNotFound if there is none.
+	ResolveAgent(ctx context.Context, ref string) (gateway.Agent, gateway.Provider, error)
+	// ProviderKeys opens p's sealed credentials (api_key, then
+	// api_keys), to call out only.
+	ProviderKeys(p gateway.Provider) ([]string, error)
+	// GetProvider returns the provider with id or name ref (an agent's
+	// fallback); gateway.ErrNotFound if there is none.
+	GetProvider(ctx context.Context, ref string) (gateway.Provider, error)
+	// UserContext returns user's USER.md for agent ("" when none).
+	UserContext(ctx context.Context, agent uuid.UUID, user string) (string, error)
+}
+
+// Recorder takes the record of every finished run.
+type Recorder interface {
+	// RecordRun records t (trace and usage); it does not wait.
+	RecordRun(t gateway.Trace)
+}
+
+// The gateway is the production implementation of both.
+var (
+	_ Agents   = (*gateway.Gateway)(nil)
+	_ Recorder = (*gateway.Gateway)(nil)
+)
+
+// Request asks for one run.
+type Request struct {
+	// Agent is the agent's id or agent_key.
+	Agent string
+	// User is the run's user, for the trace and usage ("" for none).
+	User string
+	// Endpoint names the entry point in the trace ("chat.completions").
+	Endpoint string
+	// Channel is how the run came in, for the trace: "http", "ws",
+	// "webhook", "internal" ("" reads as "http").
+	Channel string
+	// SessionKey is the run's session, if any, for the trace.
+	SessionKey string
+	// Messages follow the agent's system prompt.
+	Messages []Message
+	// System, when set, replaces the agent's system prompt (summoning and
+	// regenerating ask the provider to write that prompt).
+	System *string
+	// AnyStatus runs an agent that is not active (one being summoned).
+	AnyStatus bool
+	// KeyID is the calling API key, whose budgets the run's calls are
+	// charged to (uuid.Nil: none).
+	KeyID uuid.UUID
+}
+
+// Run is one prepared run: the agent, its provider's call and the
+// messages, ready for Execute.
+type Run struct {
+	// ID is 32 hex characters, unique; the trace's id.
+	ID string
+	// Agent is the agent as resolved.
+	Agent gateway.Agent
+
+	targets  []target // the agent's provider and model, then its fallbacks
+	req      llm.Request
+	user     string
+	endpoint string
+	channel  string
+	session  string
+	provider string // the provider that answered last (the primary until then)
+	provType string
+	model    string // the model that answered last
+	redact   *redactor
+	// keysRedacted: the providers whose keys redact already removes.
+	keysRedacted map[uuid.UUID]bool
+	// thinkingBy is the provider whose answers' reasoning blocks the
+	// run's messages carry (uuid.Nil: none yet).
+	thinkingBy uuid.UUID
+	tools      []Tool
+	skills     []gateway.RunSkill
+	keyID      uuid.UUID // Request.KeyID (budgets)
+	costNano   int64     // what the run's calls cost, for its session's turn (spanPricer)
+}
+
+// spanPricer is an optional capability of the Recorder (the gateway):
+// the cost of a run's spans at their prices, which a session's turn
+// records. Without it, turns cost 0.
+type spanPricer interface {
+	CostOf(spans []gateway.Span) int64
+}
+
+// Runtime runs agents: it resolves an agent and its provider, calls the
+// provider within the agent's time limit and records every run. It is
+// safe for concurrent use and keeps one shared HTTP transport for the
+// openai_compat providers; Close releases its idle connections.
+type Runtime struct {
+	agents  Agents
+	rec     Recorder
+	http    *http.Client // the upstream pool every provider client shares
+	pools   *pools
+	metrics *callMetrics
+	now     func() time.Time // a run's start time: the recorder's clock
+	toolbox Toolbox          // nil: no tools but the built-ins
+	// The built-ins' stores: the Recorder's, when it has them.
+	memory      Memory
+	delegations Delegations
+	skills      Skills
+	lg          *slog.Logger
+	limits      Limits
+	turnLock    TurnLock    // nil: one node
+	budgets     *budgetHook // nil: no budgets enforced (budget.go)
+	toolsJSON   toolsCache  // the runs' tools, encoded (toolsjson.go)
+
+	// Background runs (summoning) end with bgCtx at Close.
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
+}
+
+// TurnLock serializes the turns of one session across the nodes of a
+// cluster (on one node the session's tenant shard does): Lock waits until
+// this node may run a turn of user's session key and holds every turn
+// recorded before it; unlock releases it once the turn is recorded.
+type TurnLock interface {
+	Lock(ctx context.Context, user, key string) (unlock func(), err error)
+}
+
+// SetTurnLock serializes session turns across a cluster's nodes; call it
+// before the first run.
+func (rt *Runtime) SetTurnLock(l TurnLock) { rt.turnLock = l }
+
+// SetToolbox gives agents their custom and MCP tools; call it before the
+// first run.
+func (rt *Runtime) SetToolbox(tb Toolbox) { rt.toolbox = tb }
+
+// New returns a Runtime over the gateway's registry and run records. A
+// Recorder with a Now method (the gateway: its clock) dates the runs;
+// durations are measured on the machine's monotonic clock. A Recorder
+// with a Logger method gives the runtime its logger. Agents that are
+// also Sessions, Defaults and Prompts (the gateway) give turns their
+// sessions, default agents, and summoning and regenerating.
+func New(agents Agents, rec Recorder) *Runtime {
+	rt := &Runtime{agents: agents, rec: rec, http: newHTTPClient(), now: time.Now, limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
+	rt.pools = newPools(rt.http, rt.limits.MaxAnswerBytes, agents.ProviderKeys)
+	rt.metrics = newCallMetrics(rt.pools)
+	if c, ok := rec.(interface{ Now() time.Time }); ok {
+		rt.now = c.Now
+	}
+	if l, ok := rec.(interface{ Logger() *slog.Logger }); ok && l.Logger() != nil {
+		rt.lg = l.Logger().With("component", "runtime")
+	}
+	rt.bgCtx, rt.bgStop = context.WithCancel(context.Background())
+	rt.memory, _ = rec.(Memory)
+	rt.delegations, _ = rec.(Delegations)
+	rt.skills, _ = rec.(Skills)
+	return rt
+}
+
+// Close ends the background runs (an abandoned summon is marked
+// summon_failed at the next start) and waits for them until ctx is done,
+// then closes idle provider connections, and the toolbox's connections
+// if it has a Close method. Call it once the listeners have drained; it
+// returns ctx's error if the background runs did not end in time.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.bgStop()
+	done := make(chan struct{})
+	go func() { rt.bg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("close runtime: background runs: %w", ctx.Err())
+	}
+	rt.http.CloseIdleConnections()
+	if c, ok := rt.toolbox.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return err
+}
+
+// prepareRef resolves agent req.Agent and prepares its run. It decides
+// no policy: it is for runs the domain starts after deciding it (and for
+// tests); callers acting for someone use Turn. Errors: ErrAgentNotFound,
+// ErrAgentDisabled, ErrProviderDisabled, or the registry's.
+func (rt *Runtime) prepareRef(ctx context.Context, req Request) (*Run, error) {
+	a, p, err := rt.agents.ResolveAgent(ctx, req.Agent)
+	if err != nil {
+		return nil, notFound(err, req.Agent)
+	}
+	if err := ready(a, p, req.AnyStatus); err != nil {
+		return nil, err
+	}
+	return rt.prepare(ctx, a, p, req)
+}
+
+// prepare builds the run of agent a on provider p: the agent's system
+// prompt (or req.System), the user's context, the skills, then
+// req.Messages; and its tools (none when req.System is set). Errors: a
+// credential that does not open, the registry's, the toolbox's.
+func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provider, req Request) (*Run, error) {
+	all, skills, err := rt.preamble(ctx, a, req)
+	if err != nil {
+		return nil, err
+	}
+	all = append(all, req.Messages...)
+	rn := &Run{
+		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
+		targets: rt.targets(ctx, a, p), user: req.User, endpoint: req.Endpoint,
+		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name, provType: p.ProviderType, model: a.Model,
+		redact: newRedactor(), keysRedacted: map[uuid.UUID]bool{}, skills: skills, keyID: req.KeyID,
+		req: llm.Request{Model: a.Model, Messages: all, MaxTokens: a.OtherConfig.MaxTokens},
+	}
+	pp, err := rt.pools.get(p) // the primary's credentials open now, and redact from the start
+	if err != nil {
+		return nil, fmt.Errorf("provider %s credential: %w", p.ID, err)
+	}
+	rn.redact, rn.keysRedacted[p.ID] = rn.redact.with(pp.keys...), true
+	if req.System == nil { // summoning writes a prompt: no tools
+		if rn.tools, err = rt.toolsOf(ctx, rn, req); err != nil {
+			return nil, err
+		}
+	}
+	return rn, nil
+}
+
+// preamble is what precedes a run's messages: the system prompt, the
+// user's USER.md (in their runs only) and the agent's skills.
+func (rt *Runtime) preamble(ctx context.Context, a gateway.Agent, req Request) ([]Message, []gateway.RunSkill, error) {
+	all := make([]Message, 0, len(req.Messages)+3)
+	system := a.SystemPrompt
+	if req.System != nil {
+		system = *req.System
+	}
+	if system != "" {
+		all = append(all, Message{Role: "system", Content: system})
+	}
+	if req.System != nil {
+		return all, nil, nil
+	}
+	if req.User != "" {
+		uc, err := rt.agents.UserContext(ctx, a.ID, req.User)
+		if err != nil {
+			return nil, nil, fmt.Errorf("user context: %w", err)
+		}
+		if uc != "" {
+			all = append(all, Message{Role: "system", Content: "About the user you are talking to (their USER.md):\n" + uc})
+		}
+	}
+	if rt.skills == nil {
+		return all, nil, nil
+	}
+	skills, err := rt.skills.RunSkills(ctx, a.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent skills: %w", err)
+	}
+	if len(skills) > 0 {
+		all = append(all, Message{Role: "system", Content: skillsPrompt(skills)})
+	}
+	return all, skills, nil
+}
+
+// ToolsFor resolves agent ref (id or agent_key), decides whether p may
+// run it, and only then lists the tools it would run with for p's user:
+// what POST /v1/tools/invoke runs. Errors as Begin's.
+func (rt *Runtime) ToolsFor(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, []Tool, error) {
+	a, prov, err := rt.decide(ctx, p, ref, false)
+	if err != nil {
+		return gateway.Agent{}, nil, err
+	}
+	rn, err := rt.prepare(ctx, a, prov, Request{Agent: ref, User: p.User, Endpoint: "tools.invoke"})
+	if err != nil {
+		return gateway.Agent{}, nil, err
+	}
+	return rn.Agent, rn.tools, nil
+}
+
+// toolsOf lists the run's tools: the built-ins, then the toolbox's; a
+// name already taken is dropped (custom tools cannot take a built-in's
+// name; the toolbox prefixes MCP tools whose names collide).
+func (rt *Runtime) toolsOf(ctx context.Context, rn *Run, req Request) ([]Tool, error) {
+	tools := rt.builtins(rn, req)
+	if rt.toolbox != nil {
+		ts, err := rt.toolbox.Tools(ctx, rn.Agent, req.User)
+		if err != nil {
+			return nil, fmt.Errorf("agent tools: %w", err)
+		}
+		tools = append(tools, ts...)
+	}
+	seen := make(map[string]bool, len(tools))
+	out := tools[:0]
+	for _, t := range tools {
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// execute calls the provider within the agent's time limit and records
+// the run's trace and usage, whatever the outcome. onDelta, when not
+// nil, gets each piece of content as it arrives (the provider streams)
+// and may stop the run by returning an error. ctx ends the run early
+// (the client went away); it should carry no shorter deadline than the
+// agent's limit. Errors: a *TimeoutError (ErrAgentTimeout), a
+// *ProviderError (ErrProvider), ctx's error, or onDelta's.
+func (rt *Runtime) execute(ctx context.Context, rn *Run, onDelta func(string) error) (Result, error) {
+	limit := time.Duration(rn.Agent.TimeoutSeconds) * time.Second
+	runCtx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start, t0 := rt.now(), time.Now()
+	res, spans, err := rt.loop(runCtx, rn, onDelta)
+	dur := time.Since(t0)
+	status, msg := gateway.RunOK, ""
+	switch {
+	case err == nil:
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		status, msg = gateway.RunTimeout, "agent time limit exceeded"
+		err = &TimeoutError{Seconds: rn.Agent.TimeoutSeconds}
+	case ctx.Err() != nil:
+		status, msg = gateway.RunFailed, "client disconnected"
+	default:
+		status, msg = gateway.RunFailed, err.Error()
+	}
+	msg = rn.redact.preview(msg)
+	if n := len(spans); n > 0 && status != gateway.RunOK && spans[n-1].Status != gateway.RunOK && spans[n-1].Kind == gateway.SpanLLM {
+		spans[n-1].Status, spans[n-1].Error = status, msg // the call the run failed in
+	}
+	if sp, ok := rt.rec.(spanPricer); ok && rn.session != "" {
+		rn.costNano = sp.CostOf(spans)
+	}
+	rt.rec.RecordRun(gateway.Trace{
+		ID: rn.ID, AgentID: rn.Agent.ID, UserID: rn.user, SessionKey: rn.session, Endpoint: rn.endpoint,
+		Channel: rn.channel, Provider: rn.provider, ProviderType: rn.provType, Model: rn.model, Status: status, Error: msg,
+		StartedAt: start.UTC(), DurationMs: dur.Milliseconds(),
+		InputPreview: rn.redact.preview(lastUserMessage(rn.req.Messages)), OutputPreview: rn.redact.preview(res.Content),
+		Spans: spans, APIKeyID: rn.keyID,
+	})
+	return res, err
+}
+
+// targets lists where a's calls go: its provider p and model, then its
+// fallbacks that exist and are enabled, in order.
+func (rt *Runtime) targets(ctx context.Context, a gateway.Agent, p gateway.Provider) []target {
+	out := []target{{p: p, model: a.Model}}
+	for _, f := range a.Fallbacks {
+		fp, err := rt.agents.GetProvider(ctx, f.ProviderID.String())
+		if err != nil || !fp.Enabled {
+			continue // deleted since, or disabled: skipped
+		}
+		out = append(out, target{p: fp, model: f.Model})
+	}
+	return out
+}
+
+// lastUserMessage is the content of the last user message ("" if none).
+func lastUserMessage(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// spanID is 16 random hex characters.
+func spanID() string { return strings.ReplaceAll(uuid.NewString(), "-", "")[:16] }

@@ -1,0 +1,113 @@
+package agentrun
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"gatehouse/actors/gateway"
+)
+
+// countingToolbox counts tool resolutions (where MCP servers connect).
+type countingToolbox struct{ n atomic.Int64 }
+
+func (b *countingToolbox) Tools(context.Context, gateway.Agent, string) ([]Tool, error) {
+	b.n.Add(1)
+	return nil, nil
+}
+
+// countingGateway counts what preparing a run reads about the user.
+type countingGateway struct {
+	*fakeGateway
+	userContext, skills atomic.Int64
+}
+
+func (g *countingGateway) UserContext(context.Context, uuid.UUID, string) (string, error) {
+	g.userContext.Add(1)
+	return "", nil
+}
+
+func (g *countingGateway) RunSkills(context.Context, uuid.UUID) ([]gateway.RunSkill, error) {
+	g.skills.Add(1)
+	return nil, nil
+}
+
+func (g *countingGateway) ReadSkillFile(context.Context, string, string, int, string) ([]byte, error) {
+	return nil, gateway.ErrNotFound
+}
+
+// TestTurnDecidesPolicyFirst: a principal who may not run the agent is
+// refused with ErrAgentNotFound having caused no user-context or skills
+// read, no tool resolution (MCP) and no provider call; one who may, runs.
+func TestTurnDecidesPolicyFirst(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`))
+	}))
+	defer srv.Close()
+	f := &countingGateway{fakeGateway: newFake()}
+	f.add("private", gateway.ProviderOpenAICompat, srv.URL, `{}`, func(a *gateway.Agent, _ *gateway.Provider) { a.OwnerID = "alice" })
+	rt := New(f, f)
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	box := &countingToolbox{}
+	rt.SetToolbox(box)
+	req := TurnRequest{Agent: "private", Endpoint: "test", Messages: []Message{{Role: "user", Content: "x"}}}
+
+	for _, p := range []gateway.Principal{{User: "mallory"}, {User: "mallory", Trusted: true}, {}, {User: "alice", BoundAgent: uuid.New()}} {
+		if _, err := rt.Turn(context.Background(), p, req); !errors.Is(err, ErrAgentNotFound) {
+			t.Errorf("Turn(%+v) = %v, want ErrAgentNotFound", p, err)
+		}
+		if _, _, err := rt.ToolsFor(context.Background(), p, "private"); !errors.Is(err, ErrAgentNotFound) {
+			t.Errorf("ToolsFor(%+v) = %v, want ErrAgentNotFound", p, err)
+		}
+	}
+	if n, u, s, c := box.n.Load(), f.userContext.Load(), f.skills.Load(), calls.Load(); n+u+s+c != 0 {
+		t.Fatalf("refused turns: %d tool resolutions, %d user-context reads, %d skills reads, %d provider calls; want none", n, u, s, c)
+	}
+	res, err := rt.Turn(context.Background(), gateway.Principal{User: "alice"}, req)
+	if err != nil || res.Content != "hi" || len(res.RunID) != 32 {
+		t.Fatalf("Turn(alice) = %+v, %v", res, err)
+	}
+	if n, c := box.n.Load(), calls.Load(); n != 1 || c != 1 {
+		t.Errorf("alice's turn: %d tool resolutions, %d provider calls; want 1 and 1", n, c)
+	}
+}
+
+// TestTurnDefaultAgent: no agent named runs the principal's default
+// agent; none is ErrAgentNotFound.
+func TestTurnDefaultAgent(t *testing.T) {
+	f := &defaultsGateway{fakeGateway: newFake()}
+	f.add("mine", gateway.ProviderEcho, "", `{"delay_ms":0}`, func(a *gateway.Agent, _ *gateway.Provider) { a.OwnerID = "alice" })
+	f.def = f.agents["mine"]
+	f.agents[f.def.ID.String()] = f.def // resolved by id
+	rt := newRuntime(t, f.fakeGateway)
+	rt.agents = f
+	req := TurnRequest{Endpoint: "test", Messages: []Message{{Role: "user", Content: "hello"}}}
+	res, err := rt.Turn(context.Background(), gateway.Principal{User: "alice"}, req)
+	if err != nil || res.Agent.AgentKey != "mine" || res.Content != "echo: hello" {
+		t.Errorf("Turn(alice, no agent) = %+v, %v; want her default agent's answer", res, err)
+	}
+	if _, err := rt.Turn(context.Background(), gateway.Principal{User: "bob"}, req); !errors.Is(err, ErrAgentNotFound) {
+		t.Errorf("Turn(bob, no agent) = %v, want ErrAgentNotFound", err)
+	}
+}
+
+// defaultsGateway has a default agent for its owner only.
+type defaultsGateway struct {
+	*fakeGateway
+	def gateway.Agent
+}
+
+func (g *defaultsGateway) DefaultAgent(_ context.Context, user string) (gateway.Agent, error) {
+	if user != g.def.OwnerID {
+		return gateway.Agent{}, gateway.ErrNotFound
+	}
+	return g.def, nil
+}
