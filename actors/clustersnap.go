@@ -43,6 +43,10 @@ const clusterSnapshotTimeout = 5 * time.Minute
 
 // clusterSnapshotDue reports whether this node should try to take a
 // snapshot now (cluster mode).
+// errNotReplicated: an operation of cluster mode on a node that has no
+// replicated log.
+var errNotReplicated = errors.New("actors: not available in cluster mode")
+
 func (s *System) clusterSnapshotDue(now int64) bool {
 	cm := s.cm
 	if cm.deps.Snapshots == nil || cm.fatal.Load() != nil {

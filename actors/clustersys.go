@@ -13,12 +13,13 @@ import (
 
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
+	"gatehouse/wal/etcdlog"
 )
 
 // clusterMode is System's part of cluster mode (nil: a single node).
 type clusterMode struct {
 	deps *ClusterDeps
-	rlog *replicatedLog
+	rlog *etcdlog.Writer
 	// node is set once StartNode returns, and nodeSet closed then (also
 	// when it failed, node staying nil). The node's loops may call the
 	// handler before that: a handler needing node waits on nodeSet.
@@ -57,7 +58,7 @@ func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
 	if d.Log == nil || d.StartNode == nil || d.Forward == nil {
 		return nil, errors.New("actors: cluster mode needs Log, StartNode and Forward")
 	}
-	cm := &clusterMode{deps: d, rlog: newReplicatedLog(d.Log, clusterTimeout), done: make(chan struct{}), nodeSet: make(chan struct{})}
+	cm := &clusterMode{deps: d, rlog: etcdlog.NewWriter(d.Log, clusterTimeout, ErrUnavailable), done: make(chan struct{}), nodeSet: make(chan struct{})}
 	// Request ids start anywhere: an owner remembers answers by (address,
 	// id) for a while, and a node restarted on the same cluster address
 	// must not repeat its previous process's ids.
@@ -113,7 +114,7 @@ func (s *System) stopCluster() error {
 		cm.cancel()
 		<-cm.done
 	}
-	cm.rlog.close()
+	cm.rlog.Close()
 	return err
 }
 
@@ -415,7 +416,7 @@ func (s *System) abortCluster() {
 		cm.cancel()
 		<-cm.done
 	}
-	cm.rlog.close()
+	cm.rlog.Close()
 }
 
 // ClusterApplied returns the position of the last record of the
@@ -435,7 +436,7 @@ func (s *System) ClusterWritten() uint64 {
 	if s.cm == nil {
 		return 0
 	}
-	return s.cm.rlog.written.Load()
+	return s.cm.rlog.Written()
 }
 
 // SetClusterLocks serializes each key's changes across the nodes (cluster

@@ -126,7 +126,7 @@ func New(cfg Config, d Deps) (*System, error) {
 	}
 	if err != nil {
 		if s.cm != nil {
-			s.cm.rlog.close()
+			s.cm.rlog.Close()
 		}
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func New(cfg Config, d Deps) (*System, error) {
 			s.as.Shutdown()
 			s.courier.close()
 			s.disp.close()
-			s.cm.rlog.close()
+			s.cm.rlog.Close()
 			return nil, err
 		}
 	}
