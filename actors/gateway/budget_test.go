@@ -502,11 +502,13 @@ func TestAppendUUID(t *testing.T) {
 // TestBudgetAllowance: calls spend from the node's allowance, a hold
 // written for many calls (chunkCalls worst cases, at most 1/chunkShare of
 // the cap); what they cost shows at once and is settled at the next
-// flush; an allowance nobody spends from goes back at the flush after;
+// flush or with the next hold; an allowance nobody spends from goes back
+// at the flush after;
 // a crash counts the unsettled part of a hold at its full amount.
 func TestBudgetAllowance(t *testing.T) {
 	gw, crash, _ := budgetNode(t, DefaultConfig())
-	b, err := gw.CreateBudget(ctx(t), BudgetInput{Subject: &BudgetSubject{SubjectUser, "alice"}, Period: ptr(PeriodTotal), MaxTokens: ptr(int64(10_000_000))})
+	// A cap so large that a hold is chunkCalls calls (not 1/chunkShare of it).
+	b, err := gw.CreateBudget(ctx(t), BudgetInput{Subject: &BudgetSubject{SubjectUser, "alice"}, Period: ptr(PeriodTotal), MaxTokens: ptr(int64(1e12))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,31 +533,34 @@ func TestBudgetAllowance(t *testing.T) {
 		}
 		return o.n, o.held, o.spent
 	}
+	const per = int64(chunkCalls) // calls of 1000 tokens a hold covers
+	const calls = 3*per + 8       // the fourth hold has 8 calls
 	call := BudgetCall{User: "alice", Tokens: 1000}
-	for range 200 {
+	for range calls {
 		h, err := gw.ReserveBudgets(ctx(t), call)
 		if err != nil {
 			t.Fatal(err)
 		}
 		gw.SettleBudgets(h, 0, 500)
 	}
-	if n, held, spent := ledger(gw); n != 4 || held != 4*chunkCalls*1000 || spent != 0 {
-		t.Errorf("after 200 calls: %d holds of %d tokens, %d spent in the ledger; want 4 holds of %d calls each, nothing settled yet", n, held, spent, chunkCalls)
+	// Each new hold settles the calls of the ones before, in its write.
+	if n, held, spent := ledger(gw); n != 1 || held != per*1000 || spent != 3*per*500 {
+		t.Errorf("after %d calls: %d holds of %d tokens, %d spent in the ledger; want the fourth hold of %d calls, the first three's calls settled", calls, n, held, spent, per)
 	}
-	if got, _ := gw.GetBudget(ctx(t), b.ID.String()); got.SpentTokens != 100_000 || got.ReservedTokens != 0 {
-		t.Errorf("shown before the flush: spent %d reserved %d; want 100000, 0", got.SpentTokens, got.ReservedTokens)
+	if got, _ := gw.GetBudget(ctx(t), b.ID.String()); got.SpentTokens != calls*500 || got.ReservedTokens != 0 {
+		t.Errorf("shown before the flush: spent %d reserved %d; want %d, 0", got.SpentTokens, got.ReservedTokens, calls*500)
 	}
 	if err := gw.FlushBudgets(ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
-	if n, held, spent := ledger(gw); n != 1 || held != 4*chunkCalls*1000-200*1000 || spent != 100_000 {
-		t.Errorf("after a flush: %d holds of %d tokens, %d spent; want the one being spent from (its rest), 100000 settled", n, held, spent)
+	if n, held, spent := ledger(gw); n != 1 || held != (per-8)*1000 || spent != calls*500 {
+		t.Errorf("after a flush: %d holds of %d tokens, %d spent; want the one being spent from (its rest), %d settled", n, held, spent, calls*500)
 	}
 	if err := gw.FlushBudgets(ctx(t), false); err != nil { // nobody spent from it since
 		t.Fatal(err)
 	}
-	if n, _, spent := ledger(gw); n != 0 || spent != 100_000 {
-		t.Errorf("after an idle flush: %d holds, %d spent; want none, 100000", n, spent)
+	if n, _, spent := ledger(gw); n != 0 || spent != calls*500 {
+		t.Errorf("after an idle flush: %d holds, %d spent; want none, %d", n, spent, calls*500)
 	}
 	for range 10 {
 		h, err := gw.ReserveBudgets(ctx(t), call)
@@ -565,8 +570,27 @@ func TestBudgetAllowance(t *testing.T) {
 		gw.SettleBudgets(h, 0, 500)
 	}
 	gw = crash() // the 10 calls' 5000 tokens were never settled: their hold counts in full
-	if n, _, spent := ledger(gw); n != 0 || spent != 100_000+chunkCalls*1000 {
-		t.Errorf("after the crash: %d holds, %d spent; want none, %d (the hold at its full amount)", n, spent, 100_000+chunkCalls*1000)
+	if n, _, spent := ledger(gw); n != 0 || spent != calls*500+per*1000 {
+		t.Errorf("after the crash: %d holds, %d spent; want none, %d (the hold at its full amount)", n, spent, calls*500+per*1000)
+	}
+}
+
+// TestChunk: a hold is chunkCalls worst cases, at most 1/chunkShare of
+// its cap, at least one worst case, at most what is left.
+func TestChunk(t *testing.T) {
+	for _, tt := range []struct {
+		need, capOf, avail, want int64
+	}{
+		{1000, -1, -1, chunkCalls * 1000},     // no cap
+		{1000, 1e12, 1e12, chunkCalls * 1000}, // a cap far above
+		{1000, 3_200_000, 3_200_000, 100_000}, // 1/32 of the cap
+		{1000, 16_000, 16_000, 1000},          // at least the call
+		{1000, 1e12, 5000, 5000},              // at most what is left
+		{0, 1e9, 1e9, 0},                      // a free call holds nothing
+	} {
+		if got := chunk(tt.need, tt.capOf, tt.avail, chunkShare); got != tt.want {
+			t.Errorf("chunk(%d, %d, %d) = %d, want %d", tt.need, tt.capOf, tt.avail, got, tt.want)
+		}
 	}
 }
 

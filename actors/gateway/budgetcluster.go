@@ -200,9 +200,10 @@ type pendingHold struct {
 }
 
 // appendClusterHold appends hold ev (decided on the ledger as this shard
-// holds it) and answers with the channel on which its outcome comes once
-// the log applies it (liveBudget).
-func (t *tenantShard) appendClusterHold(b *budgetRec, a *allowance, ev budgetReserved, nano, tokens int64) grantOut {
+// holds it) after settled, the settlements ss of a's holds, and answers
+// with the channel on which its outcome comes once the log applies it
+// (liveBudget).
+func (t *tenantShard) appendClusterHold(b *budgetRec, a *allowance, ev budgetReserved, nano, tokens int64, ss []settlement, settled []event) grantOut {
 	if l := t.part.ledgers[b.ID]; l != nil {
 		ev.After = l.LastHold
 	}
@@ -211,7 +212,13 @@ func (t *tenantShard) appendClusterHold(b *budgetRec, a *allowance, ev budgetRes
 		t.pending = map[uuid.UUID]*pendingHold{}
 	}
 	t.pending[ev.Hold] = ph
-	if _, err := t.log.Append(ev.record()); err != nil {
+	recs := make([]wal.Record, 0, len(settled)+1)
+	for _, s := range settled {
+		recs = append(recs, s.record())
+	}
+	_, err := t.log.Append(append(recs, ev.record())...)
+	a.settled(ss, err == nil)
+	if err != nil {
 		delete(t.pending, ev.Hold)
 		return grantOut{err: fmt.Errorf("log budget reservation: %w", err)}
 	}

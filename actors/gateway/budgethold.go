@@ -355,7 +355,7 @@ type reserveResult struct {
 // least the call's worst case, at most what is left. A crash counts at
 // most one hold per budget and node as spent that was not.
 const (
-	chunkCalls = 64
+	chunkCalls = 1024
 	chunkShare = 32 // 1/32 of a cap
 )
 
@@ -460,10 +460,20 @@ func (t *tenantShard) grantBudget(g *Gateway, b *budgetRec, nano, tokens int64, 
 	}
 	id := g.newID(kindBudgetLedger)
 	ev := budgetReserved{Budget: b.ID, Hold: id, Period: period, Nano: holdN, Tokens: holdT, At: sec, Node: g.cfg.NodeID}
-	if ev.Node != "" {
-		return t.appendClusterHold(b, a, ev, nano, tokens)
+	// The calls finished on this node's holds are settled in the same
+	// write: the holds they emptied go, so an allowance keeps a few holds
+	// however long between two flushes.
+	ss := a.settlements(b.ID, t.node, period, sec, false, nil)
+	evs := make([]event, 0, len(ss)+1)
+	for _, s := range ss {
+		evs = append(evs, s.ev)
 	}
-	if err := commitAll(t.log, t.part, ev); err != nil {
+	if ev.Node != "" {
+		return t.appendClusterHold(b, a, ev, nano, tokens, ss, evs)
+	}
+	err := commitAll(t.log, t.part, append(evs, ev)...)
+	a.settled(ss, err == nil)
+	if err != nil {
 		return grantOut{err: fmt.Errorf("log budget reservation: %w", err)}
 	}
 	gr := &grant{id: id, period: period, at: sec, perSec: lim.tpm > 0, nano: holdN, tokens: holdT,
