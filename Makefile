@@ -12,7 +12,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-deps test-debs test-crash fuzz bench bench-agents bench-deps bench-go verify fix clean
+.PHONY: all build run test test-deps test-debs test-crash fuzz bench bench-agents bench-deps bench-go bench-cluster bench-budgets verify fix clean
 
 all: build
 
@@ -128,10 +128,16 @@ bench-deps:
 
 ## bench-cluster: cluster mode's rows (issue 22): admissions on a single
 ## node, on a key's owner and forwarded, side by side; proxied requests on
-## real processes, to the owner and forwarded
+## real processes, to the owner and forwarded; a chat turn with and
+## without a budget made on another node (issue 34)
 bench-cluster:
 	$(GO) test -run='^$$' -bench=Admit -benchtime=300000x -count=3 ./actors/clusterit
 	$(GO) test -run='^$$' -bench=ClusterProxy -benchtime=3000x -count=3 ./cmd/gatehouse
+	$(GO) test -run='^$$' -bench=ClusterBudgetTurn -benchtime=3000x -count=2 ./cmd/gatehouse
+
+## bench-budgets: a chat turn's CPU with and without budgets, side by side (issue 34)
+bench-budgets:
+	$(GO) test -run='^$$' -bench=BenchmarkChatTurnBudgets -benchtime=8000x -count=8 ./httpapi/gateway
 
 ## bench-go: every Go benchmark, into bench/latest.txt
 bench-go:
