@@ -116,9 +116,9 @@ fuzz:
 bench: bench-deps
 	$(GO) run ./bench/cmd/benchsuite -results bench/RESULTS.md
 
-## bench-agents: the agent gateway's cases only (turn, isolation, halves); no nginx or wrk
+## bench-agents: the agent gateway's cases only (turn, isolation, halves, chat); no nginx or wrk
 bench-agents:
-	$(GO) run ./bench/cmd/benchsuite -cases isolation,turn,halves -results bench/RESULTS.md
+	$(GO) run ./bench/cmd/benchsuite -cases isolation,turn,halves,chat -results bench/RESULTS.md
 
 ## bench-deps: nginx (with ngx_lua), HAProxy and wrk from Debian's packages,
 ## for the bench, when missing (need_debs: apt only as root; otherwise a

@@ -432,6 +432,8 @@ func ServeSubcommand(w io.Writer, name string, body int, upstream string) error 
 		return Serve(ln, BareHop(upstream))
 	case "fixed":
 		return Serve(ln, Upstream(fixedBody))
+	case "chatfwd":
+		return serveChatForwarder(ln, upstream)
 	}
 	return fmt.Errorf("bench: unknown server %q", name)
 }

@@ -5,12 +5,13 @@
 // chat turn (echo provider); isolation, a quiet user's latencies with and
 // without a noisy neighbour searching its memory; halves, the key
 // service's /health while the agent gateway of the same process takes a
-// burst of 1 MB chat messages.
+// burst of 1 MB chat messages; chat, the chat path's CPU per request,
+// streamed or not, at 1 and -conns connections, beside a bare forwarder.
 //
 //	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
 //	go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
 //
-// The subcommands `stub` and `barehop` are the suite's own child
+// The subcommands `stub`, `barehop`, `fixed` and `chatfwd` are the suite's own child
 // processes.
 package main
 
@@ -38,7 +39,7 @@ func main() {
 		}
 		return
 	}
-	if len(os.Args) > 1 && (os.Args[1] == "stub" || os.Args[1] == "barehop" || os.Args[1] == "fixed") {
+	if len(os.Args) > 1 && (os.Args[1] == "stub" || os.Args[1] == "barehop" || os.Args[1] == "fixed" || os.Args[1] == "chatfwd") {
 		fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 		body := fs.Int("body", 1024, "answer size in bytes (stub)")
 		upstream := fs.String("upstream", "", "upstream host:port (barehop)")
@@ -59,9 +60,9 @@ func main() {
 
 func run(ctx context.Context) error {
 	cfg, agents := bench.DefaultConfig(), bench.DefaultAgentConfig()
-	cases := map[string]bool{bench.CaseProxy: true, bench.CaseIsolation: true, bench.CaseTurn: true, bench.CaseHalves: true}
-	flag.Func("cases", "cases to run, comma-separated: proxy, isolation, turn, halves (default all)", func(v string) error {
-		known := []string{bench.CaseProxy, bench.CaseIsolation, bench.CaseTurn, bench.CaseHalves}
+	cases := map[string]bool{bench.CaseProxy: true, bench.CaseIsolation: true, bench.CaseTurn: true, bench.CaseHalves: true, bench.CaseChat: true}
+	flag.Func("cases", "cases to run, comma-separated: proxy, isolation, turn, halves, chat (default all)", func(v string) error {
+		known := []string{bench.CaseProxy, bench.CaseIsolation, bench.CaseTurn, bench.CaseHalves, bench.CaseChat}
 		clear(cases)
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
@@ -129,6 +130,18 @@ func run(ctx context.Context) error {
 	}
 	if agents.Isolation || agents.Turn || agents.Halves {
 		report, err := runAgents(ctx, agents, command)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, report)
+	}
+	if cases[bench.CaseChat] {
+		s, err := bench.StartChat(ctx, bench.ChatConfig{Conns: []int{1, cfg.Conns}, Warmup: cfg.Warmup, Duration: cfg.Duration,
+			Rounds: cfg.Rounds, Dir: dir, Vs: cfg.Vs, Self: []string{exe}, Log: os.Stderr})
+		if err != nil {
+			return err
+		}
+		report, err := runSuite(ctx, s, func() bench.Meta { return bench.Meta{Date: time.Now(), Command: command} })
 		if err != nil {
 			return err
 		}
