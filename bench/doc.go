@@ -67,9 +67,16 @@
 //     loop, a chat in another, one request at a time each) for 10 s
 //     alone, and for 10 s beside "noisy" running 8 concurrent memory
 //     searches (Isolation, QuietStats). The report checks issue 20's
-//     target: p99 under 5 ms beside the neighbour, no failed chat.
+//     target: p99 under 5 ms beside the neighbour, no failed chat;
+//   - halves: /health on :8080 probed beside a burst of 1 MB chats
+//     (halves.go; issue 35's target: p95 under 50 ms);
+//   - chat: the chat path's throughput against an instant OpenAI-
+//     compatible stub (an agent with its tools, durable traces), streamed
+//     and not, at 1 and -conns connections: CPU per request, new upstream
+//     connections per 1,000 calls, p50 added over the stub, beside a bare
+//     forwarder (the chatfwd subcommand) as the floor (chat.go; issue 35).
 //
-// They are selected with -cases (proxy, isolation, turn; all by default)
+// They are selected with -cases (proxy, isolation, turn, halves, chat; all by default)
 // and sized with -entries, -searchers, -iso-duration and -turns. Their
 // clients are net/http (latency is what they measure, not throughput);
 // every request of the quiet user is counted, a failed or stuck one too.
