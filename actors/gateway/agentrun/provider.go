@@ -43,12 +43,6 @@ const (
 	maxIdlePerHost = 256
 	maxIdle        = 1024
 	idleTimeout    = 90 * time.Second
-	// writeBuffer holds a request's headers and body (an agent's tool
-	// schemas make it tens of KiB) so that they leave in one write, not
-	// a flush of the headers and then the body: BenchmarkChatPathTools
-	// 65 → 51 µs whole, 75 → 61 µs streamed, side by side. It costs
-	// 64 KiB a pooled connection.
-	writeBuffer = 64 << 10
 )
 
 func newHTTPClient() *http.Client {
@@ -58,7 +52,6 @@ func newHTTPClient() *http.Client {
 		MaxIdleConnsPerHost: maxIdlePerHost,
 		IdleConnTimeout:     idleTimeout,
 		ForceAttemptHTTP2:   false,
-		WriteBufferSize:     writeBuffer,
 	}
 	return &http.Client{Transport: tr}
 }
