@@ -47,15 +47,7 @@ func parseOllamaSettings(raw json.RawMessage) (ollamaSettings, error) {
 	return s, err
 }
 
-func validateOllama(apiBase string, settings json.RawMessage) error {
-	if apiBase != "" {
-		if err := oaCheckBase(apiBase); err != nil {
-			return err
-		}
-	}
-	_, err := parseOllamaSettings(settings)
-	return err
-}
+var validateOllama = validateBaseAnd(false, parseOllamaSettings)
 
 func newOllama(cfg Config) (Client, error) {
 	if err := oaCheckBase(cfg.APIBase); err != nil {

@@ -63,13 +63,20 @@ func parseOASettings(raw json.RawMessage) (oaSettings, error) {
 // validateOpenAI checks an openai_compat (base required) or preset
 // (base optional) provider's api_base and settings.
 func validateOpenAI(baseRequired bool) func(string, json.RawMessage) error {
+	return validateBaseAnd(baseRequired, parseOASettings)
+}
+
+// validateBaseAnd checks a provider's api_base (when set, or always when
+// baseRequired) and its settings with parse: the Validate of the types
+// on OpenAI's and Ollama's wire.
+func validateBaseAnd[S any](baseRequired bool, parse func(json.RawMessage) (S, error)) func(string, json.RawMessage) error {
 	return func(apiBase string, settings json.RawMessage) error {
 		if apiBase != "" || baseRequired {
 			if err := oaCheckBase(apiBase); err != nil {
 				return err
 			}
 		}
-		_, err := parseOASettings(settings)
+		_, err := parse(settings)
 		return err
 	}
 }
