@@ -173,3 +173,27 @@ func provisionUsers(ctx context.Context, addr string, users ...string) (map[stri
 func chatBody(agent, text string) map[string]any {
 	return map[string]any{"model": "agent:" + agent, "messages": []map[string]string{{"role": "user", "content": text}}}
 }
+
+// provisionStubAgent creates on the gateway at addr an openai_compat
+// provider named provider on the stub at base (.../v1), an agent of user
+// (agent_key user, its built-in tools, model stub-1) on it, and user's
+// operator.write API key, which it returns (the halves and chat cases).
+func provisionStubAgent(ctx context.Context, addr, provider, base, user string) (string, error) {
+	admin := newGWClient(addr, gatewayToken, "", 2, 30*time.Second)
+	defer admin.close()
+	if err := admin.do(ctx, "POST", "/v1/providers", map[string]any{
+		"name": provider, "provider_type": "openai_compat", "api_base": base, "api_key": "sk-stub-unused-1234",
+	}, 201, nil); err != nil {
+		return "", fmt.Errorf("provider: %w", err)
+	}
+	as := newGWClient(addr, gatewayToken, user, 2, 30*time.Second)
+	defer as.close()
+	if err := as.do(ctx, "POST", "/v1/agents", map[string]any{"agent_key": user, "provider": provider, "model": "stub-1"}, 201, nil); err != nil {
+		return "", fmt.Errorf("agent: %w", err)
+	}
+	var k struct{ Key string }
+	if err := admin.do(ctx, "POST", "/v1/api-keys", map[string]any{"name": "bench-" + user, "scopes": []string{"operator.write"}, "user_id": user}, 201, &k); err != nil {
+		return "", fmt.Errorf("api key: %w", err)
+	}
+	return k.Key, nil
+}

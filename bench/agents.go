@@ -140,7 +140,7 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 					return nil, err
 				}
 			}
-			keys[halvesUser], err = provisionHalves(ctx, a.gateway, s.stub)
+			keys[halvesUser], err = provisionStubAgent(ctx, a.gateway, "bench-stub", s.stub.base(), halvesUser)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", b.name, err)

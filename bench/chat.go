@@ -286,7 +286,7 @@ func StartChat(ctx context.Context, cfg ChatConfig) (_ *ChatSuite, err error) {
 			return nil, err
 		}
 		s.procs = append(s.procs, p)
-		key, err := provisionChat(ctx, a.gateway, s.stub.addr())
+		key, err := provisionStubAgent(ctx, a.gateway, "bench-chat-stub", "http://"+s.stub.addr()+"/v1", chatUser)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", b[0], err)
 		}
@@ -303,29 +303,6 @@ func StartChat(ctx context.Context, cfg ChatConfig) (_ *ChatSuite, err error) {
 func listeningLine(line string) (string, bool) {
 	a, ok := strings.CutPrefix(line, "listening ")
 	return a, ok
-}
-
-// provisionChat creates on the gateway at addr the openai_compat provider
-// on the stub, the chat user's agent (its built-in tools, durable traces
-// as by default) and the user's operator.write key, which it returns.
-func provisionChat(ctx context.Context, addr, stub string) (string, error) {
-	admin := newGWClient(addr, gatewayToken, "", 2, 30*time.Second)
-	defer admin.close()
-	if err := admin.do(ctx, "POST", "/v1/providers", map[string]any{
-		"name": "bench-chat-stub", "provider_type": "openai_compat", "api_base": "http://" + stub + "/v1", "api_key": "sk-stub-unused-1234",
-	}, 201, nil); err != nil {
-		return "", fmt.Errorf("provider: %w", err)
-	}
-	as := newGWClient(addr, gatewayToken, chatUser, 2, 30*time.Second)
-	defer as.close()
-	if err := as.do(ctx, "POST", "/v1/agents", map[string]any{"agent_key": chatUser, "provider": "bench-chat-stub", "model": "stub-1"}, 201, nil); err != nil {
-		return "", fmt.Errorf("agent: %w", err)
-	}
-	var k struct{ Key string }
-	if err := admin.do(ctx, "POST", "/v1/api-keys", map[string]any{"name": "bench-" + chatUser, "scopes": []string{"operator.write"}, "user_id": chatUser}, 201, &k); err != nil {
-		return "", fmt.Errorf("api key: %w", err)
-	}
-	return k.Key, nil
 }
 
 // Run measures every cell in Rounds rounds, the targets interleaved

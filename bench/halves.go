@@ -99,28 +99,6 @@ func (s *halvesStub) base() string { return "http://" + s.ln.Addr().String() + "
 
 func (s *halvesStub) close() { _ = s.srv.Close() }
 
-// provisionHalves creates, on the gateway at addr, the provider on stub,
-// the burst user's agent and API key, and returns the key.
-func provisionHalves(ctx context.Context, addr string, stub *halvesStub) (string, error) {
-	admin := newGWClient(addr, gatewayToken, "", 2, 30*time.Second)
-	defer admin.close()
-	if err := admin.do(ctx, "POST", "/v1/providers", map[string]any{
-		"name": "bench-stub", "provider_type": "openai_compat", "api_base": stub.base(), "api_key": "sk-stub-unused-1234",
-	}, 201, nil); err != nil {
-		return "", fmt.Errorf("provider: %w", err)
-	}
-	as := newGWClient(addr, gatewayToken, halvesUser, 2, 30*time.Second)
-	defer as.close()
-	if err := as.do(ctx, "POST", "/v1/agents", map[string]any{"agent_key": halvesUser, "provider": "bench-stub", "model": "stub-1"}, 201, nil); err != nil {
-		return "", fmt.Errorf("agent: %w", err)
-	}
-	var k struct{ Key string }
-	if err := admin.do(ctx, "POST", "/v1/api-keys", map[string]any{"name": "bench-" + halvesUser, "scopes": []string{"operator.write"}, "user_id": halvesUser}, 201, &k); err != nil {
-		return "", fmt.Errorf("api key: %w", err)
-	}
-	return k.Key, nil
-}
-
 // halvesBody is a chat completion whose one user message is n bytes of
 // words.
 func halvesBody(n int) []byte {
