@@ -131,12 +131,12 @@ func (d draw) end(nano, tokens int64, made bool) {
 	}
 }
 
-// local is what the allowance adds to its ledger's figures for period:
-// the cost of the calls it has not settled yet, and the part of its holds
-// the ledger counts as reserved that no call in flight holds.
-func (a *allowance) local(period string) (unsettledN, unsettledT, idleN, idleT int64) {
+// shown is a ledger's spend in period as this node shows it: the cost of
+// the calls the allowance has not settled yet counted as spent, and the
+// part of its holds that no call in flight holds not counted as reserved.
+func (a *allowance) shown(sp spend, period string) spend {
 	if a == nil {
-		return
+		return sp
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -144,12 +144,12 @@ func (a *allowance) local(period string) (unsettledN, unsettledT, idleN, idleT i
 		if g.period != period {
 			continue
 		}
-		unsettledN += g.doneAN
-		unsettledT += g.doneAT
-		idleN += g.nano - g.inN
-		idleT += g.tokens - g.inT
+		sp.spentNano += g.doneAN
+		sp.spentTokens += g.doneAT
+		sp.reservedNano -= g.nano - g.inN
+		sp.reservedTokens -= g.tokens - g.inT
 	}
-	return
+	return sp
 }
 
 // settlement is one grant's settlement being written: what the ledger is

@@ -162,9 +162,6 @@ func (s BudgetSet) Empty() bool { return len(s.bs) == 0 }
 // BudgetsFor is the budgets that bind call c (its amounts are not read).
 func (g *Gateway) BudgetsFor(c BudgetCall) BudgetSet { return BudgetSet{g.budgetsFor(c)} }
 
-// HasBudgets reports whether any budget binds call c.
-func (g *Gateway) HasBudgets(c BudgetCall) bool { return len(g.budgetsFor(c)) > 0 }
-
 // ReserveBudgets reserves c's worst case against every budget that binds
 // it, from this node's allowance on each; an allowance that runs dry is
 // refilled by the budget's shard, durable before it returns. A budget it
@@ -288,12 +285,7 @@ func (g *Gateway) remainingAfter(b *budgetRec, a *allowance, period string) rese
 	if s := a.seen.Load(); s != nil && s.period == period {
 		sp = s.sp
 	}
-	un, ut, idleN, idleT := a.local(period)
-	sp.spentNano += un
-	sp.spentTokens += ut
-	sp.reservedNano -= idleN
-	sp.reservedTokens -= idleT
-	res.remNano, res.remTokens = sp.remaining(b.limits())
+	res.remNano, res.remTokens = a.shown(sp, period).remaining(b.limits())
 	return res
 }
 
@@ -519,13 +511,7 @@ func (t *tenantShard) publishSeen(a *allowance, id uuid.UUID, period string, now
 // node's unsettled calls counted as spent, and its holds' unspent parts
 // not counted as reserved.
 func (t *tenantShard) spendWith(a *allowance, l *ledgerRec, period string, now int64) spend {
-	s := l.spendAt(period, now)
-	un, ut, idleN, idleT := a.local(period)
-	s.spentNano += un
-	s.spentTokens += ut
-	s.reservedNano -= idleN
-	s.reservedTokens -= idleT
-	return s
+	return a.shown(l.spendAt(period, now), period)
 }
 
 // settleAllowance writes the settlements of a's grants due now (all: give

@@ -116,11 +116,6 @@ func (g *Gateway) placeLive(ev event) {
 
 // applyLive is the tenant shard's side of ApplyLive.
 func (p *tenantPart) applyLive(m liveApply) {
-	switch m.ev.(type) {
-	case budgetReserved, budgetSettled:
-		p.ledgers.apply(m.seq, m.ev) // by the writer's watermark (ledgerRec.Seqs)
-		return
-	}
 	if m.d.to != toHolder || p.holds(m.d.k, m.d.id) {
 		applyForeign(p, m.seq, m.ev)
 	}
