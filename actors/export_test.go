@@ -164,23 +164,17 @@ func synthKey(i int, now int64) *keyState {
 func WriteSynthSnapshot(st *snapshot.Store, n int, now int64) error {
 	const perBlock = 16384
 	_, err := st.Save(uint64(n), func(w io.Writer) error {
-		iw := &imageWriter{w: w}
-		iw.write(imageMagic)
-		iw.blob([]byte("[]"))
-		iw.blob([]byte("[]"))
-		iw.uvarint(uint64(n))
 		var blk enc
+		var blocks []keyBlock
 		count := 0
 		for i := range n {
 			encodeKeyState(&blk, synthKey(i, now))
 			if count++; count == perBlock || i == n-1 {
-				iw.block(count, blk.b)
-				blk.b, count = blk.b[:0], 0
+				blocks = append(blocks, keyBlock{count: count, buf: blk.b})
+				blk, count = enc{}, 0
 			}
 		}
-		iw.uvarint(0)
-		iw.uvarint(0) // no extension sections
-		return iw.err
+		return writeImage(w, []section{accountsSection(accountsImage{users: []byte("[]"), sessions: []byte("[]")}), keysSection(blocks, n)})
 	})
 	return err
 }

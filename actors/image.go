@@ -113,16 +113,35 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 	im.applyDir(fx)
 }
 
-// Snapshot payload (inside the snapshot package's envelope), version 1:
+// Snapshot payload (inside the snapshot package's envelope), version 2:
+// named sections only, one per domain, the built-in ones first.
 //
-//	magic "GHIMG\x01"
-//	uvarint len | users JSON ([]userRecord)
-//	uvarint len | sessions JSON ([]sessionRecord)
-//	uvarint total keys
-//	repeated blocks: uvarint count (>0) | uvarint bytes | count encoded keyStates
-//	uvarint 0 (end of blocks)
-//	uvarint n | n × (uvarint len | extension name | uvarint len | section)
-var imageMagic = []byte("GHIMG\x01")
+//	magic "GHIMG\x02"
+//	uvarint n | n × (uvarint len | section name | uvarint len | section)
+//
+// A section's layout is its domain's own:
+//
+//	"accounts"  uvarint len | users JSON ([]userRecord)
+//	            uvarint len | sessions JSON ([]sessionRecord)
+//	"keys"      uvarint total keys
+//	            repeated blocks: uvarint count (>0) | uvarint bytes | count encoded keyStates
+//	            uvarint 0 (end of blocks)
+//	extensions  whatever Capture returned
+//
+// Version 1 ("GHIMG\x01", written before issue 33) held the accounts and
+// keys layouts back to back, unnamed, then n named extension sections;
+// decodeSectionsV1 cuts it into the same sections (views, no copy), so
+// every domain decodes one section whatever the version.
+var (
+	imageMagic   = []byte("GHIMG\x02")
+	imageMagicV1 = []byte("GHIMG\x01")
+)
+
+// The built-in domains' section names.
+const (
+	sectionAccounts = "accounts"
+	sectionKeys     = "keys"
+)
 
 // minKeyBytes is less than the smallest encoded keyState (two ids and a hash
 // alone take 64 bytes); it bounds counts read from untrusted input.
@@ -213,24 +232,73 @@ func (iw *imageWriter) block(count int, b []byte) {
 	iw.blob(b)
 }
 
-// writeImage streams a snapshot payload: the accounts, the key blocks
-// (total keys in all) and the extensions' sections by name.
-func writeImage(w io.Writer, acc accountsImage, blocks []keyBlock, total int, names []string, sections [][]byte) error {
+// section is one named section of a snapshot payload, in parts so that
+// the keys' blocks are written as the shards captured them, not copied
+// into one buffer.
+type section struct {
+	name  string
+	parts [][]byte
+}
+
+func (sc section) size() int {
+	n := 0
+	for _, p := range sc.parts {
+		n += len(p)
+	}
+	return n
+}
+
+// accountsSection frames the accounts' users and sessions JSON.
+func accountsSection(acc accountsImage) section {
+	var w enc
+	w.uvarint(uint64(len(acc.users)))
+	head := w.b
+	w = enc{}
+	w.uvarint(uint64(len(acc.sessions)))
+	return section{name: sectionAccounts, parts: [][]byte{head, acc.users, w.b, acc.sessions}}
+}
+
+// keysSection frames the key blocks (total keys in all).
+func keysSection(blocks []keyBlock, total int) section {
+	parts := make([][]byte, 0, 2*len(blocks)+2)
+	var w enc
+	w.uvarint(uint64(total))
+	parts = append(parts, w.b)
+	for _, b := range blocks {
+		if b.count == 0 {
+			continue
+		}
+		w = enc{}
+		w.uvarint(uint64(b.count))
+		w.uvarint(uint64(len(b.buf)))
+		parts = append(parts, w.b, b.buf)
+	}
+	return section{name: sectionKeys, parts: append(parts, []byte{0})}
+}
+
+// writeImage streams a snapshot payload of secs, in their order.
+func writeImage(w io.Writer, secs []section) error {
 	iw := &imageWriter{w: w}
 	iw.write(imageMagic)
-	iw.blob(acc.users)
-	iw.blob(acc.sessions)
-	iw.uvarint(uint64(total))
-	for _, b := range blocks {
-		iw.block(b.count, b.buf)
-	}
-	iw.uvarint(0)
-	iw.uvarint(uint64(len(names)))
-	for i, n := range names {
-		iw.blob([]byte(n))
-		iw.blob(sections[i])
+	iw.uvarint(uint64(len(secs)))
+	for _, sc := range secs {
+		iw.blob([]byte(sc.name))
+		iw.uvarint(uint64(sc.size()))
+		for _, p := range sc.parts {
+			iw.write(p)
+		}
 	}
 	return iw.err
+}
+
+// extensionSections are the extensions' sections by name, in the payload's
+// order: names[i]'s is data[i].
+func extensionSections(names []string, data [][]byte) []section {
+	secs := make([]section, len(names))
+	for i, n := range names {
+		secs[i] = section{name: n, parts: [][]byte{data[i]}}
+	}
+	return secs
 }
 
 // encode is im's snapshot payload at now (sessions ended by then are
@@ -249,55 +317,103 @@ func (im *image) encode(now int64, names []string, sections [][]byte) []byte {
 		blocks = append(blocks, keyBlock{count: n, buf: w.b})
 		total += n
 	}
+	secs := append([]section{accountsSection(im.acc.encode(now)), keysSection(blocks, total)}, extensionSections(names, sections)...)
 	var buf bytes.Buffer
-	if err := writeImage(&buf, im.acc.encode(now), blocks, total, names, sections); err != nil {
+	if err := writeImage(&buf, secs); err != nil {
 		panic("actors: encode image: " + err.Error()) // a bytes.Buffer does not fail
 	}
 	return buf.Bytes()
 }
 
-// decodeImage parses a snapshot payload into an image for shards shards.
-func decodeImage(payload []byte, shards int) (*image, error) {
-	if !bytes.HasPrefix(payload, imageMagic) {
-		return nil, fmt.Errorf("image magic: %w", ErrCorrupt)
+// decodeSections cuts a snapshot payload of either version into its
+// sections by name; each is a view into payload.
+func decodeSections(payload []byte) (map[string][]byte, error) {
+	switch {
+	case bytes.HasPrefix(payload, imageMagic):
+		d := &dec{b: payload[len(imageMagic):]}
+		secs := map[string][]byte{}
+		for range d.count(2) {
+			name, sc := d.str(), d.view()
+			if _, dup := secs[name]; dup && d.err() == nil {
+				return nil, fmt.Errorf("image: section %q twice: %w", name, ErrCorrupt)
+			}
+			secs[name] = sc
+		}
+		if err := d.done("image"); err != nil {
+			return nil, err
+		}
+		return secs, nil
+	case bytes.HasPrefix(payload, imageMagicV1):
+		return decodeSectionsV1(payload[len(imageMagicV1):])
 	}
-	d := &dec{b: payload[len(imageMagic):]}
-	users, sessions := d.bytes(), d.bytes()
-	total := d.count(minKeyBytes)
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	im := newImage(shards, total)
-	var us []userRecord
-	var ss []sessionRecord
-	if err := errors.Join(json.Unmarshal(users, &us), json.Unmarshal(sessions, &ss)); err != nil {
-		return nil, fmt.Errorf("image accounts: %w: %w", ErrCorrupt, err)
-	}
-	for _, u := range us {
-		im.acc.apply(0, userSaved{u: u})
-	}
-	for _, x := range ss {
-		im.acc.apply(0, sessionOpened{s: x})
-	}
-	var blocks []rawBlock
+	return nil, fmt.Errorf("image magic: %w", ErrCorrupt)
+}
+
+// decodeSectionsV1 cuts a version-1 payload (after its magic) into the
+// sections of version 2: its leading accounts and keys layouts are those
+// sections' layouts, so each is the view of the bytes it spans.
+func decodeSectionsV1(b []byte) (map[string][]byte, error) {
+	d := &dec{b: b}
+	at := func() int { return len(b) - len(d.b) }
+	d.view() // users
+	d.view() // sessions
+	accEnd := at()
+	d.count(minKeyBytes)
 	for {
 		count := d.uvarint()
 		if d.err() != nil || count == 0 {
 			break
 		}
-		b := d.view() // decoded before decodeImage returns; nothing keeps it
-		if count > uint64(len(b)/minKeyBytes) {
-			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
+		d.view()
+	}
+	keysEnd := at()
+	secs := map[string][]byte{sectionAccounts: b[:accEnd:accEnd], sectionKeys: b[accEnd:keysEnd:keysEnd]}
+	for range d.count(2) {
+		name, sc := d.str(), d.view()
+		secs[name] = sc
+	}
+	if err := d.done("image v1"); err != nil {
+		return nil, err
+	}
+	return secs, nil
+}
+
+// decodeImage parses a snapshot payload into an image for shards shards;
+// the sections of other domains (the extensions') are copied into im.ext.
+func decodeImage(payload []byte, shards int) (*image, error) {
+	secs, err := decodeSections(payload)
+	if err != nil {
+		return nil, err
+	}
+	var blocks []rawBlock
+	total := 0
+	if ks := secs[sectionKeys]; ks != nil {
+		d := &dec{b: ks}
+		total = d.count(minKeyBytes)
+		for {
+			count := d.uvarint()
+			if d.err() != nil || count == 0 {
+				break
+			}
+			b := d.view() // decoded before decodeImage returns; nothing keeps it
+			if count > uint64(len(b)/minKeyBytes) {
+				return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
+			}
+			blocks = append(blocks, rawBlock{count: int(count), b: b})
 		}
-		blocks = append(blocks, rawBlock{count: int(count), b: b})
+		if err := d.done("image keys"); err != nil {
+			return nil, err
+		}
+	}
+	im := newImage(shards, total)
+	if err := im.decodeAccounts(secs[sectionAccounts]); err != nil {
+		return nil, err
 	}
 	im.ext = map[string][]byte{}
-	for range d.count(2) {
-		name, section := d.str(), d.bytes()
-		im.ext[name] = section
-	}
-	if err := d.done("image"); err != nil {
-		return nil, err
+	for name, sc := range secs {
+		if name != sectionAccounts && name != sectionKeys {
+			im.ext[name] = bytes.Clone(sc)
+		}
 	}
 	if err := im.decodeBlocks(blocks); err != nil {
 		return nil, err
@@ -306,6 +422,30 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 		return nil, fmt.Errorf("image has %d keys, header says %d: %w", im.nkeys, total, ErrCorrupt)
 	}
 	return im, nil
+}
+
+// decodeAccounts restores the accounts section (nil: none) into im.
+func (im *image) decodeAccounts(sc []byte) error {
+	if sc == nil {
+		return nil
+	}
+	d := &dec{b: sc}
+	users, sessions := d.view(), d.view()
+	if err := d.done("image accounts"); err != nil {
+		return err
+	}
+	var us []userRecord
+	var ss []sessionRecord
+	if err := errors.Join(json.Unmarshal(users, &us), json.Unmarshal(sessions, &ss)); err != nil {
+		return fmt.Errorf("image accounts: %w: %w", ErrCorrupt, err)
+	}
+	for _, u := range us {
+		im.acc.apply(0, userSaved{u: u})
+	}
+	for _, x := range ss {
+		im.acc.apply(0, sessionOpened{s: x})
+	}
+	return nil
 }
 
 // rawBlock is one undecoded block of keys.

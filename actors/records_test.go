@@ -96,7 +96,13 @@ func FuzzDecodeImage(f *testing.F) {
 	iw.block(1, w.b)
 	iw.uvarint(0)
 	iw.uvarint(0)
-	f.Add(buf.Bytes())
+	f.Add(buf.Bytes()) // version 1
+	acc := accountsImage{users: []byte("[]"), sessions: []byte("[]")}
+	buf.Reset()
+	if err := writeImage(&buf, []section{accountsSection(acc), keysSection([]keyBlock{{count: 1, buf: w.b}}, 1), {name: "x", parts: [][]byte{[]byte("ext")}}}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes()) // version 2
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		if _, err := decodeImage(payload, 4); err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("error %v does not wrap ErrCorrupt", err)

@@ -56,7 +56,7 @@ func (s *System) Snapshot() (uint64, error) {
 		names[i] = x.Name()
 	}
 	size, err := s.snaps.Save(idx, func(w io.Writer) error {
-		return writeImage(w, acc, blocks, total, names, sections)
+		return writeImage(w, append([]section{accountsSection(acc), keysSection(blocks, total)}, extensionSections(names, sections)...))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("snapshot save: %w", err)
