@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/snapshot"
 )
@@ -77,13 +78,13 @@ func BenchmarkAuthorize8(b *testing.B)  { benchAuthorize(b, 8) }
 func BenchmarkAuthorize64(b *testing.B) { benchAuthorize(b, 64) }
 
 // authorizeFixture starts a System with 10k keys whose limit never binds.
-func authorizeFixture(b *testing.B) (*actors.System, [][]byte) {
+func authorizeFixture(b *testing.B) (actorstest.System, [][]byte) {
 	n := actorstest.New(b)
 	n.Config.Shards = 64
 	n.Config.FlushInterval = time.Second // usage flushes run, as in production
-	n.Config.MaxKeys = map[actors.Plan]int{actors.PlanStandard: 100, actors.PlanPremium: 10_000}
+	n.AccountsConfig.MaxKeys = map[accounts.Plan]int{accounts.PlanStandard: 100, accounts.PlanPremium: 10_000}
 	s := n.Start()
-	u := mustUser(b, s, "bench@example.com", actors.PlanPremium, true)
+	u := mustUser(b, s, "bench@example.com", accounts.PlanPremium, true)
 	secrets := make([][]byte, 10_000)
 	for i := range secrets {
 		k, sec := mustKey(b, s, u, "bench")

@@ -16,8 +16,8 @@ import (
 // Every node follows the replicated log and applies what the other nodes
 // wrote, through the same transitions replay uses, each in the actor that
 // owns that part of the state: key events in the key's shard (or its live
-// key actor), account events in the accounts actor, an extension's records
-// through its LiveApplier. A node's own records were applied by its actors
+// key actor), an extension's records (the accounts' among them) through
+// its LiveApplier. A node's own records were applied by its actors
 // when their append was acknowledged, and are skipped (except those an
 // OwnApplier applies in log order).
 //
@@ -39,19 +39,6 @@ type foreignReply struct {
 	fx           dirEffects
 	created      bool
 	deletedOwner uuid.UUID // the owner of a key this event deleted
-}
-
-// foreignAccount applies one account event another node logged.
-type foreignAccount struct {
-	seq  uint64
-	ev   accountEvent
-	done chan struct{}
-}
-
-// keyCount moves an owner's key count (a key created or deleted elsewhere).
-type keyCount struct {
-	owner uuid.UUID
-	delta int
 }
 
 // applyForeignKey is applyKey without the replay watermarks (see above),
@@ -181,17 +168,6 @@ func (s *System) applyForeign(ctx context.Context, seq uint64, r wal.Record) err
 		}
 		return nil
 	}
-	if ev, ok, err := decodeAccountEvent(r); ok {
-		if err != nil {
-			s.lg.Error("cluster: skipped an undecodable record", "seq", seq, "type", r.Type, "err", err)
-			return nil
-		}
-		done := make(chan struct{})
-		if _, _, err := Ask(ctx, s.root, s.accounts, foreignAccount{seq: seq, ev: ev, done: done}, done, nil); err != nil {
-			return fmt.Errorf("apply seq %d: %w", seq, err)
-		}
-		return nil
-	}
 	var evs []keyEvent
 	if r.Type == recKeysUsed {
 		batch, err := decodeKeysUsed(r.Data)
@@ -225,10 +201,10 @@ func (s *System) applyForeignKey(ctx context.Context, seq uint64, ev keyEvent) e
 		return fmt.Errorf("apply seq %d: %w", seq, err)
 	}
 	if c, ok := ev.(keyCreated); ok && r.created {
-		s.root.Send(s.accounts, keyCount{owner: c.rec.owner, delta: 1})
+		s.slots.add(c.rec.owner, 1)
 	}
 	if r.deletedOwner != uuid.Nil {
-		s.root.Send(s.accounts, keyCount{owner: r.deletedOwner, delta: -1})
+		s.slots.add(r.deletedOwner, -1)
 	}
 	if err := s.publish(ctx, r.fx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("apply seq %d: %w", seq, err)

@@ -162,9 +162,9 @@ func (s *System) offlineSnapshot(ctx context.Context) (pos uint64, payload []byt
 	}
 	pos, err = cm.deps.Log.Replay(ctx, base, func(seq uint64, _ string, r wal.Record) error {
 		replayed++
-		if r.Type >= firstExtensionType {
-			for i, x := range s.exts {
-				if x.Owns(r.Type) {
+		if x := s.extensionFor(r.Type); x != nil {
+			for i := range s.exts {
+				if s.exts[i] == x {
 					return offs[i].Apply(seq, r)
 				}
 			}
@@ -182,7 +182,7 @@ func (s *System) offlineSnapshot(ctx context.Context) (pos uint64, payload []byt
 			return 0, nil, 0, 0, fmt.Errorf("extension %s: %w", x.Name(), err)
 		}
 	}
-	return pos, im.encode(s.clock.Now().Unix(), names, sections), base, replayed, nil
+	return pos, im.encode(names, sections), base, replayed, nil
 }
 
 // loadClusterSnapshot decodes the latest snapshot in etcd into a fresh

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -19,12 +18,6 @@ type Config struct {
 	SweepInterval time.Duration
 	// GracePeriod is how long a rotated-out secret stays valid.
 	GracePeriod time.Duration
-	// SessionTTL is the lifetime of a login session.
-	SessionTTL time.Duration
-	// Plans maps a plan to its default requests per hour.
-	Plans map[Plan]int64
-	// MaxKeys maps a plan to how many keys a user on it may hold.
-	MaxKeys map[Plan]int
 	// SnapshotEvery takes a snapshot after this many WAL records (0 disables the count trigger).
 	SnapshotEvery uint64
 	// SnapshotInterval takes a snapshot at least this often when anything changed (0 disables).
@@ -41,9 +34,6 @@ func DefaultConfig() Config {
 		IdleAfter:        5 * time.Minute,
 		SweepInterval:    time.Minute,
 		GracePeriod:      24 * time.Hour,
-		SessionTTL:       7 * 24 * time.Hour,
-		Plans:            map[Plan]int64{PlanStandard: 1000, PlanPremium: 10000},
-		MaxKeys:          map[Plan]int{PlanStandard: 100, PlanPremium: 1000},
 		SnapshotEvery:    200_000,
 		SnapshotInterval: 10 * time.Minute,
 		AuthTimeout:      time.Second,
@@ -63,23 +53,16 @@ func (c Config) Validate() error {
 		return errors.New("actors: sweep_interval must be > 0")
 	case c.GracePeriod < 0:
 		return errors.New("actors: keys.rotation_grace_period must be >= 0")
-	case c.SessionTTL <= 0:
-		return errors.New("actors: session_ttl must be > 0")
 	case c.SnapshotInterval < 0:
 		return errors.New("actors: snapshot interval must be >= 0")
 	case c.AuthTimeout <= 0:
 		return errors.New("actors: auth_timeout must be > 0")
 	}
-	for _, p := range []Plan{PlanStandard, PlanPremium} {
-		if n, ok := c.MaxKeys[p]; !ok || n < 1 || n > 1_000_000 {
-			return fmt.Errorf("actors: keys.max_per_user.%s must be in 1..1000000", p)
-		}
-		if n, ok := c.Plans[p]; !ok || n < 1 || n > maxRateLimit {
-			return fmt.Errorf("actors: plans.%s must be in 1..%d", p, maxRateLimit)
-		}
-	}
 	return nil
 }
 
-// maxRateLimit is the largest accepted requests-per-hour figure.
-const maxRateLimit = 1_000_000_000
+// MaxRateLimit is the largest requests-per-hour figure a key accepts.
+const MaxRateLimit = 1_000_000_000
+
+// maxRateLimit is MaxRateLimit, as the keys' code names it.
+const maxRateLimit = MaxRateLimit

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/gateway"
 )
@@ -28,8 +29,8 @@ type v2Manifest struct {
 	Users []struct {
 		ID    uuid.UUID   `json:"id"`
 		Email string      `json:"email"`
-		Plan  actors.Plan `json:"plan"`
-		Role  actors.Role `json:"role"`
+		Plan  accounts.Plan `json:"plan"`
+		Role  accounts.Role `json:"role"`
 		Lic   bool        `json:"license"`
 	} `json:"users"`
 	Sessions []struct {
@@ -70,16 +71,16 @@ func TestWriteDataDirV2(t *testing.T) {
 	sys := n.Start()
 	c := actorstest.Ctx(t)
 	var m v2Manifest
-	addUser := func(email string, plan actors.Plan, role actors.Role, lic bool) actors.User {
-		u, err := sys.CreateUser(c, actors.NewUser{Email: email, Password: "correct horse", Plan: plan, Role: role, LicenseActive: lic})
+	addUser := func(email string, plan accounts.Plan, role accounts.Role, lic bool) accounts.User {
+		u, err := sys.CreateUser(c, accounts.NewUser{Email: email, Password: "correct horse", Plan: plan, Role: role, LicenseActive: lic})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return u
 	}
-	admin := addUser("admin@example.com", actors.PlanStandard, actors.RoleAdmin, true)
-	alice := addUser("alice@example.com", actors.PlanStandard, actors.RoleUser, true)
-	bob := addUser("bob@example.com", actors.PlanPremium, actors.RoleUser, true)
+	admin := addUser("admin@example.com", accounts.PlanStandard, accounts.RoleAdmin, true)
+	alice := addUser("alice@example.com", accounts.PlanStandard, accounts.RoleUser, true)
+	bob := addUser("bob@example.com", accounts.PlanPremium, accounts.RoleUser, true)
 	login := func(email string) string {
 		_, s, err := sys.Login(c, email, "correct horse")
 		if err != nil {
@@ -98,8 +99,8 @@ func TestWriteDataDirV2(t *testing.T) {
 	}
 	keys := map[string]*key{}
 	var order []string
-	mk := func(name string, owner actors.User) *key {
-		info, secret, err := sys.CreateKey(c, actors.NewKey{Owner: owner, Name: name})
+	mk := func(name string, owner accounts.User) *key {
+		info, secret, err := sys.CreateKey(c, actors.NewKey{Owner: sys.KeyOwner(owner), Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,19 +145,19 @@ func TestWriteDataDirV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := false
-	if _, err := sys.UpdateUser(c, bob.ID, actors.UserPatch{LicenseActive: &off}); err != nil {
+	if _, err := sys.UpdateUser(c, bob.ID, accounts.UserPatch{LicenseActive: &off}); err != nil {
 		t.Fatal(err)
 	}
 	sys.Tick()
 	n.Crash()
 
-	for _, u := range []actors.User{admin, alice, bob} {
+	for _, u := range []accounts.User{admin, alice, bob} {
 		lic := u.LicenseActive && u.ID != bob.ID
 		m.Users = append(m.Users, struct {
 			ID    uuid.UUID   `json:"id"`
 			Email string      `json:"email"`
-			Plan  actors.Plan `json:"plan"`
-			Role  actors.Role `json:"role"`
+			Plan  accounts.Plan `json:"plan"`
+			Role  accounts.Role `json:"role"`
 			Lic   bool        `json:"license"`
 		}{u.ID, u.Email, u.Plan, u.Role, lic})
 	}
@@ -242,7 +243,7 @@ func checkV2(t *testing.T, stage string, n *actorstest.Node, m v2Manifest) {
 	}
 	for i, s := range m.Sessions {
 		u, err := sys.Authenticate(c, s.Token)
-		if s.User == uuid.Nil && !errors.Is(err, actors.ErrSessionInvalid) || s.User != uuid.Nil && (err != nil || u.ID != s.User) {
+		if s.User == uuid.Nil && !errors.Is(err, accounts.ErrSessionInvalid) || s.User != uuid.Nil && (err != nil || u.ID != s.User) {
 			t.Errorf("%s: Authenticate(session %d) = %s, %v; want user %s", stage, i, u.ID, err, s.User)
 		}
 	}

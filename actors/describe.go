@@ -12,7 +12,8 @@ import (
 
 // recordNames names the record types of this package for DescribeRecord.
 var recordNames = map[wal.Type]string{
-	recBarrier: "snapshot barrier", recUserPut: "user", recSessionPut: "session", recSessionDel: "session deleted",
+	recBarrier: "snapshot barrier",
+	2:          "user", 3: "session", 4: "session deleted", // actors/accounts' (offline: no System to ask)
 	recKeyCreated: "key created", recKeyRotated: "key rotated", recKeyRevoked: "key revoked",
 	recKeyDeleted: "key deleted", recKeyUpdated: "key updated", recKeyUsed: "key usage", recKeysUsed: "usage batch",
 	wal.TypeLost: "lost record (a repair's marker)",
@@ -33,7 +34,7 @@ func DescribeRecord(t wal.Type, data []byte) string {
 	name, ok := recordNames[t]
 	if !ok {
 		name = fmt.Sprintf("type %d", t)
-		if t >= firstExtensionType {
+		if t >= 64 {
 			name = fmt.Sprintf("extension record type %d", t)
 		}
 	}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -24,7 +25,13 @@ func TestDescribeRecordShowsNoSecret(t *testing.T) {
 		sealed[i] = 0x5c
 	}
 	key := keyCreated{rec: keyRecord{id: id, owner: owner, name: "ci", hash: h, sealed: sealed}}.record()
-	user := jsonRecord(recUserPut, userRecord{ID: id, Email: "dev@example.com", Role: "user", PasswordHash: "$argon2id$v=19$secret-hash"})
+	// An accounts user record (type 2) as actors/accounts writes it.
+	userJSON, err := json.Marshal(map[string]any{"v": 1, "id": id, "email": "dev@example.com", "role": "user", "plan": "",
+		"license_active": false, "created_at": 0, "password_hash": "$argon2id$v=19$secret-hash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := wal.Record{Type: 2, Data: userJSON}
 	flipped := []byte(strings.Replace(string(user.Data), `"role"`, `"ro\x00e"`, 1))
 	tests := []struct {
 		name  string
@@ -38,7 +45,7 @@ func TestDescribeRecordShowsNoSecret(t *testing.T) {
 			never: []string{"key id"}},
 		{name: "user", rec: user, want: []string{"user", `id "` + id.String(), `email "dev@example.com"`, `role "user"`},
 			never: []string{"argon2id", "secret-hash"}},
-		{name: "user, a byte flipped", rec: wal.Record{Type: recUserPut, Data: flipped}, want: []string{`email "dev@example.com"`},
+		{name: "user, a byte flipped", rec: wal.Record{Type: 2, Data: flipped}, want: []string{`email "dev@example.com"`},
 			never: []string{"argon2id", "role"}},
 		{name: "extension", rec: wal.Record{Type: 200, Data: []byte(`{"kind":"token","id":"t1","hash":"abc"}`)},
 			want: []string{"extension record type 200", `kind "token"`, `id "t1"`}, never: []string{"abc"}},

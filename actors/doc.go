@@ -1,7 +1,8 @@
-// Package actors is gatehouse's core: every API key, user and session lives
-// in a protoactor-go actor that serializes its state, and every change that
+// Package actors is gatehouse's core: every API key lives in a
+// protoactor-go actor that serializes its state, and every change that
 // must survive a crash goes through the write-ahead log (package wal) before
-// it is acknowledged.
+// it is acknowledged. The other durable domains (actors/accounts: users and
+// sessions; actors/control; actors/gateway) plug in as Extensions.
 //
 // # Topology
 //
@@ -11,19 +12,20 @@
 // Each key that saw traffic recently has its own key actor, a child of its
 // shard, owning its record, sliding-window limiter and usage counters; idle
 // ones are passivated by a sweep (no ReceiveTimeout: see ENGINE-NOTES) and
-// their state returns to the shard until the next message. Users and
-// sessions belong to one accounts actor. A key id is drawn so that it maps to
+// their state returns to the shard until the next message. A key id is drawn so that it maps to
 // the same shard as its first secret, so authorizing a never-rotated key is
 // handler → shard → key actor → handler. Shards and key actors run inline
 // on the goroutine that sends to them (inlineProps) and so must never
 // block; WAL commit callbacks reach them through the courier.
 //
-//	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: st, Sealer: sealer})
+//	acc, _ := accounts.New(accounts.DefaultConfig())
+//	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: st, Sealer: sealer,
+//		Extensions: []actors.Extension{acc}})
 //	if err != nil {
 //		return err
 //	}
 //	defer sys.Close(ctx)
-//	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: user, Name: "ci"})
+//	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: acc.KeyOwner(user), Name: "ci"})
 //	res := sys.Authorize(ctx, []byte(secret)) // res.Err, res.Limit
 //
 // # State and apply
@@ -38,8 +40,7 @@
 //     drop), which the live path delivers to the directory shards
 //     (System.publish) and restore to the image's tables. The home shard
 //     applies creations, the key actor everything else.
-//   - accounts: accountsState.apply(seq, event) keeps users, the email
-//     index and sessions; the accounts actor calls it after each append.
+//   - extensions: each its own (actors/accounts: accountsState.apply).
 //
 // Usage is the one batched exception: the key actor counts an admitted
 // request at once (the next request must see it) and logs the deltas at
@@ -55,9 +56,7 @@
 //
 //	type  name             payload                                           applied by
 //	   1  barrier          none (a snapshot's cut)                           nothing
-//	   2  user put         JSON userRecord, full state (sealed argon2id)     accounts actor
-//	   3  session put      JSON sessionRecord {hash of token, user, expiry}  accounts actor
-//	   4  session delete   32-byte SHA-256 of the token                      accounts actor
+//	 2-4  accounts         users and sessions (actors/accounts)              the accounts actor
 //	  10  key created      binary keyRecord (id, owner, name, preview, hash,
 //	                       sealed secret, limit, times)                      home shard
 //	  11  key rotated      id, preview, new hash, new sealed secret, at,
@@ -76,11 +75,9 @@
 //
 //   - Replies travel on buffered channels inside messages; callers bound
 //     their wait with ctx, and an actor never blocks on a caller.
-//   - Control-plane changes (users, sessions, key create/rotate/revoke/
-//     update/delete) are validated by the owning actor, made durable, applied,
-//     then answered. Users and sessions are appended with wal.Append (durable
-//     on return) by the accounts actor; key events are appended with
-//     AppendAsync and applied by the shard (creation) or the key actor when
+//   - Control-plane changes (key create/rotate/revoke/update/delete) are
+//     validated by the owning actor, made durable, applied, then answered.
+//     Key events are appended with AppendAsync and applied by the shard (creation) or the key actor when
 //     the commit notice arrives, so neither ever waits on fsync.
 //   - An admitted request is counted at once (the next one must see it) and
 //     logged at the next flush tick (Config.FlushInterval): each key actor
@@ -92,12 +89,10 @@
 //     reflect records after its barrier, and replaying those changes
 //     nothing. Each key carries the sequence of the last control record
 //     and of the last usage record it reflects, and skips records at or
-//     below them; users and sessions are full-state puts and deletes,
-//     which end where live did when replayed in order.
+//     below them.
 //   - Snapshot appends a barrier record, then captures every actor; see
 //     Snapshot for why that cut is consistent.
 //   - No secret is kept in plaintext: keys are a SHA-256 hash (lookup) plus
-//     AES-256-GCM ciphertext under the master key (Sealer); session tokens
-//     are SHA-256 hashes; passwords are argon2id hashes, themselves sealed
-//     like keys, bound to the user id (passwordseal.go).
+//     AES-256-GCM ciphertext under the master key (Sealer), which the
+//     extensions get too (the accounts seal password hashes with it).
 package actors

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
@@ -22,7 +23,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := actorstest.New(t)
 			s := n.Start()
-			u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+			u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 			_, sess, err := s.Login(ctx(t), "a@example.com", "correct horse")
 			if err != nil {
 				t.Fatal(err)
@@ -70,7 +71,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 func TestSnapshotThenReplayCountsOnce(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	authN(t, s, secret, 3)
 	s.Tick()               // async flush, may or may not commit before the snapshot
@@ -107,10 +108,10 @@ func TestPassivation(t *testing.T) {
 	n := actorstest.New(t)
 	n.Config.IdleAfter, n.Config.SweepInterval = time.Minute, time.Second
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	authN(t, s, secret, 3)
-	if got := actors.LiveKeys(s); got != 1 {
+	if got := actors.LiveKeys(s.System); got != 1 {
 		t.Fatalf("live key actors = %d, want 1", got)
 	}
 	n.Clock.Advance(2 * time.Minute)
@@ -118,11 +119,11 @@ func TestPassivation(t *testing.T) {
 	waitFor(t, func() bool { return s.FlushUsage(ctx(t)) == nil })
 	n.Clock.Advance(2 * time.Minute)
 	s.Tick()
-	waitFor(t, func() bool { return actors.LiveKeys(s) == 0 })
+	waitFor(t, func() bool { return actors.LiveKeys(s.System) == 0 })
 	if us := usageOf(t, s, k); us.Total != 3 {
 		t.Errorf("usage after passivation = %d, want 3", us.Total)
 	}
-	if got := actors.LiveKeys(s); got != 1 {
+	if got := actors.LiveKeys(s.System); got != 1 {
 		t.Errorf("live after reactivation = %d, want 1", got)
 	}
 }
@@ -130,24 +131,24 @@ func TestPassivation(t *testing.T) {
 func TestSessions(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "A@Example.com ", actors.PlanStandard, true)
+	u := mustUser(t, s, "A@Example.com ", accounts.PlanStandard, true)
 	if u.Email != "a@example.com" {
 		t.Errorf("email not normalized: %q", u.Email)
 	}
-	if _, _, err := s.Login(ctx(t), "a@example.com", "wrong password"); !errors.Is(err, actors.ErrBadCredentials) {
+	if _, _, err := s.Login(ctx(t), "a@example.com", "wrong password"); !errors.Is(err, accounts.ErrBadCredentials) {
 		t.Errorf("wrong password: %v", err)
 	}
-	if _, _, err := s.Login(ctx(t), "nobody@example.com", "correct horse"); !errors.Is(err, actors.ErrBadCredentials) {
+	if _, _, err := s.Login(ctx(t), "nobody@example.com", "correct horse"); !errors.Is(err, accounts.ErrBadCredentials) {
 		t.Errorf("unknown email: %v", err)
 	}
-	if _, err := s.CreateUser(ctx(t), actors.NewUser{Email: "a@example.com", Password: "12345678"}); !errors.Is(err, actors.ErrEmailTaken) {
+	if _, err := s.CreateUser(ctx(t), accounts.NewUser{Email: "a@example.com", Password: "12345678"}); !errors.Is(err, accounts.ErrEmailTaken) {
 		t.Errorf("duplicate email: %v", err)
 	}
 	_, sess, err := s.Login(ctx(t), "a@example.com", "correct horse")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sess.ExpiresAt.Equal(t0.Add(n.Config.SessionTTL)) {
+	if !sess.ExpiresAt.Equal(t0.Add(n.AccountsConfig.SessionTTL)) {
 		t.Errorf("session expiry = %v", sess.ExpiresAt)
 	}
 	if _, err := s.Authenticate(ctx(t), sess.Token); err != nil {
@@ -156,12 +157,12 @@ func TestSessions(t *testing.T) {
 	if err := s.Logout(ctx(t), sess.Token); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, actors.ErrSessionInvalid) {
+	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, accounts.ErrSessionInvalid) {
 		t.Errorf("after logout: %v", err)
 	}
 	_, sess, _ = s.Login(ctx(t), "a@example.com", "correct horse")
-	n.Clock.Advance(n.Config.SessionTTL)
-	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, actors.ErrSessionInvalid) {
+	n.Clock.Advance(n.AccountsConfig.SessionTTL)
+	if _, err := s.Authenticate(ctx(t), sess.Token); !errors.Is(err, accounts.ErrSessionInvalid) {
 		t.Errorf("expired session: %v", err)
 	}
 	created, pw, err := s.EnsureAdmin(ctx(t), "root@example.com", "")
@@ -172,7 +173,7 @@ func TestSessions(t *testing.T) {
 		t.Error("EnsureAdmin created the admin twice")
 	}
 	admin, _, err := s.Login(ctx(t), "root@example.com", pw)
-	if err != nil || admin.Role != actors.RoleAdmin {
+	if err != nil || admin.Role != accounts.RoleAdmin {
 		t.Errorf("admin login: %+v %v", admin, err)
 	}
 }
@@ -183,7 +184,7 @@ func TestSessions(t *testing.T) {
 func TestUsageDuringSlowFlushIsLogged(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	authN(t, s, secret, 3)
 	before, _ := n.Log.LastIndex()
@@ -219,7 +220,7 @@ func TestUsageDuringSlowFlushIsLogged(t *testing.T) {
 func TestHotKeyLogsOncePerTick(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	setLimit(t, s, k, 1_000_000)
 	authN(t, s, secret, 1)
@@ -256,7 +257,7 @@ func TestUsageExactAcrossTicks(t *testing.T) {
 	})()
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanPremium, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanPremium, true)
 	const nkeys = 40
 	keys := make([]actors.KeyInfo, nkeys)
 	secrets := make([]string, nkeys)

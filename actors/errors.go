@@ -24,15 +24,6 @@ var (
 	// ErrLicenseRequired: the owner has no active license (LICENSE_REQUIRED).
 	ErrLicenseRequired = errors.New("actors: active license required")
 
-	// ErrUserNotFound: no user with that id.
-	ErrUserNotFound = errors.New("actors: user not found")
-	// ErrEmailTaken: another user has that email.
-	ErrEmailTaken = errors.New("actors: email already registered")
-	// ErrBadCredentials: unknown email or wrong password.
-	ErrBadCredentials = errors.New("actors: invalid credentials")
-	// ErrSessionInvalid: unknown or expired session token.
-	ErrSessionInvalid = errors.New("actors: invalid session")
-
 	// ErrInvalidArgument wraps every validation failure; the wrapping text says which field.
 	ErrInvalidArgument = errors.New("actors: invalid argument")
 	// ErrUnavailable: the system is shutting down or an actor did not answer in time.

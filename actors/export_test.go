@@ -19,7 +19,7 @@ import (
 
 // CanonicalImage re-encodes a snapshot payload so that equal states give
 // equal bytes, for tests that compare a live system with restores of it:
-// users by id, sessions by hash, keys by id (each window first moved to
+// keys by id (each window first moved to
 // now, which drops entries that left it, the only part of a key's encoding
 // that depends on when it was last touched), then the secret-hash
 // directory the keys imply, then extension sections by name.
@@ -33,11 +33,12 @@ func CanonicalImage(payload []byte, now int64) ([]byte, error) {
 
 // ReplayCanonical restores an image as System.New does, from a snapshot
 // payload (nil: none) and the records of l after index from, and returns
-// its canonical form (see CanonicalImage). Unlike System.New it may replay
-// from before the snapshot's index: records the snapshot already reflects
-// must then change nothing, as they must when a snapshot captured records
+// its canonical form (see CanonicalImage); exts' records go to their
+// offline images (OfflineImager). Unlike System.New it may replay from
+// before the snapshot's index: records the snapshot already reflects must
+// then change nothing, as they must when a snapshot captured records
 // committed after its barrier.
-func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64) ([]byte, error) {
+func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64, exts ...Extension) ([]byte, error) {
 	im := newImage(1, 0)
 	if payload != nil {
 		var err error
@@ -45,28 +46,63 @@ func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64) ([]byte
 			return nil, err
 		}
 	}
-	if err := l.Replay(from, im.apply); err != nil {
+	if err := replayOffline(im, l, from, exts); err != nil {
 		return nil, err
 	}
 	return canonical(im, now), nil
 }
 
+// replayOffline replays l after from into im and exts' offline images
+// (restored from im.ext), then puts their sections into im.ext.
+func replayOffline(im *image, l *wal.Log, from uint64, exts []Extension) error {
+	offs := make([]OfflineImage, len(exts))
+	for i, x := range exts {
+		offs[i] = x.(OfflineImager).OfflineImage()
+		if err := offs[i].Restore(im.ext[x.Name()]); err != nil {
+			return err
+		}
+	}
+	err := l.Replay(from, func(seq uint64, r wal.Record) error {
+		for i, x := range exts {
+			if x.Owns(r.Type) {
+				return offs[i].Apply(seq, r)
+			}
+		}
+		return im.apply(seq, r)
+	})
+	if err != nil {
+		return err
+	}
+	if im.ext == nil {
+		im.ext = map[string][]byte{}
+	}
+	for i, x := range exts {
+		if im.ext[x.Name()], err = offs[i].Section(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // OfflinePayload is the snapshot payload of the image the records of l
-// build, off the actors, on shards shards (cluster mode's snapshots).
-func OfflinePayload(l *wal.Log, shards int, now int64) ([]byte, error) {
+// build, off the actors, on shards shards (cluster mode's snapshots),
+// with exts' offline images.
+func OfflinePayload(l *wal.Log, shards int, now int64, exts ...Extension) ([]byte, error) {
 	im := newImage(shards, 0)
-	if err := l.Replay(0, im.apply); err != nil {
+	if err := replayOffline(im, l, 0, exts); err != nil {
 		return nil, err
 	}
-	return im.encode(now, nil, nil), nil
+	names := make([]string, len(exts))
+	sections := make([][]byte, len(exts))
+	for i, x := range exts {
+		names[i], sections[i] = x.Name(), im.ext[x.Name()]
+	}
+	return im.encode(names, sections), nil
 }
 
 // canonical encodes im as CanonicalImage describes; im has one shard.
 func canonical(im *image, now int64) []byte {
 	var w enc
-	acc := im.acc.encode(0)
-	w.bytes(acc.users)
-	w.bytes(acc.sessions)
 	var slots []*slot
 	im.keys[0].each(func(sl *slot) { slots = append(slots, sl) })
 	slices.SortFunc(slots, func(a, b *slot) int { return bytes.Compare(a.st.rec.id[:], b.st.rec.id[:]) })
@@ -174,21 +210,9 @@ func WriteSynthSnapshot(st *snapshot.Store, n int, now int64) error {
 				blk, count = enc{}, 0
 			}
 		}
-		return writeImage(w, []section{accountsSection(accountsImage{users: []byte("[]"), sessions: []byte("[]")}), keysSection(blocks, n)})
+		return writeImage(w, []section{keysSection(blocks, n)})
 	})
 	return err
-}
-
-// FillHashSlots takes every password-hashing slot of s until release.
-func FillHashSlots(s *System) (release func()) {
-	for range cap(s.hashing) {
-		s.hashing <- struct{}{}
-	}
-	return func() {
-		for range cap(s.hashing) {
-			<-s.hashing
-		}
-	}
 }
 
 // SealedOfCreated returns the sealed secret a key-created record carries.

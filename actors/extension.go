@@ -2,27 +2,28 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/clock"
 	"gatehouse/wal"
 )
 
-// Extension is a durable domain that lives beside keys and accounts in the
-// same actor system, WAL and snapshots: the agent gateway is one. System
-// drives its life: Restore (from the snapshot), Apply (each later WAL
-// record it owns), Start (spawn its actors), Capture (at every snapshot),
-// Stop.
+// Extension is a durable domain that lives beside the keys in the same
+// actor system, WAL and snapshots: the accounts, control and the agent
+// gateway are ones. System drives its life: Restore (from the snapshot),
+// Apply (each later WAL record it owns), Start (spawn its actors), Capture
+// (at every snapshot), Stop.
 //
 // The rules that make its state exactly as durable as the keys':
-//   - Record types 64..255 belong to extensions; Owns must claim only those,
-//     and two extensions never claim the same type.
+//   - Every domain owns disjoint record types, declared by Owns: type 1
+//     (the snapshot barrier) is the engine's, 10..16 the keys', and each
+//     extension claims its own (the accounts 2..4, the gateway and control
+//     theirs from 64 up); two domains never claim the same type, and a
+//     number once used is never reused (it is on disk).
 //   - A change is validated by the owning actor, appended with Log.Append
 //     (durable on return), applied, then answered; or appended with
 //     AppendAsync whose done callback sends the commit notice to the owning
@@ -75,6 +76,14 @@ type ExtensionEnv struct {
 	Watchdog func() <-chan struct{}
 	// Registerer takes the extension's metrics (nil: none registered).
 	Registerer prometheus.Registerer
+	// Lock takes a cluster-wide lock on name (EntityLocks) and returns its
+	// unlock; on a single node, or before SetClusterLocks, it takes
+	// nothing.
+	Lock func(ctx context.Context, name string) (unlock func(), err error)
+	// Extensions are the system's extensions, for optional capabilities
+	// one offers another (control's credentials, which the accounts
+	// revoke: accounts.CredentialRevoker).
+	Extensions []Extension
 }
 
 // SnapshotObserver is an optional Extension capability for state kept
@@ -124,55 +133,9 @@ type Flusher interface {
 	Flush(ctx context.Context) error
 }
 
-// CredentialRevoker is an optional Extension capability for credentials
-// kept outside accounts (actors/control's access tokens). System calls
-// RevokeUserCredentials for a change that ends every session of a user (a
-// new password, role or licence; LogoutAll), under the user's lock in a
-// cluster: before the change is written, so that a failure or a crash in
-// between leaves the credentials revoked and the change not made (the
-// caller got an error and repeats it), and again after it, for any
-// credential made meanwhile. Its error fails the call. It must be
-// idempotent.
-type CredentialRevoker interface {
-	RevokeUserCredentials(ctx context.Context, user uuid.UUID) error
-}
-
-// revokeBefore revokes user's other credentials if p, applied to the user
-// as they are, ends their sessions (as accounts.patchUser decides: a new
-// password, role or licence). An unknown user revokes nothing (the patch
-// itself reports it).
-func (s *System) revokeBefore(ctx context.Context, user uuid.UUID, p UserPatch) error {
-	if p.Password == nil && p.Role == nil && p.LicenseActive == nil {
-		return nil
-	}
-	cur, err := s.GetUser(ctx, user)
-	switch {
-	case err != nil:
-		return nil // the patch reports it
-	case p.Password == nil && (p.Role == nil || *p.Role == cur.Role) && (p.LicenseActive == nil || *p.LicenseActive == cur.LicenseActive):
-		return nil
-	}
-	return s.revokeCredentials(ctx, user)
-}
-
-// revokeCredentials runs every extension's CredentialRevoker for user.
-func (s *System) revokeCredentials(ctx context.Context, user uuid.UUID) error {
-	for _, x := range s.exts {
-		if r, ok := x.(CredentialRevoker); ok {
-			if err := r.RevokeUserCredentials(ctx, user); err != nil {
-				return fmt.Errorf("%s: %w", x.Name(), err)
-			}
-		}
-	}
-	return nil
-}
-
-// firstExtensionType is the first WAL record type extensions may own.
-const firstExtensionType wal.Type = 64
-
 // extensionFor returns the extension owning t, or nil.
 func (s *System) extensionFor(t wal.Type) Extension {
-	if t < firstExtensionType {
+	if t == recBarrier || isKeyType(t) {
 		return nil
 	}
 	for _, x := range s.exts {
@@ -189,5 +152,7 @@ func (s *System) extensionEnv(deps *keyDeps) ExtensionEnv {
 		Props:      deps.props,
 		Watchdog:   s.Watchdog,
 		Registerer: s.reg,
+		Lock:       s.lockEntity,
+		Extensions: s.exts,
 	}
 }

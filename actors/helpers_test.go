@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
@@ -18,25 +19,25 @@ func ctx(tb testing.TB) context.Context {
 	return actorstest.Ctx(tb)
 }
 
-func mustUser(tb testing.TB, s *actors.System, email string, plan actors.Plan, licensed bool) actors.User {
+func mustUser(tb testing.TB, s actorstest.System, email string, plan accounts.Plan, licensed bool) accounts.User {
 	tb.Helper()
-	u, err := s.CreateUser(ctx(tb), actors.NewUser{Email: email, Password: "correct horse", Plan: plan, LicenseActive: licensed})
+	u, err := s.CreateUser(ctx(tb), accounts.NewUser{Email: email, Password: "correct horse", Plan: plan, LicenseActive: licensed})
 	if err != nil {
 		tb.Fatalf("CreateUser(%s): %v", email, err)
 	}
 	return u
 }
 
-func mustKey(tb testing.TB, s *actors.System, owner actors.User, name string) (actors.KeyInfo, string) {
+func mustKey(tb testing.TB, s actorstest.System, owner accounts.User, name string) (actors.KeyInfo, string) {
 	tb.Helper()
-	k, secret, err := s.CreateKey(ctx(tb), actors.NewKey{Owner: owner, Name: name})
+	k, secret, err := s.CreateKey(ctx(tb), actors.NewKey{Owner: s.KeyOwner(owner), Name: name})
 	if err != nil {
 		tb.Fatalf("CreateKey: %v", err)
 	}
 	return k, secret
 }
 
-func setLimit(tb testing.TB, s *actors.System, k actors.KeyInfo, n int64) {
+func setLimit(tb testing.TB, s actorstest.System, k actors.KeyInfo, n int64) {
 	tb.Helper()
 	if _, err := s.UpdateKey(ctx(tb), k.ID, actors.KeyPatch{RateLimit: &n}); err != nil {
 		tb.Fatalf("UpdateKey: %v", err)
@@ -44,7 +45,7 @@ func setLimit(tb testing.TB, s *actors.System, k actors.KeyInfo, n int64) {
 }
 
 // authN authorizes secret n times and returns how many were admitted.
-func authN(tb testing.TB, s *actors.System, secret string, n int) (ok int) {
+func authN(tb testing.TB, s actorstest.System, secret string, n int) (ok int) {
 	tb.Helper()
 	for range n {
 		r := s.Authorize(ctx(tb), []byte(secret))
@@ -59,7 +60,7 @@ func authN(tb testing.TB, s *actors.System, secret string, n int) (ok int) {
 	return ok
 }
 
-func usageOf(tb testing.TB, s *actors.System, k actors.KeyInfo) actors.Usage {
+func usageOf(tb testing.TB, s actorstest.System, k actors.KeyInfo) actors.Usage {
 	tb.Helper()
 	u, err := s.KeyUsage(ctx(tb), k.ID, 7)
 	if err != nil {

@@ -2,8 +2,6 @@ package actors
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -20,7 +18,6 @@ import (
 // from a snapshot plus the WAL, before the actors that will own it start.
 // Keys are already partitioned by home shard, hashes by directory shard.
 type image struct {
-	acc   *accountsState
 	keys  []*keyTable
 	dirs  []*dirTable
 	nkeys int
@@ -29,7 +26,6 @@ type image struct {
 
 func newImage(shards, sizeHint int) *image {
 	im := &image{
-		acc:  newAccountsState(),
 		keys: make([]*keyTable, shards),
 		dirs: make([]*dirTable, shards),
 	}
@@ -62,13 +58,6 @@ func (im *image) applyDir(fx dirEffects) {
 // (see keyState.skip) are skipped, so replay never counts anything twice.
 func (im *image) apply(seq uint64, r wal.Record) error {
 	if r.Type == recBarrier {
-		return nil
-	}
-	if ev, ok, err := decodeAccountEvent(r); ok {
-		if err != nil {
-			return fmt.Errorf("seq %d: %w", seq, err)
-		}
-		im.acc.apply(seq, ev)
 		return nil
 	}
 	if r.Type == recKeysUsed {
@@ -114,33 +103,34 @@ func (im *image) applyKey(seq uint64, ev keyEvent) {
 }
 
 // Snapshot payload (inside the snapshot package's envelope), version 2:
-// named sections only, one per domain, the built-in ones first.
+// named sections only, one per domain: the keys', then each extension's
+// (the accounts' among them).
 //
 //	magic "GHIMG\x02"
 //	uvarint n | n × (uvarint len | section name | uvarint len | section)
 //
 // A section's layout is its domain's own:
 //
-//	"accounts"  uvarint len | users JSON ([]userRecord)
-//	            uvarint len | sessions JSON ([]sessionRecord)
 //	"keys"      uvarint total keys
 //	            repeated blocks: uvarint count (>0) | uvarint bytes | count encoded keyStates
 //	            uvarint 0 (end of blocks)
-//	extensions  whatever Capture returned
+//	extensions  whatever Capture returned ("accounts": users, sessions)
 //
-// Version 1 ("GHIMG\x01", written before issue 33) held the accounts and
-// keys layouts back to back, unnamed, then n named extension sections;
-// decodeSectionsV1 cuts it into the same sections (views, no copy), so
-// every domain decodes one section whatever the version.
+// Version 1 ("GHIMG\x01", written before issue 33) held the accounts'
+// section and the keys' back to back, unnamed, then n named extension
+// sections; decodeSectionsV1 cuts it into the same sections (views, no
+// copy), so every domain decodes one section whatever the version.
 var (
 	imageMagic   = []byte("GHIMG\x02")
 	imageMagicV1 = []byte("GHIMG\x01")
 )
 
-// The built-in domains' section names.
+// The section names of version 2 that version 1 held unnamed: the keys'
+// section and the accounts' (whose layout actors/accounts keeps: uvarint
+// len | users JSON | uvarint len | sessions JSON).
 const (
-	sectionAccounts = "accounts"
 	sectionKeys     = "keys"
+	sectionAccounts = "accounts"
 )
 
 // minKeyBytes is less than the smallest encoded keyState (two ids and a hash
@@ -248,16 +238,6 @@ func (sc section) size() int {
 	return n
 }
 
-// accountsSection frames the accounts' users and sessions JSON.
-func accountsSection(acc accountsImage) section {
-	var w enc
-	w.uvarint(uint64(len(acc.users)))
-	head := w.b
-	w = enc{}
-	w.uvarint(uint64(len(acc.sessions)))
-	return section{name: sectionAccounts, parts: [][]byte{head, acc.users, w.b, acc.sessions}}
-}
-
 // keysSection frames the key blocks (total keys in all).
 func keysSection(blocks []keyBlock, total int) section {
 	parts := make([][]byte, 0, 2*len(blocks)+2)
@@ -301,10 +281,9 @@ func extensionSections(names []string, data [][]byte) []section {
 	return secs
 }
 
-// encode is im's snapshot payload at now (sessions ended by then are
-// left out), with the extensions' sections by name: what a snapshot
-// captured from actors holding im would hold.
-func (im *image) encode(now int64, names []string, sections [][]byte) []byte {
+// encode is im's snapshot payload with the extensions' sections by name:
+// what a snapshot captured from actors holding im would hold.
+func (im *image) encode(names []string, sections [][]byte) []byte {
 	blocks := make([]keyBlock, 0, len(im.keys))
 	total := 0
 	for _, t := range im.keys {
@@ -317,7 +296,7 @@ func (im *image) encode(now int64, names []string, sections [][]byte) []byte {
 		blocks = append(blocks, keyBlock{count: n, buf: w.b})
 		total += n
 	}
-	secs := append([]section{accountsSection(im.acc.encode(now)), keysSection(blocks, total)}, extensionSections(names, sections)...)
+	secs := append([]section{keysSection(blocks, total)}, extensionSections(names, sections)...)
 	var buf bytes.Buffer
 	if err := writeImage(&buf, secs); err != nil {
 		panic("actors: encode image: " + err.Error()) // a bytes.Buffer does not fail
@@ -406,12 +385,9 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 		}
 	}
 	im := newImage(shards, total)
-	if err := im.decodeAccounts(secs[sectionAccounts]); err != nil {
-		return nil, err
-	}
 	im.ext = map[string][]byte{}
 	for name, sc := range secs {
-		if name != sectionAccounts && name != sectionKeys {
+		if name != sectionKeys {
 			im.ext[name] = bytes.Clone(sc)
 		}
 	}
@@ -422,30 +398,6 @@ func decodeImage(payload []byte, shards int) (*image, error) {
 		return nil, fmt.Errorf("image has %d keys, header says %d: %w", im.nkeys, total, ErrCorrupt)
 	}
 	return im, nil
-}
-
-// decodeAccounts restores the accounts section (nil: none) into im.
-func (im *image) decodeAccounts(sc []byte) error {
-	if sc == nil {
-		return nil
-	}
-	d := &dec{b: sc}
-	users, sessions := d.view(), d.view()
-	if err := d.done("image accounts"); err != nil {
-		return err
-	}
-	var us []userRecord
-	var ss []sessionRecord
-	if err := errors.Join(json.Unmarshal(users, &us), json.Unmarshal(sessions, &ss)); err != nil {
-		return fmt.Errorf("image accounts: %w: %w", ErrCorrupt, err)
-	}
-	for _, u := range us {
-		im.acc.apply(0, userSaved{u: u})
-	}
-	for _, x := range ss {
-		im.acc.apply(0, sessionOpened{s: x})
-	}
-	return nil
 }
 
 // rawBlock is one undecoded block of keys.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestSlowCommitBlocksNoOne(t *testing.T) {
 	n := actorstest.New(t, actorstest.WithConfig(func(c *actors.Config) { c.Shards = 1 }))
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k1, sec1 := mustKey(t, s, u, "one")
 	_, sec2 := mustKey(t, s, u, "two")
 	authN(t, s, sec1, 1) // both key actors live

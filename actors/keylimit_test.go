@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
@@ -14,10 +15,10 @@ import (
 func TestKeyRateLimitCap(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true) // plan: 1000 an hour
-	capTo := func(v int64) actors.User {
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true) // plan: 1000 an hour
+	capTo := func(v int64) accounts.User {
 		t.Helper()
-		got, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{KeyRateLimitCap: &v})
+		got, err := s.UpdateUser(ctx(t), u.ID, accounts.UserPatch{KeyRateLimitCap: &v})
 		if err != nil {
 			t.Fatalf("UpdateUser(cap %d) = %v", v, err)
 		}
@@ -55,7 +56,7 @@ func TestKeyRateLimitCap(t *testing.T) {
 	// An admin's own limit for the user, above the plan's, is lowered by
 	// a lower one on a key, and kept by a higher one.
 	high := int64(5000)
-	if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{KeyRateLimit: &high}); err != nil {
+	if _, err := s.UpdateUser(ctx(t), u.ID, accounts.UserPatch{KeyRateLimit: &high}); err != nil {
 		t.Fatal(err)
 	}
 	if got := capTo(8000); got.KeyRateLimit != 5000 {
@@ -70,7 +71,7 @@ func TestKeyRateLimitCap(t *testing.T) {
 		t.Errorf("after a restart, a new key's limit = %d, want 2000", got)
 	}
 	for _, bad := range []int64{0, -1, 1_000_000_001} {
-		if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{KeyRateLimitCap: &bad}); !errors.Is(err, actors.ErrInvalidArgument) {
+		if _, err := s.UpdateUser(ctx(t), u.ID, accounts.UserPatch{KeyRateLimitCap: &bad}); !errors.Is(err, actors.ErrInvalidArgument) {
 			t.Errorf("cap %d: %v, want ErrInvalidArgument", bad, err)
 		}
 	}

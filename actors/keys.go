@@ -77,20 +77,19 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	if !k.ExpiresAt.IsZero() && !k.ExpiresAt.After(now) {
 		return KeyInfo{}, "", fmt.Errorf("expiresAt must be in the future: %w", ErrInvalidArgument)
 	}
-	if !k.Owner.LicenseActive {
+	if !k.Owner.Licensed {
 		return KeyInfo{}, "", ErrLicenseRequired
 	}
-	maxKeys, ok := s.cfg.MaxKeys[k.Owner.Plan]
-	if !ok {
-		maxKeys = s.cfg.MaxKeys[PlanStandard]
+	if k.Owner.RateLimit < 1 || k.Owner.RateLimit > maxRateLimit {
+		return KeyInfo{}, "", fmt.Errorf("owner's rate limit %d not in 1..%d: %w", k.Owner.RateLimit, maxRateLimit, ErrInvalidArgument)
 	}
-	release, err := s.reserveKeySlot(ctx, k.Owner, maxKeys)
+	release, err := s.reserveKeySlot(ctx, k.Owner, k.Owner.MaxKeys)
 	if err != nil {
 		return KeyInfo{}, "", err
 	}
 	created := false
 	defer func() { release(created) }()
-	limit := newKeyLimit(s.cfg.Plans, k.Owner.Plan, k.Owner.KeyRateLimit)
+	limit := k.Owner.RateLimit
 	secret, h, err := newSecretHash()
 	if err != nil {
 		return KeyInfo{}, "", err
@@ -135,19 +134,6 @@ func (s *System) CreateKey(ctx context.Context, k NewKey) (KeyInfo, string, erro
 	return r.info, secret, nil
 }
 
-// newKeyLimit is the per-hour limit of a new key of a user on plan with
-// key limit userLimit: an admin's limit for this user's keys, else the
-// plan's.
-func newKeyLimit(plans map[Plan]int64, plan Plan, userLimit int64) int64 {
-	if userLimit > 0 {
-		return userLimit
-	}
-	if l, ok := plans[plan]; ok {
-		return l
-	}
-	return plans[PlanStandard]
-}
-
 func newSecretHash() (string, hash, error) {
 	secret, err := newSecret()
 	if err != nil {
@@ -179,24 +165,20 @@ func idOnShard(home, n int) (uuid.UUID, error) {
 // start. In a cluster other nodes create and delete the owner's keys too:
 // the owner's creations are serialized across the nodes under one lock,
 // held until the key is created, and each counts the keys afresh.
-func (s *System) reserveKeySlot(ctx context.Context, owner User, maxKeys int) (release func(created bool), err error) {
+func (s *System) reserveKeySlot(ctx context.Context, owner KeyOwner, maxKeys int) (release func(created bool), err error) {
 	if s.clusterLocked() {
 		return s.reserveKeySlotCluster(ctx, owner, maxKeys)
 	}
 	counted := -1
 	for {
-		reply := make(chan reserveReply, 1)
-		r, _, err := Ask(ctx, s.root, s.accounts, reserveKey{owner: owner.ID, max: maxKeys, counted: counted, reply: reply}, reply, nil)
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("create key: %w", err)
-		case r == reserveTaken:
+		switch s.slots.reserve(owner.ID, maxKeys, counted) {
+		case reserveTaken:
 			return func(created bool) {
 				if !created {
-					s.root.Send(s.accounts, releaseKey{owner: owner.ID})
+					s.slots.add(owner.ID, -1)
 				}
 			}, nil
-		case r == reserveRefused:
+		case reserveRefused:
 			return nil, fmt.Errorf("%d keys on the %s plan: %w", maxKeys, owner.Plan, ErrKeyLimit)
 		}
 		keys, err := s.ListKeys(ctx, owner.ID)
@@ -207,7 +189,7 @@ func (s *System) reserveKeySlot(ctx context.Context, owner User, maxKeys int) (r
 	}
 }
 
-func (s *System) reserveKeySlotCluster(ctx context.Context, owner User, maxKeys int) (func(bool), error) {
+func (s *System) reserveKeySlotCluster(ctx context.Context, owner KeyOwner, maxKeys int) (func(bool), error) {
 	unlock, err := s.lockEntity(ctx, "keys-of/"+owner.ID.String())
 	if err != nil {
 		return nil, fmt.Errorf("create key: %w", err)
@@ -347,7 +329,7 @@ func (s *System) DeleteKey(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	s.root.Send(s.accounts, releaseKey{owner: r.info.Owner})
+	s.slots.add(r.info.Owner, -1)
 	return s.publish(ctx, r.fx)
 }
 

@@ -10,13 +10,14 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
 func TestAuthorizeErrors(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	_, secret := mustKey(t, s, u, "k")
 	tests := []struct {
 		name   string
@@ -49,7 +50,7 @@ func flip(c byte) string {
 func TestKeyFormatAndPreview(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanPremium, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanPremium, true)
 	k, secret := mustKey(t, s, u, "k")
 	if !actors.WellFormed(secret) || !strings.HasPrefix(secret, "svc_live_") || len(secret) != 41 {
 		t.Fatalf("secret %q is not svc_live_ + 32 alphanumerics", secret)
@@ -68,19 +69,19 @@ func TestKeyFormatAndPreview(t *testing.T) {
 func TestCreateKeyValidation(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	licensed := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
-	unlicensed := mustUser(t, s, "b@example.com", actors.PlanStandard, false)
+	licensed := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
+	unlicensed := mustUser(t, s, "b@example.com", accounts.PlanStandard, false)
 	tests := []struct {
 		name string
 		k    actors.NewKey
 		want error
 	}{
-		{"empty name", actors.NewKey{Owner: licensed, Name: ""}, actors.ErrInvalidArgument},
-		{"blank name", actors.NewKey{Owner: licensed, Name: "   "}, actors.ErrInvalidArgument},
-		{"101 runes", actors.NewKey{Owner: licensed, Name: strings.Repeat("é", 101)}, actors.ErrInvalidArgument},
-		{"100 runes", actors.NewKey{Owner: licensed, Name: strings.Repeat("é", 100)}, nil},
-		{"past expiry", actors.NewKey{Owner: licensed, Name: "x", ExpiresAt: t0.Add(-time.Second)}, actors.ErrInvalidArgument},
-		{"no license", actors.NewKey{Owner: unlicensed, Name: "x"}, actors.ErrLicenseRequired},
+		{"empty name", actors.NewKey{Owner: s.KeyOwner(licensed), Name: ""}, actors.ErrInvalidArgument},
+		{"blank name", actors.NewKey{Owner: s.KeyOwner(licensed), Name: "   "}, actors.ErrInvalidArgument},
+		{"101 runes", actors.NewKey{Owner: s.KeyOwner(licensed), Name: strings.Repeat("é", 101)}, actors.ErrInvalidArgument},
+		{"100 runes", actors.NewKey{Owner: s.KeyOwner(licensed), Name: strings.Repeat("é", 100)}, nil},
+		{"past expiry", actors.NewKey{Owner: s.KeyOwner(licensed), Name: "x", ExpiresAt: t0.Add(-time.Second)}, actors.ErrInvalidArgument},
+		{"no license", actors.NewKey{Owner: s.KeyOwner(unlicensed), Name: "x"}, actors.ErrLicenseRequired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,7 +95,7 @@ func TestCreateKeyValidation(t *testing.T) {
 func TestRateLimitAndValidate(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	setLimit(t, s, k, 3)
 	if got := authN(t, s, secret, 5); got != 3 {
@@ -120,7 +121,7 @@ func TestRateLimitAndValidate(t *testing.T) {
 func TestRotation(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, old := mustKey(t, s, u, "k")
 	setLimit(t, s, k, 4)
 	authN(t, s, old, 2)
@@ -149,10 +150,10 @@ func TestRotation(t *testing.T) {
 	}
 	// RotateKey returns once the directory shards applied the change, so
 	// the first secret's entry is gone now (not merely refused by the key).
-	if actors.InDirectory(t, s, old) {
+	if actors.InDirectory(t, s.System, old) {
 		t.Error("first secret still in the directory after the second rotation")
 	}
-	if !actors.InDirectory(t, s, fresh) || !actors.InDirectory(t, s, third) {
+	if !actors.InDirectory(t, s.System, fresh) || !actors.InDirectory(t, s.System, third) {
 		t.Error("a secret within its grace period is missing from the directory")
 	}
 	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, actors.ErrKeyInvalid) {
@@ -171,7 +172,7 @@ func TestRotation(t *testing.T) {
 func TestRevokeDeleteExpire(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, old := mustKey(t, s, u, "k")
 	_, fresh, _ := s.RotateKey(ctx(t), k.ID)
 	if err := s.RevokeKey(ctx(t), k.ID); err != nil {
@@ -198,7 +199,7 @@ func TestRevokeDeleteExpire(t *testing.T) {
 		t.Errorf("deleted key: %v, want ErrKeyInvalid", err)
 	}
 	for _, sec := range []string{old, fresh} {
-		if actors.InDirectory(t, s, sec) {
+		if actors.InDirectory(t, s.System, sec) {
 			t.Error("a deleted key's secret is still in the directory")
 		}
 	}
@@ -206,7 +207,7 @@ func TestRevokeDeleteExpire(t *testing.T) {
 		t.Errorf("rotate unknown: %v", err)
 	}
 
-	k2, sec2, err := s.CreateKey(ctx(t), actors.NewKey{Owner: u, Name: "exp", ExpiresAt: t0.Add(time.Hour)})
+	k2, sec2, err := s.CreateKey(ctx(t), actors.NewKey{Owner: s.KeyOwner(u), Name: "exp", ExpiresAt: t0.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +223,8 @@ func TestRevokeDeleteExpire(t *testing.T) {
 func TestListKeysOwnership(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	a := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
-	b := mustUser(t, s, "b@example.com", actors.PlanStandard, true)
+	a := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
+	b := mustUser(t, s, "b@example.com", accounts.PlanStandard, true)
 	var want []uuid.UUID
 	for i := range 5 {
 		k, secret := mustKey(t, s, a, "a")
@@ -251,7 +252,7 @@ func TestListKeysOwnership(t *testing.T) {
 func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	const keys, workers, per = 4, 32, 100
 	var secrets []string
 	var infos []actors.KeyInfo
@@ -293,7 +294,7 @@ func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
 func TestUsageDayBoundaries(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	midnight := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	n.Clock.Set(midnight.Add(-time.Second)) // 23:59:59 on the 22nd

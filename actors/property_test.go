@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
@@ -49,7 +50,7 @@ func TestPropertyRestoreEqualsLive(t *testing.T) {
 // world is the model: what the test issued, to pick operands from.
 type world struct {
 	rng      *rand.Rand
-	users    []actors.User
+	users    []accounts.User
 	emails   map[uuid.UUID]string
 	tokens   []string
 	keys     []uuid.UUID
@@ -80,7 +81,7 @@ func runProperty(t *testing.T, seed uint64, steps int) {
 
 // step runs one random command. Refusals (a revoked key rotated, a
 // license missing) are fine: the point is that live and restored agree.
-func (w *world) step(t *testing.T, n *actorstest.Node, sys *actors.System) {
+func (w *world) step(t *testing.T, n *actorstest.Node, sys actorstest.System) {
 	t.Helper()
 	ctx := actorstest.Ctx(t)
 	switch r := w.rng.IntN(100); {
@@ -88,16 +89,16 @@ func (w *world) step(t *testing.T, n *actorstest.Node, sys *actors.System) {
 		w.createUser(t, sys)
 	case r < 10:
 		u := w.users[w.rng.IntN(len(w.users))]
-		p := actors.UserPatch{}
+		p := accounts.UserPatch{}
 		switch w.rng.IntN(4) {
 		case 0:
 			lic := w.rng.IntN(2) == 0
 			p.LicenseActive = &lic
 		case 1:
-			pl := []actors.Plan{actors.PlanStandard, actors.PlanPremium}[w.rng.IntN(2)]
+			pl := []accounts.Plan{accounts.PlanStandard, accounts.PlanPremium}[w.rng.IntN(2)]
 			p.Plan = &pl
 		case 2:
-			ro := []actors.Role{actors.RoleUser, actors.RoleAdmin}[w.rng.IntN(2)]
+			ro := []accounts.Role{accounts.RoleUser, accounts.RoleAdmin}[w.rng.IntN(2)]
 			p.Role = &ro
 		default:
 			if w.hashings < 8 {
@@ -126,7 +127,7 @@ func (w *world) step(t *testing.T, n *actorstest.Node, sys *actors.System) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nk := actors.NewKey{Owner: u, Name: fmt.Sprint("k", len(w.keys))}
+		nk := actors.NewKey{Owner: sys.KeyOwner(u), Name: fmt.Sprint("k", len(w.keys))}
 		if w.rng.IntN(4) == 0 {
 			nk.ExpiresAt = n.Clock.Now().Add(time.Duration(1+w.rng.IntN(48)) * time.Hour)
 		}
@@ -187,13 +188,13 @@ func (w *world) tolerate(t *testing.T, op string, err error) {
 	}
 }
 
-func (w *world) createUser(t *testing.T, sys *actors.System) {
+func (w *world) createUser(t *testing.T, sys actorstest.System) {
 	t.Helper()
 	w.hashings++
 	email := fmt.Sprintf("u%d@example.com", len(w.users))
-	u, err := sys.CreateUser(actorstest.Ctx(t), actors.NewUser{
+	u, err := sys.CreateUser(actorstest.Ctx(t), accounts.NewUser{
 		Email: email, Password: "correct horse", LicenseActive: w.rng.IntN(4) != 0,
-		Plan: []actors.Plan{actors.PlanStandard, actors.PlanPremium}[w.rng.IntN(2)],
+		Plan: []accounts.Plan{accounts.PlanStandard, accounts.PlanPremium}[w.rng.IntN(2)],
 	})
 	if err != nil {
 		t.Fatalf("CreateUser: %v", err)
@@ -254,7 +255,7 @@ func canonical(t *testing.T, n *actorstest.Node) []byte {
 
 // answers is what the system says about every secret and session the
 // test ever issued (Validate does not count; Authenticate changes nothing).
-func answers(t *testing.T, sys *actors.System, w *world) map[string]string {
+func answers(t *testing.T, sys actorstest.System, w *world) map[string]string {
 	t.Helper()
 	ctx := actorstest.Ctx(t)
 	out := map[string]string{}
@@ -353,9 +354,13 @@ func replayFromBeforeCut(t *testing.T, snapDir, walDir string, idx uint64, now i
 		t.Fatal(err)
 	}
 	defer l.Close()
+	acc, err := accounts.New(accounts.DefaultConfig()) // for its offline images
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, back := range []uint64{0, 1, 3, 10, 40, idx} {
 		from := idx - min(back, idx)
-		got, err := actors.ReplayCanonical(payload, l, from, now)
+		got, err := actors.ReplayCanonical(payload, l, from, now, acc)
 		if err != nil {
 			t.Fatalf("replay from %d: %v", from, err)
 		}
@@ -363,13 +368,13 @@ func replayFromBeforeCut(t *testing.T, snapDir, walDir string, idx uint64, now i
 			t.Errorf("snapshot at %d, then the WAL after %d: differs from the live state", idx, from)
 		}
 	}
-	if got, err := actors.ReplayCanonical(nil, l, 0, now); err != nil || !bytes.Equal(got, want) {
+	if got, err := actors.ReplayCanonical(nil, l, 0, now, acc); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("WAL-only replay differs from the live state (err %v)", err)
 	}
 	// Cluster mode's snapshots: the image replayed off the actors, encoded
 	// as a payload (on several shards), decodes to the live state.
 	for _, shards := range []int{1, 5} {
-		off, err := actors.OfflinePayload(l, shards, now)
+		off, err := actors.OfflinePayload(l, shards, now, acc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -13,10 +12,8 @@ import (
 // or renumber one; add new ones at the end of their range. docs/architecture.md
 // lists them.
 const (
-	recBarrier    wal.Type = 1  // snapshot barrier, no payload
-	recUserPut    wal.Type = 2  // JSON userRecord: full state (create or update)
-	recSessionPut wal.Type = 3  // JSON sessionRecord
-	recSessionDel wal.Type = 4  // 32-byte session hash
+	recBarrier wal.Type = 1 // snapshot barrier, no payload
+	// 2..4 are the accounts' (actors/accounts)
 	recKeyCreated wal.Type = 10 // binary keyCreated
 	recKeyRotated wal.Type = 11 // binary keyRotated
 	recKeyRevoked wal.Type = 12 // binary keyRevoked
@@ -25,6 +22,9 @@ const (
 	recKeyUsed    wal.Type = 15 // binary keyUsed: usage and window deltas
 	recKeysUsed   wal.Type = 16 // binary keysUsed: a shard's batch of keyUsed
 )
+
+// isKeyType reports whether t is one of the keys' record types.
+func isKeyType(t wal.Type) bool { return t >= recKeyCreated && t <= recKeysUsed }
 
 // keyEvent is an event about one key, applied by its owner.
 type keyEvent interface {
@@ -339,113 +339,4 @@ func applyKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, err
 	}
 	st.applied = max(st.applied, seq)
 	return st, fx, nil
-}
-
-// accountsVersion is the version of the user and session records this
-// build writes. Records without "v" were written before versions existed
-// and are version 1; a higher version is refused (written by a newer build).
-const accountsVersion = 1
-
-// userRecord is the durable form of a user (JSON in the WAL and snapshot),
-// separate from the exported User.
-type userRecord struct {
-	V             int       `json:"v,omitempty"`
-	ID            uuid.UUID `json:"id"`
-	Email         string    `json:"email"`
-	Role          Role      `json:"role"`
-	Plan          Plan      `json:"plan"`
-	LicenseActive bool      `json:"license_active"`
-	CreatedAt     int64     `json:"created_at"`
-	PasswordHash  string    `json:"password_hash"` // argon2id, encoded
-	// KeyRateLimit caps the rate limit of the keys the user creates (0:
-	// their plan's); later, optional.
-	KeyRateLimit int64 `json:"key_rate_limit,omitempty"`
-}
-
-// sessionRecord is the durable form of a session; Hash is SHA-256 of the token.
-type sessionRecord struct {
-	V         int       `json:"v,omitempty"`
-	Hash      hash      `json:"hash"`
-	UserID    uuid.UUID `json:"user_id"`
-	ExpiresAt int64     `json:"expires_at"`
-}
-
-// accountEvent is an event of the accounts domain, applied by
-// accountsState.apply.
-type accountEvent interface {
-	record() wal.Record
-}
-
-// userSaved is a user's full new state (create or any change).
-type userSaved struct{ u userRecord }
-
-// sessionOpened is a login.
-type sessionOpened struct{ s sessionRecord }
-
-// sessionClosed is a logout.
-type sessionClosed struct{ hash hash }
-
-func (e userSaved) record() wal.Record {
-	u := e.u
-	u.V = accountsVersion
-	return jsonRecord(recUserPut, u)
-}
-
-func (e sessionOpened) record() wal.Record {
-	ss := e.s
-	ss.V = accountsVersion
-	return jsonRecord(recSessionPut, ss)
-}
-
-func (e sessionClosed) record() wal.Record {
-	return wal.Record{Type: recSessionDel, Data: append([]byte(nil), e.hash[:]...)}
-}
-
-// decodeAccountEvent decodes an accounts record; ok is false for other types.
-func decodeAccountEvent(r wal.Record) (ev accountEvent, ok bool, err error) {
-	switch r.Type {
-	case recUserPut:
-		var u userRecord
-		if err := decodeVersioned(r.Data, &u, &u.V); err != nil {
-			return nil, true, fmt.Errorf("user record: %w", err)
-		}
-		return userSaved{u: u}, true, nil
-	case recSessionPut:
-		var ss sessionRecord
-		if err := decodeVersioned(r.Data, &ss, &ss.V); err != nil {
-			return nil, true, fmt.Errorf("session record: %w", err)
-		}
-		return sessionOpened{s: ss}, true, nil
-	case recSessionDel:
-		var h hash
-		if len(r.Data) != len(h) {
-			return nil, true, fmt.Errorf("session delete: %d bytes: %w", len(r.Data), ErrCorrupt)
-		}
-		copy(h[:], r.Data)
-		return sessionClosed{hash: h}, true, nil
-	}
-	return nil, false, nil
-}
-
-// decodeVersioned unmarshals a JSON record and checks its version field
-// (0, absent, means 1).
-func decodeVersioned(b []byte, dst any, v *int) error {
-	if err := json.Unmarshal(b, dst); err != nil {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	if *v == 0 {
-		*v = 1
-	}
-	if *v > accountsVersion {
-		return fmt.Errorf("version %d is newer than this build's %d: %w", *v, accountsVersion, ErrCorrupt)
-	}
-	return nil
-}
-
-func jsonRecord(t wal.Type, v any) wal.Record {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("actors: marshal record type %d: %v", t, err)) // plain structs: cannot fail
-	}
-	return wal.Record{Type: t, Data: b}
 }

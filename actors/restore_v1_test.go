@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
@@ -83,7 +84,7 @@ func TestRestoreDataDirV1(t *testing.T) {
 	}
 }
 
-func checkV1(t *testing.T, stage string, sys *actors.System) {
+func checkV1(t *testing.T, stage string, sys actorstest.System) {
 	t.Helper()
 	ctx := actorstest.Ctx(t)
 	for _, s := range v1Secrets {
@@ -120,10 +121,10 @@ func checkV1(t *testing.T, stage string, sys *actors.System) {
 		t.Fatalf("%s: ListUsers = %d, %v; want 3", stage, len(users), err)
 	}
 	bob, err := sys.GetUser(ctx, v1Bob)
-	if err != nil || bob.LicenseActive || bob.Plan != actors.PlanPremium || bob.Email != "bob@example.com" {
+	if err != nil || bob.LicenseActive || bob.Plan != accounts.PlanPremium || bob.Email != "bob@example.com" {
 		t.Errorf("%s: bob = %+v, %v; want premium, license revoked", stage, bob, err)
 	}
-	if admin, err := sys.GetUser(ctx, v1Admin); err != nil || admin.Role != actors.RoleAdmin {
+	if admin, err := sys.GetUser(ctx, v1Admin); err != nil || admin.Role != accounts.RoleAdmin {
 		t.Errorf("%s: admin = %+v, %v", stage, admin, err)
 	}
 	sessions := []struct {
@@ -136,7 +137,7 @@ func checkV1(t *testing.T, stage string, sys *actors.System) {
 	}
 	for i, s := range sessions {
 		u, err := sys.Authenticate(ctx, s.token)
-		if s.user == uuid.Nil && !errors.Is(err, actors.ErrSessionInvalid) || s.user != uuid.Nil && (err != nil || u.ID != s.user) {
+		if s.user == uuid.Nil && !errors.Is(err, accounts.ErrSessionInvalid) || s.user != uuid.Nil && (err != nil || u.ID != s.user) {
 			t.Errorf("%s: Authenticate(session %d) = %s, %v; want user %s", stage, i, u.ID, err, s.user)
 		}
 	}

@@ -41,7 +41,7 @@ func (s *System) Snapshot() (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), captureTimeout)
 	defer cancel()
-	acc, blocks, total, err := s.capture(ctx)
+	blocks, total, err := s.capture(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("snapshot capture: %w", err)
 	}
@@ -56,7 +56,7 @@ func (s *System) Snapshot() (uint64, error) {
 		names[i] = x.Name()
 	}
 	size, err := s.snaps.Save(idx, func(w io.Writer) error {
-		return writeImage(w, append([]section{accountsSection(acc), keysSection(blocks, total)}, extensionSections(names, sections)...))
+		return writeImage(w, append([]section{keysSection(blocks, total)}, extensionSections(names, sections)...))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("snapshot save: %w", err)
@@ -82,26 +82,20 @@ type keyBlock struct {
 	buf   []byte
 }
 
-// capture gathers the accounts image and every shard's keys.
-func (s *System) capture(ctx context.Context) (accountsImage, []keyBlock, int, error) {
-	accCh := make(chan accountsImage, 1)
-	s.root.Send(s.accounts, captureAccounts{reply: accCh})
+// capture gathers every shard's keys.
+func (s *System) capture(ctx context.Context) ([]keyBlock, int, error) {
 	replies := make(chan captureReply, len(s.shards))
 	for _, pid := range s.shards {
 		// Through the courier: behind every commit notice posted before
 		// the barrier's Append returned (see Snapshot).
 		s.courier.post(pid, capture{reply: replies})
 	}
-	acc, err := await(ctx, accCh)
-	if err != nil {
-		return acc, nil, 0, err
-	}
 	var blocks []keyBlock
 	total := 0
 	for range s.shards {
 		r, err := await(ctx, replies)
 		if err != nil {
-			return acc, nil, 0, err
+			return nil, 0, err
 		}
 		blocks = append(blocks, keyBlock{count: r.count, buf: r.buf})
 		total += r.count
@@ -110,7 +104,7 @@ func (s *System) capture(ctx context.Context) (accountsImage, []keyBlock, int, e
 		for range r.more {
 			b, err := await(ctx, r.live)
 			if err != nil {
-				return acc, nil, 0, err
+				return nil, 0, err
 			}
 			if b != nil {
 				live = append(live, b...)
@@ -120,5 +114,5 @@ func (s *System) capture(ctx context.Context) (accountsImage, []keyBlock, int, e
 		blocks = append(blocks, keyBlock{count: n, buf: live})
 		total += n
 	}
-	return acc, blocks, total, nil
+	return blocks, total, nil
 }

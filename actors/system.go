@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/clock"
@@ -33,7 +34,8 @@ type Deps struct {
 }
 
 // System is the actor-based core: key shards and their key actors, and the
-// accounts actor, restored from the latest snapshot plus the WAL. All its
+// extensions (accounts, control, the gateway), restored from the latest
+// snapshot plus the WAL. All its
 // methods are safe for concurrent use; none holds key state itself.
 type System struct {
 	cfg     Config
@@ -53,14 +55,13 @@ type System struct {
 	// authorizations (inlineMailbox.deliver).
 	shardObjs []*shard
 	shardMBs  []*inlineMailbox
-	accounts  *actor.PID
+	slots     keySlots // the owners' key counts (keyslots.go)
 
 	authPool *Pool[authorize]
 	elog     EventLog     // the WAL, or the replicated log in cluster mode
 	cm       *clusterMode // nil: a single node
 
 	reg      prometheus.Registerer
-	hashing  chan struct{}                 // password-hashing slots (login.go)
 	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
 	stop     chan struct{}
 	loopDone chan struct{}
@@ -96,8 +97,9 @@ func New(cfg Config, d Deps) (*System, error) {
 	s := &System{
 		cfg: cfg, lg: d.Logger.With("component", "actors"), clock: d.Clock, sealer: d.Sealer,
 		log: d.Log, snaps: d.Snapshots, m: m, exts: d.Extensions, reg: d.Registerer,
-		stop: make(chan struct{}), loopDone: make(chan struct{}), hashing: make(chan struct{}, hashSlots()),
+		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
+	s.slots.n = map[uuid.UUID]int{}
 	s.authPool = NewPool(func() *authorize { return &authorize{reply: make(chan AuthResult, 1)} })
 	wd := make(chan struct{})
 	s.watchdog.Store(&wd)
@@ -135,7 +137,7 @@ func New(cfg Config, d Deps) (*System, error) {
 	m.keys.Set(float64(im.nkeys))
 	m.snapRecords.Set(float64(replayed))
 	s.lg.Info("restored", "snapshot_index", idx, "replayed_records", replayed,
-		"keys", im.nkeys, "users", len(im.acc.users), "duration", took)
+		"keys", im.nkeys, "duration", took)
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(d.Clock.Now().Unix())
 	if err := s.spawn(im); err != nil {
@@ -261,8 +263,6 @@ func (s *System) spawn(im *image) error {
 	for _, pid := range s.shards {
 		s.root.Send(pid, shardPeers{peers: s.shards})
 	}
-	acc := newAccounts(deps, im)
-	s.accounts = s.root.Spawn(deps.props(func() actor.Actor { return acc }))
 	for _, x := range s.exts {
 		if err := x.Start(s.extensionEnv(deps)); err != nil {
 			return fmt.Errorf("start extension %s: %w", x.Name(), err)
@@ -317,7 +317,6 @@ func (s *System) Tick() {
 	for _, pid := range s.shards {
 		s.root.Send(pid, tick{now: now, sweep: sweep})
 	}
-	s.root.Send(s.accounts, tick{now: now, sweep: sweep})
 	for _, x := range s.exts {
 		if t, ok := x.(Ticker); ok {
 			t.Tick(time.Unix(now, 0))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
@@ -19,11 +20,17 @@ type Authorizer interface {
 
 var _ Authorizer = (*actors.System)(nil)
 
+// System is a real actor system and its accounts.
+type System struct {
+	*actors.System
+	Accounts *accounts.Service
+}
+
 // NewSystem starts a real actor system on a WAL (fsync on, as in
 // production) and snapshot store in a temp dir, and closes it when tb
 // ends. It creates a licensed premium user and n keys with their limit
 // raised so that no benchmark is refused, and returns their secrets.
-func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
+func NewSystem(tb testing.TB, n int) (System, [][]byte) {
 	tb.Helper()
 	dir := tb.TempDir()
 	wcfg := wal.DefaultConfig()
@@ -41,9 +48,14 @@ func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
 		tb.Fatal(err)
 	}
 	cfg := actors.DefaultConfig()
+	acfg := accounts.DefaultConfig()
 	// One user holds every key, as in the suite (StartGatehouse).
-	cfg.MaxKeys = map[actors.Plan]int{actors.PlanStandard: 1_000_000, actors.PlanPremium: 1_000_000}
-	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer})
+	acfg.MaxKeys = map[accounts.Plan]int{accounts.PlanStandard: 1_000_000, accounts.PlanPremium: 1_000_000}
+	acc, err := accounts.New(acfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Extensions: []actors.Extension{acc}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -58,7 +70,7 @@ func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
 		}
 	})
 	ctx := context.Background()
-	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "bench@example.com", Password: "bench-password", Plan: actors.PlanPremium, LicenseActive: true})
+	u, err := acc.CreateUser(ctx, accounts.NewUser{Email: "bench@example.com", Password: "bench-password", Plan: accounts.PlanPremium, LicenseActive: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -71,7 +83,7 @@ func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
 			for i := w; i < n && err == nil; i += 16 {
 				var k actors.KeyInfo
 				var secret string
-				if k, secret, err = sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "bench"}); err == nil {
+				if k, secret, err = sys.CreateKey(ctx, actors.NewKey{Owner: acc.KeyOwner(u), Name: "bench"}); err == nil {
 					_, err = sys.UpdateKey(ctx, k.ID, actors.KeyPatch{RateLimit: &limit})
 				}
 				secrets[i] = []byte(secret)
@@ -84,7 +96,7 @@ func NewSystem(tb testing.TB, n int) (*actors.System, [][]byte) {
 			tb.Fatal(err)
 		}
 	}
-	return sys, secrets
+	return System{sys, acc}, secrets
 }
 
 // Authorize benchmarks a.Authorize from b's parallel goroutines, the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 	"gatehouse/httpapi/listener"
 )
@@ -20,7 +20,7 @@ import (
 const CookieName = "gatehouse_session"
 
 // userHandler is a handler that runs for an authenticated user.
-type userHandler func(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error
+type userHandler func(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error
 
 // session runs h for the caller at the least token scope need: the user
 // of an access token (Authorization: Bearer svc_pat_…, see tokenUser),
@@ -60,8 +60,8 @@ func (s *Server) session(need control.Scope, h userHandler) handlerFunc {
 // admin is session restricted to admins (403 FORBIDDEN for others) and,
 // for a token, to the admin scope.
 func (s *Server) admin(h userHandler) handlerFunc {
-	return s.session(control.ScopeAdmin, func(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
-		if u.Role != actors.RoleAdmin {
+	return s.session(control.ScopeAdmin, func(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
+		if u.Role != accounts.RoleAdmin {
 			return errForbidden
 		}
 		return h(ctx, rc, u)
@@ -168,7 +168,7 @@ func (s *Server) login(ctx context.Context, rc *fasthttp.RequestCtx) error {
 
 // logoutAll: POST /api/auth/logout-all ends every session of the caller,
 // this one included (after a suspected compromise).
-func (s *Server) logoutAll(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) logoutAll(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	if err := s.users.LogoutAll(ctx, u.ID); err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (s *Server) logout(ctx context.Context, rc *fasthttp.RequestCtx) error {
 		if err := checkCSRF(rc); err != nil {
 			return err
 		}
-		if err := s.users.Logout(ctx, string(token)); err != nil && !errors.Is(err, actors.ErrSessionInvalid) {
+		if err := s.users.Logout(ctx, string(token)); err != nil && !errors.Is(err, accounts.ErrSessionInvalid) {
 			return err
 		}
 	}
@@ -195,7 +195,7 @@ func (s *Server) logout(ctx context.Context, rc *fasthttp.RequestCtx) error {
 }
 
 // me: GET /api/auth/me.
-func (s *Server) me(_ context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) me(_ context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	writeJSON(rc, fasthttp.StatusOK, sessionUserBody{User: newSessionUserView(u)})
 	return nil
 }

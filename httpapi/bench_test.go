@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/bench"
 )
 
@@ -28,7 +29,7 @@ func benchProxyAuthActors(b *testing.B) {
 	sys, secrets := bench.NewSystem(b, 1)
 	cfg := DefaultConfig()
 	cfg.Services = map[string]Service{"llm": {Upstream: "http://127.0.0.1:1/base"}}
-	srv, err := New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
+	srv, err := New(cfg, sys.System, sys.Accounts, nil, prometheus.NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,11 +58,11 @@ func benchProxyAuth(b *testing.B, withCtx bool) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "b@example.com", Password: "password123", LicenseActive: true})
+	u, err := sys.CreateUser(ctx, accounts.NewUser{Email: "b@example.com", Password: "password123", LicenseActive: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: "bench"})
+	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: sys.KeyOwner(u), Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/cluster"
 )
 
@@ -81,7 +81,7 @@ type (
 // getCluster: GET /api/cluster (admin). The members are those etcd lists
 // (alive), and this node always, alive only while its lease is valid:
 // a node cut off from etcd still answers for itself.
-func (s *Server) getCluster(_ context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) getCluster(_ context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	c := s.cluster
 	if c == nil {
 		return errClusterOff
@@ -115,7 +115,7 @@ func (s *Server) getCluster(_ context.Context, rc *fasthttp.RequestCtx, _ actors
 // getClusterKey: GET /api/cluster/keys/{id} (admin). The shard is a
 // function of the id, so any well-formed key id answers, whether or not
 // such a key exists: where it lives, or would.
-func (s *Server) getClusterKey(_ context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) getClusterKey(_ context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	c := s.cluster
 	if c == nil {
 		return errClusterOff

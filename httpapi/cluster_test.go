@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/control"
 )
@@ -99,7 +100,7 @@ func newClusterWorld(t *testing.T, opts ...Option) *clusterWorld {
 	}
 	srv.now = sys.clk.Now
 	w := &clusterWorld{testEnv: &testEnv{sys: sys, srv: srv, reg: reg, client: tcpClient(t, srv)}, seed: seed}
-	tok := func(u actors.User, scopes ...control.Scope) string {
+	tok := func(u accounts.User, scopes ...control.Scope) string {
 		_, secret, err := sys.ctl.CreateToken(context.Background(), control.NewToken{UserID: u.ID, Name: "ops", Scopes: scopes})
 		if err != nil {
 			t.Fatalf("CreateToken(%s) = %v", u.Email, err)
@@ -361,7 +362,7 @@ func TestClusterHealth(t *testing.T) {
 
 	// A failed WAL answers as before, with the membership alongside.
 	w.sys.node.Log.SetFaultHook(func() error { return syscall.EIO })
-	if _, _, err := w.sys.CreateKey(context.Background(), actors.NewKey{Owner: w.seed.alice, Name: "lost"}); err == nil {
+	if _, _, err := w.sys.CreateKey(context.Background(), actors.NewKey{Owner: w.sys.KeyOwner(w.seed.alice), Name: "lost"}); err == nil {
 		t.Fatal("CreateKey succeeded on a failing disk")
 	}
 	w.sys.node.Log.SetFaultHook(nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 	"gatehouse/actors/ratelimit"
 	"gatehouse/httpapi/listener"
@@ -153,12 +154,12 @@ var sentinels = []sentinel{
 	{actors.ErrKeyInactive, fasthttp.StatusBadRequest, codeKeyInactive, "API key is inactive"},
 	{actors.ErrLicenseRequired, fasthttp.StatusForbidden, codeLicenseRequired, "an active license is required"},
 	{actors.ErrKeyLimit, fasthttp.StatusForbidden, codeKeyLimit, "your plan's key limit is reached: delete a key first"},
-	{actors.ErrUserNotFound, fasthttp.StatusNotFound, codeNotFound, "user not found"},
-	{actors.ErrEmailTaken, fasthttp.StatusConflict, codeEmailTaken, "email already registered"},
-	{actors.ErrBadCredentials, fasthttp.StatusUnauthorized, codeInvalidCreds, "invalid email or password"},
-	{actors.ErrLoginThrottled, fasthttp.StatusTooManyRequests, codeRateLimited, "too many failed logins: retry later"},
-	{actors.ErrBusy, fasthttp.StatusServiceUnavailable, codeUnavailable, "service busy: retry in a second"},
-	{actors.ErrSessionInvalid, fasthttp.StatusUnauthorized, codeUnauthorized, "session expired or invalid"},
+	{accounts.ErrUserNotFound, fasthttp.StatusNotFound, codeNotFound, "user not found"},
+	{accounts.ErrEmailTaken, fasthttp.StatusConflict, codeEmailTaken, "email already registered"},
+	{accounts.ErrBadCredentials, fasthttp.StatusUnauthorized, codeInvalidCreds, "invalid email or password"},
+	{accounts.ErrLoginThrottled, fasthttp.StatusTooManyRequests, codeRateLimited, "too many failed logins: retry later"},
+	{accounts.ErrBusy, fasthttp.StatusServiceUnavailable, codeUnavailable, "service busy: retry in a second"},
+	{accounts.ErrSessionInvalid, fasthttp.StatusUnauthorized, codeUnauthorized, "session expired or invalid"},
 	{actors.ErrUnavailable, fasthttp.StatusServiceUnavailable, codeUnavailable, "service temporarily unavailable"},
 	{control.ErrTokenInvalid, fasthttp.StatusUnauthorized, codeInvalidToken, "access token is invalid or revoked"},
 	{control.ErrTokenExpired, fasthttp.StatusUnauthorized, codeTokenExpired, "access token has expired"},
@@ -231,7 +232,7 @@ func (s *Server) writeError(rc *fasthttp.RequestCtx, err error) {
 	if status == fasthttp.StatusTooManyRequests {
 		retry := int64(1)
 		var rl *rateLimitedError
-		var te *actors.ThrottledError
+		var te *accounts.ThrottledError
 		var ce *control.ThrottledError
 		switch {
 		case errors.As(err, &ce):
@@ -245,7 +246,7 @@ func (s *Server) writeError(rc *fasthttp.RequestCtx, err error) {
 		writeJSON(rc, status, rateLimitBody{Error: code, RetryAfter: retry})
 		return
 	}
-	if errors.Is(err, actors.ErrBusy) {
+	if errors.Is(err, accounts.ErrBusy) {
 		rc.Response.Header.Set("Retry-After", "1")
 	}
 	writeJSON(rc, status, errorBody{Error: code, Message: msg})

@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 func TestClassify(t *testing.T) {
@@ -34,10 +35,10 @@ func TestClassify(t *testing.T) {
 		{"key not found", wrap(actors.ErrKeyNotFound), 404, codeKeyNotFound, "", false},
 		{"inactive", wrap(actors.ErrKeyInactive), 400, codeKeyInactive, "", false},
 		{"license", wrap(actors.ErrLicenseRequired), 403, codeLicenseRequired, "", false},
-		{"user not found", wrap(actors.ErrUserNotFound), 404, codeNotFound, "", false},
-		{"email taken", wrap(actors.ErrEmailTaken), 409, codeEmailTaken, "", false},
-		{"bad credentials", actors.ErrBadCredentials, 401, codeInvalidCreds, "", false},
-		{"session", actors.ErrSessionInvalid, 401, codeUnauthorized, "", false},
+		{"user not found", wrap(accounts.ErrUserNotFound), 404, codeNotFound, "", false},
+		{"email taken", wrap(accounts.ErrEmailTaken), 409, codeEmailTaken, "", false},
+		{"bad credentials", accounts.ErrBadCredentials, 401, codeInvalidCreds, "", false},
+		{"session", accounts.ErrSessionInvalid, 401, codeUnauthorized, "", false},
 		{"unavailable", wrap(actors.ErrUnavailable), 503, codeUnavailable, "", false},
 		{"deadline", wrap(context.DeadlineExceeded), 503, codeUnavailable, "", false},
 		{"invalid argument", fmt.Errorf("create key: name must be 1-100 characters: %w", actors.ErrInvalidArgument),
@@ -79,7 +80,7 @@ func TestInternalErrorIsLoggedOnceWithoutLeaking(t *testing.T) {
 	srv.now = sys.clk.Now
 	e := &testEnv{sys: sys, srv: srv}
 	e.client = inmemoryClient(t, srv)
-	e.addUser(t, "a@example.com", actors.RoleUser, actors.PlanStandard, true)
+	e.addUser(t, "a@example.com", accounts.RoleUser, accounts.PlanStandard, true)
 	ck := e.login(t, "a@example.com")
 	r := e.do(t, request{method: "GET", path: "/api/keys/" + uuid.NewString(), cookie: ck})
 	mustStatus(t, r, 500, codeInternal)

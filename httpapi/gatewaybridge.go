@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 	gwapi "gatehouse/httpapi/gateway"
 	"gatehouse/httpapi/listener"
@@ -76,14 +76,14 @@ var errRoleChanged = errors.New("httpapi: the user's role changed")
 // authenticates the session again: a session logged out, expired, or
 // whose user's role changed ends a bridged WebSocket.
 func (s *Server) consoleAuthority(ctx context.Context, rc *fasthttp.RequestCtx) (gwapi.Caller, func(context.Context) error, bool) {
-	var u actors.User
+	var u accounts.User
 	var err error
 	if _, sent := listener.Bearer(&rc.Request.Header); sent {
 		// The bridge is the console's: automation calls the gateway on its
 		// own listener with a gateway API key.
 		err = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized, "the gateway bridge takes the console's session cookie, not a token: call the gateway's listener with a gateway API key"}
 	} else {
-		err = s.session(control.ScopeWrite, func(_ context.Context, _ *fasthttp.RequestCtx, su actors.User) error {
+		err = s.session(control.ScopeWrite, func(_ context.Context, _ *fasthttp.RequestCtx, su accounts.User) error {
 			u = su
 			return nil
 		})(ctx, rc)
@@ -103,7 +103,7 @@ func (s *Server) consoleAuthority(ctx context.Context, rc *fasthttp.RequestCtx) 
 		}
 		return nil
 	}
-	admin := u.Role == actors.RoleAdmin
+	admin := u.Role == accounts.RoleAdmin
 	if admin && rc.IsGet() && string(rc.QueryArgs().Peek("view")) == "all" {
 		// An admin's read of every user's data (the agents page's "every
 		// user" view): a trusted caller acting for no user, as the

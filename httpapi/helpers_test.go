@@ -17,7 +17,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 	"go.uber.org/goleak"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 func TestMain(m *testing.M) {
@@ -216,9 +216,9 @@ func mustStatus(tb testing.TB, r response, status int, code string) {
 	}
 }
 
-func (e *testEnv) addUser(tb testing.TB, email string, role actors.Role, plan actors.Plan, license bool) actors.User {
+func (e *testEnv) addUser(tb testing.TB, email string, role accounts.Role, plan accounts.Plan, license bool) accounts.User {
 	tb.Helper()
-	u, err := e.sys.CreateUser(context.Background(), actors.NewUser{
+	u, err := e.sys.CreateUser(context.Background(), accounts.NewUser{
 		Email: email, Password: "password123", Role: role, Plan: plan, LicenseActive: license,
 	})
 	if err != nil {
@@ -253,7 +253,7 @@ func (e *testEnv) createKey(tb testing.TB, cookie, name string) (uuid.UUID, stri
 // dir, so the users' argon2id hashes are computed once per test binary.
 type world struct {
 	*testEnv
-	admin, alice, bob, carol             actors.User
+	admin, alice, bob, carol             accounts.User
 	adminCk, aliceCk, bobCk, carolCookie string
 }
 

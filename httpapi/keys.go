@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/httpapi/listener"
 )
 
@@ -34,7 +35,7 @@ type keyRequest struct {
 // createKey: POST /api/keys {name, expiresAt?, services?}. A key with
 // services reaches only those; its secret is answered only once the list
 // is durable (a failure deletes the key again).
-func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	var req keyRequest
 	if err := s.decodeBody(rc, &req); err != nil {
 		return err
@@ -57,7 +58,7 @@ func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 	if err != nil {
 		return err
 	}
-	info, secret, err := s.keys.CreateKey(ctx, actors.NewKey{Owner: u, Name: name, ExpiresAt: exp})
+	info, secret, err := s.keys.CreateKey(ctx, actors.NewKey{Owner: s.users.KeyOwner(u), Name: name, ExpiresAt: exp})
 	if err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 }
 
 // listKeys: GET /api/keys[?viewAs=<user_id>], newest first.
-func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	owner, err := viewAs(rc, u)
 	if err != nil {
 		return err
@@ -97,7 +98,7 @@ func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u actors
 // ownedKey returns the key named by the {id} path parameter if u owns it
 // or is an admin. Anything else is KEY_NOT_FOUND, so that nobody learns
 // whether another user's key exists.
-func (s *Server) ownedKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) (actors.KeyInfo, error) {
+func (s *Server) ownedKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) (actors.KeyInfo, error) {
 	id, ok := pathID(rc)
 	if !ok {
 		return actors.KeyInfo{}, errKeyNotFound
@@ -113,7 +114,7 @@ func (s *Server) ownedKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors
 }
 
 // getKey: GET /api/keys/{id}.
-func (s *Server) getKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) getKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	k, err := s.ownedKey(ctx, rc, u)
 	if err != nil {
 		return err
@@ -139,7 +140,7 @@ func (s *Server) keyDetail(k actors.KeyInfo) keyDetailView {
 }
 
 // deleteKey: DELETE /api/keys/{id}.
-func (s *Server) deleteKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) deleteKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	k, err := s.ownedKey(ctx, rc, u)
 	if err != nil {
 		return err
@@ -158,7 +159,7 @@ func (s *Server) deleteKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 }
 
 // rotateKey: POST /api/keys/{id}/rotate.
-func (s *Server) rotateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) rotateKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	k, err := s.ownedKey(ctx, rc, u)
 	if err != nil {
 		return err
@@ -175,7 +176,7 @@ func (s *Server) rotateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 }
 
 // revokeKey: POST /api/keys/{id}/revoke. Revoking a revoked key succeeds.
-func (s *Server) revokeKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) revokeKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	k, err := s.ownedKey(ctx, rc, u)
 	if err != nil {
 		return err
@@ -190,7 +191,7 @@ func (s *Server) revokeKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 // updateKey: PATCH /api/keys/{id} (admin) {rateLimit?, name?, expiresAt?,
 // services?}; expiresAt null clears the expiry, services null or [] lets
 // the key reach every service. At least one field is required.
-func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	k, err := s.ownedKey(ctx, rc, u)
 	if err != nil {
 		return err
@@ -211,7 +212,7 @@ func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u actor
 		// An admin's lower limit on a user's key caps the user's later keys
 		// (deleting the key and creating another does not escape it); a
 		// higher one is this key's alone (KeyRateLimitCap).
-		if _, err := s.users.UpdateUser(ctx, k.Owner, actors.UserPatch{KeyRateLimitCap: p.RateLimit}); err != nil {
+		if _, err := s.users.UpdateUser(ctx, k.Owner, accounts.UserPatch{KeyRateLimitCap: p.RateLimit}); err != nil {
 			return err
 		}
 	}
@@ -261,7 +262,7 @@ func (s *Server) keyPatch(req keyRequest, services bool) (actors.KeyPatch, error
 }
 
 // keyUsage: GET /api/keys/{id}/usage?days=N, N in 1..30, default 7.
-func (s *Server) keyUsage(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) keyUsage(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	days := defaultUsageDays
 	if len(rc.QueryArgs().PeekMulti("days")) > 1 {
 		return invalidField("days", "must be given once")

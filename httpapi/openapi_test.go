@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 )
 
@@ -197,7 +197,7 @@ func TestGeneratedClientWalkthrough(t *testing.T) {
 	}
 	serve(t, srv, ln)
 	ctx := context.Background()
-	admin, err := sys.CreateUser(ctx, actors.NewUser{Email: "root@example.com", Password: "password123", Role: actors.RoleAdmin, LicenseActive: true})
+	admin, err := sys.CreateUser(ctx, accounts.NewUser{Email: "root@example.com", Password: "password123", Role: accounts.RoleAdmin, LicenseActive: true})
 	if err != nil {
 		t.Fatal(err)
 	}

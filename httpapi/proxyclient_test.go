@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 // TestProxyClientIPHeadersDropped (issue 21): a client's Forwarded and
@@ -54,7 +54,7 @@ func TestProxyMalformedChunkedBody(t *testing.T) {
 	}
 	srv.now = sys.clk.Now
 	e := &testEnv{sys: sys, srv: srv, client: inmemoryClient(t, srv)}
-	e.addUser(t, "a@example.com", actors.RoleUser, actors.PlanStandard, true)
+	e.addUser(t, "a@example.com", accounts.RoleUser, accounts.PlanStandard, true)
 	_, secret := e.createKey(t, e.login(t, "a@example.com"), "chunked")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/httpapi/listener"
 )
 
@@ -53,28 +54,31 @@ type KeyService interface {
 // methods are safe for concurrent use and honour ctx's deadline.
 type UserService interface {
 	// CreateUser errors: ErrEmailTaken, ErrInvalidArgument.
-	CreateUser(ctx context.Context, u actors.NewUser) (actors.User, error)
+	CreateUser(ctx context.Context, u accounts.NewUser) (accounts.User, error)
 	// UpdateUser errors: ErrUserNotFound, ErrInvalidArgument.
-	UpdateUser(ctx context.Context, id uuid.UUID, p actors.UserPatch) (actors.User, error)
+	UpdateUser(ctx context.Context, id uuid.UUID, p accounts.UserPatch) (accounts.User, error)
 	// GetUser errors: ErrUserNotFound.
-	GetUser(ctx context.Context, id uuid.UUID) (actors.User, error)
-	ListUsers(ctx context.Context) ([]actors.User, error)
+	GetUser(ctx context.Context, id uuid.UUID) (accounts.User, error)
+	ListUsers(ctx context.Context) ([]accounts.User, error)
 	// LoginFrom opens a session for a client at ip: ErrBadCredentials for
 	// an unknown email or a wrong password alike, a *ThrottledError after
 	// too many failures, ErrBusy when password hashing is saturated.
-	LoginFrom(ctx context.Context, email, password, ip string) (actors.User, actors.Session, error)
+	LoginFrom(ctx context.Context, email, password, ip string) (accounts.User, accounts.Session, error)
 	// Authenticate returns the user of a session token; ErrSessionInvalid.
-	Authenticate(ctx context.Context, token string) (actors.User, error)
+	Authenticate(ctx context.Context, token string) (accounts.User, error)
 	// Logout ends the session; unknown tokens are not an error.
 	Logout(ctx context.Context, token string) error
 	// LogoutAll ends every session of user.
 	LogoutAll(ctx context.Context, user uuid.UUID) error
+	// KeyOwner is what creating a key for u needs (KeyService.CreateKey):
+	// their licence, how many keys their plan allows, a new key's limit.
+	KeyOwner(u accounts.User) actors.KeyOwner
 }
 
-// The actor system is the production implementation of both interfaces.
+// The actor system and its accounts are the production implementations.
 var (
 	_ KeyService  = (*actors.System)(nil)
-	_ UserService = (*actors.System)(nil)
+	_ UserService = (*accounts.Service)(nil)
 )
 
 // Server is the HTTP API of one listener. Create it with New or

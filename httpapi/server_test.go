@@ -12,7 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 func TestRouting(t *testing.T) {
@@ -189,7 +189,7 @@ type blockingUsers struct {
 	release chan struct{}
 }
 
-func (b *blockingUsers) Authenticate(ctx context.Context, token string) (actors.User, error) {
+func (b *blockingUsers) Authenticate(ctx context.Context, token string) (accounts.User, error) {
 	close(b.entered)
 	<-b.release
 	return b.testSystem.Authenticate(ctx, token)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 )
 
@@ -130,7 +130,7 @@ func apiServiceView(svc control.Service) serviceView {
 }
 
 // listServices: GET /api/services (admin), by name.
-func (s *Server) listServices(_ context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) listServices(_ context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	out := []serviceView{}
 	for name, svc := range s.cfg.Services {
 		out = append(out, configServiceView(name, svc))
@@ -148,7 +148,7 @@ func (s *Server) listServices(_ context.Context, rc *fasthttp.RequestCtx, _ acto
 }
 
 // getService: GET /api/services/{name} (admin).
-func (s *Server) getService(_ context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) getService(_ context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	name, _ := rc.UserValue("name").(string)
 	if svc, ok := s.cfg.Services[name]; ok {
 		writeJSON(rc, fasthttp.StatusOK, serviceBody{configServiceView(name, svc)})
@@ -256,7 +256,7 @@ func fieldName(f string) string {
 
 // createService: POST /api/services (admin) {name, upstream, headers?,
 // timeoutMs?, maxConns?, enabled?, description?}.
-func (s *Server) createService(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) createService(ctx context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	if s.ctl == nil {
 		return errNoControl
 	}
@@ -288,7 +288,7 @@ func (s *Server) createService(ctx context.Context, rc *fasthttp.RequestCtx, _ a
 
 // updateService: PUT /api/services/{name} (admin): the full new state;
 // headers absent keeps the current ones, null or {} removes them.
-func (s *Server) updateService(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) updateService(ctx context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	name, _ := rc.UserValue("name").(string)
 	if _, ok := s.cfg.Services[name]; ok {
 		return errServiceReadOnly
@@ -318,7 +318,7 @@ func (s *Server) updateService(ctx context.Context, rc *fasthttp.RequestCtx, _ a
 }
 
 // deleteService: DELETE /api/services/{name} (admin).
-func (s *Server) deleteService(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) deleteService(ctx context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	name, _ := rc.UserValue("name").(string)
 	if _, ok := s.cfg.Services[name]; ok {
 		return errServiceReadOnly

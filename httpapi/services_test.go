@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 )
 
@@ -246,9 +247,9 @@ func TestAdmitAllocatesNoMore(t *testing.T) {
 	if _, err := e.sys.ctl.CreateService(ctx, "llm", control.ServiceInput{Upstream: "http://127.0.0.1:1/base", Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	u := e.addUser(t, "alloc@example.com", actors.RoleUser, actors.PlanPremium, true)
+	u := e.addUser(t, "alloc@example.com", accounts.RoleUser, accounts.PlanPremium, true)
 	allocs := func(service string, limit []string) float64 {
-		info, secret, err := e.sys.CreateKey(ctx, actors.NewKey{Owner: u, Name: service})
+		info, secret, err := e.sys.CreateKey(ctx, actors.NewKey{Owner: e.sys.KeyOwner(u), Name: service})
 		if err != nil {
 			t.Fatal(err)
 		}

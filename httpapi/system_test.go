@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
 	"gatehouse/actors/control"
@@ -18,7 +19,7 @@ import (
 // starts with (sessions, authorize, validate) fail as an overloaded system
 // would.
 type testSystem struct {
-	*actors.System
+	actorstest.System
 	clk  *clock.Fake
 	node *actorstest.Node
 	ctl  *control.Control // the running system's automation extension
@@ -70,9 +71,9 @@ func (s *testSystem) unavailable() error {
 }
 
 // Authenticate fails while the system is down.
-func (s *testSystem) Authenticate(ctx context.Context, token string) (actors.User, error) {
+func (s *testSystem) Authenticate(ctx context.Context, token string) (accounts.User, error) {
 	if err := s.unavailable(); err != nil {
-		return actors.User{}, err
+		return accounts.User{}, err
 	}
 	return s.System.Authenticate(ctx, token)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 	"gatehouse/httpapi/console"
 )
@@ -96,13 +96,13 @@ type (
 	userIn struct {
 		Email         string       `json:"email"`
 		Password      string       `json:"password"`
-		Role          *actors.Role `json:"role,omitempty"`
-		Plan          *actors.Plan `json:"plan,omitempty"`
+		Role          *accounts.Role `json:"role,omitempty"`
+		Plan          *accounts.Plan `json:"plan,omitempty"`
 		LicenseActive *bool        `json:"licenseActive,omitempty"`
 	}
 	userPatchIn struct {
-		Role          *actors.Role `json:"role,omitempty"`
-		Plan          *actors.Plan `json:"plan,omitempty"`
+		Role          *accounts.Role `json:"role,omitempty"`
+		Plan          *accounts.Plan `json:"plan,omitempty"`
 		LicenseActive *bool        `json:"licenseActive,omitempty"`
 		Password      *string      `json:"password,omitempty"`
 		KeyRateLimit  *int64       `json:"keyRateLimit,omitempty"`
@@ -163,7 +163,7 @@ func (s *Server) buildRoutes() []route {
 		{method: fasthttp.MethodHead, path: "/health", auth: authPublic, tag: "system", summary: "Liveness, as GET without the body",
 			errs: []int{unavail}, h: s.health},
 		{method: get, path: "/metrics", auth: authAdmin, tag: "system", summary: "Prometheus metrics (admins; scrapers use the metrics listener)",
-			content: "text/plain; version=0.0.4", uh: func(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error { return metrics(ctx, rc) }},
+			content: "text/plain; version=0.0.4", uh: func(ctx context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error { return metrics(ctx, rc) }},
 		{method: get, path: "/api/openapi.json", auth: authPublic, tag: "system", summary: "This OpenAPI 3.1 document",
 			content: "application/json", h: s.openAPIDoc},
 		{method: get, path: "/api/docs", auth: authPublic, tag: "system", summary: "The interactive API viewer (HTML)",

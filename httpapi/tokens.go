@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 )
 
@@ -52,8 +53,8 @@ func callerToken(rc *fasthttp.RequestCtx) (control.Token, bool) {
 
 // actsAsAdmin reports whether the caller may use admin powers: an admin's
 // session, or an admin's token with the admin scope.
-func actsAsAdmin(rc *fasthttp.RequestCtx, u actors.User) bool {
-	if u.Role != actors.RoleAdmin {
+func actsAsAdmin(rc *fasthttp.RequestCtx, u accounts.User) bool {
+	if u.Role != accounts.RoleAdmin {
 		return false
 	}
 	t, ok := callerToken(rc)
@@ -64,26 +65,26 @@ func actsAsAdmin(rc *fasthttp.RequestCtx, u actors.User) bool {
 // user's role now (an admin token of a user who is no longer an admin
 // grants nothing). A svc_live_ key is never a management credential.
 // The token is never logged.
-func (s *Server) tokenUser(ctx context.Context, rc *fasthttp.RequestCtx, tok []byte) (actors.User, control.Token, error) {
+func (s *Server) tokenUser(ctx context.Context, rc *fasthttp.RequestCtx, tok []byte) (accounts.User, control.Token, error) {
 	if s.ctl == nil {
-		return actors.User{}, control.Token{}, errTokenInvalid
+		return accounts.User{}, control.Token{}, errTokenInvalid
 	}
 	isKey := bytes.HasPrefix(tok, []byte(actors.KeyPrefix+"_"))
 	t, err := s.ctl.CheckToken(ctx, string(tok), rc.RemoteIP().String())
 	if err != nil {
 		if isKey && errors.Is(err, control.ErrTokenInvalid) {
-			return actors.User{}, control.Token{}, errKeyNotToken
+			return accounts.User{}, control.Token{}, errKeyNotToken
 		}
-		return actors.User{}, control.Token{}, err
+		return accounts.User{}, control.Token{}, err
 	}
 	u, err := s.users.GetUser(ctx, t.UserID)
-	if errors.Is(err, actors.ErrUserNotFound) {
-		return actors.User{}, control.Token{}, errTokenInvalid
+	if errors.Is(err, accounts.ErrUserNotFound) {
+		return accounts.User{}, control.Token{}, errTokenInvalid
 	}
 	if err != nil {
-		return actors.User{}, control.Token{}, err
+		return accounts.User{}, control.Token{}, err
 	}
-	if u.Role != actors.RoleAdmin {
+	if u.Role != accounts.RoleAdmin {
 		t.Scopes = slices.DeleteFunc(t.Scopes, func(sc control.Scope) bool { return sc == control.ScopeAdmin })
 	}
 	return u, t, nil
@@ -101,7 +102,7 @@ type tokenRequest struct {
 // token, that token's own scopes; nor may its expiry exceed that token's
 // (absent: the same), and revoking that token revokes this one too.
 // userId (another user) needs admin.
-func (s *Server) createToken(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) createToken(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	if s.ctl == nil {
 		return errNoControl
 	}
@@ -149,7 +150,7 @@ func (s *Server) createToken(ctx context.Context, rc *fasthttp.RequestCtx, u act
 	}
 	caller, viaToken := callerToken(rc)
 	for _, sc := range scopes {
-		if sc == control.ScopeAdmin && owner.Role != actors.RoleAdmin {
+		if sc == control.ScopeAdmin && owner.Role != accounts.RoleAdmin {
 			return invalidField("scopes", `"admin" is only for admin users`)
 		}
 		if viaToken && !caller.Grants(sc) {
@@ -173,7 +174,7 @@ func (s *Server) createToken(ctx context.Context, rc *fasthttp.RequestCtx, u act
 }
 
 // listTokens: GET /api/tokens[?viewAs=<user_id>] (viewAs: admin).
-func (s *Server) listTokens(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) listTokens(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	if s.ctl == nil {
 		return errNoControl
 	}
@@ -195,7 +196,7 @@ func (s *Server) listTokens(ctx context.Context, rc *fasthttp.RequestCtx, u acto
 
 // revokeToken: DELETE /api/tokens/{id}: the caller's own token, or any
 // for an admin. Anything else is TOKEN_NOT_FOUND.
-func (s *Server) revokeToken(ctx context.Context, rc *fasthttp.RequestCtx, u actors.User) error {
+func (s *Server) revokeToken(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) error {
 	if s.ctl == nil {
 		return errNoControl
 	}
@@ -216,7 +217,7 @@ func (s *Server) revokeToken(ctx context.Context, rc *fasthttp.RequestCtx, u act
 
 // viewAs is the owner a list is for: the caller, or ?viewAs=<user_id>
 // for an admin.
-func viewAs(rc *fasthttp.RequestCtx, u actors.User) (uuid.UUID, error) {
+func viewAs(rc *fasthttp.RequestCtx, u accounts.User) (uuid.UUID, error) {
 	if !rc.QueryArgs().Has("viewAs") {
 		return u.ID, nil
 	}

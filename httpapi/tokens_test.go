@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 )
 
@@ -119,7 +119,7 @@ func TestTokenRules(t *testing.T) {
 
 	// A demoted admin's admin token is revoked with the role (and so is
 	// the token it minted for bob).
-	if _, err := w.sys.UpdateUser(context.Background(), w.admin.ID, actors.UserPatch{Role: ptr(actors.RoleUser)}); err != nil {
+	if _, err := w.sys.UpdateUser(context.Background(), w.admin.ID, accounts.UserPatch{Role: ptr(accounts.RoleUser)}); err != nil {
 		t.Fatal(err)
 	}
 	w.sys.clk.Advance(time.Hour) // past the wait the bad tokens above earned
@@ -167,7 +167,7 @@ func TestKeyServiceWithTokenOnly(t *testing.T) {
 		c.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr + "/base"}}
 	})
 	ctx := context.Background()
-	root := e.addUser(t, "root@example.com", actors.RoleAdmin, actors.PlanPremium, true)
+	root := e.addUser(t, "root@example.com", accounts.RoleAdmin, accounts.PlanPremium, true)
 	_, adminTok, err := e.sys.ctl.CreateToken(ctx, control.NewToken{UserID: root.ID, Name: "bootstrap", Scopes: []control.Scope{control.ScopeAdmin}})
 	if err != nil {
 		t.Fatal(err)

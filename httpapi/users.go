@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 type userRequest struct {
@@ -22,12 +22,12 @@ type userRequest struct {
 
 // createUser: POST /api/users (admin). role defaults to "user", plan to
 // "standard", licenseActive to false.
-func (s *Server) createUser(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) createUser(ctx context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	var req userRequest
 	if err := s.decodeBody(rc, &req); err != nil {
 		return err
 	}
-	nu := actors.NewUser{Role: actors.RoleUser, Plan: actors.PlanStandard}
+	nu := accounts.NewUser{Role: accounts.RoleUser, Plan: accounts.PlanStandard}
 	var err error
 	if nu.Email, err = reqString(req.Email, "email"); err != nil {
 		return err
@@ -58,16 +58,16 @@ func (s *Server) createUser(ctx context.Context, rc *fasthttp.RequestCtx, _ acto
 
 // userFields decodes the optional role, plan and licenseActive fields;
 // nil means absent.
-func userFields(req userRequest) (*actors.Role, *actors.Plan, *bool, error) {
+func userFields(req userRequest) (*accounts.Role, *accounts.Plan, *bool, error) {
 	var (
-		role    *actors.Role
-		plan    *actors.Plan
+		role    *accounts.Role
+		plan    *accounts.Plan
 		license *bool
 	)
 	if v, ok, err := optString(req.Role, "role"); err != nil {
 		return nil, nil, nil, err
 	} else if ok {
-		r := actors.Role(v)
+		r := accounts.Role(v)
 		if !r.Valid() {
 			return nil, nil, nil, invalidField("role", `must be "user" or "admin"`)
 		}
@@ -76,7 +76,7 @@ func userFields(req userRequest) (*actors.Role, *actors.Plan, *bool, error) {
 	if v, ok, err := optString(req.Plan, "plan"); err != nil {
 		return nil, nil, nil, err
 	} else if ok {
-		p := actors.Plan(v)
+		p := accounts.Plan(v)
 		if !p.Valid() {
 			return nil, nil, nil, invalidField("plan", `must be "standard" or "premium"`)
 		}
@@ -91,7 +91,7 @@ func userFields(req userRequest) (*actors.Role, *actors.Plan, *bool, error) {
 }
 
 // listUsers: GET /api/users (admin).
-func (s *Server) listUsers(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) listUsers(ctx context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	users, err := s.users.ListUsers(ctx)
 	if err != nil {
 		return err
@@ -106,7 +106,7 @@ func (s *Server) listUsers(ctx context.Context, rc *fasthttp.RequestCtx, _ actor
 
 // updateUser: PATCH /api/users/{id} (admin) {plan?, licenseActive?, role?,
 // password?}. An unknown or malformed id is 404 NOT_FOUND.
-func (s *Server) updateUser(ctx context.Context, rc *fasthttp.RequestCtx, _ actors.User) error {
+func (s *Server) updateUser(ctx context.Context, rc *fasthttp.RequestCtx, _ accounts.User) error {
 	id, ok := pathID(rc)
 	if !ok {
 		return errNotFound
@@ -118,7 +118,7 @@ func (s *Server) updateUser(ctx context.Context, rc *fasthttp.RequestCtx, _ acto
 	if len(req.Email) > 0 {
 		return invalidField("email", "cannot be changed")
 	}
-	var p actors.UserPatch
+	var p accounts.UserPatch
 	var err error
 	if p.Role, p.Plan, p.LicenseActive, err = userFields(req); err != nil {
 		return err

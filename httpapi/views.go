@@ -4,6 +4,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 // The JSON shapes of responses. Field names are the seed's, exactly.
@@ -12,12 +13,12 @@ import (
 type sessionUserView struct {
 	ID            uuid.UUID   `json:"id"`
 	Email         string      `json:"email"`
-	Role          actors.Role `json:"role"`
-	Plan          actors.Plan `json:"plan"`
+	Role          accounts.Role `json:"role"`
+	Plan          accounts.Plan `json:"plan"`
 	LicenseActive bool        `json:"licenseActive"`
 }
 
-func newSessionUserView(u actors.User) sessionUserView {
+func newSessionUserView(u accounts.User) sessionUserView {
 	return sessionUserView{ID: u.ID, Email: u.Email, Role: u.Role, Plan: u.Plan, LicenseActive: u.LicenseActive}
 }
 
@@ -25,8 +26,8 @@ func newSessionUserView(u actors.User) sessionUserView {
 type userView struct {
 	ID            uuid.UUID   `json:"id"`
 	Email         string      `json:"email"`
-	Role          actors.Role `json:"role"`
-	Plan          actors.Plan `json:"plan"`
+	Role          accounts.Role `json:"role"`
+	Plan          accounts.Plan `json:"plan"`
 	LicenseActive bool        `json:"licenseActive"`
 	CreatedAt     isoTime     `json:"createdAt"`
 	// KeyRateLimit is the limit of the keys the user creates: an admin's
@@ -35,7 +36,7 @@ type userView struct {
 	KeyRateLimit *int64 `json:"keyRateLimit"`
 }
 
-func newUserView(u actors.User) userView {
+func newUserView(u accounts.User) userView {
 	v := userView{
 		ID: u.ID, Email: u.Email, Role: u.Role, Plan: u.Plan,
 		LicenseActive: u.LicenseActive, CreatedAt: isoTime(u.CreatedAt),

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
@@ -17,7 +17,7 @@ import (
 // -race; restoring a copy costs a few milliseconds.
 type worldSeed struct {
 	dir                                  string
-	admin, alice, bob, carol             actors.User
+	admin, alice, bob, carol             accounts.User
 	adminCk, aliceCk, bobCk, carolCookie string
 }
 
@@ -41,9 +41,9 @@ func buildWorldSeed(tb testing.TB) *worldSeed {
 	n := actorstest.New(tb)
 	sys := n.Start()
 	ctx := context.Background()
-	user := func(email string, role actors.Role, plan actors.Plan, license bool) (actors.User, string) {
+	user := func(email string, role accounts.Role, plan accounts.Plan, license bool) (accounts.User, string) {
 		tb.Helper()
-		u, err := sys.CreateUser(ctx, actors.NewUser{Email: email, Password: "password123", Role: role, Plan: plan, LicenseActive: license})
+		u, err := sys.CreateUser(ctx, accounts.NewUser{Email: email, Password: "password123", Role: role, Plan: plan, LicenseActive: license})
 		if err != nil {
 			tb.Fatalf("CreateUser(%s) = %v", email, err)
 		}
@@ -54,10 +54,10 @@ func buildWorldSeed(tb testing.TB) *worldSeed {
 		return u, s.Token
 	}
 	s := &worldSeed{}
-	s.admin, s.adminCk = user("admin@example.com", actors.RoleAdmin, actors.PlanPremium, true)
-	s.alice, s.aliceCk = user("alice@example.com", actors.RoleUser, actors.PlanStandard, true)
-	s.bob, s.bobCk = user("bob@example.com", actors.RoleUser, actors.PlanPremium, true)
-	s.carol, s.carolCookie = user("carol@example.com", actors.RoleUser, actors.PlanStandard, false)
+	s.admin, s.adminCk = user("admin@example.com", accounts.RoleAdmin, accounts.PlanPremium, true)
+	s.alice, s.aliceCk = user("alice@example.com", accounts.RoleUser, accounts.PlanStandard, true)
+	s.bob, s.bobCk = user("bob@example.com", accounts.RoleUser, accounts.PlanPremium, true)
+	s.carol, s.carolCookie = user("carol@example.com", accounts.RoleUser, accounts.PlanStandard, false)
 	n.Stop()
 	dir, err := os.MkdirTemp("", "httpapi-world-")
 	if err != nil {

@@ -13,7 +13,7 @@
 //	sys = n.Restart() // crash, then restore from the snapshot and WAL
 //
 // Every call to Start builds fresh extensions (an Extension serves one
-// System). Cleanups stop the system before its WAL closes. A Node is not
+// System), the accounts (actors/accounts) first: System carries them. Cleanups stop the system before its WAL closes. A Node is not
 // safe for concurrent use; the System it returns is.
 package actorstest
 
@@ -29,6 +29,7 @@ import (
 	"go.uber.org/goleak"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/clock"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
@@ -48,6 +49,8 @@ type Node struct {
 	// Config is used by every Start; New makes it test-friendly (8 shards,
 	// no automatic flushes or snapshots: the test calls Tick and Snapshot).
 	Config actors.Config
+	// AccountsConfig configures the accounts every Start builds.
+	AccountsConfig accounts.Config
 	// MasterKey seals secrets (32 bytes).
 	MasterKey []byte
 	// Extensions returns the extensions for one Start (nil: none).
@@ -63,10 +66,21 @@ type Node struct {
 
 	// Log and Sys are the running system's WAL and System (nil when down).
 	Log *wal.Log
-	Sys *actors.System
+	Sys System
 	// Exts are the running system's extensions, as Extensions returned them.
 	Exts []actors.Extension
 }
+
+// System is a running system with its accounts, as tests drive them:
+// the engine's methods (Tick, Snapshot, the keys') and the accounts' (users,
+// sessions) on one value.
+type System struct {
+	*actors.System
+	*accounts.Service
+}
+
+// Tick is the engine's (the accounts' Tick is the engine's to call).
+func (s System) Tick() { s.System.Tick() }
 
 // Option configures a Node.
 type Option func(*Node)
@@ -78,6 +92,11 @@ func WithExtensions(fn func() []actors.Extension) Option {
 
 // WithConfig lets fn edit the actors.Config after New's defaults.
 func WithConfig(fn func(*actors.Config)) Option { return func(n *Node) { fn(&n.Config) } }
+
+// WithAccounts lets fn edit the accounts.Config after New's defaults.
+func WithAccounts(fn func(*accounts.Config)) Option {
+	return func(n *Node) { fn(&n.AccountsConfig) }
+}
 
 // WithClock uses clk instead of a new fake clock at T0.
 func WithClock(clk *clock.Fake) Option { return func(n *Node) { n.Clock = clk } }
@@ -92,7 +111,7 @@ func New(tb testing.TB, opts ...Option) *Node {
 	cfg.Shards = 8
 	cfg.FlushInterval = time.Hour // tests drive Tick themselves
 	cfg.SnapshotEvery, cfg.SnapshotInterval = 0, 0
-	n := &Node{tb: tb, Dir: tb.TempDir(), Clock: clock.NewFake(T0), Config: cfg, MasterKey: make([]byte, 32)}
+	n := &Node{tb: tb, Dir: tb.TempDir(), Clock: clock.NewFake(T0), Config: cfg, AccountsConfig: accounts.DefaultConfig(), MasterKey: make([]byte, 32)}
 	for _, o := range opts {
 		o(n)
 	}
@@ -104,9 +123,9 @@ func New(tb testing.TB, opts ...Option) *Node {
 
 // Start opens the WAL and snapshot store and restores a System from them.
 // It fails tb if anything does not open.
-func (n *Node) Start() *actors.System {
+func (n *Node) Start() System {
 	n.tb.Helper()
-	if n.Sys != nil {
+	if n.Sys.System != nil {
 		n.tb.Fatalf("actorstest: Start while a system is running")
 	}
 	wopts := []waltest.Option{waltest.WithPath(filepath.Join(n.Dir, "wal.db"))}
@@ -122,6 +141,10 @@ func (n *Node) Start() *actors.System {
 	if err != nil {
 		n.tb.Fatalf("NewSealer: %v", err)
 	}
+	acc, err := accounts.New(n.AccountsConfig)
+	if err != nil {
+		n.tb.Fatalf("accounts.New: %v", err)
+	}
 	var exts []actors.Extension
 	if n.Extensions != nil {
 		exts = n.Extensions()
@@ -131,53 +154,53 @@ func (n *Node) Start() *actors.System {
 		clk = clock.Real{}
 	}
 	sys, err := actors.New(n.Config, actors.Deps{
-		Log: l, Snapshots: snaps, Clock: clk, Sealer: sealer, Logger: n.Logger, Extensions: exts,
+		Log: l, Snapshots: snaps, Clock: clk, Sealer: sealer, Logger: n.Logger, Extensions: append([]actors.Extension{acc}, exts...),
 	})
 	if err != nil {
 		_ = l.Close()
 		n.tb.Fatalf("actors.New: %v", err)
 	}
-	n.Log, n.Sys, n.Exts = l, sys, exts
+	n.Log, n.Sys, n.Exts = l, System{sys, acc}, exts
 	// Registered after waltest's cleanup, so it runs first: the system
 	// stops before its WAL closes and is checked.
 	n.tb.Cleanup(func() {
-		if n.Sys == sys {
+		if n.Sys.System == sys {
 			n.Crash()
 		}
 	})
-	return sys
+	return n.Sys
 }
 
 // Crash stops the running system as kill -9 would (no flush, no final
 // snapshot) and closes its WAL.
 func (n *Node) Crash() {
-	if n.Sys == nil {
+	if n.Sys.System == nil {
 		return
 	}
 	n.Sys.Abort()
 	_ = n.Log.Close()
-	n.Sys, n.Log, n.Exts = nil, nil, nil
+	n.Sys, n.Log, n.Exts = System{}, nil, nil
 }
 
 // Stop shuts the running system down cleanly (usage flushed, a final
 // snapshot taken) and closes its WAL; it fails tb on error.
 func (n *Node) Stop() {
 	n.tb.Helper()
-	if n.Sys == nil {
+	if n.Sys.System == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := n.Sys.Close(ctx)
 	_ = n.Log.Close()
-	n.Sys, n.Log, n.Exts = nil, nil, nil
+	n.Sys, n.Log, n.Exts = System{}, nil, nil
 	if err != nil {
 		n.tb.Fatalf("System.Close: %v", err)
 	}
 }
 
 // Restart crashes the running system and starts a new one on the same dir.
-func (n *Node) Restart() *actors.System {
+func (n *Node) Restart() System {
 	n.tb.Helper()
 	n.Crash()
 	return n.Start()

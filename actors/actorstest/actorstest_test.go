@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 )
 
@@ -14,11 +15,11 @@ func TestMain(m *testing.M) { actorstest.VerifyTestMain(m) }
 func TestRestartKeepsAcknowledgedState(t *testing.T) {
 	n := actorstest.New(t)
 	sys := n.Start()
-	u, err := sys.CreateUser(actorstest.Ctx(t), actors.NewUser{Email: "a@example.com", Password: "correct horse", LicenseActive: true})
+	u, err := sys.CreateUser(actorstest.Ctx(t), accounts.NewUser{Email: "a@example.com", Password: "correct horse", LicenseActive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, secret, err := sys.CreateKey(actorstest.Ctx(t), actors.NewKey{Owner: u, Name: "ci"})
+	k, secret, err := sys.CreateKey(actorstest.Ctx(t), actors.NewKey{Owner: sys.KeyOwner(u), Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
+	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/etcdtest"
@@ -38,6 +40,8 @@ type fleet struct {
 	key   []byte
 	reg   *prometheus.Registry // for the next start
 	tune  func(*actors.Config) // when set, changes every node's config
+	// tuneAccounts, when set, changes every node's accounts config.
+	tuneAccounts func(*accounts.Config)
 	// exts, when set, runs the gateway and the control extension on
 	// every node started from then on (snapshot_test.go).
 	exts bool
@@ -51,7 +55,7 @@ type fleet struct {
 type member struct {
 	id    string
 	locks *cluster.Locks
-	sys   *actors.System
+	sys   actorstest.System // the node's System and accounts
 	node  *cluster.Node
 	cli   *clientv3.Client
 	gw    *gateway.Gateway // with fleet.exts
@@ -96,7 +100,15 @@ func (f *fleet) start(id string) *member {
 		f.tune(&cfg)
 	}
 	m := &member{id: id, cli: cli, fatal: make(chan error, 1)}
-	var exts []actors.Extension
+	acfg := accounts.DefaultConfig()
+	if f.tuneAccounts != nil {
+		f.tuneAccounts(&acfg)
+	}
+	acc, err := accounts.New(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts := []actors.Extension{acc}
 	if f.exts {
 		gcfg := gateway.DefaultConfig()
 		gcfg.NodeID = id
@@ -104,7 +116,7 @@ func (f *fleet) start(id string) *member {
 			t.Fatal(err)
 		}
 		m.ctl = control.New()
-		exts = []actors.Extension{m.gw, m.ctl}
+		exts = append(exts, m.gw, m.ctl)
 	}
 	started := time.Now()
 	sys, err := actors.New(cfg, actors.Deps{
@@ -130,7 +142,7 @@ func (f *fleet) start(id string) *member {
 		t.Fatalf("start %s: %v", id, err)
 	}
 	m.took = time.Since(started)
-	m.sys = sys
+	m.sys = actorstest.System{System: sys, Service: acc}
 	m.locks = cluster.NewLocks(cli, prefix, id, ttl, sys.ClusterApplied, sys.ClusterWritten)
 	sys.SetClusterLocks(m.locks)
 	f.addrs.Store(id, sys)
@@ -154,14 +166,14 @@ func registerer(r *prometheus.Registry) prometheus.Registerer {
 
 // stop leaves the cluster gracefully.
 func (m *member) stop() {
-	if m.sys == nil {
+	if m.sys.System == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = m.sys.Close(ctx)
 	m.locks.Close()
-	m.sys = nil
+	m.sys = actorstest.System{}
 }
 
 // crash cuts the node off etcd and off the other nodes: its lease expires
@@ -170,7 +182,7 @@ func (m *member) crash(f *fleet) {
 	f.addrs.Delete(m.id)
 	_ = m.cli.Close()
 	sys := m.sys
-	m.sys = nil
+	m.sys = actorstest.System{}
 	f.t.Cleanup(sys.Abort)
 }
 
@@ -223,11 +235,11 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 
 func newKey(t testing.TB, m *member, limit int64) (actors.KeyInfo, string) {
 	t.Helper()
-	u, err := m.sys.CreateUser(ctx(t), actors.NewUser{Email: fmt.Sprintf("u%d@example.com", time.Now().UnixNano()), Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
+	u, err := m.sys.CreateUser(ctx(t), accounts.NewUser{Email: fmt.Sprintf("u%d@example.com", time.Now().UnixNano()), Password: "correct horse", Plan: accounts.PlanStandard, LicenseActive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, secret, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: u, Name: "k"})
+	k, secret, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: m.sys.KeyOwner(u), Name: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +532,7 @@ func TestEtcdLeaderKilled(t *testing.T) {
 			m := ms[i%len(ms)]
 			email := fmt.Sprintf("leader-kill-%d@example.com", i)
 			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if _, err := m.sys.CreateUser(c, actors.NewUser{Email: email, Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true}); err == nil {
+			if _, err := m.sys.CreateUser(c, accounts.NewUser{Email: email, Password: "correct horse", Plan: accounts.PlanStandard, LicenseActive: true}); err == nil {
 				acked.Store(email, m.id)
 			}
 			cancel()
@@ -585,7 +597,7 @@ func TestQuorumLost(t *testing.T) {
 	for _, m := range ms {
 		start := time.Now()
 		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := m.sys.CreateUser(c, actors.NewUser{Email: "lost-" + m.id + "@example.com", Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
+		_, err := m.sys.CreateUser(c, accounts.NewUser{Email: "lost-" + m.id + "@example.com", Password: "correct horse", Plan: accounts.PlanStandard, LicenseActive: true})
 		cancel()
 		took := time.Since(start)
 		if !errors.Is(err, actors.ErrUnavailable) || took > 5*time.Second {
@@ -618,7 +630,7 @@ func TestQuorumLost(t *testing.T) {
 	start := time.Now()
 	for _, m := range ms {
 		eventually(t, 20*time.Second, "changes on "+m.id+" after quorum is back", func() bool {
-			_, err := m.sys.CreateUser(context.Background(), actors.NewUser{Email: fmt.Sprintf("back-%s-%d@example.com", m.id, time.Now().UnixNano()), Password: "correct horse", Plan: actors.PlanStandard, LicenseActive: true})
+			_, err := m.sys.CreateUser(context.Background(), accounts.NewUser{Email: fmt.Sprintf("back-%s-%d@example.com", m.id, time.Now().UnixNano()), Password: "correct horse", Plan: accounts.PlanStandard, LicenseActive: true})
 			return err == nil
 		})
 		eventually(t, 20*time.Second, "admissions on "+m.id+" after quorum is back", func() bool {
@@ -742,8 +754,8 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 func TestRacingAccountChanges(t *testing.T) {
 	const maxKeys = 4
 	f := newFleet(t)
-	f.tune = func(c *actors.Config) {
-		c.MaxKeys = map[actors.Plan]int{actors.PlanStandard: maxKeys, actors.PlanPremium: 10 * maxKeys}
+	f.tuneAccounts = func(c *accounts.Config) {
+		c.MaxKeys = map[accounts.Plan]int{accounts.PlanStandard: maxKeys, accounts.PlanPremium: 10 * maxKeys}
 	}
 	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
 	waitOwners(t, ms...)
@@ -755,11 +767,11 @@ func TestRacingAccountChanges(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, m := range ms {
 			wg.Go(func() {
-				_, err := m.sys.CreateUser(ctx(t), actors.NewUser{Email: email, Password: "correct horse", LicenseActive: true})
+				_, err := m.sys.CreateUser(ctx(t), accounts.NewUser{Email: email, Password: "correct horse", LicenseActive: true})
 				switch {
 				case err == nil:
 					created.Add(1)
-				case errors.Is(err, actors.ErrEmailTaken):
+				case errors.Is(err, accounts.ErrEmailTaken):
 					taken.Add(1)
 				default:
 					t.Errorf("create %s on %s: %v", email, m.id, err)
@@ -785,7 +797,7 @@ func TestRacingAccountChanges(t *testing.T) {
 	}
 
 	// Three fields of one user, each patched on another node at once.
-	u, err := ms[0].sys.CreateUser(ctx(t), actors.NewUser{Email: "patched@example.com", Password: "correct horse"})
+	u, err := ms[0].sys.CreateUser(ctx(t), accounts.NewUser{Email: "patched@example.com", Password: "correct horse"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,8 +807,8 @@ func TestRacingAccountChanges(t *testing.T) {
 			return err == nil
 		})
 	}
-	premium, licensed, limit := actors.PlanPremium, true, int64(77)
-	patches := []actors.UserPatch{{Plan: &premium}, {LicenseActive: &licensed}, {KeyRateLimit: &limit}}
+	premium, licensed, limit := accounts.PlanPremium, true, int64(77)
+	patches := []accounts.UserPatch{{Plan: &premium}, {LicenseActive: &licensed}, {KeyRateLimit: &limit}}
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
@@ -814,7 +826,7 @@ func TestRacingAccountChanges(t *testing.T) {
 	}
 
 	// One owner's keys, created on every node at once.
-	owner, err := ms[0].sys.CreateUser(ctx(t), actors.NewUser{Email: "owner@example.com", Password: "correct horse", LicenseActive: true})
+	owner, err := ms[0].sys.CreateUser(ctx(t), accounts.NewUser{Email: "owner@example.com", Password: "correct horse", LicenseActive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -822,7 +834,7 @@ func TestRacingAccountChanges(t *testing.T) {
 	for _, m := range ms {
 		wg.Go(func() {
 			for range maxKeys {
-				_, _, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: owner, Name: "k-" + m.id})
+				_, _, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: m.sys.KeyOwner(owner), Name: "k-" + m.id})
 				switch {
 				case err == nil:
 					made.Add(1)

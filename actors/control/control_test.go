@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/wal"
 )
@@ -443,11 +444,11 @@ func FuzzDecode(f *testing.F) {
 func TestAccountRecoveryRevokesTokens(t *testing.T) {
 	n, ctl := node(t)
 	ctx := actorstest.Ctx(t)
-	u, err := n.Sys.CreateUser(ctx, actors.NewUser{Email: "a@example.com", Password: "password123", LicenseActive: true})
+	u, err := n.Sys.CreateUser(ctx, accounts.NewUser{Email: "a@example.com", Password: "password123", LicenseActive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := n.Sys.CreateUser(ctx, actors.NewUser{Email: "b@example.com", Password: "password123"})
+	other, err := n.Sys.CreateUser(ctx, accounts.NewUser{Email: "b@example.com", Password: "password123"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,21 +456,21 @@ func TestAccountRecoveryRevokesTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pw, plan, role, off := "another-password", actors.PlanPremium, actors.RoleAdmin, false
+	pw, plan, role, off := "another-password", accounts.PlanPremium, accounts.RoleAdmin, false
 	tests := []struct {
 		name    string
 		change  func() error
 		revokes bool
 	}{
-		{"plan", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{Plan: &plan}); return err }, false},
+		{"plan", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{Plan: &plan}); return err }, false},
 		{"same licence", func() error {
 			on := true
-			_, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{LicenseActive: &on})
+			_, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{LicenseActive: &on})
 			return err
 		}, false},
-		{"password", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{Password: &pw}); return err }, true},
-		{"role", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{Role: &role}); return err }, true},
-		{"licence", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, actors.UserPatch{LicenseActive: &off}); return err }, true},
+		{"password", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{Password: &pw}); return err }, true},
+		{"role", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{Role: &role}); return err }, true},
+		{"licence", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{LicenseActive: &off}); return err }, true},
 		{"logout-all", func() error { return n.Sys.LogoutAll(ctx, u.ID) }, true},
 	}
 	for _, tt := range tests {

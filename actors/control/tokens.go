@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 // CreateToken issues a token and returns it with its secret, the only
@@ -241,9 +241,9 @@ func (a *ctlActor) sweep(now int64) {
 	}
 }
 
-var _ actors.CredentialRevoker = (*Control)(nil)
+var _ accounts.CredentialRevoker = (*Control)(nil)
 
-// RevokeUserCredentials is RevokeUserTokens, for actors.System.
+// RevokeUserCredentials is RevokeUserTokens, for the accounts.
 func (c *Control) RevokeUserCredentials(ctx context.Context, user uuid.UUID) error {
 	return c.RevokeUserTokens(ctx, user)
 }

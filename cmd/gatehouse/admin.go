@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 )
 
 // resetPassword sets a new password for the admin named by
@@ -42,8 +43,8 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 	email := bootstrapEmail(getenv)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	u, err := n.sys.UserByEmail(ctx, email)
-	if errors.Is(err, actors.ErrUserNotFound) {
+	u, err := n.acc.UserByEmail(ctx, email)
+	if errors.Is(err, accounts.ErrUserNotFound) {
 		return fmt.Errorf("reset-password: no user %s in %s (GATEHOUSE_ADMIN_EMAIL names the admin, default admin@localhost)", email, cfg.DataDir)
 	}
 	if err != nil {
@@ -52,11 +53,11 @@ func resetPassword(ctx context.Context, cfg fileConfig, getenv func(string) stri
 	password := getenv("GATEHOUSE_ADMIN_PASSWORD")
 	generated := password == ""
 	if generated {
-		if password, err = actors.NewPassword(); err != nil {
+		if password, err = accounts.NewPassword(); err != nil {
 			return fmt.Errorf("reset password of %s: %w", email, err)
 		}
 	}
-	if _, err := n.sys.UpdateUser(ctx, u.ID, actors.UserPatch{Password: &password}); err != nil {
+	if _, err := n.acc.UpdateUser(ctx, u.ID, accounts.UserPatch{Password: &password}); err != nil {
 		return fmt.Errorf("reset password of %s: %w", email, adminError(err))
 	}
 	if generated {

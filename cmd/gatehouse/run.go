@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/app"
@@ -117,6 +118,7 @@ func newLogger(cfg fileConfig, w io.Writer) *slog.Logger {
 type node struct {
 	log     *wal.Log
 	sys     *actors.System
+	acc     *accounts.Service
 	gw      *gateway.Gateway
 	ctl     *control.Control
 	cluster *clusterRun // nil: a single node
@@ -214,7 +216,7 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 		lns = append(lns, ln)
 	}
 	if err := n.cluster.bootstrapAdmin(ctx, func() error {
-		return bootstrapAdmin(ctx, n.sys, cfg.DataDir, getenv, stderr, lg)
+		return bootstrapAdmin(ctx, n.acc, cfg.DataDir, getenv, stderr, lg)
 	}); err != nil {
 		closeAll()
 		return err
@@ -349,9 +351,15 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	acfg.FlushInterval = cfg.Usage.FlushInterval.d
 	acfg.IdleAfter, acfg.SweepInterval = cfg.Actors.IdleAfter.d, cfg.Actors.SweepInterval.d
 	acfg.GracePeriod = cfg.Keys.RotationGracePeriod.d
-	acfg.SessionTTL = cfg.Server.SessionTTL.d
-	acfg.Plans = map[actors.Plan]int64{actors.PlanStandard: cfg.Plans.Standard, actors.PlanPremium: cfg.Plans.Premium}
-	acfg.MaxKeys = map[actors.Plan]int{actors.PlanStandard: cfg.Keys.MaxPerUser.Standard, actors.PlanPremium: cfg.Keys.MaxPerUser.Premium}
+	ucfg := accounts.DefaultConfig()
+	ucfg.SessionTTL = cfg.Server.SessionTTL.d
+	ucfg.Plans = map[accounts.Plan]int64{accounts.PlanStandard: cfg.Plans.Standard, accounts.PlanPremium: cfg.Plans.Premium}
+	ucfg.MaxKeys = map[accounts.Plan]int{accounts.PlanStandard: cfg.Keys.MaxPerUser.Standard, accounts.PlanPremium: cfg.Keys.MaxPerUser.Premium}
+	acc, err := accounts.New(ucfg) // users, sessions, logins
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	acfg.SnapshotEvery, acfg.SnapshotInterval = cfg.Snapshot.EveryRecords, cfg.Snapshot.Interval.d
 	gwcfg := gateway.DefaultConfig()
 	gwcfg.RateLimitRPM, gwcfg.RateLimitBurst = cfg.Gateway.RateLimitRPM, cfg.Gateway.RateLimitBurst
@@ -377,7 +385,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 		return nil, err
 	}
 	ctl := control.New() // access tokens, the API's services, per-key service lists
-	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{gw, ctl}}
+	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{acc, gw, ctl}}
 	if cl != nil {
 		// The replicated log replaces the bbolt WAL and the snapshots.
 		deps.Log, deps.Snapshots = nil, nil
@@ -394,7 +402,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 	if cl != nil {
 		cl.serveAdmissions(sys)
 	}
-	return &node{log: l, sys: sys, gw: gw, ctl: ctl, cluster: cl, unlock: unlock}, nil
+	return &node{log: l, sys: sys, acc: acc, gw: gw, ctl: ctl, cluster: cl, unlock: unlock}, nil
 }
 
 func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
@@ -417,7 +425,7 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 			lg.Info("demo service echo: a built-in echo upstream", "upstream", up)
 		}
 	}
-	api, err = httpapi.New(hcfg, sys, sys, lg, reg, reg, append(n.clusterOpts(), httpapi.WithControl(n.ctl))...)
+	api, err = httpapi.New(hcfg, sys, n.acc, lg, reg, reg, append(n.clusterOpts(), httpapi.WithControl(n.ctl))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)
 	}
@@ -453,11 +461,11 @@ func writeFileSync(path string, b []byte, mode os.FileMode) error {
 // bootstrapAdmin creates the admin named by GATEHOUSE_ADMIN_EMAIL (default
 // admin@localhost) if no such user exists, with GATEHOUSE_ADMIN_PASSWORD or
 // a generated password printed once on stderr (never logged).
-func bootstrapAdmin(ctx context.Context, sys *actors.System, dataDir string, getenv func(string) string, stderr io.Writer, lg *slog.Logger) error {
+func bootstrapAdmin(ctx context.Context, acc *accounts.Service, dataDir string, getenv func(string) string, stderr io.Writer, lg *slog.Logger) error {
 	email := bootstrapEmail(getenv)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	created, generated, err := sys.EnsureAdmin(ctx, email, getenv("GATEHOUSE_ADMIN_PASSWORD"))
+	created, generated, err := acc.EnsureAdmin(ctx, email, getenv("GATEHOUSE_ADMIN_PASSWORD"))
 	if err != nil {
 		return adminError(err)
 	}

@@ -1,4 +1,4 @@
-package actors_test
+package accounts_test
 
 import (
 	"context"
@@ -9,14 +9,27 @@ import (
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/wal"
 )
 
-// revokerExt is counterExt with the CredentialRevoker capability: it
+// stateless is an extension with no state and no records.
+type stateless struct{}
+
+func (stateless) Name() string                            { return "stateless" }
+func (stateless) Owns(wal.Type) bool                      { return false }
+func (stateless) Restore([]byte) error                    { return nil }
+func (stateless) Apply(uint64, wal.Record) error          { return nil }
+func (stateless) Start(actors.ExtensionEnv) error         { return nil }
+func (stateless) Capture(context.Context) ([]byte, error) { return nil, nil }
+func (stateless) Stop()                                   {}
+
+// revokerExt is an extension with the CredentialRevoker capability: it
 // records the users it was asked about, and fails the call numbered
 // failAt (1-based; 0: none).
 type revokerExt struct {
-	counterExt
+	stateless
 	mu     sync.Mutex
 	users  []uuid.UUID
 	failAt int
@@ -54,20 +67,20 @@ func TestCredentialRevoker(t *testing.T) {
 	ext := &revokerExt{}
 	n.Extensions = func() []actors.Extension { return []actors.Extension{ext} }
 	s := n.Start()
-	u := mustUser(t, s, "a@example.com", actors.PlanStandard, true)
-	premium, on, off, admin, pw := actors.PlanPremium, true, false, actors.RoleAdmin, "a new password"
+	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
+	premium, on, off, admin, pw := accounts.PlanPremium, true, false, accounts.RoleAdmin, "a new password"
 	limit := int64(5)
 	tests := []struct {
 		name  string
-		patch actors.UserPatch
+		patch accounts.UserPatch
 		want  int
 	}{
-		{"plan", actors.UserPatch{Plan: &premium}, 0},
-		{"key limit", actors.UserPatch{KeyRateLimit: &limit}, 0},
-		{"licence unchanged", actors.UserPatch{LicenseActive: &on}, 0},
-		{"licence", actors.UserPatch{LicenseActive: &off}, 2},
-		{"role", actors.UserPatch{Role: &admin}, 2},
-		{"password", actors.UserPatch{Password: &pw}, 2},
+		{"plan", accounts.UserPatch{Plan: &premium}, 0},
+		{"key limit", accounts.UserPatch{KeyRateLimit: &limit}, 0},
+		{"licence unchanged", accounts.UserPatch{LicenseActive: &on}, 0},
+		{"licence", accounts.UserPatch{LicenseActive: &off}, 2},
+		{"role", accounts.UserPatch{Role: &admin}, 2},
+		{"password", accounts.UserPatch{Password: &pw}, 2},
 	}
 	for _, tt := range tests {
 		before := ext.calls()
@@ -92,14 +105,14 @@ func TestCredentialRevoker(t *testing.T) {
 		return got.LicenseActive
 	}
 	ext.failCall(ext.calls() + 1) // the revocation before the change
-	if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{LicenseActive: &on}); err == nil || licensed() {
+	if _, err := s.UpdateUser(ctx(t), u.ID, accounts.UserPatch{LicenseActive: &on}); err == nil || licensed() {
 		t.Errorf("a failed revocation before: UpdateUser = %v, licensed %v; want an error, the change unmade", err, licensed())
 	}
-	if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{LicenseActive: &on}); err != nil || !licensed() {
+	if _, err := s.UpdateUser(ctx(t), u.ID, accounts.UserPatch{LicenseActive: &on}); err != nil || !licensed() {
 		t.Errorf("the repeat: UpdateUser = %v, licensed %v", err, licensed())
 	}
 	ext.failCall(ext.calls() + 2) // the revocation after the change
-	if _, err := s.UpdateUser(ctx(t), u.ID, actors.UserPatch{LicenseActive: &off}); err == nil || licensed() {
+	if _, err := s.UpdateUser(ctx(t), u.ID, accounts.UserPatch{LicenseActive: &off}); err == nil || licensed() {
 		t.Errorf("a failed revocation after: UpdateUser = %v, licensed %v; want an error, the change made", err, licensed())
 	}
 	ext.failCall(ext.calls() + 1)

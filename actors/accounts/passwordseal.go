@@ -1,4 +1,4 @@
-package actors
+package accounts
 
 import (
 	"encoding/base64"
@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"gatehouse/actors"
 )
 
 // Password hashes are sealed like the other stored secrets: a user
@@ -23,7 +25,7 @@ const sealedHashPrefix = "sealed1:"
 func passwordAAD(id uuid.UUID) []byte { return append([]byte("user-password/"), id[:]...) }
 
 // sealPasswordHash seals phc, the PHC string of user id's password.
-func (s *System) sealPasswordHash(phc string, id uuid.UUID) (string, error) {
+func (s *Service) sealPasswordHash(phc string, id uuid.UUID) (string, error) {
 	b, err := s.sealer.Seal([]byte(phc), passwordAAD(id))
 	if err != nil {
 		return "", fmt.Errorf("seal password hash: %w", err)
@@ -33,14 +35,14 @@ func (s *System) sealPasswordHash(phc string, id uuid.UUID) (string, error) {
 
 // openPasswordHash returns the PHC string of user id's stored hash (as
 // it is when written before hashes were sealed).
-func (s *System) openPasswordHash(stored string, id uuid.UUID) (string, error) {
+func (s *Service) openPasswordHash(stored string, id uuid.UUID) (string, error) {
 	rest, sealed := strings.CutPrefix(stored, sealedHashPrefix)
 	if !sealed {
 		return stored, nil
 	}
 	b, err := base64.RawStdEncoding.DecodeString(rest)
 	if err != nil {
-		return "", fmt.Errorf("open password hash: %w: %w", ErrCorrupt, err)
+		return "", fmt.Errorf("open password hash: %w: %w", actors.ErrCorrupt, err)
 	}
 	phc, err := s.sealer.Open(b, passwordAAD(id))
 	if err != nil {

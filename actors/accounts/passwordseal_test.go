@@ -1,4 +1,4 @@
-package actors_test
+package accounts_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/crypto/argon2"
 
-	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/wal"
 )
@@ -49,7 +49,7 @@ func TestPasswordHashSealed(t *testing.T) {
 	n := actorstest.New(t)
 	sys := n.Start()
 	ctx := actorstest.Ctx(t)
-	u, err := sys.CreateUser(ctx, actors.NewUser{Email: "sealed@example.com", Password: "correct horse battery"})
+	u, err := sys.CreateUser(ctx, accounts.NewUser{Email: "sealed@example.com", Password: "correct horse battery"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestPasswordHashSealed(t *testing.T) {
 		t.Fatalf("Login = %v", err)
 	}
 	np := "another horse battery"
-	if _, err := sys.UpdateUser(ctx, u.ID, actors.UserPatch{Password: &np}); err != nil {
+	if _, err := sys.UpdateUser(ctx, u.ID, accounts.UserPatch{Password: &np}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sys.Snapshot(); err != nil {
@@ -71,7 +71,7 @@ func TestPasswordHashSealed(t *testing.T) {
 	if _, _, err := sys.Login(ctx, "sealed@example.com", np); err != nil {
 		t.Fatalf("Login after a restart = %v", err)
 	}
-	if _, _, err := sys.Login(ctx, "sealed@example.com", "correct horse battery"); !errors.Is(err, actors.ErrBadCredentials) {
+	if _, _, err := sys.Login(ctx, "sealed@example.com", "correct horse battery"); !errors.Is(err, accounts.ErrBadCredentials) {
 		t.Fatalf("Login with the old password = %v, want ErrBadCredentials", err)
 	}
 }
@@ -97,7 +97,7 @@ func TestLegacyPlainPasswordHashLogsIn(t *testing.T) {
 	if err != nil || u.ID != id {
 		t.Fatalf("Login of a legacy user = %s, %v; want %s", u.ID, err, id)
 	}
-	if _, _, err := sys.Login(ctx, "legacy@example.com", "wrong password"); !errors.Is(err, actors.ErrBadCredentials) {
+	if _, _, err := sys.Login(ctx, "legacy@example.com", "wrong password"); !errors.Is(err, accounts.ErrBadCredentials) {
 		t.Fatalf("Login with a wrong password = %v, want ErrBadCredentials", err)
 	}
 }

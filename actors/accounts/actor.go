@@ -1,4 +1,4 @@
-package actors
+package accounts
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
+	"gatehouse/actors"
+	"gatehouse/actors/clock"
 	"gatehouse/wal"
 )
 
@@ -58,41 +60,23 @@ func (a *accountsState) expire(now int64) {
 	}
 }
 
-// accounts owns users and sessions. Management traffic is light next to the
-// proxy path, so one actor serializes it; password hashing happens in the
-// caller's goroutine, never here.
-type accounts struct {
-	deps *keyDeps
+// accountsActor owns users and sessions; every change goes through it.
+type accountsActor struct {
+	log   actors.EventLog
+	clock clock.Clock
 	*accountsState
 	failures map[string]*failState // failed logins per "email:" and "ip:" (see login.go)
-	// keys counts the keys of each owner that created one since start, for
-	// the plan's key limit: counted from the shards on the owner's first
-	// reservation (nothing at start-up), then kept by reserveKey (before a
-	// create) and releaseKey (a failed create, a delete).
-	keys map[uuid.UUID]int
 }
 
-// reserveKey takes one of owner's key slots if fewer than max are used.
-// counted is the owner's key count as the caller found it, or -1; the
-// reply is reserveCount when the actor needs it, else whether a slot was
-// taken.
-type reserveKey struct {
-	owner   uuid.UUID
-	max     int
-	counted int
-	reply   chan reserveReply
+// tick expires sessions and sweeps login failures (Service.Tick).
+type tick struct{ now int64 }
+
+// foreignAccount applies one account event another node logged.
+type foreignAccount struct {
+	seq  uint64
+	ev   accountEvent
+	done chan struct{}
 }
-
-type reserveReply uint8
-
-const (
-	reserveRefused reserveReply = iota
-	reserveTaken
-	reserveCount // count the owner's keys and ask again
-)
-
-// releaseKey gives one back.
-type releaseKey struct{ owner uuid.UUID }
 
 type userReply struct {
 	user  userRecord
@@ -147,16 +131,10 @@ type delSession struct {
 	reply chan error
 }
 
-type captureAccounts struct{ reply chan accountsImage }
-
-type accountsImage struct{ users, sessions []byte }
-
-func newAccounts(deps *keyDeps, im *image) *accounts {
-	return &accounts{deps: deps, accountsState: im.acc, failures: map[string]*failState{}, keys: map[uuid.UUID]int{}}
-}
+type captureAccounts struct{ reply chan []byte }
 
 // Receive is the actor's mailbox entry point: one method per message.
-func (a *accounts) Receive(ctx actor.Context) {
+func (a *accountsActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case putUser:
 		m.reply <- a.createUser(m.rec)
@@ -183,23 +161,13 @@ func (a *accounts) Receive(ctx actor.Context) {
 		a.loginEnd(m)
 	case logoutAll:
 		m.reply <- a.logoutAll(m)
-	case reserveKey:
-		m.reply <- a.reserveKey(m)
-	case releaseKey:
-		if n, ok := a.keys[m.owner]; ok {
-			a.keys[m.owner] = max(n-1, 0)
-		}
 	case foreignAccount:
 		a.accountsState.apply(m.seq, m.ev)
 		close(m.done)
-	case keyCount:
-		if n, ok := a.keys[m.owner]; ok {
-			a.keys[m.owner] = max(n+m.delta, 0)
-		}
 	}
 }
 
-func (a *accounts) createUser(u userRecord) userReply {
+func (a *accountsActor) createUser(u userRecord) userReply {
 	if _, taken := a.byEmail[u.Email]; taken {
 		return userReply{err: ErrEmailTaken}
 	}
@@ -210,18 +178,18 @@ func (a *accounts) createUser(u userRecord) userReply {
 }
 
 // logUser makes the full user record durable, then applies it.
-func (a *accounts) logUser(u userRecord) error {
+func (a *accountsActor) logUser(u userRecord) error {
 	return a.commit(userSaved{u: u})
 }
 
 // commit appends ev (durable on return), then applies it: the only way
 // the actor changes its state.
-func (a *accounts) commit(evs ...accountEvent) error {
+func (a *accountsActor) commit(evs ...accountEvent) error {
 	recs := make([]wal.Record, len(evs))
 	for i, ev := range evs {
 		recs[i] = ev.record()
 	}
-	last, err := a.deps.log.Append(recs...)
+	last, err := a.log.Append(recs...)
 	if err != nil {
 		return fmt.Errorf("log accounts event: %w", err)
 	}
@@ -231,7 +199,7 @@ func (a *accounts) commit(evs ...accountEvent) error {
 	return nil
 }
 
-func (a *accounts) patchUser(m patchUser) userReply {
+func (a *accountsActor) patchUser(m patchUser) userReply {
 	cur, ok := a.users[m.id]
 	if !ok {
 		return userReply{err: ErrUserNotFound}
@@ -270,7 +238,7 @@ func (a *accounts) patchUser(m patchUser) userReply {
 
 // sessionsOf returns the events that close every session of user, in a
 // fixed order.
-func (a *accounts) sessionsOf(user uuid.UUID) []accountEvent {
+func (a *accountsActor) sessionsOf(user uuid.UUID) []accountEvent {
 	var hs []hash
 	for h, ss := range a.sessions {
 		if ss.UserID == user {
@@ -285,28 +253,12 @@ func (a *accounts) sessionsOf(user uuid.UUID) []accountEvent {
 	return evs
 }
 
-func (a *accounts) reserveKey(m reserveKey) reserveReply {
-	n, known := a.keys[m.owner]
-	switch {
-	case !known && m.counted < 0:
-		return reserveCount
-	case !known:
-		n = m.counted
-	}
-	if n >= m.max {
-		a.keys[m.owner] = n
-		return reserveRefused
-	}
-	a.keys[m.owner] = n + 1
-	return reserveTaken
-}
-
 type logoutAll struct {
 	user  uuid.UUID
 	reply chan userReply
 }
 
-func (a *accounts) logoutAll(m logoutAll) userReply {
+func (a *accountsActor) logoutAll(m logoutAll) userReply {
 	evs := a.sessionsOf(m.user)
 	if len(evs) == 0 {
 		return userReply{}
@@ -314,7 +266,7 @@ func (a *accounts) logoutAll(m logoutAll) userReply {
 	return userReply{err: a.commit(evs...)}
 }
 
-func (a *accounts) getUser(m getUser) userReply {
+func (a *accountsActor) getUser(m getUser) userReply {
 	id := m.id
 	if id == uuid.Nil {
 		var ok bool
@@ -329,7 +281,7 @@ func (a *accounts) getUser(m getUser) userReply {
 	return userReply{user: *u}
 }
 
-func (a *accounts) list() userReply {
+func (a *accountsActor) list() userReply {
 	out := make([]userRecord, 0, len(a.users))
 	for _, u := range a.users {
 		out = append(out, *u)
@@ -343,14 +295,14 @@ func (a *accounts) list() userReply {
 	return userReply{users: out}
 }
 
-func (a *accounts) putSession(s sessionRecord) error {
+func (a *accountsActor) putSession(s sessionRecord) error {
 	if _, ok := a.users[s.UserID]; !ok {
 		return ErrUserNotFound
 	}
 	return a.commit(sessionOpened{s: s})
 }
 
-func (a *accounts) getSession(m getSession) userReply {
+func (a *accountsActor) getSession(m getSession) userReply {
 	s, ok := a.sessions[m.hash]
 	if !ok || s.ExpiresAt <= m.now {
 		return userReply{err: ErrSessionInvalid}
@@ -362,21 +314,21 @@ func (a *accounts) getSession(m getSession) userReply {
 	return userReply{user: *u}
 }
 
-func (a *accounts) delSession(h hash) error {
+func (a *accountsActor) delSession(h hash) error {
 	if _, ok := a.sessions[h]; !ok {
 		return nil
 	}
 	return a.commit(sessionClosed{hash: h})
 }
 
-func (a *accounts) capture() accountsImage {
-	return a.encode(a.deps.clock.Now().Unix())
+func (a *accountsActor) capture() []byte {
+	return a.section(a.clock.Now().Unix())
 }
 
 // encode is the snapshot form of the state at now: users by id, live
 // sessions by hash (ended ones are left out), so equal states encode to
 // equal bytes.
-func (a *accountsState) encode(now int64) accountsImage {
+func (a *accountsState) encode(now int64) (users, sessions []byte) {
 	us := make([]userRecord, 0, len(a.users))
 	for _, u := range a.users {
 		c := *u
@@ -396,9 +348,9 @@ func (a *accountsState) encode(now int64) accountsImage {
 	ub, err1 := json.Marshal(us)
 	sb, err2 := json.Marshal(ss)
 	if err1 != nil || err2 != nil {
-		panic("actors: marshal accounts image") // plain structs: cannot fail
+		panic("accounts: marshal the snapshot section") // plain structs: cannot fail
 	}
-	return accountsImage{users: ub, sessions: sb}
+	return ub, sb
 }
 
 func normalizeEmail(e string) string { return strings.ToLower(strings.TrimSpace(e)) }

@@ -1,4 +1,4 @@
-package actors
+package accounts
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"gatehouse/actors"
 )
 
 const (
@@ -22,14 +24,14 @@ func validateEmail(e string) (string, error) {
 	e = normalizeEmail(e)
 	at := strings.IndexByte(e, '@')
 	if len(e) > maxEmailLen || at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\r\n") {
-		return "", fmt.Errorf("email must be an address like name@example.com: %w", ErrInvalidArgument)
+		return "", fmt.Errorf("email must be an address like name@example.com: %w", actors.ErrInvalidArgument)
 	}
 	return e, nil
 }
 
 func validatePassword(pw string) error {
 	if n := len(pw); n < minPasswordLen || n > maxPasswordLen {
-		return fmt.Errorf("password must be %d-%d bytes: %w", minPasswordLen, maxPasswordLen, ErrInvalidArgument)
+		return fmt.Errorf("password must be %d-%d bytes: %w", minPasswordLen, maxPasswordLen, actors.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -41,8 +43,8 @@ func (u userRecord) user() User {
 	}
 }
 
-func (s *System) askUser(ctx context.Context, msg any, reply chan userReply) (userReply, error) {
-	s.root.Send(s.accounts, msg)
+func (s *Service) askUser(ctx context.Context, msg any, reply chan userReply) (userReply, error) {
+	s.root.Send(s.pid, msg)
 	r, err := await(ctx, reply)
 	if err != nil {
 		return r, err
@@ -51,7 +53,7 @@ func (s *System) askUser(ctx context.Context, msg any, reply chan userReply) (us
 }
 
 // CreateUser registers a user. ErrEmailTaken if the email is in use.
-func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
+func (s *Service) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	email, err := validateEmail(nu.Email)
 	if err != nil {
 		return User{}, err
@@ -66,10 +68,10 @@ func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 		nu.Plan = PlanStandard
 	}
 	if !nu.Role.Valid() {
-		return User{}, fmt.Errorf(`role must be "user" or "admin": %w`, ErrInvalidArgument)
+		return User{}, fmt.Errorf(`role must be "user" or "admin": %w`, actors.ErrInvalidArgument)
 	}
 	if !nu.Plan.Valid() {
-		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, ErrInvalidArgument)
+		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, actors.ErrInvalidArgument)
 	}
 	ph, err := s.hashWithSlot(ctx, nu.Password)
 	if err != nil {
@@ -84,7 +86,7 @@ func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	}
 	// In a cluster, one creation per email at a time, each seeing every
 	// earlier one: two nodes never both take an email.
-	unlock, err := s.lockEntity(ctx, "email/"+email)
+	unlock, err := s.lock(ctx, "email/"+email)
 	if err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)
 	}
@@ -98,20 +100,20 @@ func (s *System) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 }
 
 // UpdateUser changes a user's plan, license, role or password.
-func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (User, error) {
+func (s *Service) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (User, error) {
 	m := patchUser{id: id, plan: p.Plan, license: p.LicenseActive, role: p.Role, keyLimit: p.KeyRateLimit, reply: make(chan userReply, 1)}
 	if p.KeyRateLimit != nil && (*p.KeyRateLimit < 0 || *p.KeyRateLimit > maxRateLimit) {
-		return User{}, fmt.Errorf("keyRateLimit must be an integer in 0..%d (0: the plan's): %w", maxRateLimit, ErrInvalidArgument)
+		return User{}, fmt.Errorf("keyRateLimit must be an integer in 0..%d (0: the plan's): %w", maxRateLimit, actors.ErrInvalidArgument)
 	}
 	if p.KeyRateLimitCap != nil && (*p.KeyRateLimitCap < 1 || *p.KeyRateLimitCap > maxRateLimit) {
-		return User{}, fmt.Errorf("rateLimit must be an integer in 1..%d: %w", maxRateLimit, ErrInvalidArgument)
+		return User{}, fmt.Errorf("rateLimit must be an integer in 1..%d: %w", maxRateLimit, actors.ErrInvalidArgument)
 	}
 	m.keyCap, m.plans = p.KeyRateLimitCap, s.cfg.Plans
 	if p.Plan != nil && !p.Plan.Valid() {
-		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, ErrInvalidArgument)
+		return User{}, fmt.Errorf(`plan must be "standard" or "premium": %w`, actors.ErrInvalidArgument)
 	}
 	if p.Role != nil && !p.Role.Valid() {
-		return User{}, fmt.Errorf(`role must be "user" or "admin": %w`, ErrInvalidArgument)
+		return User{}, fmt.Errorf(`role must be "user" or "admin": %w`, actors.ErrInvalidArgument)
 	}
 	if p.Password != nil {
 		if err := validatePassword(*p.Password); err != nil {
@@ -127,7 +129,7 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 	}
 	// In a cluster, one change of a user at a time, each on a state that
 	// holds the previous one: racing patches of two fields keep both.
-	unlock, err := s.lockEntity(ctx, "user/"+id.String())
+	unlock, err := s.lock(ctx, "user/"+id.String())
 	if err != nil {
 		return User{}, fmt.Errorf("update user %s: %w", id, err)
 	}
@@ -148,14 +150,14 @@ func (s *System) UpdateUser(ctx context.Context, id uuid.UUID, p UserPatch) (Use
 }
 
 // GetUser returns one user. ErrUserNotFound if there is none.
-func (s *System) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
+func (s *Service) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
 	reply := make(chan userReply, 1)
 	r, err := s.askUser(ctx, getUser{id: id, reply: reply}, reply)
 	return r.user.user(), err
 }
 
 // ListUsers returns every user, oldest first.
-func (s *System) ListUsers(ctx context.Context) ([]User, error) {
+func (s *Service) ListUsers(ctx context.Context) ([]User, error) {
 	reply := make(chan userReply, 1)
 	r, err := s.askUser(ctx, listUsers{reply: reply}, reply)
 	if err != nil {
@@ -170,7 +172,7 @@ func (s *System) ListUsers(ctx context.Context) ([]User, error) {
 
 // Login checks a password and opens a session. ErrBadCredentials when the
 // email is unknown or the password wrong (indistinguishable, in time too).
-func (s *System) Login(ctx context.Context, email, password string) (User, Session, error) {
+func (s *Service) Login(ctx context.Context, email, password string) (User, Session, error) {
 	return s.LoginFrom(ctx, email, password, "")
 }
 
@@ -178,11 +180,11 @@ func (s *System) Login(ctx context.Context, email, password string) (User, Sessi
 // logins are also counted against. Besides Login's errors: a
 // *ThrottledError (ErrLoginThrottled) after too many failures, ErrBusy
 // when every password-hashing slot is taken (see login.go).
-func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (User, Session, error) {
+func (s *Service) LoginFrom(ctx context.Context, email, password, ip string) (User, Session, error) {
 	email = normalizeEmail(email)
 	now := s.clock.Now().Unix()
 	reply := make(chan loginBeginReply, 1)
-	s.root.Send(s.accounts, loginBegin{email: email, ip: ip, now: now, reply: reply})
+	s.root.Send(s.pid, loginBegin{email: email, ip: ip, now: now, reply: reply})
 	lb, err := await(ctx, reply)
 	if err != nil {
 		return User{}, Session{}, fmt.Errorf("login: %w", err)
@@ -191,7 +193,7 @@ func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (Use
 		return User{}, Session{}, &ThrottledError{RetryAfter: lb.wait}
 	}
 	ok := false
-	defer func() { s.root.Send(s.accounts, loginEnd{email: email, ip: ip, ok: ok, now: s.clock.Now().Unix()}) }()
+	defer func() { s.root.Send(s.pid, loginEnd{email: email, ip: ip, ok: ok, now: s.clock.Now().Unix()}) }()
 	if len(password) > maxPasswordLen {
 		return User{}, Session{}, ErrBadCredentials // never hashed: no password is this long
 	}
@@ -225,13 +227,13 @@ func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (Use
 	rec := sessionRecord{Hash: sha256.Sum256([]byte(token)), UserID: lb.user.ID, ExpiresAt: exp.Unix()}
 	// Under the user's lock in a cluster, so that a logout-all on another
 	// node either sees this session or comes after it.
-	unlock, err := s.lockEntity(ctx, "user/"+lb.user.ID.String())
+	unlock, err := s.lock(ctx, "user/"+lb.user.ID.String())
 	if err != nil {
 		return User{}, Session{}, fmt.Errorf("login: %w", err)
 	}
 	defer unlock()
 	errc := make(chan error, 1)
-	s.root.Send(s.accounts, putSession{rec: rec, reply: errc})
+	s.root.Send(s.pid, putSession{rec: rec, reply: errc})
 	if err, werr := await(ctx, errc); err != nil || werr != nil {
 		return User{}, Session{}, fmt.Errorf("login: %w", firstErr(werr, err))
 	}
@@ -241,8 +243,8 @@ func (s *System) LoginFrom(ctx context.Context, email, password, ip string) (Use
 // LogoutAll ends every session of user (after a suspected compromise,
 // from POST /api/auth/logout-all) and every other credential of theirs
 // (access tokens: CredentialRevoker).
-func (s *System) LogoutAll(ctx context.Context, user uuid.UUID) error {
-	unlock, err := s.lockEntity(ctx, "user/"+user.String())
+func (s *Service) LogoutAll(ctx context.Context, user uuid.UUID) error {
+	unlock, err := s.lock(ctx, "user/"+user.String())
 	if err != nil {
 		return fmt.Errorf("logout all: %w", err)
 	}
@@ -262,7 +264,7 @@ func (s *System) LogoutAll(ctx context.Context, user uuid.UUID) error {
 
 // Authenticate resolves a session token to its user. ErrSessionInvalid if
 // the token is unknown or expired.
-func (s *System) Authenticate(ctx context.Context, token string) (User, error) {
+func (s *Service) Authenticate(ctx context.Context, token string) (User, error) {
 	if token == "" {
 		return User{}, ErrSessionInvalid
 	}
@@ -273,9 +275,9 @@ func (s *System) Authenticate(ctx context.Context, token string) (User, error) {
 }
 
 // Logout ends a session; an unknown token is not an error.
-func (s *System) Logout(ctx context.Context, token string) error {
+func (s *Service) Logout(ctx context.Context, token string) error {
 	errc := make(chan error, 1)
-	s.root.Send(s.accounts, delSession{hash: sha256.Sum256([]byte(token)), reply: errc})
+	s.root.Send(s.pid, delSession{hash: sha256.Sum256([]byte(token)), reply: errc})
 	err, werr := await(ctx, errc)
 	return firstErr(werr, err)
 }
@@ -293,7 +295,7 @@ func NewPassword() (string, error) {
 // EnsureAdmin creates an admin with email unless a user with that email
 // exists. An empty password is replaced by a generated one, returned so
 // the caller can show it once.
-func (s *System) EnsureAdmin(ctx context.Context, email, password string) (created bool, generated string, err error) {
+func (s *Service) EnsureAdmin(ctx context.Context, email, password string) (created bool, generated string, err error) {
 	reply := make(chan userReply, 1)
 	if _, err := s.askUser(ctx, getUser{email: email, reply: reply}, reply); err == nil {
 		return false, "", nil
@@ -321,7 +323,7 @@ func firstErr(errs ...error) error {
 }
 
 // UserByEmail finds a user by email; ErrUserNotFound.
-func (s *System) UserByEmail(ctx context.Context, email string) (User, error) {
+func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
 	reply := make(chan userReply, 1)
 	r, err := s.askUser(ctx, getUser{email: email, reply: reply}, reply)
 	if err != nil {

@@ -1,4 +1,4 @@
-package actors
+package accounts
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package actors
+package accounts
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"gatehouse/actors"
 )
 
 // Login hardening. Password hashing (argon2id, 19 MiB a run) is bounded
@@ -26,10 +28,10 @@ const (
 )
 
 // ErrBusy: every password-hashing slot is taken; retry in a second.
-var ErrBusy = errors.New("actors: busy, retry shortly")
+var ErrBusy = errors.New("accounts: busy, retry shortly")
 
 // ErrLoginThrottled: too many failed logins; see ThrottledError.
-var ErrLoginThrottled = errors.New("actors: too many failed logins")
+var ErrLoginThrottled = errors.New("accounts: too many failed logins")
 
 // ThrottledError says how long to wait before the next login attempt.
 type ThrottledError struct{ RetryAfter time.Duration }
@@ -73,7 +75,7 @@ type loginEnd struct {
 	now       int64
 }
 
-func (a *accounts) loginBegin(m loginBegin) loginBeginReply {
+func (a *accountsActor) loginBegin(m loginBegin) loginBeginReply {
 	r := loginBeginReply{wait: max(a.failures["email:"+m.email].wait(m.now, maxAccountWait),
 		a.failures["ip:"+m.ip].wait(m.now, maxIPWait))}
 	if id, ok := a.byEmail[m.email]; ok {
@@ -82,7 +84,7 @@ func (a *accounts) loginBegin(m loginBegin) loginBeginReply {
 	return r
 }
 
-func (a *accounts) loginEnd(m loginEnd) {
+func (a *accountsActor) loginEnd(m loginEnd) {
 	for _, k := range []string{"email:" + m.email, "ip:" + m.ip} {
 		if m.ok {
 			delete(a.failures, k)
@@ -99,7 +101,7 @@ func (a *accounts) loginEnd(m loginEnd) {
 }
 
 // sweepFailures forgets counters idle for failureTTL.
-func (a *accounts) sweepFailures(now int64) {
+func (a *accountsActor) sweepFailures(now int64) {
 	for k, f := range a.failures {
 		if now-f.last > int64(failureTTL/time.Second) {
 			delete(a.failures, k)
@@ -108,7 +110,7 @@ func (a *accounts) sweepFailures(now int64) {
 }
 
 // hashSlot takes a password-hashing slot; release it when done.
-func (s *System) hashSlot(ctx context.Context) (release func(), err error) {
+func (s *Service) hashSlot(ctx context.Context) (release func(), err error) {
 	t := time.NewTimer(hashWait)
 	defer t.Stop()
 	select {
@@ -117,14 +119,14 @@ func (s *System) hashSlot(ctx context.Context) (release func(), err error) {
 	case <-t.C:
 		return nil, ErrBusy
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", actors.ErrUnavailable, ctx.Err())
 	}
 }
 
 func hashSlots() int { return max(runtime.GOMAXPROCS(0), 1) }
 
 // hashWithSlot hashes pw in a password-hashing slot.
-func (s *System) hashWithSlot(ctx context.Context, pw string) (string, error) {
+func (s *Service) hashWithSlot(ctx context.Context, pw string) (string, error) {
 	release, err := s.hashSlot(ctx)
 	if err != nil {
 		return "", err
