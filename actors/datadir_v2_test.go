@@ -27,11 +27,11 @@ const dataDirV2 = "datadir_v2"
 // v2Manifest is what the data dir must restore to.
 type v2Manifest struct {
 	Users []struct {
-		ID    uuid.UUID   `json:"id"`
-		Email string      `json:"email"`
+		ID    uuid.UUID     `json:"id"`
+		Email string        `json:"email"`
 		Plan  accounts.Plan `json:"plan"`
 		Role  accounts.Role `json:"role"`
-		Lic   bool        `json:"license"`
+		Lic   bool          `json:"license"`
 	} `json:"users"`
 	Sessions []struct {
 		Token string    `json:"token"`
@@ -154,11 +154,11 @@ func TestWriteDataDirV2(t *testing.T) {
 	for _, u := range []accounts.User{admin, alice, bob} {
 		lic := u.LicenseActive && u.ID != bob.ID
 		m.Users = append(m.Users, struct {
-			ID    uuid.UUID   `json:"id"`
-			Email string      `json:"email"`
+			ID    uuid.UUID     `json:"id"`
+			Email string        `json:"email"`
 			Plan  accounts.Plan `json:"plan"`
 			Role  accounts.Role `json:"role"`
-			Lic   bool        `json:"license"`
+			Lic   bool          `json:"license"`
 		}{u.ID, u.Email, u.Plan, u.Role, lic})
 	}
 	for _, s := range []struct {

@@ -94,18 +94,18 @@ type (
 		Password string `json:"password"`
 	}
 	userIn struct {
-		Email         string       `json:"email"`
-		Password      string       `json:"password"`
+		Email         string         `json:"email"`
+		Password      string         `json:"password"`
 		Role          *accounts.Role `json:"role,omitempty"`
 		Plan          *accounts.Plan `json:"plan,omitempty"`
-		LicenseActive *bool        `json:"licenseActive,omitempty"`
+		LicenseActive *bool          `json:"licenseActive,omitempty"`
 	}
 	userPatchIn struct {
 		Role          *accounts.Role `json:"role,omitempty"`
 		Plan          *accounts.Plan `json:"plan,omitempty"`
-		LicenseActive *bool        `json:"licenseActive,omitempty"`
-		Password      *string      `json:"password,omitempty"`
-		KeyRateLimit  *int64       `json:"keyRateLimit,omitempty"`
+		LicenseActive *bool          `json:"licenseActive,omitempty"`
+		Password      *string        `json:"password,omitempty"`
+		KeyRateLimit  *int64         `json:"keyRateLimit,omitempty"`
 	}
 	keyIn struct {
 		Name      string   `json:"name"`

@@ -11,11 +11,11 @@ import (
 
 // sessionUserView is the user of login and me.
 type sessionUserView struct {
-	ID            uuid.UUID   `json:"id"`
-	Email         string      `json:"email"`
+	ID            uuid.UUID     `json:"id"`
+	Email         string        `json:"email"`
 	Role          accounts.Role `json:"role"`
 	Plan          accounts.Plan `json:"plan"`
-	LicenseActive bool        `json:"licenseActive"`
+	LicenseActive bool          `json:"licenseActive"`
 }
 
 func newSessionUserView(u accounts.User) sessionUserView {
@@ -24,12 +24,12 @@ func newSessionUserView(u accounts.User) sessionUserView {
 
 // userView is a user of the admin endpoints.
 type userView struct {
-	ID            uuid.UUID   `json:"id"`
-	Email         string      `json:"email"`
+	ID            uuid.UUID     `json:"id"`
+	Email         string        `json:"email"`
 	Role          accounts.Role `json:"role"`
 	Plan          accounts.Plan `json:"plan"`
-	LicenseActive bool        `json:"licenseActive"`
-	CreatedAt     isoTime     `json:"createdAt"`
+	LicenseActive bool          `json:"licenseActive"`
+	CreatedAt     isoTime       `json:"createdAt"`
 	// KeyRateLimit is the limit of the keys the user creates: an admin's
 	// (PATCH /api/users/{id}, or a PATCH of one of the user's keys), null
 	// for their plan's.

@@ -470,7 +470,10 @@ func TestAccountRecoveryRevokesTokens(t *testing.T) {
 		}, false},
 		{"password", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{Password: &pw}); return err }, true},
 		{"role", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{Role: &role}); return err }, true},
-		{"licence", func() error { _, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{LicenseActive: &off}); return err }, true},
+		{"licence", func() error {
+			_, err := n.Sys.UpdateUser(ctx, u.ID, accounts.UserPatch{LicenseActive: &off})
+			return err
+		}, true},
 		{"logout-all", func() error { return n.Sys.LogoutAll(ctx, u.ID) }, true},
 	}
 	for _, tt := range tests {
