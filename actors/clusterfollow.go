@@ -157,39 +157,14 @@ func (s *System) appliesOwn(t wal.Type) bool {
 }
 
 // applyForeign applies one record another node wrote (or one of this
-// node's that its extension applies in log order: OwnApplier).
+// node's that its extension applies in log order: OwnApplier), through
+// the LiveApplier of the domain that owns it (the keys' included).
 func (s *System) applyForeign(ctx context.Context, seq uint64, r wal.Record) error {
 	if r.Type == recBarrier {
 		return nil
 	}
-	if x := s.extensionFor(r.Type); x != nil {
-		if la, ok := x.(LiveApplier); ok {
-			return la.ApplyLive(ctx, seq, r)
-		}
-		return nil
-	}
-	var evs []keyEvent
-	if r.Type == recKeysUsed {
-		batch, err := decodeKeysUsed(r.Data)
-		if err != nil {
-			s.lg.Error("cluster: skipped an undecodable record", "seq", seq, "type", r.Type, "err", err)
-			return nil
-		}
-		for _, ev := range batch {
-			evs = append(evs, ev)
-		}
-	} else {
-		ev, ok, err := decodeKeyEvent(r)
-		if err != nil || !ok {
-			s.lg.Error("cluster: skipped an unknown or undecodable record", "seq", seq, "type", r.Type, "err", err)
-			return nil
-		}
-		evs = append(evs, ev)
-	}
-	for _, ev := range evs {
-		if err := s.applyForeignKey(ctx, seq, ev); err != nil {
-			return err
-		}
+	if la, ok := s.extensionFor(r.Type).(LiveApplier); ok {
+		return la.ApplyLive(ctx, seq, r)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -139,75 +140,81 @@ func (s *System) countFrom(pos uint64) {
 
 // offlineSnapshot builds the payload of a snapshot at an exact position
 // of the log, off the actors: the latest snapshot in etcd (base; 0: none)
-// restored into a fresh image and the extensions' offline images, then
-// the log after it up to the revision Replay pins (pos).
+// restored into each domain's offline image, then the log after it up to
+// the revision Replay pins (pos).
 func (s *System) offlineSnapshot(ctx context.Context) (pos uint64, payload []byte, base uint64, replayed int, err error) {
 	cm := s.cm
 	offs := make([]OfflineImage, len(s.exts))
 	for i, x := range s.exts {
 		oi, ok := x.(OfflineImager)
 		if !ok {
-			return 0, nil, 0, 0, fmt.Errorf("extension %s has no offline image (OfflineImager)", x.Name())
+			return 0, nil, 0, 0, fmt.Errorf("extension %s %w", x.Name(), errNoOfflineImage)
 		}
 		offs[i] = oi.OfflineImage()
 	}
-	im, base, err := s.loadClusterSnapshot(ctx)
+	secs, base, err := s.loadClusterSnapshot(ctx)
 	if err != nil {
 		return 0, nil, 0, 0, err
 	}
 	for i, x := range s.exts {
-		if err := offs[i].Restore(im.ext[x.Name()]); err != nil {
+		sc := secs[x.Name()]
+		if _, streamed := x.(StreamedSection); !streamed && sc != nil {
+			sc = bytes.Clone(sc)
+		}
+		if err := offs[i].Restore(sc); err != nil {
 			return 0, nil, 0, 0, fmt.Errorf("extension %s: %w", x.Name(), err)
 		}
 	}
 	pos, err = cm.deps.Log.Replay(ctx, base, func(seq uint64, _ string, r wal.Record) error {
 		replayed++
-		if x := s.extensionFor(r.Type); x != nil {
-			for i := range s.exts {
-				if s.exts[i] == x {
-					return offs[i].Apply(seq, r)
-				}
+		if r.Type == recBarrier {
+			return nil
+		}
+		for i, x := range s.exts {
+			if x.Owns(r.Type) {
+				return offs[i].Apply(seq, r)
 			}
 		}
-		return im.apply(seq, r)
+		return fmt.Errorf("seq %d: unknown record type %d: %w", seq, r.Type, ErrCorrupt)
 	})
 	if err != nil {
 		return 0, nil, 0, 0, fmt.Errorf("replay the log after %d: %w", base, err)
 	}
-	names := make([]string, len(s.exts))
-	sections := make([][]byte, len(s.exts))
+	out := make([]section, len(s.exts))
 	for i, x := range s.exts {
-		names[i] = x.Name()
-		if sections[i], err = offs[i].Section(); err != nil {
+		b, err := offs[i].Section()
+		if err != nil {
 			return 0, nil, 0, 0, fmt.Errorf("extension %s: %w", x.Name(), err)
 		}
+		out[i] = section{name: x.Name(), parts: [][]byte{b}}
 	}
-	return pos, im.encode(names, sections), base, replayed, nil
+	var buf bytes.Buffer
+	if err := writeImage(&buf, out); err != nil {
+		return 0, nil, 0, 0, err
+	}
+	return pos, buf.Bytes(), base, replayed, nil
 }
 
-// loadClusterSnapshot decodes the latest snapshot in etcd into a fresh
-// image (extension sections in im.ext) and returns its position; with
-// none (or no store), an empty image at 0.
-func (s *System) loadClusterSnapshot(ctx context.Context) (*image, uint64, error) {
+// loadClusterSnapshot cuts the latest snapshot in etcd into its sections
+// (views into its payload) and returns its position; with none (or no
+// store), no sections at 0.
+func (s *System) loadClusterSnapshot(ctx context.Context) (map[string][]byte, uint64, error) {
 	snaps := s.cm.deps.Snapshots
 	if snaps == nil {
-		return newImage(s.cfg.Shards, 0), 0, nil
+		return nil, 0, nil
 	}
 	info, payload, err := snaps.Load(ctx)
 	if errors.Is(err, etcdlog.ErrNoSnapshot) {
-		return newImage(s.cfg.Shards, 0), 0, nil
+		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("load the cluster's snapshot: %w", err)
 	}
-	im, err := decodeImage(payload, s.cfg.Shards)
+	secs, err := decodeSections(payload)
 	if err != nil {
 		return nil, 0, fmt.Errorf("the cluster's snapshot at %d (%d bytes) does not decode: %w", info.Pos, len(payload), err)
 	}
-	if im.ext == nil {
-		im.ext = map[string][]byte{}
-	}
-	return im, info.Pos, nil
+	return secs, info.Pos, nil
 }
 
 // restoreAttempts bounds how often start-up loads the snapshot again
@@ -217,42 +224,39 @@ const restoreAttempts = 5
 // restoreCluster rebuilds the state from etcd: the latest snapshot, then
 // every record of the replicated log after it. It returns the image, the
 // position the follower continues from and the records replayed.
-func (s *System) restoreCluster() (*image, uint64, int, error) {
+func (s *System) restoreCluster() (uint64, int, error) {
 	defer debug.SetGCPercent(debug.SetGCPercent(restoreGCPercent))
 	for attempt := 1; ; attempt++ {
-		im, upTo, replayed, err := s.restoreClusterOnce()
+		upTo, replayed, err := s.restoreClusterOnce()
 		if errors.Is(err, etcdlog.ErrCompacted) && attempt < restoreAttempts {
 			s.lg.Warn("cluster restore: the log was truncated while read (a newer snapshot); loading that one", "err", err)
 			continue
 		}
-		return im, upTo, replayed, err
+		return upTo, replayed, err
 	}
 }
 
-func (s *System) restoreClusterOnce() (*image, uint64, int, error) {
+func (s *System) restoreClusterOnce() (uint64, int, error) {
 	ctx := context.Background()
-	im, base, err := s.loadClusterSnapshot(ctx)
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("restore: %w", err)
+	secs, base, err := s.loadClusterSnapshot(ctx)
+	if err == nil {
+		err = s.restoreSections(secs)
 	}
-	if err := s.restoreExtensions(im.ext); err != nil {
-		return nil, 0, 0, fmt.Errorf("restore: %w", err)
+	if err != nil {
+		return 0, 0, fmt.Errorf("restore: %w", err)
 	}
 	replayed := 0
 	upTo, err := s.cm.deps.Log.Replay(ctx, base, func(seq uint64, _ string, r wal.Record) error {
 		replayed++
-		if x := s.extensionFor(r.Type); x != nil {
-			return x.Apply(seq, r)
-		}
-		return im.apply(seq, r)
+		return s.applyRecord(seq, r)
 	})
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("restore from the replicated log after %d: %w", base, err)
+		return 0, 0, fmt.Errorf("restore from the replicated log after %d: %w", base, err)
 	}
 	s.cm.snapPos.Store(base)
 	s.cm.sinceSnap.Store(uint64(replayed))
 	s.lg.Info("cluster state restored", "snapshot_position", base, "replayed_records", replayed, "up_to", upTo)
-	return im, upTo, replayed, nil
+	return upTo, replayed, nil
 }
 
 // failCluster records that this node cannot go on following the log

@@ -12,11 +12,13 @@ import (
 	"gatehouse/wal"
 )
 
-// Extension is a durable domain that lives beside the keys in the same
-// actor system, WAL and snapshots: the accounts, control and the agent
-// gateway are ones. System drives its life: Restore (from the snapshot),
-// Apply (each later WAL record it owns), Start (spawn its actors), Capture
-// (at every snapshot), Stop.
+// Extension is a durable domain in the system's actor system, WAL and
+// snapshots: the keys (keydomain.go, listed first), the accounts, control
+// and the agent gateway are ones. System drives its life the same way for
+// each: Restore (from its snapshot section), Apply (each later WAL record
+// it owns), Start (spawn its actors), Capture (at every snapshot), Stop;
+// in cluster mode ApplyLive (LiveApplier) for other nodes' records and an
+// OfflineImage for snapshots.
 //
 // The rules that make its state exactly as durable as the keys':
 //   - Every domain owns disjoint record types, declared by Owns: type 1
@@ -135,7 +137,7 @@ type Flusher interface {
 
 // extensionFor returns the extension owning t, or nil.
 func (s *System) extensionFor(t wal.Type) Extension {
-	if t == recBarrier || isKeyType(t) {
+	if t == recBarrier {
 		return nil
 	}
 	for _, x := range s.exts {

@@ -281,9 +281,8 @@ func extensionSections(names []string, data [][]byte) []section {
 	return secs
 }
 
-// encode is im's snapshot payload with the extensions' sections by name:
-// what a snapshot captured from actors holding im would hold.
-func (im *image) encode(names []string, sections [][]byte) []byte {
+// blocks encodes the keys, one block per shard.
+func (im *image) blocks() ([]keyBlock, int) {
 	blocks := make([]keyBlock, 0, len(im.keys))
 	total := 0
 	for _, t := range im.keys {
@@ -296,6 +295,13 @@ func (im *image) encode(names []string, sections [][]byte) []byte {
 		blocks = append(blocks, keyBlock{count: n, buf: w.b})
 		total += n
 	}
+	return blocks, total
+}
+
+// encode is im's snapshot payload with the extensions' sections by name:
+// what a snapshot captured from actors holding im would hold (tests).
+func (im *image) encode(names []string, sections [][]byte) []byte {
+	blocks, total := im.blocks()
 	secs := append([]section{keysSection(blocks, total)}, extensionSections(names, sections)...)
 	var buf bytes.Buffer
 	if err := writeImage(&buf, secs); err != nil {
@@ -358,39 +364,49 @@ func decodeSectionsV1(b []byte) (map[string][]byte, error) {
 }
 
 // decodeImage parses a snapshot payload into an image for shards shards;
-// the sections of other domains (the extensions') are copied into im.ext.
+// the other sections (the extensions') are copied into im.ext (tests, and
+// tools that read a payload whole).
 func decodeImage(payload []byte, shards int) (*image, error) {
 	secs, err := decodeSections(payload)
 	if err != nil {
 		return nil, err
 	}
-	var blocks []rawBlock
-	total := 0
+	im := newImage(shards, 0)
 	if ks := secs[sectionKeys]; ks != nil {
-		d := &dec{b: ks}
-		total = d.count(minKeyBytes)
-		for {
-			count := d.uvarint()
-			if d.err() != nil || count == 0 {
-				break
-			}
-			b := d.view() // decoded before decodeImage returns; nothing keeps it
-			if count > uint64(len(b)/minKeyBytes) {
-				return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
-			}
-			blocks = append(blocks, rawBlock{count: int(count), b: b})
-		}
-		if err := d.done("image keys"); err != nil {
+		if im, err = decodeKeys(ks, shards); err != nil {
 			return nil, err
 		}
 	}
-	im := newImage(shards, total)
 	im.ext = map[string][]byte{}
 	for name, sc := range secs {
 		if name != sectionKeys {
 			im.ext[name] = bytes.Clone(sc)
 		}
 	}
+	return im, nil
+}
+
+// decodeKeys decodes the keys' section into an image for shards shards,
+// on every core; nothing keeps section.
+func decodeKeys(section []byte, shards int) (*image, error) {
+	var blocks []rawBlock
+	d := &dec{b: section}
+	total := d.count(minKeyBytes)
+	for {
+		count := d.uvarint()
+		if d.err() != nil || count == 0 {
+			break
+		}
+		b := d.view() // decoded before decodeKeys returns; nothing keeps it
+		if count > uint64(len(b)/minKeyBytes) {
+			return nil, fmt.Errorf("key block of %d keys in %d bytes: %w", count, len(b), ErrCorrupt)
+		}
+		blocks = append(blocks, rawBlock{count: int(count), b: b})
+	}
+	if err := d.done("image keys"); err != nil {
+		return nil, err
+	}
+	im := newImage(shards, total)
 	if err := im.decodeBlocks(blocks); err != nil {
 		return nil, err
 	}

@@ -41,23 +41,11 @@ func (s *System) Snapshot() (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), captureTimeout)
 	defer cancel()
-	blocks, total, err := s.capture(ctx)
+	secs, err := s.captureSections(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("snapshot capture: %w", err)
+		return 0, err
 	}
-	sections := make([][]byte, len(s.exts))
-	for i, x := range s.exts {
-		if sections[i], err = x.Capture(ctx); err != nil {
-			return 0, fmt.Errorf("snapshot capture %s: %w", x.Name(), err)
-		}
-	}
-	names := make([]string, len(s.exts))
-	for i, x := range s.exts {
-		names[i] = x.Name()
-	}
-	size, err := s.snaps.Save(idx, func(w io.Writer) error {
-		return writeImage(w, append([]section{keysSection(blocks, total)}, extensionSections(names, sections)...))
-	})
+	size, err := s.snaps.Save(idx, func(w io.Writer) error { return writeImage(w, secs) })
 	if err != nil {
 		return 0, fmt.Errorf("snapshot save: %w", err)
 	}
@@ -66,7 +54,7 @@ func (s *System) Snapshot() (uint64, error) {
 	}
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(s.clock.Now().Unix())
-	s.lg.Info("snapshot taken", "index", idx, "keys", total, "bytes", size, "duration", time.Since(start))
+	s.lg.Info("snapshot taken", "index", idx, "keys", s.kd.captured.Load(), "bytes", size, "duration", time.Since(start))
 	for _, x := range s.exts {
 		if o, ok := x.(SnapshotObserver); ok {
 			if err := o.AfterSnapshot(idx); err != nil {

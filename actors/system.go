@@ -27,7 +27,9 @@ type Deps struct {
 	Sealer     *Sealer
 	Logger     *slog.Logger // nil: discard
 	Registerer prometheus.Registerer
-	// Extensions are further durable domains (the agent gateway).
+	// Extensions are the durable domains besides the keys (actors/accounts,
+	// actors/control, actors/gateway), restored, started and captured in
+	// this order after the keys.
 	Extensions []Extension
 	// Cluster turns cluster mode on (nil: a single node); see ClusterDeps.
 	Cluster *ClusterDeps
@@ -45,7 +47,8 @@ type System struct {
 	log     *wal.Log
 	snaps   *snapshot.Store
 	m       *metrics
-	exts    []Extension
+	kd      *keyDomain  // the keys as an Extension (keydomain.go), exts[0]
+	exts    []Extension // every domain, the keys first
 	disp    *poolDispatcher
 	courier *courier
 	as      *actor.ActorSystem
@@ -55,6 +58,7 @@ type System struct {
 	// authorizations (inlineMailbox.deliver).
 	shardObjs []*shard
 	shardMBs  []*inlineMailbox
+	deps      *keyDeps // what the shards and key actors share
 	slots     keySlots // the owners' key counts (keyslots.go)
 
 	authPool *Pool[authorize]
@@ -96,16 +100,17 @@ func New(cfg Config, d Deps) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, lg: d.Logger.With("component", "actors"), clock: d.Clock, sealer: d.Sealer,
-		log: d.Log, snaps: d.Snapshots, m: m, exts: d.Extensions, reg: d.Registerer,
+		log: d.Log, snaps: d.Snapshots, m: m, reg: d.Registerer,
 		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
+	s.kd = &keyDomain{s: s}
+	s.exts = append([]Extension{s.kd}, d.Extensions...)
 	s.slots.n = map[uuid.UUID]int{}
 	s.authPool = NewPool(func() *authorize { return &authorize{reply: make(chan AuthResult, 1)} })
 	wd := make(chan struct{})
 	s.watchdog.Store(&wd)
 	start := time.Now()
 	var (
-		im       *image
 		idx      uint64
 		replayed int
 	)
@@ -121,10 +126,10 @@ func New(cfg Config, d Deps) (*System, error) {
 			}
 		}}
 		s.elog = s.cm.rlog
-		im, idx, replayed, err = s.restoreCluster()
+		idx, replayed, err = s.restoreCluster()
 	} else {
 		s.elog = eventLog{d.Log}
-		im, idx, replayed, err = s.restore()
+		idx, replayed, err = s.restore()
 	}
 	if err != nil {
 		if s.cm != nil {
@@ -134,13 +139,13 @@ func New(cfg Config, d Deps) (*System, error) {
 	}
 	took := time.Since(start)
 	m.restoreSecs.Set(took.Seconds())
-	m.keys.Set(float64(im.nkeys))
+	m.keys.Set(float64(s.kd.im.nkeys))
 	m.snapRecords.Set(float64(replayed))
 	s.lg.Info("restored", "snapshot_index", idx, "replayed_records", replayed,
-		"keys", im.nkeys, "duration", took)
+		"keys", s.kd.im.nkeys, "duration", took)
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(d.Clock.Now().Unix())
-	if err := s.spawn(im); err != nil {
+	if err := s.spawn(); err != nil {
 		s.as.Shutdown()
 		s.courier.close()
 		s.disp.close()
@@ -167,15 +172,16 @@ func New(cfg Config, d Deps) (*System, error) {
 // all (half the restore time at 1M keys). Restored afterwards.
 const restoreGCPercent = 400
 
-// restore loads the newest valid snapshot and replays the WAL after it.
-func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
+// restore loads the newest valid snapshot and replays the WAL after it,
+// each section and record into the domain that owns it.
+func (s *System) restore() (idx uint64, replayed int, err error) {
 	defer debug.SetGCPercent(debug.SetGCPercent(restoreGCPercent))
 	loaded := time.Now()
 	idx, err = s.snaps.Load(func(i uint64, payload []byte) error {
 		s.lg.Debug("snapshot read", "index", i, "bytes", len(payload), "duration", time.Since(loaded))
-		got, err := decodeImage(payload, s.cfg.Shards)
+		secs, err := decodeSections(payload)
 		if err == nil {
-			err = s.restoreExtensions(got.ext)
+			err = s.restoreSections(secs)
 		}
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) {
@@ -183,25 +189,24 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 			}
 			return err
 		}
-		im = got
 		return nil
 	})
 	switch {
 	case errors.Is(err, snapshot.ErrNoSnapshot):
-		im, idx = newImage(s.cfg.Shards, 0), 0
-		if err := s.restoreExtensions(nil); err != nil {
-			return nil, 0, 0, fmt.Errorf("restore: %w", err)
+		idx = 0
+		if err := s.restoreSections(nil); err != nil {
+			return 0, 0, fmt.Errorf("restore: %w", err)
 		}
 	case err != nil:
-		return nil, 0, 0, fmt.Errorf("restore: %w", err)
+		return 0, 0, fmt.Errorf("restore: %w", err)
 	}
 	first, err1 := s.log.FirstIndex()
 	last, err2 := s.log.LastIndex()
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, 0, 0, fmt.Errorf("restore: %w", err)
+		return 0, 0, fmt.Errorf("restore: %w", err)
 	}
 	if first > idx+1 {
-		return nil, 0, 0, fmt.Errorf("restore: wal starts at %d but the snapshot ends at %d: records are missing", first, idx)
+		return 0, 0, fmt.Errorf("restore: wal starts at %d but the snapshot ends at %d: records are missing", first, idx)
 	}
 	if last < idx {
 		// Every record left is already in the snapshot (an older wal.db
@@ -209,10 +214,10 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 		// the WAL's end): drop them, number on.
 		s.lg.Warn("wal ends before the snapshot, continuing numbering after it", "wal_last", last, "snapshot_index", idx)
 		if err := s.log.TruncateBefore(last + 1); err != nil {
-			return nil, 0, 0, fmt.Errorf("restore: %w", err)
+			return 0, 0, fmt.Errorf("restore: %w", err)
 		}
 		if err := s.log.SetNext(idx); err != nil {
-			return nil, 0, 0, fmt.Errorf("restore: %w", err)
+			return 0, 0, fmt.Errorf("restore: %w", err)
 		}
 	}
 	// Replay refuses (a *wal.CorruptError) if the WAL holds a bad record
@@ -222,20 +227,16 @@ func (s *System) restore() (im *image, idx uint64, replayed int, err error) {
 	// the next snapshot's truncation deletes it.
 	err = s.log.Replay(idx, func(seq uint64, r wal.Record) error {
 		replayed++
-		if x := s.extensionFor(r.Type); x != nil {
-			return x.Apply(seq, r)
-		}
-		return im.apply(seq, r)
+		return s.applyRecord(seq, r)
 	})
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("restore: replay: %w", err)
+		return 0, 0, fmt.Errorf("restore: replay: %w", err)
 	}
-	return im, idx, replayed, nil
+	return idx, replayed, nil
 }
 
-// spawn starts the actor system, hands each actor its part of the image and
-// starts the extensions.
-func (s *System) spawn(im *image) error {
+// spawn starts the actor system and every domain (the keys' shards first).
+func (s *System) spawn() error {
 	plog := slog.New(minLevel{h: s.lg.Handler(), min: slog.LevelWarn}).With("component", "protoactor")
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
 	s.root = s.as.Root
@@ -245,8 +246,19 @@ func (s *System) spawn(im *image) error {
 	if s.cm != nil {
 		cl = s.cm.ctx
 	}
-	deps := &keyDeps{log: s.elog, cl: cl, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second),
+	s.deps = &keyDeps{log: s.elog, cl: cl, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second),
 		disp: s.disp, courier: s.courier}
+	for _, x := range s.exts {
+		if err := x.Start(s.extensionEnv(s.deps)); err != nil {
+			return fmt.Errorf("start extension %s: %w", x.Name(), err)
+		}
+	}
+	return nil
+}
+
+// spawnShards hands each shard its part of the image and spawns it.
+func (s *System) spawnShards(im *image) {
+	deps := s.deps
 	now := s.clock.Now().Unix()
 	s.shards = make([]*actor.PID, s.cfg.Shards)
 	s.shardObjs, s.shardMBs = make([]*shard, s.cfg.Shards), make([]*inlineMailbox, s.cfg.Shards)
@@ -263,22 +275,6 @@ func (s *System) spawn(im *image) error {
 	for _, pid := range s.shards {
 		s.root.Send(pid, shardPeers{peers: s.shards})
 	}
-	for _, x := range s.exts {
-		if err := x.Start(s.extensionEnv(deps)); err != nil {
-			return fmt.Errorf("start extension %s: %w", x.Name(), err)
-		}
-	}
-	return nil
-}
-
-// restoreExtensions hands each extension its snapshot section (nil if none).
-func (s *System) restoreExtensions(sections map[string][]byte) error {
-	for _, x := range s.exts {
-		if err := x.Restore(sections[x.Name()]); err != nil {
-			return fmt.Errorf("extension %s: %w", x.Name(), err)
-		}
-	}
-	return nil
 }
 
 // loop drives flushes, passivation sweeps and snapshots until Close.
