@@ -1,8 +1,9 @@
 // Package httpapi is gatehouse's HTTP layer: the key-management API, the
 // authenticating and rate-limiting proxy, /health and /metrics, served by
-// fasthttp and fasthttp/router. It turns requests into calls on two small
-// consumer-side interfaces, KeyService and UserService (satisfied by the
-// actor system), and is the only place where errors become HTTP statuses
+// fasthttp and fasthttp/router. It turns requests into calls on small
+// consumer-side interfaces: KeyStore and KeyAuthorizer (together
+// KeyService, satisfied by the actor system's keys) and UserService
+// (satisfied by actors/accounts), and is the only place where errors become HTTP statuses
 // (errors.go). The fasthttp plumbing it shares with the agent gateway
 // (httpapi/gateway) is in httpapi/listener: server settings, the route
 // wrapper (metrics, panic guard), the exact-match router, JSON, the

@@ -19,9 +19,16 @@ import (
 	"gatehouse/httpapi/listener"
 )
 
-// KeyService is what the HTTP layer needs from the key actors. All methods
-// are safe for concurrent use and honour ctx's deadline.
+// KeyService is what the HTTP layer needs from the keys: the management
+// API's store and the proxy's authorizer.
 type KeyService interface {
+	KeyStore
+	KeyAuthorizer
+}
+
+// KeyStore is what the key management API needs. All methods are safe for
+// concurrent use and honour ctx's deadline.
+type KeyStore interface {
 	// CreateKey creates a key for k.Owner and returns it with its full
 	// secret, the only time the secret leaves the system. Errors:
 	// ErrLicenseRequired, ErrInvalidArgument.
@@ -41,6 +48,10 @@ type KeyService interface {
 	UpdateKey(ctx context.Context, id uuid.UUID, p actors.KeyPatch) (actors.KeyInfo, error)
 	// KeyUsage returns the last days (1..30) of usage; ErrKeyNotFound.
 	KeyUsage(ctx context.Context, id uuid.UUID, days int) (actors.Usage, error)
+}
+
+// KeyAuthorizer is what the proxy (and /api/validate) needs: the hot path.
+type KeyAuthorizer interface {
 	// Authorize checks secret, consumes one request of the key's limit and
 	// counts usage. It does not retain secret. It must bound its own wait
 	// when ctx has no deadline: the proxy passes context.Background().
@@ -75,10 +86,12 @@ type UserService interface {
 	KeyOwner(u accounts.User) actors.KeyOwner
 }
 
-// The actor system and its accounts are the production implementations.
+// The actor system (the keys' methods) and its accounts are the
+// production implementations.
 var (
-	_ KeyService  = (*actors.System)(nil)
-	_ UserService = (*accounts.Service)(nil)
+	_ KeyStore      = (*actors.System)(nil)
+	_ KeyAuthorizer = (*actors.System)(nil)
+	_ UserService   = (*accounts.Service)(nil)
 )
 
 // Server is the HTTP API of one listener. Create it with New or
