@@ -159,10 +159,9 @@ func idOnShard(home, n int) (uuid.UUID, error) {
 	return id, nil
 }
 
-// reserveKeySlot takes one of owner's key slots (max on their plan) and
-// returns what gives it back unless the key was created. On one node the
-// accounts actor keeps the count, from the shards the first time since
-// start. In a cluster other nodes create and delete the owner's keys too:
+// reserveKeySlot takes one of owner's key slots (max: KeyOwner.MaxKeys)
+// and returns what gives it back unless the key was created. On one node
+// s.slots keeps the count, from the shards the first time since start. In a cluster other nodes create and delete the owner's keys too:
 // the owner's creations are serialized across the nodes under one lock,
 // held until the key is created, and each counts the keys afresh.
 func (s *System) reserveKeySlot(ctx context.Context, owner KeyOwner, maxKeys int) (release func(created bool), err error) {

@@ -302,7 +302,8 @@ func (s *System) loop() {
 }
 
 // Tick flushes pending usage, passivates idle key actors when a sweep is
-// due, expires sessions and starts a snapshot when one is due. The ticker
+// due, ticks the extensions (Ticker: the accounts expire sessions) and
+// starts a snapshot when one is due. The ticker
 // calls it every FlushInterval; tests call it directly.
 func (s *System) Tick() {
 	now := s.clock.Now().Unix()
