@@ -12,8 +12,7 @@ import (
 
 // recordNames names the record types of this package for DescribeRecord.
 var recordNames = map[wal.Type]string{
-	recBarrier: "snapshot barrier",
-	2:          "user", 3: "session", 4: "session deleted", // actors/accounts' (offline: no System to ask)
+	recBarrier:    "snapshot barrier",
 	recKeyCreated: "key created", recKeyRotated: "key rotated", recKeyRevoked: "key revoked",
 	recKeyDeleted: "key deleted", recKeyUpdated: "key updated", recKeyUsed: "key usage", recKeysUsed: "usage batch",
 	wal.TypeLost: "lost record (a repair's marker)",
@@ -23,15 +22,25 @@ var recordNames = map[wal.Type]string{
 // one: never a hash, a sealed value, a token or a password.
 var jsonIDs = regexp.MustCompile(`"(id|user_id|email|role|plan|kind|name)"\s*:\s*"([^"\\]{0,80})"`)
 
+// RecordNamer names the record types a domain owns (ok false for the
+// others), for DescribeRecord: actors/accounts' RecordName.
+type RecordNamer func(t wal.Type) (name string, ok bool)
+
 // DescribeRecord says what a WAL record of type t with payload data was,
-// for an operator reading a repair's report: the type's name and what can
-// be read of its identifiers (ids, email, role, a key's name). It never
-// shows a secret: no key hash, sealed key, password hash or session token.
-// data may be damaged; what does not decode is left out. Types of the
-// extensions (the gateway's, control's) get their number and the
-// identifiers of their JSON.
-func DescribeRecord(t wal.Type, data []byte) string {
+// for an operator reading a repair's report: the type's name (the keys',
+// or the first of namers to know it) and what can be read of its
+// identifiers (ids, email, role, a key's name). It never shows a secret:
+// no key hash, sealed key, password hash or session token. data may be
+// damaged; what does not decode is left out. Other types get their number
+// and the identifiers of their JSON.
+func DescribeRecord(t wal.Type, data []byte, namers ...RecordNamer) string {
 	name, ok := recordNames[t]
+	for _, n := range namers {
+		if ok {
+			break
+		}
+		name, ok = n(t)
+	}
 	if !ok {
 		name = fmt.Sprintf("type %d", t)
 		if t >= 64 {

@@ -52,7 +52,8 @@ func TestDescribeRecordShowsNoSecret(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DescribeRecord(tt.rec.Type, tt.rec.Data)
+			accounts := func(t wal.Type) (string, bool) { return "user", t == 2 } // as actors/accounts names it
+			got := DescribeRecord(tt.rec.Type, tt.rec.Data, accounts)
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("DescribeRecord() = %q, want it to contain %q", got, w)

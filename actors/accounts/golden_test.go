@@ -159,3 +159,19 @@ func TestLegacyAccountRecords(t *testing.T) {
 		t.Errorf("user record v2 = %v, want ErrCorrupt", err)
 	}
 }
+
+// TestRecordNames: gatehouse repair names every accounts record type (and
+// no other).
+func TestRecordNames(t *testing.T) {
+	for _, g := range goldenRecords() {
+		if name, ok := RecordName(g.rec.Type); !ok || name == "" {
+			t.Errorf("RecordName(%d) = %q, %v", g.rec.Type, name, ok)
+		}
+		if got := actors.DescribeRecord(g.rec.Type, g.rec.Data, RecordName); strings.HasPrefix(got, "type ") {
+			t.Errorf("DescribeRecord(%d) = %q: unnamed", g.rec.Type, got)
+		}
+	}
+	if _, ok := RecordName(10); ok {
+		t.Error("RecordName claims a key record")
+	}
+}

@@ -19,6 +19,22 @@ const (
 	recSessionDel wal.Type = 4 // 32-byte session hash
 )
 
+// RecordName names the accounts' record types (actors.RecordNamer), for
+// gatehouse repair's report.
+func RecordName(t wal.Type) (string, bool) {
+	switch t {
+	case recUserPut:
+		return "user", true
+	case recSessionPut:
+		return "session", true
+	case recSessionDel:
+		return "session deleted", true
+	}
+	return "", false
+}
+
+var _ actors.RecordNamer = RecordName
+
 // hash is the SHA-256 of a session token.
 type hash [32]byte
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"gatehouse/actors"
+	"gatehouse/actors/accounts"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
@@ -84,7 +85,7 @@ func describeBad(b wal.BadRecord, snap uint64) (string, int) {
 		}
 		n = int(min(b.Through-b.Index+1, 1<<30))
 	default:
-		line = fmt.Sprintf("lost index %d: %s (%d bytes; %s)", b.Index, actors.DescribeRecord(b.Type, b.Payload), b.Size, b.Reason)
+		line = fmt.Sprintf("lost index %d: %s (%d bytes; %s)", b.Index, actors.DescribeRecord(b.Type, b.Payload, accounts.RecordName), b.Size, b.Reason)
 		n = 1
 	}
 	if snap >= b.Through {
