@@ -129,7 +129,7 @@ func (d *keyDeps) keyProps(p actor.Producer, mb *inlineMailbox) *actor.Props {
 type keyActor struct {
 	state    *keyState
 	deps     *keyDeps
-	kc       *keyCluster // cluster mode only (clusterkey.go)
+	kc       *keyCluster // cluster mode only (keyactorcluster.go)
 	gone     bool
 	win      ratelimit.Window // the state's window while live (state.win == &win)
 	pending  []secCount

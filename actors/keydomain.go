@@ -85,7 +85,7 @@ func (k *keyDomain) CaptureParts(ctx context.Context) ([][]byte, error) {
 func (k *keyDomain) Stop() {}
 
 // ApplyLive applies key records another node of a cluster wrote, in the
-// key's shard or its live key actor (clusterfollow.go).
+// key's shard or its live key actor (keycluster.go).
 func (k *keyDomain) ApplyLive(ctx context.Context, seq uint64, r wal.Record) error {
 	var evs []keyEvent
 	if r.Type == recKeysUsed {

@@ -65,7 +65,7 @@ type shard struct {
 	dir       *dirTable // secret hash → key id
 	now       int64
 	live      map[*slot]struct{} // slots with a key actor: what ticks visit
-	cl        *shardCluster      // cluster mode only (clustershard.go)
+	cl        *shardCluster      // cluster mode only (shardcluster.go)
 	ctx       actor.Context      // its own, kept at start for receiveDirect
 	onLive    func(delta int)    // metrics hook
 

@@ -4,119 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
 	"gatehouse/actors/cluster"
 	"gatehouse/actors/cluster/transport"
-	"gatehouse/wal/etcdlog"
 )
 
-// clusterMode is System's part of cluster mode (nil: a single node).
-type clusterMode struct {
-	deps *ClusterDeps
-	rlog *etcdlog.Writer
-	// node is set once StartNode returns, and nodeSet closed then (also
-	// when it failed, node staying nil). The node's loops may call the
-	// handler before that: a handler needing node waits on nodeSet.
-	node    ClusterNode
-	nodeSet chan struct{}
-	ctx     *clusterCtx
-	reqID   atomic.Uint64
-	applied atomic.Uint64 // the last record of the replicated log applied here
-	cancel  context.CancelFunc
-	done    chan struct{} // the follower ended
-	locks   atomic.Pointer[EntityLocks]
-	// lastGiveUp is the Unix second a forward last gave up (logs are
-	// throttled to one a second).
-	lastGiveUp atomic.Int64
-	// snapPos is the position of the latest snapshot in etcd this node
-	// knows of, sinceSnap how many records it followed since (clustersnap.go).
-	snapPos   atomic.Uint64
-	sinceSnap atomic.Uint64
-	// fatal is set once the node cannot follow the log any more.
-	fatal atomic.Pointer[error]
-}
-
-// Timings of cluster mode.
-const (
-	clusterTimeout = 3 * time.Second        // one etcd request or forward
-	ownerWait      = 4 * time.Second        // how long an admission waits for a shard to get an owner
-	ownerPoll      = 25 * time.Millisecond  // how often it looks
-	staleRetry     = 250 * time.Millisecond // when an owner that said "not the owner" is asked again
-	followBackoff  = 200 * time.Millisecond // the first pause after the follower fails
-	maxFollowPause = 2 * time.Second
-	settleTimeout  = 2 * time.Second // a graceful release's settling
-	commitChunk    = 128             // values a fenced commit carries at most
-)
-
-func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
-	if d.Log == nil || d.StartNode == nil || d.Forward == nil {
-		return nil, errors.New("actors: cluster mode needs Log, StartNode and Forward")
-	}
-	cm := &clusterMode{deps: d, rlog: etcdlog.NewWriter(d.Log, clusterTimeout, ErrUnavailable), done: make(chan struct{}), nodeSet: make(chan struct{})}
-	// Request ids start anywhere: an owner remembers answers by (address,
-	// id) for a while, and a node restarted on the same cluster address
-	// must not repeat its previous process's ids.
-	cm.reqID.Store(rand.Uint64() >> 1)
-	return cm, nil
-}
-
-// waitNode returns the node once StartNode returned, waiting at most d
-// (nil: it failed, or took longer). A graceful release waits bounded: the
-// node may be closed inside StartNode, by the caller, before it returns.
-func (cm *clusterMode) waitNode(d time.Duration) ClusterNode {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-cm.nodeSet:
-		return cm.node
-	case <-t.C:
-		return nil
-	}
-}
-
-// startCluster joins the cluster once the actors run, and starts following
-// the replicated log from upTo.
-func (s *System) startCluster(upTo uint64) error {
-	cm := s.cm
-	for _, pid := range s.shards {
-		s.root.Send(pid, enableCluster{})
-	}
-	node, err := cm.deps.StartNode(clusterHandler{s})
-	if err != nil {
-		close(cm.nodeSet)
-		return fmt.Errorf("join the cluster: %w", err)
-	}
-	cm.node = node
-	cm.ctx.node = node
-	close(cm.nodeSet)
-	cm.applied.Store(upTo)
-	ctx, cancel := context.WithCancel(context.Background())
-	cm.cancel = cancel
-	go s.follow(ctx, upTo)
-	return nil
-}
-
-// stopCluster leaves the cluster: settles the shards this node owns (so the
-// successors lose nothing), stops following and stops the log writer.
-func (s *System) stopCluster() error {
-	cm := s.cm
-	var err error
-	if cm.node != nil {
-		err = cm.node.Close()
-	}
-	if cm.cancel != nil {
-		cm.cancel()
-		<-cm.done
-	}
-	cm.rlog.Close()
-	return err
-}
+// The keys' side of cluster mode (docs/cluster.md): the shards of the
+// key space this node owns (clusterHandler: Acquired, Released), the
+// admissions other nodes forward to it (AdmitOwned) and the ones it
+// forwards to an owner (forward), and other nodes' key records applied in
+// the key's shard or live key actor (foreignKey). The key actors' quota
+// is in keyactorcluster.go, the shards' in shardcluster.go.
 
 // enableCluster turns a shard's cluster mode on (sent before the node
 // starts, so it precedes every ownership message).
@@ -405,70 +307,106 @@ func (s *System) ownerOf(ctx context.Context, cs int, stale int64, staleUntil, d
 	}
 }
 
-// abortCluster leaves the cluster and stops following and writing; the
-// usage not yet flushed is lost, as on a kill -9.
-func (s *System) abortCluster() {
-	cm := s.cm
-	if cm.node != nil {
-		_ = cm.node.Close()
-	}
-	if cm.cancel != nil {
-		cm.cancel()
-		<-cm.done
-	}
-	cm.rlog.Close()
-}
-
-// ClusterApplied returns the position of the last record of the
-// replicated log this node has applied (0 in single-node mode).
-func (s *System) ClusterApplied() uint64 {
-	if s.cm == nil {
-		return 0
-	}
-	return s.cm.applied.Load()
-}
-
-// ClusterWritten returns the position of the last record this node wrote
-// to the replicated log and had acknowledged (0 in single-node mode):
-// another node that has applied up to it has seen every change this node
-// acknowledged so far.
-func (s *System) ClusterWritten() uint64 {
-	if s.cm == nil {
-		return 0
-	}
-	return s.cm.rlog.Written()
-}
-
-// SetClusterLocks serializes each key's changes across the nodes (cluster
-// mode; call it once New returned, before serving): a change is decided
-// on a state that holds every earlier change, wherever it was made, so
-// every node applies a key's changes in one order. Without it two nodes
-// changing a key at the same moment may end up disagreeing.
-func (s *System) SetClusterLocks(l EntityLocks) {
-	if s.cm != nil {
-		s.cm.locks.Store(&l)
-	}
-}
-
 // lockKey takes the cluster-wide lock of key id for a change (nothing on
 // a single node, or before SetClusterLocks).
 func (s *System) lockKey(ctx context.Context, id uuid.UUID) (func(), error) {
 	return s.lockEntity(ctx, "key/"+id.String())
 }
 
-// lockEntity takes the cluster-wide lock name (see EntityLocks): while it
-// is held, this node's state holds every change made under name before,
-// on any node. Nothing on a single node, or before SetClusterLocks.
-func (s *System) lockEntity(ctx context.Context, name string) (func(), error) {
-	if !s.clusterLocked() {
-		return func() {}, nil
-	}
-	unlock, err := (*s.cm.locks.Load()).Lock(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", name, ErrUnavailable, err)
-	}
-	return unlock, nil
+// foreignKey applies one key event another node logged.
+type foreignKey struct {
+	seq   uint64
+	ev    keyEvent
+	reply chan foreignReply
 }
 
-// clusterLocked reports whether changes are serialized across nodes.
-func (s *System) clusterLocked() bool { return s.cm != nil && s.cm.locks.Load() != nil }
+type foreignReply struct {
+	fx           dirEffects
+	created      bool
+	deletedOwner uuid.UUID // the owner of a key this event deleted
+}
+
+// applyForeignKey is applyKey without the replay watermarks (see above),
+// which it leaves at least where they were.
+func applyForeignKey(st *keyState, seq uint64, ev keyEvent) (*keyState, dirEffects, error) {
+	if st == nil {
+		return applyKey(nil, seq, ev)
+	}
+	applied, used := st.applied, st.usageSeq
+	st.applied, st.usageSeq = 0, 0
+	next, fx, err := applyKey(st, seq, ev)
+	st.applied, st.usageSeq = max(applied, st.applied), max(used, st.usageSeq)
+	return next, fx, err
+}
+
+func (s *shard) foreignKey(ctx actor.Context, m *foreignKey) {
+	id := m.ev.keyID()
+	sl := s.keys.get(id)
+	if sl == nil {
+		next, fx, _ := applyKey(nil, m.seq, m.ev)
+		if next != nil {
+			s.keys.put(&slot{st: *next})
+		}
+		m.reply <- foreignReply{fx: fx, created: next != nil}
+		return
+	}
+	if l := sl.live; l != nil {
+		if l.passivating {
+			l.held.msgs = append(l.held.msgs, m)
+			return
+		}
+		ctx.Send(l.pid, m)
+		return
+	}
+	owner := sl.st.rec.owner
+	next, fx, _ := applyForeignKey(&sl.st, m.seq, m.ev)
+	r := foreignReply{fx: fx}
+	if next == nil {
+		s.keys.del(id)
+		if s.cl != nil {
+			delete(s.cl.allow, id)
+		}
+		r.deletedOwner = owner
+	}
+	m.reply <- r
+}
+
+// foreign applies another node's event to the live key.
+func (a *keyActor) foreign(ctx actor.Context, m *foreignKey) {
+	if a.gone {
+		m.reply <- foreignReply{}
+		return
+	}
+	owner := a.state.rec.owner
+	next, fx, _ := applyForeignKey(a.state, m.seq, m.ev)
+	r := foreignReply{fx: fx}
+	if next == nil {
+		a.gone = true
+		a.pending, a.inflight = nil, nil
+		a.release()
+		if a.kc != nil {
+			a.failWaiting(ErrKeyInvalid)
+		}
+		ctx.Send(ctx.Parent(), keyGone{id: fx.id})
+		r.deletedOwner = owner
+	}
+	m.reply <- r
+}
+
+func (s *System) applyForeignKey(ctx context.Context, seq uint64, ev keyEvent) error {
+	m := &foreignKey{seq: seq, ev: ev, reply: make(chan foreignReply, 1)}
+	r, _, err := Ask(ctx, s.root, s.shards[shardOfID(ev.keyID(), len(s.shards))], m, m.reply, nil)
+	if err != nil {
+		return fmt.Errorf("apply seq %d: %w", seq, err)
+	}
+	if c, ok := ev.(keyCreated); ok && r.created {
+		s.slots.add(c.rec.owner, 1)
+	}
+	if r.deletedOwner != uuid.Nil {
+		s.slots.add(r.deletedOwner, -1)
+	}
+	if err := s.publish(ctx, r.fx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("apply seq %d: %w", seq, err)
+	}
+	return nil
+}
