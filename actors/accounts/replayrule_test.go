@@ -41,6 +41,9 @@ func TestReplayRule(t *testing.T) {
 	if err := s.LogoutAll(c, b.ID); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := s.Login(c, "a@example.com", pw); err != nil { // a session that lasts
+		t.Fatal(err)
+	}
 	live, err := s.Service.Capture(c)
 	if err != nil {
 		t.Fatal(err)
