@@ -320,6 +320,11 @@ func (g *Gateway) AgentCustomTools(ctx context.Context, agent uuid.UUID) ([]Runn
 	if err != nil {
 		return nil, err
 	}
+	return g.runnable(recs)
+}
+
+// runnable opens the env of each tool in recs.
+func (g *Gateway) runnable(recs []*customToolRec) ([]RunnableTool, error) {
 	out := make([]RunnableTool, 0, len(recs))
 	for _, t := range recs {
 		rt := RunnableTool{CustomTool: t.view(), Env: map[string]string{}}

@@ -433,6 +433,12 @@ func (g *Gateway) MCPAccessFor(ctx context.Context, agent uuid.UUID, user string
 	if err != nil {
 		return nil, err
 	}
+	return g.openAccess(rows)
+}
+
+// openAccess opens the secrets of the servers rows grant, leaving out
+// the stdio ones while tool execution is off.
+func (g *Gateway) openAccess(rows []accessRow) ([]MCPAccess, error) {
 	out := make([]MCPAccess, 0, len(rows))
 	for _, row := range rows {
 		if row.rec.Transport == MCPStdio && !g.cfg.ToolsExecEnabled {

@@ -16,7 +16,7 @@ import (
 // servers are connected and custom tools listed.
 type countingToolbox struct{ n atomic.Int64 }
 
-func (b *countingToolbox) Tools(context.Context, gateway.Agent, string) ([]agentrun.Tool, error) {
+func (b *countingToolbox) Tools(context.Context, gateway.Agent, gateway.RunTools) ([]agentrun.Tool, error) {
 	b.n.Add(1)
 	return nil, nil
 }

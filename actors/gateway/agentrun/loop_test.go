@@ -19,7 +19,9 @@ import (
 // staticTools is a Toolbox with fixed tools.
 type staticTools []Tool
 
-func (s staticTools) Tools(context.Context, gateway.Agent, string) ([]Tool, error) { return s, nil }
+func (s staticTools) Tools(context.Context, gateway.Agent, gateway.RunTools) ([]Tool, error) {
+	return s, nil
+}
 
 func addTool(calls *[]string, mu *sync.Mutex) Tool {
 	return Tool{

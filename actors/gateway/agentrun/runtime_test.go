@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,13 @@ type fakeGateway struct {
 	providers map[uuid.UUID]gateway.Provider
 	keys      map[uuid.UUID][]string // a provider's keys; default ["sk-test"]
 	keyErr    error
+	// The optional parts of a plan: a user's USER.md, an agent's skills
+	// and a user's default agent (nil: none). Each is called only once
+	// the plan's policy allowed the run.
+	userContext  func(agent uuid.UUID, user string) string
+	skills       func(agent uuid.UUID) []gateway.RunSkill
+	defaultAgent func(user string) (gateway.Agent, error)
+	plans        atomic.Int64 // PlanRun calls
 
 	mu     sync.Mutex
 	traces []gateway.Trace
@@ -61,7 +69,48 @@ func (f *fakeGateway) GetProvider(_ context.Context, ref string) (gateway.Provid
 	return gateway.Provider{}, fmt.Errorf("provider %s: %w", ref, gateway.ErrNotFound)
 }
 
-func (f *fakeGateway) UserContext(context.Context, uuid.UUID, string) (string, error) { return "", nil }
+// PlanRun plans as the gateway does, from the fake's maps: the agent
+// (the default agent when ref is ""), the policy, then the rest.
+func (f *fakeGateway) PlanRun(ctx context.Context, req gateway.PlanRequest) (gateway.RunPlan, error) {
+	f.plans.Add(1)
+	ref := req.Agent
+	if ref == "" {
+		if f.defaultAgent == nil {
+			return gateway.RunPlan{}, gateway.ErrNotFound
+		}
+		d, err := f.defaultAgent(req.User)
+		if err != nil {
+			return gateway.RunPlan{}, err
+		}
+		ref = d.ID.String()
+	}
+	a, p, err := f.ResolveAgent(ctx, ref)
+	if err != nil {
+		return gateway.RunPlan{}, err
+	}
+	if req.Policy != nil && !req.Policy(&a) {
+		return gateway.RunPlan{}, fmt.Errorf("agent %q: %w", ref, gateway.ErrNotFound)
+	}
+	pl := gateway.RunPlan{Agent: a, Provider: p, Runnable: (a.Status == gateway.AgentActive || req.AnyStatus) && p.Enabled}
+	if !pl.Runnable {
+		return pl, nil
+	}
+	for _, fb := range a.Fallbacks {
+		if fp, err := f.GetProvider(ctx, fb.ProviderID.String()); err == nil {
+			pl.Fallbacks = append(pl.Fallbacks, gateway.PlannedFallback{Provider: fp, Model: fb.Model})
+		}
+	}
+	if req.Bare {
+		return pl, nil
+	}
+	if req.User != "" && f.userContext != nil {
+		pl.UserContext = f.userContext(a.ID, req.User)
+	}
+	if f.skills != nil {
+		pl.Skills = f.skills(a.ID)
+	}
+	return pl, nil
+}
 
 func (f *fakeGateway) RecordRun(t gateway.Trace) {
 	f.mu.Lock()

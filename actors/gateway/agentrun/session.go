@@ -56,7 +56,7 @@ func (rt *Runtime) queue(ctx context.Context, ss Sessions, p gateway.Principal, 
 	}
 	ref := req.Agent
 	if ref != "" {
-		a, _, err := rt.resolve(ctx, p, ref)
+		a, err := rt.resolve(ctx, p, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -98,19 +98,20 @@ func (rt *Runtime) lockTurn(ctx context.Context, t *Turn, turn *gateway.Turn) er
 // prepareTurn decides policy on the session's agent and prepares the
 // run: the session's history, then the request's messages.
 func (rt *Runtime) prepareTurn(ctx context.Context, p gateway.Principal, req TurnRequest, t *Turn, turn gateway.Turn) error {
-	a, prov, err := rt.decide(ctx, p, turn.AgentID.String(), req.AnyStatus)
-	if err != nil {
-		return err
-	}
 	msgs := make([]Message, 0, len(turn.Session.Messages)+len(req.Messages))
 	for _, m := range turn.Session.Messages {
 		msgs = append(msgs, Message{Role: m.Role, Content: m.Content})
 	}
-	rn, err := rt.prepare(ctx, a, prov, req.run(p, append(msgs, req.Messages...)))
+	run := req.run(p, append(msgs, req.Messages...))
+	pl, err := rt.plan(ctx, turn.AgentID.String(), p.User, p.MayRun, run)
 	if err != nil {
 		return err
 	}
-	t.ID, t.Agent, t.run = rn.ID, a, rn
+	rn, err := rt.prepare(ctx, pl, run)
+	if err != nil {
+		return err
+	}
+	t.ID, t.Agent, t.run = rn.ID, rn.Agent, rn
 	return nil
 }
 
