@@ -28,8 +28,11 @@ func TestRefusedCallerTouchesNoTools(t *testing.T) {
 	box := &countingToolbox{}
 	e := newGWEnv(t, gwOpts{token: gwToken, deps: func(d *Deps) {
 		gw := d.Agents.(*gateway.Gateway)
-		rt := agentrun.New(gw, gw)
-		rt.SetToolbox(box)
+		rt, err := agentrun.New(agentrun.Deps{Agents: gw, Recorder: gw, Sessions: gw, Prompts: gw, Now: gw.Now, Logger: gw.Logger(),
+			Memory: gw, Delegations: gw, Skills: gw, Toolbox: box})
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = rt.Close(context.Background()) })
 		d.Runner = rt
 	}})

@@ -42,6 +42,11 @@ type Toolbox interface {
 	Tools(ctx context.Context, a gateway.Agent, planned gateway.RunTools) ([]Tool, error)
 }
 
+// toolCloser is an optional capability of a Toolbox (package toolbox's
+// Box): Close closes the connections its tools hold (MCP servers), at
+// the Runtime's Close.
+type toolCloser interface{ Close() }
+
 // MaxToolOutput is how much of a tool's output goes back to the model.
 const MaxToolOutput = 16 << 10
 

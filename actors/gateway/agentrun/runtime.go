@@ -30,16 +30,24 @@ type Agents interface {
 	ProviderKeys(p gateway.Provider) ([]string, error)
 }
 
-// Recorder takes the record of every finished run.
+// Recorder takes the record of every finished run. A Recorder that
+// also prices spans (an optional capability, spanPricer: the gateway's
+// CostOf) gives a session's turns their cost; without it they cost 0.
 type Recorder interface {
 	// RecordRun records t (trace and usage); it does not wait.
 	RecordRun(t gateway.Trace)
 }
 
-// The gateway is the production implementation of both.
+// The gateway is the production implementation of these.
 var (
-	_ Agents   = (*gateway.Gateway)(nil)
-	_ Recorder = (*gateway.Gateway)(nil)
+	_ Agents      = (*gateway.Gateway)(nil)
+	_ Recorder    = (*gateway.Gateway)(nil)
+	_ spanPricer  = (*gateway.Gateway)(nil)
+	_ Sessions    = (*gateway.Gateway)(nil)
+	_ Prompts     = (*gateway.Gateway)(nil)
+	_ Memory      = (*gateway.Gateway)(nil)
+	_ Delegations = (*gateway.Gateway)(nil)
+	_ Skills      = (*gateway.Gateway)(nil)
 )
 
 // Request asks for one run.
@@ -113,9 +121,12 @@ type Runtime struct {
 	http    *http.Client // the upstream pool every provider client shares
 	pools   *pools
 	metrics *callMetrics
-	now     func() time.Time // a run's start time: the recorder's clock
+	now     func() time.Time // a run's start time: the gateway's clock
 	toolbox Toolbox          // nil: no tools but the built-ins
-	// The built-ins' stores: the Recorder's, when it has them.
+	// sessions and prompts: session turns, summoning and regenerating.
+	sessions Sessions
+	prompts  Prompts
+	// The built-ins' stores (nil: that built-in is left out).
 	memory      Memory
 	delegations Delegations
 	skills      Skills
@@ -139,41 +150,31 @@ type TurnLock interface {
 	Lock(ctx context.Context, user, key string) (unlock func(), err error)
 }
 
-// SetTurnLock serializes session turns across a cluster's nodes; call it
-// before the first run.
-func (rt *Runtime) SetTurnLock(l TurnLock) { rt.turnLock = l }
-
-// SetToolbox gives agents their custom and MCP tools; call it before the
-// first run.
-func (rt *Runtime) SetToolbox(tb Toolbox) { rt.toolbox = tb }
-
-// New returns a Runtime over the gateway's registry and run records. A
-// Recorder with a Now method (the gateway: its clock) dates the runs;
-// durations are measured on the machine's monotonic clock. A Recorder
-// with a Logger method gives the runtime its logger. Agents that are
-// also Sessions, Defaults and Prompts (the gateway) give turns their
-// sessions, default agents, and summoning and regenerating.
-func New(agents Agents, rec Recorder) *Runtime {
-	rt := &Runtime{agents: agents, rec: rec, http: newHTTPClient(), now: time.Now, limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
-	rt.pools = newPools(rt.http, rt.limits.MaxAnswerBytes, agents.ProviderKeys)
+// New returns a Runtime over d's collaborators (see Deps); an error
+// names a required one missing.
+func New(d Deps) (*Runtime, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	rt := &Runtime{agents: d.Agents, rec: d.Recorder, sessions: d.Sessions, prompts: d.Prompts, now: d.Now,
+		toolbox: d.Toolbox, memory: d.Memory, delegations: d.Delegations, skills: d.Skills, turnLock: d.TurnLock,
+		http: newHTTPClient(), limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
+	if d.Logger != nil {
+		rt.lg = d.Logger.With("component", "runtime")
+	}
+	if d.Budgets != nil {
+		rt.budgets = &budgetHook{b: d.Budgets, prices: d.Prices, requireKnown: d.RequireKnownPrices}
+	}
+	rt.pools = newPools(rt.http, rt.limits.MaxAnswerBytes, d.Agents.ProviderKeys)
 	rt.metrics = newCallMetrics(rt.pools)
-	if c, ok := rec.(interface{ Now() time.Time }); ok {
-		rt.now = c.Now
-	}
-	if l, ok := rec.(interface{ Logger() *slog.Logger }); ok && l.Logger() != nil {
-		rt.lg = l.Logger().With("component", "runtime")
-	}
 	rt.bgCtx, rt.bgStop = context.WithCancel(context.Background())
-	rt.memory, _ = rec.(Memory)
-	rt.delegations, _ = rec.(Delegations)
-	rt.skills, _ = rec.(Skills)
-	return rt
+	return rt, nil
 }
 
 // Close ends the background runs (an abandoned summon is marked
 // summon_failed at the next start) and waits for them until ctx is done,
 // then closes idle provider connections, and the toolbox's connections
-// if it has a Close method. Call it once the listeners have drained; it
+// if it is a toolCloser. Call it once the listeners have drained; it
 // returns ctx's error if the background runs did not end in time.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.bgStop()
@@ -186,7 +187,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		err = fmt.Errorf("close runtime: background runs: %w", ctx.Err())
 	}
 	rt.http.CloseIdleConnections()
-	if c, ok := rt.toolbox.(interface{ Close() }); ok {
+	if c, ok := rt.toolbox.(toolCloser); ok {
 		c.Close()
 	}
 	return err

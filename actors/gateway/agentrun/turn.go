@@ -31,6 +31,9 @@ type Sessions interface {
 	// EndTurn appends the turn's outcome and begins the next queued one;
 	// gateway.ErrNotFound when the session was deleted meanwhile.
 	EndTurn(ctx context.Context, user, key string, res gateway.TurnResult) (gateway.Session, error)
+	// SessionOp with op "get" reads user's session key with its
+	// messages: what a turn reads again under a TurnLock.
+	SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (gateway.Session, error)
 }
 
 // recordTimeout bounds the write that ends a session turn, which is made

@@ -51,10 +51,8 @@ func TestTurnDecidesPolicyFirst(t *testing.T) {
 	defer srv.Close()
 	f := newCountingGateway()
 	f.add("private", gateway.ProviderOpenAICompat, srv.URL, `{}`, func(a *gateway.Agent, _ *gateway.Provider) { a.OwnerID = "alice" })
-	rt := New(f, f)
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	box := &countingToolbox{}
-	rt.SetToolbox(box)
+	rt := newRuntime(t, f.fakeGateway, func(d *Deps) { d.Skills, d.Toolbox = f, box })
 	req := TurnRequest{Agent: "private", Endpoint: "test", Messages: []Message{{Role: "user", Content: "x"}}}
 
 	for _, p := range []gateway.Principal{{User: "mallory"}, {User: "mallory", Trusted: true}, {}, {User: "alice", BoundAgent: uuid.New()}} {
@@ -122,8 +120,7 @@ func TestTurnPlansOnce(t *testing.T) {
 	def := f.agents["main"]
 	f.agents[def.ID.String()] = def
 	f.fakeGateway.defaultAgent = func(string) (gateway.Agent, error) { return def, nil }
-	rt := newRuntime(t, f.fakeGateway)
-	rt.SetToolbox(&countingToolbox{})
+	rt := newRuntime(t, f.fakeGateway, withToolbox(&countingToolbox{}))
 	alice := gateway.Principal{User: "alice"}
 	for _, ref := range []string{"main", ""} {
 		f.plans.Store(0)
