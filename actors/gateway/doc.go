@@ -36,6 +36,8 @@
 //     changes), before the change's caller is answered; every get, list
 //     and search (read) runs on that view in the caller's goroutine, so
 //     reads never wait behind a write's fsync or another tenant's work.
+//     A read gets a regView, which has no commit: a write from a read
+//     does not compile. A run plans from one such read (PlanRun, plan.go).
 //     Provider credentials are sealed with the System's Sealer
 //     (AES-256-GCM, bound to the provider id) in the caller's goroutine;
 //     the WAL, snapshots and logs only ever see the sealed form.
