@@ -9,17 +9,18 @@ import (
 
 // PlanRequest asks for the plan of one run (PlanRun).
 type PlanRequest struct {
-	// Agent is the agent's id or agent_key; "" is User's default agent
-	// (see DefaultAgent).
+	// Agent is the agent's id or agent_key; "" is the default agent of
+	// For.User (see DefaultAgent).
 	Agent string
-	// User is the run's user: whose USER.md and MCP grants the plan
-	// holds, and whose default agent "" names ("": none of those).
-	User string
-	// Policy, when not nil, decides whether the run may go ahead
-	// (Principal.MayRun), on the plan's view and before anything but the
-	// agent and its provider is read: false is ErrNotFound, as for an
-	// agent that does not exist. nil: the caller decided already.
-	Policy func(a *Agent) bool
+	// For is who the run is for. For.User is the run's user: whose
+	// USER.md and MCP grants the plan holds ("": none). Unless
+	// AnyCaller, For.MayRun decides whether the run may go ahead, on the
+	// plan's view and before anything but the agent and its provider is
+	// read: false is ErrNotFound, as for an agent that does not exist.
+	For Principal
+	// AnyCaller plans without deciding policy: for a run the caller
+	// decided already.
+	AnyCaller bool
 	// AnyStatus plans an agent that is not active (one being summoned).
 	AnyStatus bool
 	// Bare plans the agent, its provider and its fallbacks only: no
@@ -81,7 +82,7 @@ var testHookPlanned func()
 // USER.md, skills, custom tools and MCP access) from one view of the
 // registry, so that a change made meanwhile is in all of the plan or in
 // none of it. Errors: ErrNotFound for no such agent (or no default
-// agent), or one req.Policy refuses; ctx's; a secret that does not open.
+// agent), or one req.For may not run; ctx's; a secret that does not open.
 func (g *Gateway) PlanRun(ctx context.Context, req PlanRequest) (RunPlan, error) {
 	return read(ctx, g, func(r regView) (RunPlan, error) { return g.plan(r, req) })
 }
@@ -89,7 +90,7 @@ func (g *Gateway) PlanRun(ctx context.Context, req PlanRequest) (RunPlan, error)
 func (g *Gateway) plan(r regView, req PlanRequest) (RunPlan, error) {
 	ref := req.Agent
 	if ref == "" {
-		d, err := r.defaultAgent(req.User, g.cfg.DefaultAgent)
+		d, err := r.defaultAgent(req.For.User, g.cfg.DefaultAgent)
 		if err != nil {
 			return RunPlan{}, fmt.Errorf("default agent: %w", err)
 		}
@@ -99,7 +100,7 @@ func (g *Gateway) plan(r regView, req PlanRequest) (RunPlan, error) {
 	if err != nil {
 		return RunPlan{}, err
 	}
-	if req.Policy != nil && !req.Policy(&a) {
+	if !req.AnyCaller && !req.For.MayRun(&a) {
 		return RunPlan{}, fmt.Errorf("agent %q: %w", ref, ErrNotFound) // a stranger's agent: ids do not leak
 	}
 	pl := RunPlan{Agent: a, Provider: p, Version: r.part.version,
@@ -118,12 +119,12 @@ func (g *Gateway) plan(r regView, req PlanRequest) (RunPlan, error) {
 	if req.Bare {
 		return pl, nil
 	}
-	if req.User != "" {
-		pl.UserContext = r.userContext(a.ID, req.User)
+	if req.For.User != "" {
+		pl.UserContext = r.userContext(a.ID, req.For.User)
 	}
 	pl.Skills = r.runSkills(a.ID)
 	if req.Tools {
-		if pl.Tools, err = g.runTools(r, a.ID, req.User); err != nil {
+		if pl.Tools, err = g.runTools(r, a.ID, req.For.User); err != nil {
 			return RunPlan{}, err
 		}
 	}

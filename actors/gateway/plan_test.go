@@ -77,7 +77,7 @@ func TestPlanRunOneView(t *testing.T) {
 	}
 	t.Cleanup(func() { testHookPlanned = nil })
 
-	req := PlanRequest{Agent: "helper", User: "alice", Tools: true}
+	req := PlanRequest{Agent: "helper", For: Principal{User: "alice"}, Tools: true}
 	before := gw.view.Load().version
 	old, err := gw.PlanRun(ctx(t), req)
 	if err != nil || !changed {
@@ -97,10 +97,10 @@ func TestPlanRunOneView(t *testing.T) {
 	}
 }
 
-// TestPlanRunPolicyFirst: a plan the policy refuses is ErrNotFound and
-// holds nothing; the policy sees the agent; a run for no agent plans the
+// TestPlanRunPolicyFirst: a plan for a principal who may not run the
+// agent is ErrNotFound and holds nothing; a run for no agent plans the
 // user's default agent; an agent that cannot run is planned without the
-// rest (Runnable false).
+// rest (Runnable false); AnyCaller plans without policy.
 func TestPlanRunPolicyFirst(t *testing.T) {
 	gw := start(newNode(t, DefaultConfig(), nil))
 	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
@@ -113,24 +113,26 @@ func TestPlanRunPolicyFirst(t *testing.T) {
 	if _, err := gw.PutUserFile(ctx(t), "alice", "mine", "alice", UserFileName, "Alice"); err != nil {
 		t.Fatal(err)
 	}
-	bob := Principal{User: "bob"}
-	pl, err := gw.PlanRun(ctx(t), PlanRequest{Agent: "mine", User: "bob", Policy: bob.MayRun})
+	pl, err := gw.PlanRun(ctx(t), PlanRequest{Agent: "mine", For: Principal{User: "bob"}})
 	if !errors.Is(err, ErrNotFound) || pl.Agent.ID == a.ID || pl.UserContext != "" {
 		t.Errorf("PlanRun(bob, alice's agent) = %+v, %v; want ErrNotFound and an empty plan", pl, err)
 	}
-	alice := Principal{User: "alice"}
-	pl, err = gw.PlanRun(ctx(t), PlanRequest{User: "alice", Policy: alice.MayRun})
+	pl, err = gw.PlanRun(ctx(t), PlanRequest{For: Principal{User: "alice"}})
 	if err != nil || pl.Agent.ID != a.ID || pl.UserContext != "Alice" || !pl.Runnable {
 		t.Errorf("PlanRun(alice, no agent) = %+v, %v; want her default agent with her USER.md", pl, err)
 	}
-	if _, err := gw.PlanRun(ctx(t), PlanRequest{User: "bob"}); !errors.Is(err, ErrNotFound) {
+	if _, err := gw.PlanRun(ctx(t), PlanRequest{For: Principal{User: "bob"}}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("PlanRun(bob, no agent) = %v, want ErrNotFound", err)
 	}
 	if _, err := gw.UpdateAgent(ctx(t), "alice", "mine", AgentInput{Status: ptr(AgentDisabled)}); err != nil {
 		t.Fatal(err)
 	}
-	pl, err = gw.PlanRun(ctx(t), PlanRequest{Agent: "mine", User: "alice"})
+	pl, err = gw.PlanRun(ctx(t), PlanRequest{Agent: "mine", For: Principal{User: "alice"}})
 	if err != nil || pl.Runnable || pl.UserContext != "" {
 		t.Errorf("PlanRun(disabled agent) = %+v, %v; want the agent alone, not runnable", pl, err)
+	}
+	pl, err = gw.PlanRun(ctx(t), PlanRequest{Agent: "mine", For: Principal{User: "bob"}, AnyCaller: true, AnyStatus: true})
+	if err != nil || pl.Agent.ID != a.ID || !pl.Runnable || pl.UserContext != "" {
+		t.Errorf("PlanRun(bob, AnyCaller) = %+v, %v; want alice's agent, runnable, without her USER.md", pl, err)
 	}
 }

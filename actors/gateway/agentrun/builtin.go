@@ -171,7 +171,7 @@ func (rt *Runtime) delegate(ctx context.Context, rn *Run, user string, args json
 	p := gateway.Principal{User: user, Trusted: user == ""}
 	req := Request{Agent: in.Agent, User: user, Endpoint: "delegate", Channel: "internal",
 		Messages: []Message{{Role: "user", Content: in.Task}}, KeyID: rn.keyID} // the same key's budgets
-	pl, err := rt.plan(ctx, in.Agent, user, p.MayRun, req)
+	pl, err := rt.plan(ctx, in.Agent, p, true, req)
 	switch {
 	case errors.Is(err, ErrAgentNotFound):
 		return "", fmt.Errorf("no agent %q", in.Agent) // none, or not the user's: do not reveal it

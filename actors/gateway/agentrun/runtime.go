@@ -23,7 +23,7 @@ type Agents interface {
 	// PlanRun reads everything a run plans from (the agent, its provider
 	// and fallbacks, the user's USER.md, skills, custom tools and MCP
 	// access) from one view of the registry; gateway.ErrNotFound when
-	// there is no such agent or req.Policy refuses it.
+	// there is no such agent or req.For may not run it.
 	PlanRun(ctx context.Context, req gateway.PlanRequest) (gateway.RunPlan, error)
 	// ProviderKeys opens p's sealed credentials (api_key, then
 	// api_keys), to call out only.
@@ -198,7 +198,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 // tests); callers acting for someone use Turn. Errors: ErrAgentNotFound,
 // ErrAgentDisabled, ErrProviderDisabled, or the registry's.
 func (rt *Runtime) prepareRef(ctx context.Context, req Request) (*Run, error) {
-	pl, err := rt.plan(ctx, req.Agent, req.User, nil, req)
+	pl, err := rt.plan(ctx, req.Agent, gateway.Principal{User: req.User}, false, req)
 	if err != nil {
 		return nil, err
 	}
@@ -206,12 +206,13 @@ func (rt *Runtime) prepareRef(ctx context.Context, req Request) (*Run, error) {
 }
 
 // plan is the turn's one planning read (Agents.PlanRun): agent ref (the
-// default agent of user when "") with everything its run plans from,
-// policy (nil: decided already) applied on the same view before the rest
-// is read; then the agent must be able to run (ready). A run whose
-// prompt is replaced (req.System) plans no USER.md, skills or tools.
-func (rt *Runtime) plan(ctx context.Context, ref, user string, policy func(*gateway.Agent) bool, req Request) (gateway.RunPlan, error) {
-	pl, err := rt.agents.PlanRun(ctx, gateway.PlanRequest{Agent: ref, User: user, Policy: policy, AnyStatus: req.AnyStatus,
+// default agent of p's user when "") with everything its run for p
+// plans from; when decide, whether p may run it (policy) is decided on
+// the same view before the rest is read. Then the agent must be able to
+// run (ready). A run whose prompt is replaced (req.System) plans no
+// USER.md, skills or tools.
+func (rt *Runtime) plan(ctx context.Context, ref string, p gateway.Principal, decide bool, req Request) (gateway.RunPlan, error) {
+	pl, err := rt.agents.PlanRun(ctx, gateway.PlanRequest{Agent: ref, For: p, AnyCaller: !decide, AnyStatus: req.AnyStatus,
 		Bare: req.System != nil, Tools: rt.toolbox != nil && req.System == nil})
 	if err != nil {
 		return pl, notFound(err, cmp.Or(ref, "default agent"))
@@ -277,7 +278,7 @@ func (rt *Runtime) preamble(pl gateway.RunPlan, req Request) ([]Message, []gatew
 // what POST /v1/tools/invoke runs. Errors as Begin's.
 func (rt *Runtime) ToolsFor(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, []Tool, error) {
 	req := Request{Agent: ref, User: p.User, Endpoint: "tools.invoke"}
-	pl, err := rt.plan(ctx, ref, p.User, p.MayRun, req)
+	pl, err := rt.plan(ctx, ref, p, true, req)
 	if err != nil {
 		return gateway.Agent{}, nil, err
 	}

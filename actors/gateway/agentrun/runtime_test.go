@@ -78,7 +78,7 @@ func (f *fakeGateway) PlanRun(ctx context.Context, req gateway.PlanRequest) (gat
 		if f.defaultAgent == nil {
 			return gateway.RunPlan{}, gateway.ErrNotFound
 		}
-		d, err := f.defaultAgent(req.User)
+		d, err := f.defaultAgent(req.For.User)
 		if err != nil {
 			return gateway.RunPlan{}, err
 		}
@@ -88,7 +88,7 @@ func (f *fakeGateway) PlanRun(ctx context.Context, req gateway.PlanRequest) (gat
 	if err != nil {
 		return gateway.RunPlan{}, err
 	}
-	if req.Policy != nil && !req.Policy(&a) {
+	if !req.AnyCaller && !req.For.MayRun(&a) {
 		return gateway.RunPlan{}, fmt.Errorf("agent %q: %w", ref, gateway.ErrNotFound)
 	}
 	pl := gateway.RunPlan{Agent: a, Provider: p, Runnable: (a.Status == gateway.AgentActive || req.AnyStatus) && p.Enabled}
@@ -103,8 +103,8 @@ func (f *fakeGateway) PlanRun(ctx context.Context, req gateway.PlanRequest) (gat
 	if req.Bare {
 		return pl, nil
 	}
-	if req.User != "" && f.userContext != nil {
-		pl.UserContext = f.userContext(a.ID, req.User)
+	if req.For.User != "" && f.userContext != nil {
+		pl.UserContext = f.userContext(a.ID, req.For.User)
 	}
 	if f.skills != nil {
 		pl.Skills = f.skills(a.ID)

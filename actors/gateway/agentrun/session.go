@@ -91,7 +91,7 @@ func (rt *Runtime) prepareTurn(ctx context.Context, p gateway.Principal, req Tur
 		msgs = append(msgs, Message{Role: m.Role, Content: m.Content})
 	}
 	run := req.run(p, append(msgs, req.Messages...))
-	pl, err := rt.plan(ctx, turn.AgentID.String(), p.User, p.MayRun, run)
+	pl, err := rt.plan(ctx, turn.AgentID.String(), p, true, run)
 	if err != nil {
 		return err
 	}

@@ -123,7 +123,7 @@ func (rt *Runtime) Begin(ctx context.Context, p gateway.Principal, req TurnReque
 	}
 	if req.SessionKey == "" && req.Queued == nil {
 		run := req.run(p, req.Messages)
-		pl, err := rt.plan(ctx, req.Agent, p.User, p.MayRun, run)
+		pl, err := rt.plan(ctx, req.Agent, p, true, run)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +158,7 @@ func (rt *Runtime) RunTurn(ctx context.Context, t *Turn, onDelta func(string) er
 // decides whether p may run it, reading nothing else about it: the
 // check before a session turn is queued.
 func (rt *Runtime) resolve(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, error) {
-	pl, err := rt.agents.PlanRun(ctx, gateway.PlanRequest{Agent: ref, User: p.User, Policy: p.MayRun, AnyStatus: true, Bare: true})
+	pl, err := rt.agents.PlanRun(ctx, gateway.PlanRequest{Agent: ref, For: p, AnyStatus: true, Bare: true})
 	if err != nil {
 		return gateway.Agent{}, notFound(err, cmp.Or(ref, "default agent"))
 	}
