@@ -182,6 +182,9 @@ type Gateway struct {
 	// on a budget's holds (nil on a single node).
 	allow      sync.Map
 	budgetLock BudgetLocker
+
+	// unapplied counts the runs recorded and not yet applied (runs.go).
+	unapplied atomic.Int64
 }
 
 var (
@@ -286,7 +289,7 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
 	g.startTenants(env, st.tenants)
-	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs, view: &g.traces}
+	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs, view: &g.traces, unapplied: &g.unapplied}
 	ra.publish()
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root

@@ -84,3 +84,31 @@ func TestRunsFlushedOnStop(t *testing.T) {
 		t.Fatalf("run recorded just before a clean stop: %v", err)
 	}
 }
+
+// TestQueriesSeeRecordedRuns: a trace or usage query made right after
+// RecordRun sees the run, though it may still be gathered (runLinger).
+func TestQueriesSeeRecordedRuns(t *testing.T) {
+	n := newNode(t, DefaultConfig(), nil)
+	gw := start(n)
+	if _, err := gw.CreateProvider(ctx(t), ProviderInput{Name: "echo", ProviderType: ProviderEcho, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := gw.CreateAgent(ctx(t), "alice", AgentInput{AgentKey: ptr("default"), Provider: ptr("echo"), Model: ptr("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		id := fmt.Sprint("seen-", i)
+		gw.RecordRun(Trace{ID: id, AgentID: a.ID, UserID: "alice", Status: RunOK, StartedAt: n.Clock.Now(),
+			Spans: []Span{{Kind: SpanLLM, PromptTokens: 1}}})
+		if _, err := gw.Trace(ctx(t), id); err != nil {
+			t.Fatalf("Trace(%s) right after RecordRun: %v", id, err)
+		}
+		gw.RecordRun(Trace{ID: id + "-b", AgentID: a.ID, UserID: "alice", Status: RunOK, StartedAt: n.Clock.Now(),
+			Spans: []Span{{Kind: SpanLLM, PromptTokens: 1}}})
+		us, err := gw.Usage(ctx(t), a.ID, "alice")
+		if err != nil || len(us) != 1 || us[0].PromptTokens != int64(2*(i+1)) {
+			t.Fatalf("usage after %d runs = %+v, %v; want %d prompt tokens", 2*(i+1), us, err, 2*(i+1))
+		}
+	}
+}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type runsActor struct {
 	// view receives the traces after each applied run: trace reads scan
 	// it in their caller's goroutine (see runState.dropOldest).
 	view *atomic.Pointer[[]*runRec]
+	// unapplied is Gateway.unapplied: RecordRun adds, the commit notice
+	// takes away.
+	unapplied *atomic.Int64
 }
 
 // publish makes the current traces the readers' view.
@@ -73,9 +77,10 @@ type runsCommitted struct {
 // failed to log): tests wait on it instead of polling.
 type syncRuns struct{ reply chan struct{} }
 
+// runsWaiter is answered (done) once the runs up to upto are applied.
 type runsWaiter struct {
-	upto  uint64
-	reply chan struct{}
+	upto uint64
+	done func()
 }
 
 type queryUsage struct {
@@ -96,15 +101,13 @@ func (a *runsActor) Receive(ctx actor.Context) {
 	case runsCommitted:
 		a.committedRuns(m)
 	case syncRuns:
-		a.flush() // the gathered runs too: they were recorded before
-		a.waiters = append(a.waiters, runsWaiter{upto: a.recorded, reply: m.reply})
-		a.release()
+		a.after(func() { close(m.reply) })
 	case queryUsage:
-		m.reply <- a.usage(m)
+		a.after(func() { m.reply <- a.usage(m) })
 	case captureRuns:
 		m.reply <- a.part.image()
 	case queryInstances:
-		m.reply <- a.part.instancesOf(m.agent)
+		a.after(func() { m.reply <- a.part.instancesOf(m.agent) })
 	case liveApply:
 		a.part.applyLive(m.seq, m.ev)
 		a.publish()
@@ -151,11 +154,17 @@ func (a *runsActor) flush() {
 func (a *runsActor) committedRuns(m runsCommitted) {
 	n := uint64(len(m.runs))
 	a.committed += n
-	if m.err != nil {
+	defer a.unapplied.Add(-int64(n)) // after the publish: a reader that sees 0 sees the runs
+	switch {
+	case errors.Is(m.err, wal.ErrClosed):
+		// Gathered when the node stopped without a clean stop's Flush
+		// (an abort): lost, as they would be to kill -9. Nothing is
+		// logged once the log is closed.
+	case m.err != nil:
 		for _, r := range m.runs {
 			a.lg.Error("run record not logged", "run_id", r.ID, "err", m.err)
 		}
-	} else {
+	default:
 		first := m.last - n + 1
 		for i, r := range m.runs {
 			a.part.add(first+uint64(i), r)
@@ -165,12 +174,26 @@ func (a *runsActor) committedRuns(m runsCommitted) {
 	a.release()
 }
 
+// after runs done once every run recorded so far is applied (or failed
+// to log): at once when none is outstanding, else after the gathered
+// runs are appended and committed. Usage and instance queries wait so,
+// and trace reads through syncRuns: a query sees every run recorded
+// before it, whatever runLinger holds back.
+func (a *runsActor) after(done func()) {
+	if len(a.pending) == 0 && a.committed == a.recorded {
+		done()
+		return
+	}
+	a.flush()
+	a.waiters = append(a.waiters, runsWaiter{upto: a.recorded, done: done})
+}
+
 func (a *runsActor) release() {
 	a.waiters = slices.DeleteFunc(a.waiters, func(w runsWaiter) bool {
 		if w.upto > a.committed {
 			return false
 		}
-		close(w.reply)
+		w.done()
 		return true
 	})
 }
@@ -224,7 +247,19 @@ func (a *runsActor) usage(m queryUsage) []usageRec {
 func (g *Gateway) RecordRun(t Trace) {
 	t.Spans = slices.Clone(t.Spans) // priced here: the caller's spans stay as they are
 	g.priceTrace(&t)
+	g.unapplied.Add(1)
 	g.root.Send(g.runs, recordRun{run: newRunRec(t)})
+}
+
+// syncTraces waits, when runs are recorded and not yet applied, until
+// they are (syncRuns): a trace read sees every run recorded before it.
+// Without such runs it returns at once, and the read does not touch
+// the runs actor.
+func (g *Gateway) syncTraces(ctx context.Context) error {
+	if g.unapplied.Load() == 0 {
+		return nil
+	}
+	return g.syncRuns(ctx)
 }
 
 // syncRuns waits until every run recorded before it is applied.
@@ -241,6 +276,9 @@ func (g *Gateway) syncRuns(ctx context.Context) error {
 // It reads the traces the runs actor published last, in the caller's
 // goroutine: a trace query never waits behind recording or another query.
 func (g *Gateway) TracePage(ctx context.Context, f TraceFilter) (TracePage, error) {
+	if err := g.syncTraces(ctx); err != nil {
+		return TracePage{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return TracePage{}, err
 	}
@@ -258,6 +296,9 @@ func (g *Gateway) Traces(ctx context.Context, f TraceFilter) ([]Trace, error) {
 // Trace returns one trace with its spans; ErrNotFound if it is unknown or
 // aged out.
 func (g *Gateway) Trace(ctx context.Context, id string) (Trace, error) {
+	if err := g.syncTraces(ctx); err != nil {
+		return Trace{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Trace{}, err
 	}
