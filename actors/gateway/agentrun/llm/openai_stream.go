@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,11 @@ const (
 // oaLineLimit bounds one line of a stream (one chunk): a line longer
 // than a whole answer's body bound cannot hold a bounded answer.
 func oaLineLimit(maxAnswer int) int { return int(min(BodyLimit(maxAnswer), 64<<20)) }
+
+// lineBufs are the streams' line buffers (16 KiB, grown by the scanner
+// only for a longer line, and then not kept): one a stream was 16 KiB of
+// garbage per streamed call (issue 35).
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // oaMaxCalls bounds the tool calls of one answer.
 const oaMaxCalls = 64
@@ -91,7 +97,9 @@ type oaStream struct {
 func oaReadStream(ctx context.Context, body io.Reader, maxAnswer int, onDelta OnDelta) (Result, error) {
 	s := oaStream{max: maxAnswer}
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 16<<10), oaLineLimit(maxAnswer))
+	buf := lineBufs.Get().(*[]byte)
+	defer lineBufs.Put(buf) // nothing read from it outlives the call: chunks are decoded into copies
+	sc.Buffer((*buf)[:0], oaLineLimit(maxAnswer))
 	for sc.Scan() {
 		data, ok := oaSSEData(sc.Bytes())
 		if !ok {
