@@ -54,7 +54,7 @@
 //   - One runs actor owns traces (the newest Config.MaxTraces, default
 //     10,000, none older than Config.TraceDays before the newest run) and
 //     hourly usage rows (Config.UsageDays days back from the newest run's
-//     day, default 400). Runs are gathered for up to 2 ms (runLinger),
+//     day, default 400). Runs are gathered for up to 10 ms (runLinger),
 //     appended together with one AppendAsync (one record each, one
 //     commit) and applied on their commit notice; the runs part carries
 //     a WAL watermark, so replay after a snapshot never counts a run
