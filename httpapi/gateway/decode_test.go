@@ -80,3 +80,27 @@ func TestDecodeJSONInPlace(t *testing.T) {
 		t.Error("the decoded message refers to the request's buffer")
 	}
 }
+
+// BenchmarkDecodeChat1MiB: a chat request with a 1 MiB message, decoded
+// by decodeJSON (in place) and by DecodeObject as before (issue 35).
+func BenchmarkDecodeChat1MiB(b *testing.B) {
+	body := []byte(`{"model":"agent:a","messages":[{"role":"user","content":"` + strings.Repeat("x", 1<<20) + `"}]}`)
+	for _, bc := range []struct {
+		name   string
+		decode func([]byte, any) error
+	}{
+		{"in-place", decodeJSON},
+		{"DecodeObject", func(b []byte, dst any) error { return decodeErr(listener.DecodeObject(b, dst)) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var req chatReq
+				if err := bc.decode(body, &req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
