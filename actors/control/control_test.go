@@ -14,7 +14,6 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
-	"gatehouse/wal"
 )
 
 func TestMain(m *testing.M) { actorstest.VerifyTestMain(m) }
@@ -307,91 +306,6 @@ func TestServicesSealedAndDurable(t *testing.T) {
 	if _, ok := ctl().View().KeyServices(key); ok {
 		t.Error("lifted key list came back after restart")
 	}
-}
-
-// TestReplayExact: a snapshot taken at any point of a sequence of every
-// record kind, restored and followed by the rest of the WAL, ends in the
-// state the live actor had (every record is a full-state upsert or a
-// delete).
-func TestReplayExact(t *testing.T) {
-	n, ctl := node(t)
-	ctx := actorstest.Ctx(t)
-	user, key := uuid.New(), uuid.New()
-	var tokID uuid.UUID
-	steps := []func() error{
-		func() error {
-			tk, _, err := ctl().CreateToken(ctx, NewToken{UserID: user, Name: "a", Scopes: []Scope{ScopeRead}})
-			tokID = tk.ID
-			return err
-		},
-		func() error {
-			_, err := ctl().CreateService(ctx, "s", ServiceInput{Upstream: "http://127.0.0.1:9", Headers: map[string]string{"X-K": "v"}, Enabled: true})
-			return err
-		},
-		func() error { return ctl().SetKeyServices(ctx, key, []string{"s"}) },
-		func() error {
-			_, err := ctl().UpdateService(ctx, "s", ServiceInput{Upstream: "http://127.0.0.1:10", KeepHeaders: true})
-			return err
-		},
-		func() error { return ctl().RevokeToken(ctx, tokID, uuid.Nil) },
-		func() error { return ctl().SetKeyServices(ctx, key, nil) },
-		func() error { return ctl().DeleteService(ctx, "s") },
-	}
-	var base []byte    // the section of the last snapshot (the WAL starts after it)
-	var baseIdx uint64 // its index
-	for i, step := range steps {
-		if err := step(); err != nil {
-			t.Fatalf("step %d: %v", i, err)
-		}
-		if i%2 == 0 {
-			idx, err := n.Sys.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if base, err = ctl().Capture(ctx); err != nil {
-				t.Fatal(err)
-			}
-			baseIdx = idx
-		}
-		live, err := ctl().Capture(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if off := offline(t, n, ctl(), base, baseIdx); !bytes.Equal(live, off) {
-			t.Fatalf("step %d: the offline image of the WAL differs:\nlive    %s\noffline %s", i, live, off)
-		}
-		n.Restart()
-		got, err := ctl().Capture(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(live, got) {
-			t.Fatalf("step %d: restored state differs:\nlive %s\ngot  %s", i, live, got)
-		}
-	}
-}
-
-// offline is the section of c's OfflineImage (cluster mode's snapshots)
-// restored from base (nil: none) and the records of n's WAL after idx.
-func offline(t *testing.T, n *actorstest.Node, c *Control, base []byte, idx uint64) []byte {
-	t.Helper()
-	oi := c.OfflineImage()
-	if err := oi.Restore(base); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Log.Replay(idx, func(seq uint64, r wal.Record) error {
-		if !c.Owns(r.Type) {
-			return nil
-		}
-		return oi.Apply(seq, r)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := oi.Section()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func TestDecodeRejectsCorrupt(t *testing.T) {

@@ -277,7 +277,7 @@ func (g *Gateway) agentCmd(ctx context.Context, id uuid.UUID, ref, user string, 
 // GetAgent finds an agent the user can use, by id or agent_key
 // (EveryUser: any agent; "": ErrNotFound).
 func (g *Gateway) GetAgent(ctx context.Context, user, ref string) (Agent, error) {
-	return read(ctx, g, func(r *registry) (Agent, error) {
+	return read(ctx, g, func(r regView) (Agent, error) {
 		a, err := r.getAgent(ref, user)
 		if err != nil {
 			return Agent{}, err
@@ -293,7 +293,7 @@ func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider
 		a Agent
 		p Provider
 	}
-	res, err := read(ctx, g, func(r *registry) (resolved, error) {
+	res, err := read(ctx, g, func(r regView) (resolved, error) {
 		a, p, err := r.resolveAgent(ref)
 		return resolved{a, p}, err
 	})
@@ -304,7 +304,7 @@ func (g *Gateway) ResolveAgent(ctx context.Context, ref string) (Agent, Provider
 // by agent_key; EveryUser lists every agent (a trusted backend's view),
 // "" none.
 func (g *Gateway) ListAgents(ctx context.Context, user string) ([]Agent, error) {
-	return read(ctx, g, func(r *registry) ([]Agent, error) { return r.listAgents(user), nil })
+	return read(ctx, g, func(r regView) ([]Agent, error) { return r.listAgents(user), nil })
 }
 
 // DeleteAgent removes the agent; ErrNotFound, ErrForbidden as UpdateAgent.
@@ -339,7 +339,7 @@ func (g *Gateway) DeleteAgent(ctx context.Context, user, ref string) error {
 // owner's prompt, tools and the user's own grants would run without the
 // user having chosen it. With no user (a trusted backend acting for
 // nobody) only the operator's choice runs: Config.DefaultAgent.
-func (r *registry) defaultAgent(user, operators string) (Agent, error) {
+func (r regView) defaultAgent(user, operators string) (Agent, error) {
 	if user == "" {
 		if operators == "" {
 			return Agent{}, ErrNotFound
@@ -368,5 +368,5 @@ func (r *registry) defaultAgent(user, operators string) (Agent, error) {
 // DefaultAgent resolves a run that names no agent for user (see
 // registry.defaultAgent); ErrNotFound when there is none.
 func (g *Gateway) DefaultAgent(ctx context.Context, user string) (Agent, error) {
-	return read(ctx, g, func(r *registry) (Agent, error) { return r.defaultAgent(user, g.cfg.DefaultAgent) })
+	return read(ctx, g, func(r regView) (Agent, error) { return r.defaultAgent(user, g.cfg.DefaultAgent) })
 }

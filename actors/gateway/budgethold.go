@@ -677,5 +677,8 @@ var _ actors.Flusher = (*Gateway)(nil)
 
 // Flush settles every budget allowance and gives back its unspent rest
 // (System.Close, before the final snapshot): a graceful stop counts
-// nothing as spent that was not.
-func (g *Gateway) Flush(ctx context.Context) error { return g.FlushBudgets(ctx, true) }
+// nothing as spent that was not. It also appends the runs the runs
+// actor is still gathering (runLinger) and waits for their commit.
+func (g *Gateway) Flush(ctx context.Context) error {
+	return errors.Join(g.FlushBudgets(ctx, true), g.syncRuns(ctx))
+}

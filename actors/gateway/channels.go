@@ -206,7 +206,7 @@ func (r *registry) putChannel(id uuid.UUID, create bool, in ChannelInput, sealed
 	return c.view(), nil
 }
 
-func (r *registry) getChannel(ref string) (*channelRec, error) {
+func (r regView) getChannel(ref string) (*channelRec, error) {
 	c, ok := r.part.channels.get(ref)
 	if !ok {
 		return nil, ErrNotFound
@@ -226,7 +226,7 @@ func (r *registry) delChannel(ref string) error {
 	return nil
 }
 
-func (r *registry) listChannels() []ChannelInstance {
+func (r regView) listChannels() []ChannelInstance {
 	out := make([]ChannelInstance, 0, len(r.part.channels.rows))
 	for _, c := range r.part.channels.rows {
 		out = append(out, c.view())
@@ -295,7 +295,7 @@ func (g *Gateway) GetChannel(ctx context.Context, ref string) (ChannelInstance, 
 }
 
 func (g *Gateway) channel(ctx context.Context, ref string) (ChannelInstance, *channelRec, error) {
-	c, err := read(ctx, g, func(r *registry) (*channelRec, error) { return r.getChannel(ref) })
+	c, err := read(ctx, g, func(r regView) (*channelRec, error) { return r.getChannel(ref) })
 	if err != nil {
 		return ChannelInstance{}, nil, err
 	}
@@ -304,7 +304,7 @@ func (g *Gateway) channel(ctx context.Context, ref string) (ChannelInstance, *ch
 
 // ListChannels returns every instance, by name.
 func (g *Gateway) ListChannels(ctx context.Context) ([]ChannelInstance, error) {
-	return read(ctx, g, func(r *registry) ([]ChannelInstance, error) { return r.listChannels(), nil })
+	return read(ctx, g, func(r regView) ([]ChannelInstance, error) { return r.listChannels(), nil })
 }
 
 // DeleteChannel removes an instance; ErrNotFound.

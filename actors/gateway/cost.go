@@ -28,14 +28,14 @@ func (g *Gateway) RequireKnownPrices() bool { return g.cfg.Pricing.RequireKnown(
 // of their providers as they are now. A span that made no call (every key
 // skipped) costs 0 and has no price_known.
 func (g *Gateway) priceTrace(t *Trace) {
-	var reg *registry
+	var reg regView
 	t.CostNano = 0
 	for i := range t.Spans {
 		sp := &t.Spans[i]
 		if sp.Kind != SpanLLM || strings.HasPrefix(sp.Error, "skipped:") {
 			continue
 		}
-		if reg == nil {
+		if reg.part == nil {
 			reg = g.reader()
 		}
 		typ, settings := sp.ProviderType, json.RawMessage(nil)

@@ -193,7 +193,7 @@ func (r *registry) putTool(id uuid.UUID, create bool, in CustomToolInput, sealed
 	return t.view(), nil
 }
 
-func (r *registry) getTool(ref string) (CustomTool, error) {
+func (r regView) getTool(ref string) (CustomTool, error) {
 	t, ok := r.part.tools.get(ref)
 	if !ok {
 		return CustomTool{}, ErrNotFound
@@ -215,7 +215,7 @@ func (r *registry) delTool(ref string) error {
 
 // listTools lists the tools by name: agent's own (uuid.Nil: all), or with
 // forAgent the ones agent runs with (its own and the global ones, enabled).
-func (r *registry) listTools(agent uuid.UUID, forAgent bool) []*customToolRec {
+func (r regView) listTools(agent uuid.UUID, forAgent bool) []*customToolRec {
 	var out []*customToolRec
 	for _, t := range r.part.tools.rows {
 		switch {
@@ -277,7 +277,7 @@ func (g *Gateway) toolCmd(ctx context.Context, id uuid.UUID, in CustomToolInput,
 
 // GetCustomTool finds a tool by id or name; ErrNotFound.
 func (g *Gateway) GetCustomTool(ctx context.Context, ref string) (CustomTool, error) {
-	return read(ctx, g, func(r *registry) (CustomTool, error) { return r.getTool(ref) })
+	return read(ctx, g, func(r regView) (CustomTool, error) { return r.getTool(ref) })
 }
 
 // ListCustomTools lists the tools, by name; agent (uuid.Nil: all) keeps
@@ -301,7 +301,7 @@ func (g *Gateway) DeleteCustomTool(ctx context.Context, ref string) error {
 
 // tools reads the tools by name (see registry.listTools).
 func (g *Gateway) tools(ctx context.Context, agent uuid.UUID, forAgent bool) ([]*customToolRec, error) {
-	return read(ctx, g, func(r *registry) ([]*customToolRec, error) { return r.listTools(agent, forAgent), nil })
+	return read(ctx, g, func(r regView) ([]*customToolRec, error) { return r.listTools(agent, forAgent), nil })
 }
 
 // RunnableTool is a custom tool with its env opened, to run it.
@@ -320,6 +320,11 @@ func (g *Gateway) AgentCustomTools(ctx context.Context, agent uuid.UUID) ([]Runn
 	if err != nil {
 		return nil, err
 	}
+	return g.runnable(recs)
+}
+
+// runnable opens the env of each tool in recs.
+func (g *Gateway) runnable(recs []*customToolRec) ([]RunnableTool, error) {
 	out := make([]RunnableTool, 0, len(recs))
 	for _, t := range recs {
 		rt := RunnableTool{CustomTool: t.view(), Env: map[string]string{}}

@@ -87,7 +87,7 @@ func (r *registry) putDelegation(d delegationRec) error {
 
 // queryDelegations returns the delegations matching f (and id, unless
 // uuid.Nil), newest first.
-func (r *registry) queryDelegations(f DelegationFilter, id uuid.UUID) []*delegationRec {
+func (r regView) queryDelegations(f DelegationFilter, id uuid.UUID) []*delegationRec {
 	return r.part.delegations.newest(func(d *delegationRec) bool {
 		return (id == uuid.Nil || d.ID == id) && f.matches(d)
 	})
@@ -110,7 +110,7 @@ func (g *Gateway) Delegations(ctx context.Context, f DelegationFilter) ([]Delega
 // delegations reads the delegations matching f and id (uuid.Nil: any),
 // newest first.
 func (g *Gateway) delegations(ctx context.Context, f DelegationFilter, id uuid.UUID) ([]*delegationRec, error) {
-	return read(ctx, g, func(r *registry) ([]*delegationRec, error) { return r.queryDelegations(f, id), nil })
+	return read(ctx, g, func(r regView) ([]*delegationRec, error) { return r.queryDelegations(f, id), nil })
 }
 
 // Delegation returns one delegation; ErrNotFound.

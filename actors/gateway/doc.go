@@ -36,6 +36,8 @@
 //     changes), before the change's caller is answered; every get, list
 //     and search (read) runs on that view in the caller's goroutine, so
 //     reads never wait behind a write's fsync or another tenant's work.
+//     A read gets a regView, which has no commit: a write from a read
+//     does not compile. A run plans from one such read (PlanRun, plan.go).
 //     Provider credentials are sealed with the System's Sealer
 //     (AES-256-GCM, bound to the provider id) in the caller's goroutine;
 //     the WAL, snapshots and logs only ever see the sealed form.
@@ -52,11 +54,12 @@
 //   - One runs actor owns traces (the newest Config.MaxTraces, default
 //     10,000, none older than Config.TraceDays before the newest run) and
 //     hourly usage rows (Config.UsageDays days back from the newest run's
-//     day, default 400). A run is appended with AppendAsync and
-//     applied on its commit notice; the runs part carries a WAL watermark,
-//     so replay after a snapshot never counts a run twice. After each run
-//     it publishes the traces, which trace queries read in their caller's
-//     goroutine.
+//     day, default 400). Runs are gathered for up to 10 ms (runLinger),
+//     appended together with one AppendAsync (one record each, one
+//     commit) and applied on their commit notice; the runs part carries
+//     a WAL watermark, so replay after a snapshot never counts a run
+//     twice. After each commit it publishes the traces, which trace
+//     queries read in their caller's goroutine.
 //
 // # State and apply
 //

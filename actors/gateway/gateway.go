@@ -182,6 +182,9 @@ type Gateway struct {
 	// on a budget's holds (nil on a single node).
 	allow      sync.Map
 	budgetLock BudgetLocker
+
+	// unapplied counts the runs recorded and not yet applied (runs.go).
+	unapplied atomic.Int64
 }
 
 var (
@@ -282,11 +285,11 @@ func (g *Gateway) Start(env actors.ExtensionEnv) error {
 		ks := &keyShard{idx: i, n: len(st.keys), log: g.log, clock: g.clock, part: p}
 		g.shards[i] = g.root.Spawn(env.Props(func() actor.Actor { return ks }))
 	}
-	reg := &registry{log: g.log, clock: g.clock, lg: g.lg, part: st.reg, pub: &g.view, quota: g.cfg.Quotas, node: g.cfg.NodeID}
+	reg := &registry{regView: regView{part: st.reg, clock: g.clock, lg: g.lg}, log: g.log, pub: &g.view, quota: g.cfg.Quotas, node: g.cfg.NodeID}
 	reg.publish()
 	g.registry = g.root.Spawn(env.Props(func() actor.Actor { return reg }))
 	g.startTenants(env, st.tenants)
-	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs, view: &g.traces}
+	ra := &runsActor{log: g.log, lg: g.lg, part: st.runs, view: &g.traces, unapplied: &g.unapplied}
 	ra.publish()
 	g.runs = g.root.Spawn(env.Props(func() actor.Actor { return ra }))
 	ra.self, ra.root = g.runs, g.root
@@ -526,11 +529,11 @@ func askOp[A, R any](ctx context.Context, g *Gateway, pid *actor.PID, wrap func(
 	return res.v, res.err
 }
 
-// read runs fn, which only reads the registry's part (no commit, no
-// in-memory turn bookkeeping), on the latest published view, in the
-// caller's goroutine: the path of every get, list and search. It sees
-// every change whose call has returned.
-func read[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error)) (R, error) {
+// read runs fn on the latest published view, in the caller's goroutine:
+// the path of every get, list and search. fn gets a regView, which has no
+// commit, so it cannot write. It sees every change whose call has
+// returned.
+func read[R any](ctx context.Context, g *Gateway, fn func(r regView) (R, error)) (R, error) {
 	if err := ctx.Err(); err != nil {
 		var zero R
 		return zero, err
@@ -538,9 +541,9 @@ func read[R any](ctx context.Context, g *Gateway, fn func(r *registry) (R, error
 	return fn(g.reader())
 }
 
-// reader is a registry over the current view, for read-only methods.
-func (g *Gateway) reader() *registry {
-	return &registry{clock: g.clock, lg: g.lg, part: g.view.Load()}
+// reader is the current published view, for read-only methods.
+func (g *Gateway) reader() regView {
+	return regView{part: g.view.Load(), clock: g.clock, lg: g.lg}
 }
 
 // Logger is the gateway's logger (after Start).

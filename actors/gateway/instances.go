@@ -51,7 +51,7 @@ type queryInstances struct {
 }
 
 // access finds the agent for caller: ErrNotFound for a stranger.
-func (r *registry) access(ref, caller string) (*agentRec, bool, error) {
+func (r regView) access(ref, caller string) (*agentRec, bool, error) {
 	a, ok := r.part.agents.get(ref)
 	if !ok || !a.canUse(caller) {
 		return nil, false, ErrNotFound
@@ -79,7 +79,7 @@ func (r *registry) putUserFile(ref, caller, user, name, content string) ([]Conte
 	return r.files(a, user), nil
 }
 
-func (r *registry) listUserFiles(ref, caller, user string) ([]ContextFile, error) {
+func (r regView) listUserFiles(ref, caller, user string) ([]ContextFile, error) {
 	a, manager, err := r.access(ref, caller)
 	switch {
 	case err != nil:
@@ -91,7 +91,7 @@ func (r *registry) listUserFiles(ref, caller, user string) ([]ContextFile, error
 }
 
 // userContext is user's USER.md for agent ("" when none).
-func (r *registry) userContext(agent uuid.UUID, user string) string {
+func (r regView) userContext(agent uuid.UUID, user string) string {
 	if f := r.part.userFiles.rows[userFileID(agent, user, UserFileName)]; f != nil {
 		return f.Content
 	}
@@ -99,7 +99,7 @@ func (r *registry) userContext(agent uuid.UUID, user string) string {
 }
 
 // files lists user's context files for agent a.
-func (r *registry) files(a *agentRec, user string) []ContextFile {
+func (r regView) files(a *agentRec, user string) []ContextFile {
 	out := []ContextFile{{Name: SystemFileName, Size: len(a.SystemPrompt), UpdatedAt: a.UpdatedAt, Content: a.SystemPrompt}}
 	f, ok := r.part.userFiles.rows[userFileID(a.ID, user, UserFileName)]
 	uf := ContextFile{Name: UserFileName, Editable: true}
@@ -126,13 +126,13 @@ func (g *Gateway) PutUserFile(ctx context.Context, caller, ref, user, name, cont
 // UserFiles lists user's context files for the agent: for that user, and
 // for the agent's owner and operators.
 func (g *Gateway) UserFiles(ctx context.Context, caller, ref, user string) ([]ContextFile, error) {
-	return read(ctx, g, func(r *registry) ([]ContextFile, error) { return r.listUserFiles(ref, caller, user) })
+	return read(ctx, g, func(r regView) ([]ContextFile, error) { return r.listUserFiles(ref, caller, user) })
 }
 
 // UserContext returns user's USER.md for agent ("" when none): what a run
 // of that user sends the provider.
 func (g *Gateway) UserContext(ctx context.Context, agent uuid.UUID, user string) (string, error) {
-	return read(ctx, g, func(r *registry) (string, error) { return r.userContext(agent, user), nil })
+	return read(ctx, g, func(r regView) (string, error) { return r.userContext(agent, user), nil })
 }
 
 // Instances lists the agent's instances: every user's for its owner and
@@ -142,7 +142,7 @@ func (g *Gateway) Instances(ctx context.Context, caller, ref string) ([]Instance
 		id      uuid.UUID
 		manager bool
 	}
-	acc, err := read(ctx, g, func(r *registry) (access, error) {
+	acc, err := read(ctx, g, func(r regView) (access, error) {
 		a, manager, err := r.access(ref, caller)
 		if err != nil {
 			return access{}, err

@@ -245,7 +245,7 @@ func (r *registry) putMCP(id uuid.UUID, create bool, in MCPServerInput, sealed *
 	return s.view(), nil
 }
 
-func (r *registry) getMCP(ref string) (*mcpServerRec, error) {
+func (r regView) getMCP(ref string) (*mcpServerRec, error) {
 	s, ok := r.part.mcpServers.get(ref)
 	if !ok {
 		return nil, ErrNotFound
@@ -254,7 +254,7 @@ func (r *registry) getMCP(ref string) (*mcpServerRec, error) {
 }
 
 // listMCP lists the servers by name.
-func (r *registry) listMCP() []MCPServer {
+func (r regView) listMCP() []MCPServer {
 	list := make([]MCPServer, 0, len(r.part.mcpServers.rows))
 	for _, s := range r.part.mcpServers.rows {
 		list = append(list, s.view())
@@ -352,12 +352,12 @@ func (g *Gateway) GetMCPServer(ctx context.Context, ref string) (MCPServer, erro
 
 // mcpServer finds a server's record by id or name; ErrNotFound.
 func (g *Gateway) mcpServer(ctx context.Context, ref string) (*mcpServerRec, error) {
-	return read(ctx, g, func(r *registry) (*mcpServerRec, error) { return r.getMCP(ref) })
+	return read(ctx, g, func(r regView) (*mcpServerRec, error) { return r.getMCP(ref) })
 }
 
 // ListMCPServers lists the servers by name.
 func (g *Gateway) ListMCPServers(ctx context.Context) ([]MCPServer, error) {
-	return read(ctx, g, func(r *registry) ([]MCPServer, error) { return r.listMCP(), nil })
+	return read(ctx, g, func(r regView) ([]MCPServer, error) { return r.listMCP(), nil })
 }
 
 // DeleteMCPServer removes a server with its grants and requests and
@@ -401,7 +401,7 @@ type accessRow struct {
 	grants []MCPGrant
 }
 
-func (r *registry) accessMCP(agent uuid.UUID, user string) []accessRow {
+func (r regView) accessMCP(agent uuid.UUID, user string) []accessRow {
 	by := map[uuid.UUID]*accessRow{}
 	for _, g := range r.part.mcpGrants.rows {
 		if (g.SubjectType == GrantAgent && g.Subject == agent.String()) || (g.SubjectType == GrantUser && user != "" && g.Subject == user) {
@@ -429,10 +429,16 @@ func (r *registry) accessMCP(agent uuid.UUID, user string) []accessRow {
 // (a grant to the agent or to the user), secrets opened. Stdio servers
 // are left out unless tools.exec_enabled.
 func (g *Gateway) MCPAccessFor(ctx context.Context, agent uuid.UUID, user string) ([]MCPAccess, error) {
-	rows, err := read(ctx, g, func(r *registry) ([]accessRow, error) { return r.accessMCP(agent, user), nil })
+	rows, err := read(ctx, g, func(r regView) ([]accessRow, error) { return r.accessMCP(agent, user), nil })
 	if err != nil {
 		return nil, err
 	}
+	return g.openAccess(rows)
+}
+
+// openAccess opens the secrets of the servers rows grant, leaving out
+// the stdio ones while tool execution is off.
+func (g *Gateway) openAccess(rows []accessRow) ([]MCPAccess, error) {
 	out := make([]MCPAccess, 0, len(rows))
 	for _, row := range rows {
 		if row.rec.Transport == MCPStdio && !g.cfg.ToolsExecEnabled {
@@ -510,7 +516,7 @@ func (r *registry) delGrant(server, typ, subject string) error {
 	return nil
 }
 
-func (r *registry) listGrants(agentRef string) ([]MCPGrant, error) {
+func (r regView) listGrants(agentRef string) ([]MCPGrant, error) {
 	a, ok := r.part.agents.get(agentRef)
 	if !ok {
 		return nil, ErrNotFound
@@ -547,7 +553,7 @@ func (g *Gateway) RevokeMCP(ctx context.Context, server, subjectType, subject st
 
 // AgentMCPGrants lists the grants to agent ref; ErrNotFound.
 func (g *Gateway) AgentMCPGrants(ctx context.Context, agentRef string) ([]MCPGrant, error) {
-	return read(ctx, g, func(r *registry) ([]MCPGrant, error) { return r.listGrants(agentRef) })
+	return read(ctx, g, func(r regView) ([]MCPGrant, error) { return r.listGrants(agentRef) })
 }
 
 func (r *registry) putRequest(q mcpRequestRec, server, agentRef string) (MCPRequest, error) {
@@ -581,7 +587,7 @@ func (r *registry) putRequest(q mcpRequestRec, server, agentRef string) (MCPRequ
 	return q.view(), nil
 }
 
-func (r *registry) listRequests(status, user string) []MCPRequest {
+func (r regView) listRequests(status, user string) []MCPRequest {
 	var out []MCPRequest
 	for _, q := range r.part.mcpRequests.rows {
 		if (status == "" || q.Status == status) && (user == "" || q.UserID == user) {
@@ -646,7 +652,7 @@ func (g *Gateway) RequestMCP(ctx context.Context, user, server, agentRef, reason
 // MCPRequests lists requests by status ("" any) and user ("" any),
 // newest first.
 func (g *Gateway) MCPRequests(ctx context.Context, status, user string) ([]MCPRequest, error) {
-	return read(ctx, g, func(r *registry) ([]MCPRequest, error) { return r.listRequests(status, user), nil })
+	return read(ctx, g, func(r regView) ([]MCPRequest, error) { return r.listRequests(status, user), nil })
 }
 
 // ReviewMCP approves or denies a pending request; ErrNotFound, ErrInUse

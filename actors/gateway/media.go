@@ -147,7 +147,7 @@ func (g *Gateway) DeleteMedia(ctx context.Context, p Principal, id uuid.UUID) er
 
 // GetMedia returns a media file's metadata; ErrNotFound.
 func (g *Gateway) GetMedia(ctx context.Context, id uuid.UUID) (Media, error) {
-	rec, err := read(ctx, g, func(r *registry) (*mediaRec, error) { return r.part.media.rows[id], nil })
+	rec, err := read(ctx, g, func(r regView) (*mediaRec, error) { return r.part.media.rows[id], nil })
 	if err != nil {
 		return Media{}, err
 	}

@@ -429,9 +429,7 @@ func (g *Gateway) Memory(ctx context.Context, f MemoryFilter) ([]MemoryEntry, in
 	shards := g.memoryShards(f)
 	if f.Query != "" {
 		terms := queryTerms(f.Query)
-		parts, err := eachTenant(ctx, g, shards, func(t *tenantShard) (memHits, error) {
-			return t.part.memory.search(f, terms), nil
-		})
+		parts, err := readTenants(ctx, g, shards, func(v tenantView) (memHits, error) { return v.searchMemory(f, terms), nil })
 		if err != nil {
 			return nil, 0, fmt.Errorf("search memory: %w", err)
 		}
@@ -445,9 +443,7 @@ func (g *Gateway) Memory(ctx context.Context, f MemoryFilter) ([]MemoryEntry, in
 		}
 		return out, len(ranked), nil
 	}
-	parts, err := eachTenant(ctx, g, shards, func(t *tenantShard) ([]*memoryRec, error) {
-		return t.part.memory.list(f), nil
-	})
+	parts, err := readTenants(ctx, g, shards, func(v tenantView) ([]*memoryRec, error) { return v.listMemory(f), nil })
 	if err != nil {
 		return nil, 0, fmt.Errorf("list memory: %w", err)
 	}

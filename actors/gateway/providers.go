@@ -287,12 +287,12 @@ func (g *Gateway) sealProviderCreds(id uuid.UUID, in ProviderInput) (sealedCreds
 
 // GetProvider finds a provider by id or name; ErrNotFound.
 func (g *Gateway) GetProvider(ctx context.Context, ref string) (Provider, error) {
-	return read(ctx, g, func(r *registry) (Provider, error) { return r.getProvider(ref) })
+	return read(ctx, g, func(r regView) (Provider, error) { return r.getProvider(ref) })
 }
 
 // ListProviders returns every provider by name.
 func (g *Gateway) ListProviders(ctx context.Context) ([]Provider, error) {
-	return read(ctx, g, func(r *registry) ([]Provider, error) { return r.listProviders(), nil })
+	return read(ctx, g, func(r regView) ([]Provider, error) { return r.listProviders(), nil })
 }
 
 // DeleteProvider removes a provider; ErrNotFound, ErrInUse while an agent

@@ -13,15 +13,25 @@ import (
 	"gatehouse/actors/clock"
 )
 
-// registry owns providers and agents (its registryPart). Management
-// traffic is light, so one actor serializes it, which keeps checks such as
-// "still in use" atomic; sealing happens in the caller's goroutine.
-type registry struct {
-	log   actors.EventLog
+// regView is a read of the registry's part: the methods every get, list
+// and search runs (read), on a published, frozen view, and that the
+// registry's operations reuse on its own part (registry embeds it). It
+// has no log and no commit, so a read cannot write: a write from a read
+// does not compile.
+type regView struct {
+	part  *registryPart
 	clock clock.Clock
 	lg    *slog.Logger
-	part  *registryPart
-	by    *Actor // who sent the message being handled (nil: internal)
+}
+
+// registry owns providers and agents (its registryPart). Management
+// traffic is light, so one actor serializes it, which keeps checks such as
+// "still in use" atomic; sealing happens in the caller's goroutine. Its
+// reads are regView's, over its own part.
+type registry struct {
+	regView
+	log actors.EventLog
+	by  *Actor // who sent the message being handled (nil: internal)
 	// pub receives a frozen copy of part after each change (publish);
 	// pubVersion is the part's version it holds. nil on a reader.
 	pub        *atomic.Pointer[registryPart]
@@ -78,7 +88,7 @@ func (r *registry) handle(msg any) {
 	}
 }
 
-func (r *registry) getProvider(ref string) (Provider, error) {
+func (r regView) getProvider(ref string) (Provider, error) {
 	p, ok := r.part.providers.get(ref)
 	if !ok {
 		return Provider{}, ErrNotFound
@@ -86,7 +96,7 @@ func (r *registry) getProvider(ref string) (Provider, error) {
 	return p.view(), nil
 }
 
-func (r *registry) listProviders() []Provider {
+func (r regView) listProviders() []Provider {
 	out := make([]Provider, 0, len(r.part.providers.rows))
 	for _, p := range r.part.providers.rows {
 		out = append(out, p.view())
@@ -97,7 +107,7 @@ func (r *registry) listProviders() []Provider {
 
 // getAgent finds the agent ref that user may use (EveryUser: any agent;
 // "": none).
-func (r *registry) getAgent(ref, user string) (*agentRec, error) {
+func (r regView) getAgent(ref, user string) (*agentRec, error) {
 	a, ok := r.part.agents.get(ref)
 	if !ok || user != EveryUser && !a.canUse(user) {
 		return nil, ErrNotFound
@@ -106,7 +116,7 @@ func (r *registry) getAgent(ref, user string) (*agentRec, error) {
 }
 
 // resolveAgent finds the agent ref with its provider, for a run.
-func (r *registry) resolveAgent(ref string) (Agent, Provider, error) {
+func (r regView) resolveAgent(ref string) (Agent, Provider, error) {
 	a, err := r.getAgent(ref, EveryUser)
 	if err != nil {
 		return Agent{}, Provider{}, err
@@ -118,7 +128,7 @@ func (r *registry) resolveAgent(ref string) (Agent, Provider, error) {
 	return a.view(&r.part.providers), p.view(), nil
 }
 
-func (r *registry) listAgents(user string) []Agent {
+func (r regView) listAgents(user string) []Agent {
 	var out []Agent
 	for _, a := range r.part.agents.rows {
 		if user == EveryUser || a.canUse(user) {

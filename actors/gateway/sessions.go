@@ -454,15 +454,7 @@ func (g *Gateway) SessionOp(ctx context.Context, op, key, user string, admin boo
 
 // sessionOwners are the users who have a session key.
 func (g *Gateway) sessionOwners(ctx context.Context, key string) ([]string, error) {
-	parts, err := eachTenant(ctx, g, nil, func(t *tenantShard) ([]string, error) {
-		var users []string
-		for _, x := range t.part.sessions.rows {
-			if x.Key == key {
-				users = append(users, x.UserID)
-			}
-		}
-		return users, nil
-	})
+	parts, err := readTenants(ctx, g, nil, func(v tenantView) ([]string, error) { return v.sessionOwners(key), nil })
 	if err != nil {
 		return nil, fmt.Errorf("find session %q: %w", key, err)
 	}
@@ -480,7 +472,7 @@ func (g *Gateway) ListSessions(ctx context.Context, f SessionFilter, admin bool)
 	if f.Offset < 0 {
 		return nil, 0, fmt.Errorf("offset must be >= 0: %w", ErrInvalid)
 	}
-	parts, err := eachTenant(ctx, g, nil, func(t *tenantShard) ([]Session, error) { return t.part.listSessions(f, admin), nil })
+	parts, err := readTenants(ctx, g, nil, func(v tenantView) ([]Session, error) { return v.listSessions(f, admin), nil })
 	if err != nil {
 		return nil, 0, fmt.Errorf("list sessions: %w", err)
 	}

@@ -46,7 +46,7 @@ func (r *registry) share(ref, user string, sh Share, remove bool) ([]Share, erro
 	return next.shares(), nil
 }
 
-func (r *registry) listShares(ref, user string) ([]Share, error) {
+func (r regView) listShares(ref, user string) ([]Share, error) {
 	a, ok := r.part.agents.get(ref)
 	if !ok || !a.canUse(user) {
 		return nil, ErrNotFound
@@ -110,5 +110,5 @@ func (g *Gateway) shareCmd(ctx context.Context, ref, user string, share Share, r
 // (ErrForbidden for a user it is shared with as user; ErrNotFound for a
 // stranger).
 func (g *Gateway) AgentShares(ctx context.Context, user, ref string) ([]Share, error) {
-	return read(ctx, g, func(r *registry) ([]Share, error) { return r.listShares(ref, user) })
+	return read(ctx, g, func(r regView) ([]Share, error) { return r.listShares(ref, user) })
 }

@@ -214,7 +214,7 @@ func (s *skillRec) grantableTo(a *agentRec) bool {
 }
 
 // visibleSkill finds an uploaded skill viewer may see; ErrNotFound.
-func (r *registry) visibleSkill(ref, viewer string) (*skillRec, error) {
+func (r regView) visibleSkill(ref, viewer string) (*skillRec, error) {
 	s, ok := r.part.skills.get(ref)
 	if !ok || !s.visibleTo(viewer) {
 		return nil, ErrNotFound
@@ -222,7 +222,7 @@ func (r *registry) visibleSkill(ref, viewer string) (*skillRec, error) {
 	return s, nil
 }
 
-func (r *registry) getSkill(ref, viewer string) (Skill, error) {
+func (r regView) getSkill(ref, viewer string) (Skill, error) {
 	if s, ok := systemSkillByRef(ref); ok {
 		return s.skill, nil
 	}
@@ -234,7 +234,7 @@ func (r *registry) getSkill(ref, viewer string) (Skill, error) {
 }
 
 // listSkills lists the skills matching f, system skills included, by slug.
-func (r *registry) listSkills(f SkillFilter) []Skill {
+func (r regView) listSkills(f SkillFilter) []Skill {
 	var out []Skill
 	for _, s := range systemSkillsOnce() {
 		if f.matches(s.skill) {
@@ -250,7 +250,7 @@ func (r *registry) listSkills(f SkillFilter) []Skill {
 	return out
 }
 
-func (r *registry) skillVersions(ref, viewer string) ([]SkillVersion, error) {
+func (r regView) skillVersions(ref, viewer string) ([]SkillVersion, error) {
 	if sys, ok := systemSkillByRef(ref); ok {
 		return []SkillVersion{{Version: 1, Files: len(sys.files)}}, nil
 	}
@@ -267,7 +267,7 @@ func (r *registry) skillVersions(ref, viewer string) ([]SkillVersion, error) {
 	return out, nil
 }
 
-func (r *registry) skillVersion(ref string, v int, viewer string) (*skillVersionRec, error) {
+func (r regView) skillVersion(ref string, v int, viewer string) (*skillVersionRec, error) {
 	s, err := r.visibleSkill(ref, viewer)
 	if err != nil {
 		return nil, err
@@ -432,7 +432,7 @@ func (r *registry) revokeSkill(ref, agent string) error {
 	return nil
 }
 
-func (r *registry) agentSkills(ref, viewer string) ([]AgentSkill, error) {
+func (r regView) agentSkills(ref, viewer string) ([]AgentSkill, error) {
 	a, ok := r.part.agents.get(ref)
 	if !ok {
 		return nil, ErrNotFound
@@ -458,7 +458,7 @@ func (r *registry) agentSkills(ref, viewer string) ([]AgentSkill, error) {
 }
 
 // runSkills are agent's granted, enabled skills.
-func (r *registry) runSkills(agent uuid.UUID) []RunSkill {
+func (r regView) runSkills(agent uuid.UUID) []RunSkill {
 	var out []RunSkill
 	for _, g := range r.part.skillGrants.rows {
 		if g.AgentID != agent {
@@ -512,12 +512,12 @@ func (g *Gateway) UploadSkill(ctx context.Context, zipData []byte, user string) 
 // GetSkill finds a skill viewer may see (a user, EveryUser for a trusted
 // backend: see skillRec.visibleTo) by id or slug; ErrNotFound.
 func (g *Gateway) GetSkill(ctx context.Context, viewer, ref string) (Skill, error) {
-	return read(ctx, g, func(r *registry) (Skill, error) { return r.getSkill(ref, viewer) })
+	return read(ctx, g, func(r regView) (Skill, error) { return r.getSkill(ref, viewer) })
 }
 
 // ListSkills lists the skills matching f, system skills included, by slug.
 func (g *Gateway) ListSkills(ctx context.Context, f SkillFilter) ([]Skill, error) {
-	return read(ctx, g, func(r *registry) ([]Skill, error) { return r.listSkills(f), nil })
+	return read(ctx, g, func(r regView) ([]Skill, error) { return r.listSkills(f), nil })
 }
 
 // UpdateSkill changes a skill's metadata; ErrForbidden for a system skill.
@@ -539,12 +539,12 @@ func (g *Gateway) DeleteSkill(ctx context.Context, ref string) error {
 // SkillVersions lists the versions of a skill viewer may see, newest
 // first.
 func (g *Gateway) SkillVersions(ctx context.Context, viewer, ref string) ([]SkillVersion, error) {
-	return read(ctx, g, func(r *registry) ([]SkillVersion, error) { return r.skillVersions(ref, viewer) })
+	return read(ctx, g, func(r regView) ([]SkillVersion, error) { return r.skillVersions(ref, viewer) })
 }
 
 // skillVersion is an uploaded skill's version (0: the latest); ErrNotFound.
 func (g *Gateway) skillVersion(ctx context.Context, viewer, ref string, version int) (*skillVersionRec, error) {
-	return read(ctx, g, func(r *registry) (*skillVersionRec, error) { return r.skillVersion(ref, version, viewer) })
+	return read(ctx, g, func(r regView) (*skillVersionRec, error) { return r.skillVersion(ref, version, viewer) })
 }
 
 // SkillFiles lists the files of a skill's version (0: the latest), for
@@ -610,10 +610,10 @@ func (g *Gateway) RevokeSkill(ctx context.Context, ref, agent string) error {
 // AgentSkills lists every skill viewer may see with agent ref's grant
 // status.
 func (g *Gateway) AgentSkills(ctx context.Context, viewer, agent string) ([]AgentSkill, error) {
-	return read(ctx, g, func(r *registry) ([]AgentSkill, error) { return r.agentSkills(agent, viewer) })
+	return read(ctx, g, func(r regView) ([]AgentSkill, error) { return r.agentSkills(agent, viewer) })
 }
 
 // RunSkills are the granted, enabled skills a run of agent gets.
 func (g *Gateway) RunSkills(ctx context.Context, agent uuid.UUID) ([]RunSkill, error) {
-	return read(ctx, g, func(r *registry) ([]RunSkill, error) { return r.runSkills(agent), nil })
+	return read(ctx, g, func(r regView) ([]RunSkill, error) { return r.runSkills(agent), nil })
 }

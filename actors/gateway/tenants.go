@@ -276,6 +276,37 @@ func eachTenant[R any](ctx context.Context, g *Gateway, shards []int, fn func(t 
 	return out, first
 }
 
+// tenantView is a read of a tenant shard's part, run in the shard's
+// actor (readTenants): it has no commit and no apply, so a read cannot
+// write. Tenant parts are not published as the registry's is: their
+// reads are messages, answered between the shard's writes.
+type tenantView struct{ p *tenantPart }
+
+func (v tenantView) listSessions(f SessionFilter, admin bool) []Session {
+	return v.p.listSessions(f, admin)
+}
+
+// sessionOwners are the users who have a session key in the part.
+func (v tenantView) sessionOwners(key string) []string {
+	var users []string
+	for _, x := range v.p.sessions.rows {
+		if x.Key == key {
+			users = append(users, x.UserID)
+		}
+	}
+	return users
+}
+
+func (v tenantView) searchMemory(f MemoryFilter, terms []string) memHits {
+	return v.p.memory.search(f, terms)
+}
+func (v tenantView) listMemory(f MemoryFilter) []*memoryRec { return v.p.memory.list(f) }
+
+// readTenants is eachTenant for a read: fn gets the shard's tenantView.
+func readTenants[R any](ctx context.Context, g *Gateway, shards []int, fn func(v tenantView) (R, error)) ([]R, error) {
+	return eachTenant(ctx, g, shards, func(t *tenantShard) (R, error) { return fn(tenantView{t.part}) })
+}
+
 // purgeAgentData deletes agent id's sessions and memory entries on every
 // tenant shard (after the registry deleted the agent).
 func (g *Gateway) purgeAgentData(ctx context.Context, id uuid.UUID) error {

@@ -360,19 +360,20 @@ func (c *clusterRun) bootstrapAdmin(ctx context.Context, ensure func() error) er
 	return ensure()
 }
 
-// serializeChanges gives the actors, the runtime and the gateway the
-// cluster's entity locks: a key's changes, a gateway session's turns and
+// serializeChanges gives the actors and the gateway the cluster's entity
+// locks, and returns the runtime's (its session turn lock, for
+// app.Config.TurnLock): a key's changes, a gateway session's turns and
 // the holds on a budget (docs/budgets.md) run one at a time
 // across the nodes, each on a state that holds the ones before (nothing on
-// a single node, where the entity's actor does it).
-func (c *clusterRun) serializeChanges(rt *agentrun.Runtime, sys *actors.System, gw *gateway.Gateway) {
+// a single node, where the entity's actor does it: nil).
+func (c *clusterRun) serializeChanges(sys *actors.System, gw *gateway.Gateway) agentrun.TurnLock {
 	if c == nil {
-		return
+		return nil
 	}
 	c.locks = cluster.NewLocks(c.cli, c.cfg.Prefix, c.cfg.NodeID, c.cfg.LeaseTTL.d, sys.ClusterApplied, sys.ClusterWritten)
 	sys.SetClusterLocks(c.locks)
-	rt.SetTurnLock(c.locks.Sessions())
 	gw.SetBudgetLocker(c.locks)
+	return c.locks.Sessions()
 }
 
 // watchMembers gives the gateway the cluster's live members, so that a

@@ -162,13 +162,13 @@ func serve(ctx context.Context, cfg fileConfig, getenv func(string) string, lg *
 	acfg.Limits.MaxMessageBytes, acfg.Limits.MaxAnswerBytes = cfg.Gateway.MaxMessageBytes, cfg.Gateway.MaxAnswerBytes
 	acfg.MCP.MaxMessageBytes, acfg.Webhook.MaxInFlight = cfg.Gateway.MCPMaxMessageBytes, cfg.Gateway.WebhookMaxInFlight
 	acfg.Registerer = gwReg
+	acfg.TurnLock = n.cluster.serializeChanges(n.sys, n.gw) // a key's changes, a session's turns, a budget's holds: one at a time across the nodes
 	gwApp, err := app.New(acfg, n.gw, lg)
 	if err != nil {
 		return fmt.Errorf("gateway services: %w", err)
 	}
 	checkSandbox(cfg, gwApp.Sandbox, lg)
-	n.cluster.serializeChanges(gwApp.Runtime, n.sys, n.gw) // a key's changes, a session's turns, a budget's holds: one at a time across the nodes
-	n.cluster.watchMembers(n.gw)                           // a summon whose node left fails on the others
+	n.cluster.watchMembers(n.gw) // a summon whose node left fails on the others
 	closeApp := sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()

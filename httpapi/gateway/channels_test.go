@@ -168,7 +168,10 @@ func TestWebhookAsyncBounded(t *testing.T) {
 	const maxInFlight = 3
 	e := newGWEnv(t, gwOpts{token: gwToken, app: func(c *app.Config) {
 		c.Webhook.MaxInFlight = maxInFlight
-		c.Webhook.CallbackRetry, c.Webhook.CallbackAttempts = 300*time.Millisecond, 2
+		// The wait between a callback's two attempts is the window in
+		// which the test sees every slot held by a retry: a second, so
+		// that a loaded machine's scheduling does not close it.
+		c.Webhook.CallbackRetry, c.Webhook.CallbackAttempts = time.Second, 2
 	}})
 	e.seedAgent("a1", `{"delay_ms":300}`, "") // a turn takes over half a second: the 8 messages arrive while the first ones run
 	const secret = "s3cret-0123456789abcdef"
@@ -243,24 +246,28 @@ func TestWebhookAsyncBounded(t *testing.T) {
 	<-got
 
 	// The receiver is down: the messages' retries hold their slots (the
-	// retry queue is bounded by the same number) until abandoned.
+	// retry queue is bounded by the same number) until abandoned. The
+	// receiver has the last callback before the gateway has its answer
+	// and frees that slot, so each message is sent until accepted.
 	down.Store(true)
 	before := calls.Load()
 	for range maxInFlight {
-		if r := send(); r.status != 202 {
-			t.Fatalf("async message with free slots = %d %s", r.status, r.raw)
+		waitFree()
+	}
+	waitCalls := func(n int32, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); calls.Load() < before+n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d callback attempts while the receiver was down, want %s", calls.Load()-before, what)
+			}
 		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); calls.Load() < before+maxInFlight; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no first callback attempts")
-		}
-	}
+	waitCalls(maxInFlight, "each message's first")
 	wantBusy(send()) // every slot waits on a retry
-	waitFree()       // the retries were abandoned
-	if c := calls.Load() - before; c < 2*maxInFlight {
-		t.Errorf("%d callback attempts while the receiver was down, want each message's 2", c)
-	}
+	// Each message is tried twice before its slot is freed: the count is
+	// read once they all have been, not when the first slot frees.
+	waitCalls(2*maxInFlight, "each message's 2")
+	waitFree() // the retries were abandoned
 	// Every accepted message ran once; the refused ones ran nothing.
 	waitTraces(t, e, accepted+1+maxInFlight+1)
 	if p, _ := e.gw.TracePage(ctxT(t), gateway.TraceFilter{}); p.Total != accepted+1+maxInFlight+1 {

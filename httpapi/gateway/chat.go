@@ -290,24 +290,27 @@ func (s *Server) chatCompletions(ctx context.Context, c Caller, req chatReq) (St
 			Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
 	}
 	return Streaming[chatResp]{Header: s.budgetHeader(ctx, c, req.User, t.Agent.ID), Events: func(ctx context.Context, st Stream) {
-		if st.Send("", chunk(chatOutMsg{Role: "assistant"}, nil)) != nil {
+		// The role chunk goes out with the first delta (or holdFirst
+		// later, see pump): one write fewer.
+		if queue(st, "", chunk(chatOutMsg{Role: "assistant"}, nil)) != nil {
 			return
 		}
 		res, err := s.pump(ctx, st, t, func(d string) error { return st.Send("", chunk(chatOutMsg{Content: d}, nil)) })
 		if err != nil {
 			if ctx.Err() == nil { // the client is still there: tell it, as OpenAI does
-				_ = st.Send("", ErrorBody{Error: st.Error(err)})
+				_ = queue(st, "", ErrorBody{Error: st.Error(err)})
 				_ = st.Send("", chatDone)
 			}
 			return
 		}
+		// The last chunks and [DONE] follow each other: one write.
 		fr := res.FinishReason
-		if st.Send("", chunk(chatOutMsg{}, &fr)) != nil {
+		if queue(st, "", chunk(chatOutMsg{}, &fr)) != nil {
 			return
 		}
 		if includeUsage {
 			u := usageOf(res)
-			if st.Send("", chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}) != nil {
+			if queue(st, "", chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}) != nil {
 				return
 			}
 		}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"reflect"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -358,8 +360,26 @@ func (sp *inputSpec) decode(src source, dst any) error {
 
 // decodeJSON reads a request body, exactly one JSON object, into dst. A
 // wrongly typed field is an invalid request naming the field.
+//
+// A body listener.DecodeObject accepts (one object, valid UTF-8, nothing
+// but white space after it) is decoded in place by json.Unmarshal, which
+// accepts the same bodies: DecodeObject's json.Decoder would first copy
+// the body into its own growing buffer (a megabyte chat message copied
+// again and again; issue 35). Decoding reads body in place but keeps
+// nothing of it: strings and json.RawMessage are copies, and the
+// UnmarshalJSON methods of the request types copy what they keep, so
+// nothing refers to fasthttp's request buffer after the handler. Any
+// other body goes to DecodeObject, for its error.
 func decodeJSON(body []byte, dst any) error {
-	err := listener.DecodeObject(body, dst)
+	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '{' && utf8.Valid(b) && json.Unmarshal(b, dst) == nil {
+		return nil
+	}
+	return decodeErr(listener.DecodeObject(body, dst))
+}
+
+// decodeErr maps DecodeObject's error: a wrongly typed field is an
+// invalid request naming the field, the rest a JSON error.
+func decodeErr(err error) error {
 	var te *json.UnmarshalTypeError
 	var ie invalidContent
 	switch {

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -50,6 +50,10 @@ func (w *sseStream) write(s string) error {
 		w.cancel()
 		return err
 	}
+	return w.flush()
+}
+
+func (w *sseStream) flush() error {
 	if err := w.w.Flush(); err != nil {
 		w.cancel()
 		return err
@@ -58,22 +62,61 @@ func (w *sseStream) write(s string) error {
 }
 
 func (w *sseStream) Send(event string, data any) error {
-	var sb strings.Builder
-	if event != "" {
-		sb.WriteString("event: " + event + "\n")
+	if err := w.Queue(event, data); err != nil {
+		return err
 	}
-	sb.WriteString("data: ")
-	if raw, ok := data.(Raw); ok {
-		sb.WriteString(string(raw))
-	} else {
-		b, err := json.Marshal(data)
-		if err != nil {
+	return w.flush()
+}
+
+// Queue writes one event into the stream's buffer without flushing it:
+// the next Send (or Ping) sends both in one write. For events that
+// another follows at once (the ones that end a stream).
+func (w *sseStream) Queue(event string, data any) error {
+	var b []byte
+	if _, ok := data.(Raw); !ok {
+		// Encoded before anything is written, so that a value that does
+		// not encode leaves the stream as it was.
+		var err error
+		if b, err = json.Marshal(data); err != nil {
 			return err
 		}
-		sb.Write(b)
 	}
-	sb.WriteString("\n\n")
-	return w.write(sb.String())
+	bw := w.w
+	if event != "" {
+		bw.WriteString("event: ")
+		bw.WriteString(event)
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("data: ")
+	if raw, ok := data.(Raw); ok {
+		bw.WriteString(string(raw))
+	} else {
+		bw.Write(b)
+	}
+	if _, err := bw.WriteString("\n\n"); err != nil { // a bufio.Writer's error sticks
+		w.cancel()
+		return err
+	}
+	return nil
+}
+
+// Flush sends what Queue held back.
+func (w *sseStream) Flush() error { return w.flush() }
+
+// queuer is a Stream that can hold an event back until its next Send
+// (or Flush).
+type queuer interface {
+	Queue(event string, data any) error
+	Flush() error
+}
+
+// queue sends an event that another follows at once: held back with the
+// next one when st can (one write for both), sent at once otherwise.
+func queue(st Stream, event string, data any) error {
+	if q, ok := st.(queuer); ok {
+		return q.Queue(event, data)
+	}
+	return st.Send(event, data)
 }
 
 func (w *sseStream) Ping() error { return w.write(": ping\n\n") }
@@ -105,47 +148,72 @@ func (s *Server) serveSSE(rc *fasthttp.RequestCtx, lang int, ev Events) {
 // and the upstream call is cancelled.
 const heartbeat = 500 * time.Millisecond
 
-// pump runs turn t in its own goroutine while this one (the stream's)
-// writes each delta through write, and a ping when idle. The first
-// failed write ends ctx (Stream's contract) and with it the run.
+// holdFirst is how long pump lets an event queued before it (the chat
+// stream's role chunk) wait for the first delta, which then goes out in
+// the same write; with no delta by then, it is flushed alone.
+const holdFirst = 20 * time.Millisecond
+
+// pump runs turn t on this goroutine (the stream's), writing each delta
+// through write as it comes, while a timer pings the client every
+// heartbeat (a write and a ping never overlap) and, holdFirst in,
+// flushes what was queued before pump if no delta did. The first failed
+// write ends ctx (Stream's contract) and with it the run. No goroutine
+// and no channel stand between the provider's answer and the client:
+// the run's own goroutine writes (issue 35).
 func (s *Server) pump(ctx context.Context, st Stream, t *agentrun.Turn, write func(string) error) (agentrun.Result, error) {
-	type result struct {
-		res agentrun.Result
-		err error
+	var (
+		mu      sync.Mutex
+		failed  bool // a write or ping failed: the stream ended ctx
+		stopped bool // pump returned: no more pings
+		beat    *time.Timer
+	)
+	q, held := st.(queuer)
+	first := heartbeat
+	if held {
+		first = holdFirst
 	}
-	deltas := make(chan string, 64)
-	done := make(chan result, 1)
-	go func() {
-		res, err := s.d.Runner.RunTurn(ctx, t, func(d string) error {
-			select {
-			case deltas <- d:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-		done <- result{res.Result, err}
-	}()
-	tick := time.NewTicker(heartbeat)
-	defer tick.Stop()
-	failed := false
-	for {
-		select {
-		case d := <-deltas:
-			if !failed && write(d) != nil {
-				failed = true // the stream ended ctx: the run ends soon
-			}
-		case <-tick.C:
-			if !failed && st.Ping() != nil {
-				failed = true
-			}
-		case r := <-done:
-			for len(deltas) > 0 { // sent before done: still to write
-				if d := <-deltas; !failed && write(d) != nil {
-					failed = true
-				}
-			}
-			return r.res, r.err
+	mu.Lock()
+	beat = time.AfterFunc(first, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || failed {
+			return
 		}
-	}
+		if held { // the first beat: what was queued goes out
+			held = false
+			if q.Flush() != nil {
+				failed = true
+				return
+			}
+			beat.Reset(heartbeat - holdFirst)
+			return
+		}
+		if st.Ping() != nil {
+			failed = true
+			return
+		}
+		beat.Reset(heartbeat)
+	})
+	mu.Unlock()
+	defer func() {
+		mu.Lock()
+		stopped = true
+		beat.Stop()
+		mu.Unlock()
+	}()
+	res, err := s.d.Runner.RunTurn(ctx, t, func(d string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !failed && write(d) != nil {
+			failed = true // the stream ended ctx: the run ends now
+		}
+		if failed {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return context.Canceled
+		}
+		return nil
+	})
+	return res.Result, err
 }

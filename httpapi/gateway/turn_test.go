@@ -16,7 +16,7 @@ import (
 // servers are connected and custom tools listed.
 type countingToolbox struct{ n atomic.Int64 }
 
-func (b *countingToolbox) Tools(context.Context, gateway.Agent, string) ([]agentrun.Tool, error) {
+func (b *countingToolbox) Tools(context.Context, gateway.Agent, gateway.RunTools) ([]agentrun.Tool, error) {
 	b.n.Add(1)
 	return nil, nil
 }
@@ -28,8 +28,11 @@ func TestRefusedCallerTouchesNoTools(t *testing.T) {
 	box := &countingToolbox{}
 	e := newGWEnv(t, gwOpts{token: gwToken, deps: func(d *Deps) {
 		gw := d.Agents.(*gateway.Gateway)
-		rt := agentrun.New(gw, gw)
-		rt.SetToolbox(box)
+		rt, err := agentrun.New(agentrun.Deps{Agents: gw, Recorder: gw, Sessions: gw, Prompts: gw, Now: gw.Now, Logger: gw.Logger(),
+			Memory: gw, Delegations: gw, Skills: gw, Toolbox: box})
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = rt.Close(context.Background()) })
 		d.Runner = rt
 	}})

@@ -84,14 +84,6 @@ func (bh *budgetHook) boundOf(p gateway.Provider) *providerBound {
 	return pb
 }
 
-// SetBudgets enforces budgets on every provider call, at prices (nil:
-// every call costs 0 USD; token caps still hold); with requireKnown
-// (pricing.require_known), a call to a model without a price is refused.
-// Call it before the first run.
-func (rt *Runtime) SetBudgets(b Budgets, prices Prices, requireKnown bool) {
-	rt.budgets = &budgetHook{b: b, prices: prices, requireKnown: requireKnown}
-}
-
 // DefaultBudgetMaxTokens is the max_tokens a call bound by a budget is
 // sent with when neither the client, the agent nor the provider's
 // settings.max_tokens set one: the gateway reserves for what it sends.

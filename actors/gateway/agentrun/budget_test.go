@@ -69,14 +69,27 @@ func newBudgetEnv(t *testing.T, cfg gateway.Config) *budgetEnv {
 		}
 		e.keys[u] = k.ID
 	}
-	e.rt = New(e.gw, e.gw)
-	e.rt.SetBudgets(e.gw, e.gw, false)
+	e.rt = e.runtime(t, false)
+	return e
+}
+
+// runtime is a Runtime over e's gateway, as package app makes it,
+// enforcing budgets (with requireKnown: pricing.require_known); closed
+// at the test's end.
+func (e *budgetEnv) runtime(t *testing.T, requireKnown bool) *Runtime {
+	t.Helper()
+	g := e.gw
+	rt, err := New(Deps{Agents: g, Recorder: g, Sessions: g, Prompts: g, Now: g.Now, Logger: g.Logger(),
+		Memory: g, Delegations: g, Skills: g, Budgets: g, Prices: g, RequireKnownPrices: requireKnown})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = e.rt.Close(c)
+		_ = rt.Close(c)
 	})
-	return e
+	return rt
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -330,7 +343,7 @@ func deref[T any](p *T) any {
 // sent, budget or not; a priced model runs.
 func TestBudgetRequireKnown(t *testing.T) {
 	e := newBudgetEnv(t, gateway.DefaultConfig())
-	e.rt.SetBudgets(e.gw, e.gw, true)
+	e.rt = e.runtime(t, true)
 	ctx := actorstest.Ctx(t)
 	if _, err := e.gw.CreateAgent(ctx, "u1", gateway.AgentInput{AgentKey: ptrTo("unpriced"), Provider: ptrTo("oa"), Model: ptrTo("no-such-model-x")}); err != nil {
 		t.Fatal(err)

@@ -24,9 +24,8 @@ type Memory interface {
 	SaveMemory(ctx context.Context, in gateway.MemoryInput) (gateway.MemoryEntry, error)
 }
 
-// Skills are the skills runs get.
+// Skills reads the files of the skills a run's plan names (skill_read).
 type Skills interface {
-	RunSkills(ctx context.Context, agent uuid.UUID) ([]gateway.RunSkill, error)
 	ReadSkillFile(ctx context.Context, viewer, ref string, version int, file string) ([]byte, error)
 }
 
@@ -170,17 +169,18 @@ func (rt *Runtime) delegate(ctx context.Context, rn *Run, user string, args json
 	// The delegating run acts with its own run's rights: its user's
 	// agents, or any agent for a run for no user (a trusted backend's).
 	p := gateway.Principal{User: user, Trusted: user == ""}
-	a, prov, err := rt.decide(ctx, p, in.Agent, false)
+	req := Request{Agent: in.Agent, User: user, Endpoint: "delegate", Channel: "internal",
+		Messages: []Message{{Role: "user", Content: in.Task}}, KeyID: rn.keyID} // the same key's budgets
+	pl, err := rt.plan(ctx, in.Agent, p, true, req)
 	switch {
 	case errors.Is(err, ErrAgentNotFound):
 		return "", fmt.Errorf("no agent %q", in.Agent) // none, or not the user's: do not reveal it
 	case err != nil:
 		return "", err
-	case slices.Contains(chain, a.ID):
+	case slices.Contains(chain, pl.Agent.ID):
 		return "", errDelegationCycle
 	}
-	sub, err := rt.prepare(ctx, a, prov, Request{Agent: in.Agent, User: user, Endpoint: "delegate", Channel: "internal",
-		Messages: []Message{{Role: "user", Content: in.Task}}, KeyID: rn.keyID}) // the same key's budgets
+	sub, err := rt.prepare(ctx, pl, req)
 	if err != nil {
 		return "", err
 	}

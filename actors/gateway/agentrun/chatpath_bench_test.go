@@ -64,9 +64,7 @@ func BenchmarkChatPathTools(b *testing.B) {
 			defer srv.Close()
 			f := newFake()
 			f.add("a", "openai_compat", srv.URL, `{}`, nil)
-			rt := New(f, f)
-			defer func() { _ = rt.Close(context.Background()) }()
-			rt.SetToolbox(benchTools(12))
+			rt := newRuntime(b, f, withToolbox(benchTools(12)))
 			var onDelta func(string) error
 			if stream {
 				onDelta = func(string) error { return nil }

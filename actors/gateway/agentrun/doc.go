@@ -15,11 +15,32 @@
 // loop, record (the trace, which carries the session key, and the
 // session's turn). Summoning and regenerating (summon.go) are turns too.
 //
+// # How a turn plans
+//
+// A turn plans from one read of the registry's published view
+// (Agents.PlanRun, gateway.Gateway.PlanRun): the agent (the user's
+// default agent when none is named), its provider and fallbacks, the
+// user's USER.md, the agent's skills, its custom tools and its MCP
+// access come back together as a gateway.RunPlan, so that a change made
+// meanwhile (the agent moved to another provider, a new USER.md, a tool
+// added) is in all of the plan or in none of it. The policy
+// (gateway.Principal.MayRun) is decided inside that read, on the same
+// view, before anything but the agent and its provider is read; the
+// runtime then checks that the agent can run (ErrAgentDisabled,
+// ErrProviderDisabled) and builds the run from the plan alone: the
+// targets (provider, then enabled fallbacks), the preamble, and the
+// tools, which the Toolbox makes runnable from the plan (it connects to
+// the MCP servers; it reads nothing of the registry). A session turn
+// reads the view once more before it is queued, to decide policy on the
+// named agent, and plans once the turn has begun, on the session's agent.
+//
 // # Usage
 //
-//	rt := agentrun.New(gw, gw) // *gateway.Gateway: Agents, Recorder, Sessions, Defaults, Prompts
+//	rt, err := agentrun.New(agentrun.Deps{ // the required ones; package app passes the rest
+//		Agents: gw, Recorder: gw, Sessions: gw, Prompts: gw, Now: gw.Now}) // gw: *gateway.Gateway
+//	if err != nil { … }                        // a required collaborator missing
 //	_ = rt.SetLimits(agentrun.DefaultLimits()) // optional, before the first run
-//	defer rt.Close(ctx)                       // after the listeners drained
+//	defer rt.Close(ctx)                        // after the listeners drained
 //	res, err := rt.Turn(ctx, gateway.Principal{User: "alice"}, agentrun.TurnRequest{
 //		Agent: "default", Endpoint: "chat.completions", Channel: "http",
 //		Messages: []agentrun.Message{{Role: "user", Content: "hi"}}})

@@ -35,11 +35,17 @@ type Tool struct {
 	Call func(ctx context.Context, args json.RawMessage) (string, error)
 }
 
-// Toolbox lists the tools an agent has when it runs for user: its custom
-// tools and the tools of the MCP servers granted to it or to user.
+// Toolbox makes the tools a run's plan names runnable: the agent's
+// custom tools and the tools of the MCP servers granted to it or to its
+// user (gateway.RunPlan.Tools, read with the rest of the plan).
 type Toolbox interface {
-	Tools(ctx context.Context, a gateway.Agent, user string) ([]Tool, error)
+	Tools(ctx context.Context, a gateway.Agent, planned gateway.RunTools) ([]Tool, error)
 }
+
+// toolCloser is an optional capability of a Toolbox (package toolbox's
+// Box): Close closes the connections its tools hold (MCP servers), at
+// the Runtime's Close.
+type toolCloser interface{ Close() }
 
 // MaxToolOutput is how much of a tool's output goes back to the model.
 const MaxToolOutput = 16 << 10

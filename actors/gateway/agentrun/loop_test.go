@@ -19,7 +19,9 @@ import (
 // staticTools is a Toolbox with fixed tools.
 type staticTools []Tool
 
-func (s staticTools) Tools(context.Context, gateway.Agent, string) ([]Tool, error) { return s, nil }
+func (s staticTools) Tools(context.Context, gateway.Agent, gateway.RunTools) ([]Tool, error) {
+	return s, nil
+}
 
 func addTool(calls *[]string, mu *sync.Mutex) Tool {
 	return Tool{
@@ -99,10 +101,9 @@ func TestToolLoop(t *testing.T) {
 			defer srv.Close()
 			f := newFake()
 			f.add("calc", gateway.ProviderOpenAICompat, srv.URL+"/v1", `{}`, nil)
-			rt := newRuntime(t, f)
 			var calls []string
 			var mu sync.Mutex
-			rt.SetToolbox(staticTools{addTool(&calls, &mu)})
+			rt := newRuntime(t, f, withToolbox(staticTools{addTool(&calls, &mu)}))
 			rn, err := rt.prepareRef(context.Background(), Request{Agent: "calc", User: "u", Endpoint: "test",
 				Messages: []Message{{Role: "user", Content: "what is 2+40?"}}})
 			if err != nil {
@@ -157,10 +158,9 @@ func TestToolLoop(t *testing.T) {
 		defer srv.Close()
 		f := newFake()
 		f.add("calc", gateway.ProviderOpenAICompat, srv.URL+"/v1", `{}`, func(a *gateway.Agent, _ *gateway.Provider) { a.MaxToolIterations = 3 })
-		rt := newRuntime(t, f)
 		var calls []string
 		var mu sync.Mutex
-		rt.SetToolbox(staticTools{addTool(&calls, &mu)})
+		rt := newRuntime(t, f, withToolbox(staticTools{addTool(&calls, &mu)}))
 		rn, _ := rt.prepareRef(context.Background(), Request{Agent: "calc", Messages: []Message{{Role: "user", Content: "loop"}}})
 		_, err := rt.execute(context.Background(), rn, nil)
 		if !errors.Is(err, ErrToolLimit) || len(calls) != 3 || len(stub.requests) != 4 {
@@ -173,11 +173,10 @@ func TestToolLoop(t *testing.T) {
 	t.Run("echo convention and a failing tool", func(t *testing.T) {
 		f := newFake()
 		f.add("e", gateway.ProviderEcho, "", `{"delay_ms":0}`, nil)
-		rt := newRuntime(t, f)
-		rt.SetToolbox(staticTools{{Name: "boom", Kind: gateway.SpanTool, Parameters: json.RawMessage(`{"type":"object"}`),
+		rt := newRuntime(t, f, withToolbox(staticTools{{Name: "boom", Kind: gateway.SpanTool, Parameters: json.RawMessage(`{"type":"object"}`),
 			Call: func(context.Context, json.RawMessage) (string, error) {
 				return "partial output", errors.New("exit status 3")
-			}}})
+			}}}))
 		rn, _ := rt.prepareRef(context.Background(), Request{Agent: "e", Messages: []Message{{Role: "user", Content: `/tool boom {"x":1}`}}})
 		res, err := rt.execute(context.Background(), rn, nil)
 		if err != nil || res.Content != "echo: error: exit status 3 partial output" {

@@ -20,29 +20,34 @@ import (
 // Agents is what the runtime needs from the gateway's registry. All
 // methods are safe for concurrent use.
 type Agents interface {
-	// ResolveAgent returns the agent with id or agent_key ref and its
-	// provider; gateway.ErrNotFound if there is none.
-	ResolveAgent(ctx context.Context, ref string) (gateway.Agent, gateway.Provider, error)
+	// PlanRun reads everything a run plans from (the agent, its provider
+	// and fallbacks, the user's USER.md, skills, custom tools and MCP
+	// access) from one view of the registry; gateway.ErrNotFound when
+	// there is no such agent or req.For may not run it.
+	PlanRun(ctx context.Context, req gateway.PlanRequest) (gateway.RunPlan, error)
 	// ProviderKeys opens p's sealed credentials (api_key, then
 	// api_keys), to call out only.
 	ProviderKeys(p gateway.Provider) ([]string, error)
-	// GetProvider returns the provider with id or name ref (an agent's
-	// fallback); gateway.ErrNotFound if there is none.
-	GetProvider(ctx context.Context, ref string) (gateway.Provider, error)
-	// UserContext returns user's USER.md for agent ("" when none).
-	UserContext(ctx context.Context, agent uuid.UUID, user string) (string, error)
 }
 
-// Recorder takes the record of every finished run.
+// Recorder takes the record of every finished run. A Recorder that
+// also prices spans (an optional capability, spanPricer: the gateway's
+// CostOf) gives a session's turns their cost; without it they cost 0.
 type Recorder interface {
 	// RecordRun records t (trace and usage); it does not wait.
 	RecordRun(t gateway.Trace)
 }
 
-// The gateway is the production implementation of both.
+// The gateway is the production implementation of these.
 var (
-	_ Agents   = (*gateway.Gateway)(nil)
-	_ Recorder = (*gateway.Gateway)(nil)
+	_ Agents      = (*gateway.Gateway)(nil)
+	_ Recorder    = (*gateway.Gateway)(nil)
+	_ spanPricer  = (*gateway.Gateway)(nil)
+	_ Sessions    = (*gateway.Gateway)(nil)
+	_ Prompts     = (*gateway.Gateway)(nil)
+	_ Memory      = (*gateway.Gateway)(nil)
+	_ Delegations = (*gateway.Gateway)(nil)
+	_ Skills      = (*gateway.Gateway)(nil)
 )
 
 // Request asks for one run.
@@ -116,9 +121,12 @@ type Runtime struct {
 	http    *http.Client // the upstream pool every provider client shares
 	pools   *pools
 	metrics *callMetrics
-	now     func() time.Time // a run's start time: the recorder's clock
+	now     func() time.Time // a run's start time: the gateway's clock
 	toolbox Toolbox          // nil: no tools but the built-ins
-	// The built-ins' stores: the Recorder's, when it has them.
+	// sessions and prompts: session turns, summoning and regenerating.
+	sessions Sessions
+	prompts  Prompts
+	// The built-ins' stores (nil: that built-in is left out).
 	memory      Memory
 	delegations Delegations
 	skills      Skills
@@ -142,41 +150,31 @@ type TurnLock interface {
 	Lock(ctx context.Context, user, key string) (unlock func(), err error)
 }
 
-// SetTurnLock serializes session turns across a cluster's nodes; call it
-// before the first run.
-func (rt *Runtime) SetTurnLock(l TurnLock) { rt.turnLock = l }
-
-// SetToolbox gives agents their custom and MCP tools; call it before the
-// first run.
-func (rt *Runtime) SetToolbox(tb Toolbox) { rt.toolbox = tb }
-
-// New returns a Runtime over the gateway's registry and run records. A
-// Recorder with a Now method (the gateway: its clock) dates the runs;
-// durations are measured on the machine's monotonic clock. A Recorder
-// with a Logger method gives the runtime its logger. Agents that are
-// also Sessions, Defaults and Prompts (the gateway) give turns their
-// sessions, default agents, and summoning and regenerating.
-func New(agents Agents, rec Recorder) *Runtime {
-	rt := &Runtime{agents: agents, rec: rec, http: newHTTPClient(), now: time.Now, limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
-	rt.pools = newPools(rt.http, rt.limits.MaxAnswerBytes, agents.ProviderKeys)
+// New returns a Runtime over d's collaborators (see Deps); an error
+// names a required one missing.
+func New(d Deps) (*Runtime, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	rt := &Runtime{agents: d.Agents, rec: d.Recorder, sessions: d.Sessions, prompts: d.Prompts, now: d.Now,
+		toolbox: d.Toolbox, memory: d.Memory, delegations: d.Delegations, skills: d.Skills, turnLock: d.TurnLock,
+		http: newHTTPClient(), limits: DefaultLimits(), lg: slog.New(slog.DiscardHandler)}
+	if d.Logger != nil {
+		rt.lg = d.Logger.With("component", "runtime")
+	}
+	if d.Budgets != nil {
+		rt.budgets = &budgetHook{b: d.Budgets, prices: d.Prices, requireKnown: d.RequireKnownPrices}
+	}
+	rt.pools = newPools(rt.http, rt.limits.MaxAnswerBytes, d.Agents.ProviderKeys)
 	rt.metrics = newCallMetrics(rt.pools)
-	if c, ok := rec.(interface{ Now() time.Time }); ok {
-		rt.now = c.Now
-	}
-	if l, ok := rec.(interface{ Logger() *slog.Logger }); ok && l.Logger() != nil {
-		rt.lg = l.Logger().With("component", "runtime")
-	}
 	rt.bgCtx, rt.bgStop = context.WithCancel(context.Background())
-	rt.memory, _ = rec.(Memory)
-	rt.delegations, _ = rec.(Delegations)
-	rt.skills, _ = rec.(Skills)
-	return rt
+	return rt, nil
 }
 
 // Close ends the background runs (an abandoned summon is marked
 // summon_failed at the next start) and waits for them until ctx is done,
 // then closes idle provider connections, and the toolbox's connections
-// if it has a Close method. Call it once the listeners have drained; it
+// if it is a toolCloser. Call it once the listeners have drained; it
 // returns ctx's error if the background runs did not end in time.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.bgStop()
@@ -189,40 +187,50 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		err = fmt.Errorf("close runtime: background runs: %w", ctx.Err())
 	}
 	rt.http.CloseIdleConnections()
-	if c, ok := rt.toolbox.(interface{ Close() }); ok {
+	if c, ok := rt.toolbox.(toolCloser); ok {
 		c.Close()
 	}
 	return err
 }
 
-// prepareRef resolves agent req.Agent and prepares its run. It decides
+// prepareRef plans agent req.Agent's run and prepares it. It decides
 // no policy: it is for runs the domain starts after deciding it (and for
 // tests); callers acting for someone use Turn. Errors: ErrAgentNotFound,
 // ErrAgentDisabled, ErrProviderDisabled, or the registry's.
 func (rt *Runtime) prepareRef(ctx context.Context, req Request) (*Run, error) {
-	a, p, err := rt.agents.ResolveAgent(ctx, req.Agent)
+	pl, err := rt.plan(ctx, req.Agent, gateway.Principal{User: req.User}, false, req)
 	if err != nil {
-		return nil, notFound(err, req.Agent)
-	}
-	if err := ready(a, p, req.AnyStatus); err != nil {
 		return nil, err
 	}
-	return rt.prepare(ctx, a, p, req)
+	return rt.prepare(ctx, pl, req)
 }
 
-// prepare builds the run of agent a on provider p: the agent's system
-// prompt (or req.System), the user's context, the skills, then
-// req.Messages; and its tools (none when req.System is set). Errors: a
-// credential that does not open, the registry's, the toolbox's.
-func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provider, req Request) (*Run, error) {
-	all, skills, err := rt.preamble(ctx, a, req)
+// plan is the turn's one planning read (Agents.PlanRun): agent ref (the
+// default agent of p's user when "") with everything its run for p
+// plans from; when decide, whether p may run it (policy) is decided on
+// the same view before the rest is read. Then the agent must be able to
+// run (ready). A run whose prompt is replaced (req.System) plans no
+// USER.md, skills or tools.
+func (rt *Runtime) plan(ctx context.Context, ref string, p gateway.Principal, decide bool, req Request) (gateway.RunPlan, error) {
+	pl, err := rt.agents.PlanRun(ctx, gateway.PlanRequest{Agent: ref, For: p, AnyCaller: !decide, AnyStatus: req.AnyStatus,
+		Bare: req.System != nil, Tools: rt.toolbox != nil && req.System == nil})
 	if err != nil {
-		return nil, err
+		return pl, notFound(err, cmp.Or(ref, "default agent"))
 	}
+	return pl, ready(pl.Agent, pl.Provider, req.AnyStatus)
+}
+
+// prepare builds the run planned in pl: the agent's system prompt (or
+// req.System), the user's context, the skills, then req.Messages; and
+// its tools (none when req.System is set). Errors: a credential that
+// does not open, the toolbox's.
+func (rt *Runtime) prepare(ctx context.Context, pl gateway.RunPlan, req Request) (*Run, error) {
+	a, p := pl.Agent, pl.Provider
+	all, skills := rt.preamble(pl, req)
 	all = append(all, req.Messages...)
 	rn := &Run{
 		ID: strings.ReplaceAll(uuid.NewString(), "-", ""), Agent: a,
-		targets: rt.targets(ctx, a, p), user: req.User, endpoint: req.Endpoint,
+		targets: targets(pl), user: req.User, endpoint: req.Endpoint,
 		channel: cmp.Or(req.Channel, "http"), session: req.SessionKey, provider: p.Name, provType: p.ProviderType, model: a.Model,
 		redact: newRedactor(), keysRedacted: map[uuid.UUID]bool{}, skills: skills, keyID: req.KeyID,
 		req: llm.Request{Model: a.Model, Messages: all, MaxTokens: a.OtherConfig.MaxTokens},
@@ -233,7 +241,7 @@ func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provi
 	}
 	rn.redact, rn.keysRedacted[p.ID] = rn.redact.with(pp.keys...), true
 	if req.System == nil { // summoning writes a prompt: no tools
-		if rn.tools, err = rt.toolsOf(ctx, rn, req); err != nil {
+		if rn.tools, err = rt.toolsOf(ctx, rn, req, pl.Tools); err != nil {
 			return nil, err
 		}
 	}
@@ -241,10 +249,11 @@ func (rt *Runtime) prepare(ctx context.Context, a gateway.Agent, p gateway.Provi
 }
 
 // preamble is what precedes a run's messages: the system prompt, the
-// user's USER.md (in their runs only) and the agent's skills.
-func (rt *Runtime) preamble(ctx context.Context, a gateway.Agent, req Request) ([]Message, []gateway.RunSkill, error) {
+// user's USER.md (in their runs only) and the agent's skills, as pl
+// planned them.
+func (rt *Runtime) preamble(pl gateway.RunPlan, req Request) ([]Message, []gateway.RunSkill) {
 	all := make([]Message, 0, len(req.Messages)+3)
-	system := a.SystemPrompt
+	system := pl.Agent.SystemPrompt
 	if req.System != nil {
 		system = *req.System
 	}
@@ -252,52 +261,42 @@ func (rt *Runtime) preamble(ctx context.Context, a gateway.Agent, req Request) (
 		all = append(all, Message{Role: "system", Content: system})
 	}
 	if req.System != nil {
-		return all, nil, nil
+		return all, nil
 	}
-	if req.User != "" {
-		uc, err := rt.agents.UserContext(ctx, a.ID, req.User)
-		if err != nil {
-			return nil, nil, fmt.Errorf("user context: %w", err)
-		}
-		if uc != "" {
-			all = append(all, Message{Role: "system", Content: "About the user you are talking to (their USER.md):\n" + uc})
-		}
+	if req.User != "" && pl.UserContext != "" {
+		all = append(all, Message{Role: "system", Content: "About the user you are talking to (their USER.md):\n" + pl.UserContext})
 	}
-	if rt.skills == nil {
-		return all, nil, nil
+	if rt.skills == nil || len(pl.Skills) == 0 {
+		return all, nil
 	}
-	skills, err := rt.skills.RunSkills(ctx, a.ID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("agent skills: %w", err)
-	}
-	if len(skills) > 0 {
-		all = append(all, Message{Role: "system", Content: skillsPrompt(skills)})
-	}
-	return all, skills, nil
+	all = append(all, Message{Role: "system", Content: skillsPrompt(pl.Skills)})
+	return all, pl.Skills
 }
 
 // ToolsFor resolves agent ref (id or agent_key), decides whether p may
 // run it, and only then lists the tools it would run with for p's user:
 // what POST /v1/tools/invoke runs. Errors as Begin's.
 func (rt *Runtime) ToolsFor(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, []Tool, error) {
-	a, prov, err := rt.decide(ctx, p, ref, false)
+	req := Request{Agent: ref, User: p.User, Endpoint: "tools.invoke"}
+	pl, err := rt.plan(ctx, ref, p, true, req)
 	if err != nil {
 		return gateway.Agent{}, nil, err
 	}
-	rn, err := rt.prepare(ctx, a, prov, Request{Agent: ref, User: p.User, Endpoint: "tools.invoke"})
+	rn, err := rt.prepare(ctx, pl, req)
 	if err != nil {
 		return gateway.Agent{}, nil, err
 	}
 	return rn.Agent, rn.tools, nil
 }
 
-// toolsOf lists the run's tools: the built-ins, then the toolbox's; a
-// name already taken is dropped (custom tools cannot take a built-in's
-// name; the toolbox prefixes MCP tools whose names collide).
-func (rt *Runtime) toolsOf(ctx context.Context, rn *Run, req Request) ([]Tool, error) {
+// toolsOf lists the run's tools: the built-ins, then the toolbox's for
+// the planned ones; a name already taken is dropped (custom tools cannot
+// take a built-in's name; the toolbox prefixes MCP tools whose names
+// collide).
+func (rt *Runtime) toolsOf(ctx context.Context, rn *Run, req Request, planned gateway.RunTools) ([]Tool, error) {
 	tools := rt.builtins(rn, req)
 	if rt.toolbox != nil {
-		ts, err := rt.toolbox.Tools(ctx, rn.Agent, req.User)
+		ts, err := rt.toolbox.Tools(ctx, rn.Agent, planned)
 		if err != nil {
 			return nil, fmt.Errorf("agent tools: %w", err)
 		}
@@ -356,16 +355,15 @@ func (rt *Runtime) execute(ctx context.Context, rn *Run, onDelta func(string) er
 	return res, err
 }
 
-// targets lists where a's calls go: its provider p and model, then its
-// fallbacks that exist and are enabled, in order.
-func (rt *Runtime) targets(ctx context.Context, a gateway.Agent, p gateway.Provider) []target {
-	out := []target{{p: p, model: a.Model}}
-	for _, f := range a.Fallbacks {
-		fp, err := rt.agents.GetProvider(ctx, f.ProviderID.String())
-		if err != nil || !fp.Enabled {
-			continue // deleted since, or disabled: skipped
+// targets lists where the planned agent's calls go: its provider and
+// model, then its fallbacks that exist and are enabled, in order.
+func targets(pl gateway.RunPlan) []target {
+	out := make([]target, 1, 1+len(pl.Fallbacks))
+	out[0] = target{p: pl.Provider, model: pl.Agent.Model}
+	for _, f := range pl.Fallbacks {
+		if f.Provider.Enabled { // a disabled one is skipped
+			out = append(out, target{p: f.Provider, model: f.Model})
 		}
-		out = append(out, target{p: fp, model: f.Model})
 	}
 	return out
 }

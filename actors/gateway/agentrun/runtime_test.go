@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,13 @@ type fakeGateway struct {
 	providers map[uuid.UUID]gateway.Provider
 	keys      map[uuid.UUID][]string // a provider's keys; default ["sk-test"]
 	keyErr    error
+	// The optional parts of a plan: a user's USER.md, an agent's skills
+	// and a user's default agent (nil: none). Each is called only once
+	// the plan's policy allowed the run.
+	userContext  func(agent uuid.UUID, user string) string
+	skills       func(agent uuid.UUID) []gateway.RunSkill
+	defaultAgent func(user string) (gateway.Agent, error)
+	plans        atomic.Int64 // PlanRun calls
 
 	mu     sync.Mutex
 	traces []gateway.Trace
@@ -61,7 +69,48 @@ func (f *fakeGateway) GetProvider(_ context.Context, ref string) (gateway.Provid
 	return gateway.Provider{}, fmt.Errorf("provider %s: %w", ref, gateway.ErrNotFound)
 }
 
-func (f *fakeGateway) UserContext(context.Context, uuid.UUID, string) (string, error) { return "", nil }
+// PlanRun plans as the gateway does, from the fake's maps: the agent
+// (the default agent when ref is ""), the policy, then the rest.
+func (f *fakeGateway) PlanRun(ctx context.Context, req gateway.PlanRequest) (gateway.RunPlan, error) {
+	f.plans.Add(1)
+	ref := req.Agent
+	if ref == "" {
+		if f.defaultAgent == nil {
+			return gateway.RunPlan{}, gateway.ErrNotFound
+		}
+		d, err := f.defaultAgent(req.For.User)
+		if err != nil {
+			return gateway.RunPlan{}, err
+		}
+		ref = d.ID.String()
+	}
+	a, p, err := f.ResolveAgent(ctx, ref)
+	if err != nil {
+		return gateway.RunPlan{}, err
+	}
+	if !req.AnyCaller && !req.For.MayRun(&a) {
+		return gateway.RunPlan{}, fmt.Errorf("agent %q: %w", ref, gateway.ErrNotFound)
+	}
+	pl := gateway.RunPlan{Agent: a, Provider: p, Runnable: (a.Status == gateway.AgentActive || req.AnyStatus) && p.Enabled}
+	if !pl.Runnable {
+		return pl, nil
+	}
+	for _, fb := range a.Fallbacks {
+		if fp, err := f.GetProvider(ctx, fb.ProviderID.String()); err == nil {
+			pl.Fallbacks = append(pl.Fallbacks, gateway.PlannedFallback{Provider: fp, Model: fb.Model})
+		}
+	}
+	if req.Bare {
+		return pl, nil
+	}
+	if req.For.User != "" && f.userContext != nil {
+		pl.UserContext = f.userContext(a.ID, req.For.User)
+	}
+	if f.skills != nil {
+		pl.Skills = f.skills(a.ID)
+	}
+	return pl, nil
+}
 
 func (f *fakeGateway) RecordRun(t gateway.Trace) {
 	f.mu.Lock()
@@ -89,12 +138,57 @@ func (f *fakeGateway) add(key, typ, base, settings string, edit func(*gateway.Ag
 	f.agents[key], f.providers[p.ID] = a, p
 }
 
-func newRuntime(t *testing.T, f *fakeGateway) *Runtime {
-	t.Helper()
-	rt := New(f, f)
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+// noSessions refuses session turns and prompts: the fake has neither.
+type noSessions struct{}
+
+var errNoSessions = errors.New("fake: no sessions")
+
+func (noSessions) QueueTurn(string, string, string, string, context.CancelFunc) func(context.Context) (gateway.Turn, error) {
+	return func(context.Context) (gateway.Turn, error) { return gateway.Turn{}, errNoSessions }
+}
+
+func (noSessions) QueueChannelTurn(string, uuid.UUID, string, string, context.CancelFunc) func(context.Context) (gateway.Turn, error) {
+	return func(context.Context) (gateway.Turn, error) { return gateway.Turn{}, errNoSessions }
+}
+
+func (noSessions) EndTurn(context.Context, string, string, gateway.TurnResult) (gateway.Session, error) {
+	return gateway.Session{}, errNoSessions
+}
+
+func (noSessions) SessionOp(context.Context, string, string, string, bool, *string) (gateway.Session, error) {
+	return gateway.Session{}, errNoSessions
+}
+
+func (noSessions) GetAgent(context.Context, string, string) (gateway.Agent, error) {
+	return gateway.Agent{}, errNoSessions
+}
+
+func (noSessions) UpdateAgent(context.Context, string, string, gateway.AgentInput) (gateway.Agent, error) {
+	return gateway.Agent{}, errNoSessions
+}
+
+func (noSessions) FinishSummon(context.Context, uuid.UUID, string, string) (gateway.Agent, error) {
+	return gateway.Agent{}, errNoSessions
+}
+
+// newRuntime is a Runtime over f (which plans and records; no sessions,
+// no built-ins), changed by opts, closed at the test's end.
+func newRuntime(tb testing.TB, f *fakeGateway, opts ...func(*Deps)) *Runtime {
+	tb.Helper()
+	d := Deps{Agents: f, Recorder: f, Sessions: noSessions{}, Prompts: noSessions{}, Now: time.Now}
+	for _, o := range opts {
+		o(&d)
+	}
+	rt, err := New(d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = rt.Close(context.Background()) })
 	return rt
 }
+
+// withToolbox gives the runtime tb.
+func withToolbox(tb Toolbox) func(*Deps) { return func(d *Deps) { d.Toolbox = tb } }
 
 func TestPrepareErrors(t *testing.T) {
 	f := newFake()
@@ -219,4 +313,33 @@ func TestExecuteFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNewRequiresDeps: New refuses Deps without a required collaborator,
+// naming it, and takes Deps with every one.
+func TestNewRequiresDeps(t *testing.T) {
+	f := newFake()
+	full := Deps{Agents: f, Recorder: f, Sessions: noSessions{}, Prompts: noSessions{}, Now: time.Now}
+	tests := []struct {
+		field string
+		drop  func(*Deps)
+	}{
+		{"Agents", func(d *Deps) { d.Agents = nil }},
+		{"Recorder", func(d *Deps) { d.Recorder = nil }},
+		{"Sessions", func(d *Deps) { d.Sessions = nil }},
+		{"Prompts", func(d *Deps) { d.Prompts = nil }},
+		{"Now", func(d *Deps) { d.Now = nil }},
+	}
+	for _, tt := range tests {
+		d := full
+		tt.drop(&d)
+		if rt, err := New(d); err == nil || !strings.Contains(err.Error(), "Deps."+tt.field) {
+			t.Errorf("New(Deps without %s) = %v, %v; want an error naming it", tt.field, rt, err)
+		}
+	}
+	rt, err := New(full)
+	if err != nil {
+		t.Fatalf("New(every required Deps) = %v", err)
+	}
+	_ = rt.Close(context.Background())
 }

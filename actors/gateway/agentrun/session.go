@@ -16,10 +16,7 @@ import (
 // prepared over the session's history. A failure after the turn began
 // ends it, so the session's next turn can begin.
 func (rt *Runtime) beginSession(ctx context.Context, p gateway.Principal, req TurnRequest) (*Turn, error) {
-	ss, ok := rt.agents.(Sessions)
-	if !ok {
-		return nil, errors.New("runtime: sessions are not available")
-	}
+	ss := rt.sessions
 	t := &Turn{SessionKey: req.SessionKey, owner: p.User, asked: lastUserMessage(req.Messages)}
 	wait := req.Queued
 	if wait == nil {
@@ -56,7 +53,7 @@ func (rt *Runtime) queue(ctx context.Context, ss Sessions, p gateway.Principal, 
 	}
 	ref := req.Agent
 	if ref != "" {
-		a, _, err := rt.resolve(ctx, p, ref)
+		a, err := rt.resolve(ctx, p, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -64,11 +61,6 @@ func (rt *Runtime) queue(ctx context.Context, ss Sessions, p gateway.Principal, 
 	}
 	t.aborted, t.release = context.WithCancel(context.Background())
 	return ss.QueueTurn(req.SessionKey, ref, p.User, req.Channel, t.release), nil
-}
-
-// sessionReader reads a session with its messages (the gateway).
-type sessionReader interface {
-	SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (gateway.Session, error)
 }
 
 // lockTurn takes the session's cluster-wide turn lock, when there is one,
@@ -83,11 +75,7 @@ func (rt *Runtime) lockTurn(ctx context.Context, t *Turn, turn *gateway.Turn) er
 		return fmt.Errorf("session %q: %w", t.SessionKey, err)
 	}
 	t.unlock = unlock
-	sr, ok := rt.agents.(sessionReader)
-	if !ok {
-		return nil
-	}
-	s, err := sr.SessionOp(ctx, "get", t.SessionKey, t.owner, false, nil)
+	s, err := rt.sessions.SessionOp(ctx, "get", t.SessionKey, t.owner, false, nil)
 	if err != nil {
 		return fmt.Errorf("session %q: %w", t.SessionKey, err)
 	}
@@ -98,19 +86,20 @@ func (rt *Runtime) lockTurn(ctx context.Context, t *Turn, turn *gateway.Turn) er
 // prepareTurn decides policy on the session's agent and prepares the
 // run: the session's history, then the request's messages.
 func (rt *Runtime) prepareTurn(ctx context.Context, p gateway.Principal, req TurnRequest, t *Turn, turn gateway.Turn) error {
-	a, prov, err := rt.decide(ctx, p, turn.AgentID.String(), req.AnyStatus)
-	if err != nil {
-		return err
-	}
 	msgs := make([]Message, 0, len(turn.Session.Messages)+len(req.Messages))
 	for _, m := range turn.Session.Messages {
 		msgs = append(msgs, Message{Role: m.Role, Content: m.Content})
 	}
-	rn, err := rt.prepare(ctx, a, prov, req.run(p, append(msgs, req.Messages...)))
+	run := req.run(p, append(msgs, req.Messages...))
+	pl, err := rt.plan(ctx, turn.AgentID.String(), p, true, run)
 	if err != nil {
 		return err
 	}
-	t.ID, t.Agent, t.run = rn.ID, a, rn
+	rn, err := rt.prepare(ctx, pl, run)
+	if err != nil {
+		return err
+	}
+	t.ID, t.Agent, t.run = rn.ID, rn.Agent, rn
 	return nil
 }
 
@@ -122,8 +111,7 @@ func (rt *Runtime) endTurn(ctx context.Context, t *Turn, res Result, runErr erro
 	if t.unlock != nil {
 		defer t.unlock() // after the turn is recorded
 	}
-	ss, ok := rt.agents.(Sessions)
-	if t.SessionKey == "" || !ok {
+	if t.SessionKey == "" {
 		return
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -132,7 +120,7 @@ func (rt *Runtime) endTurn(ctx context.Context, t *Turn, res Result, runErr erro
 	if t.run != nil {
 		cost = t.run.costNano
 	}
-	_, err := ss.EndTurn(ectx, t.owner, t.SessionKey, gateway.TurnResult{User: t.asked, Assistant: res.Content,
+	_, err := rt.sessions.EndTurn(ectx, t.owner, t.SessionKey, gateway.TurnResult{User: t.asked, Assistant: res.Content,
 		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CostNano: cost, Failed: runErr != nil})
 	if err != nil && !errors.Is(err, gateway.ErrNotFound) {
 		rt.lg.Error("session turn not recorded", "session", t.SessionKey, "err", err)

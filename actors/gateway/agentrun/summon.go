@@ -54,11 +54,7 @@ func (rt *Runtime) Summon(a gateway.Agent, user string) {
 }
 
 func (rt *Runtime) summon(ctx context.Context, a gateway.Agent, user string) {
-	pr, ok := rt.agents.(Prompts)
-	if !ok {
-		rt.lg.Error("summon: the registry records no prompts", "agent", a.AgentKey)
-		return
-	}
+	pr := rt.prompts
 	p := gateway.Principal{User: user, Trusted: user == ""}
 	prompt, err := rt.writePrompt(ctx, p, a.ID.String(), "agents.summon", summonPrompt, a.OtherConfig.Description)
 	if ctx.Err() != nil {
@@ -85,10 +81,7 @@ func (rt *Runtime) summon(ctx context.Context, a gateway.Agent, user string) {
 // the agent's limit. Errors: Turn's, a *ProviderError for an empty
 // answer, the registry's.
 func (rt *Runtime) Regenerate(ctx context.Context, p gateway.Principal, ref, request string) (gateway.Agent, error) {
-	pr, ok := rt.agents.(Prompts)
-	if !ok {
-		return gateway.Agent{}, errors.New("runtime: the registry records no prompts")
-	}
+	pr := rt.prompts
 	a, err := pr.GetAgent(ctx, p.User, ref)
 	switch {
 	case err != nil:

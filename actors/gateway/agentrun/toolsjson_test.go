@@ -75,9 +75,8 @@ func TestRunToolsChange(t *testing.T) {
 	defer srv.Close()
 	f := newFake()
 	f.add("a", "openai_compat", srv.URL, `{}`, nil)
-	rt := newRuntime(t, f)
 	tools := benchTools(2)
-	rt.SetToolbox(tools)
+	rt := newRuntime(t, f, withToolbox(tools))
 	run := func() map[string]any {
 		t.Helper()
 		rn, err := rt.prepareRef(context.Background(), Request{Agent: "a", User: "alice", Messages: []Message{{Role: "user", Content: "hi"}}})

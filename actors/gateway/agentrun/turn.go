@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,11 +31,9 @@ type Sessions interface {
 	// EndTurn appends the turn's outcome and begins the next queued one;
 	// gateway.ErrNotFound when the session was deleted meanwhile.
 	EndTurn(ctx context.Context, user, key string, res gateway.TurnResult) (gateway.Session, error)
-}
-
-// Defaults finds a user's default agent; gateway.ErrNotFound if none.
-type Defaults interface {
-	DefaultAgent(ctx context.Context, user string) (gateway.Agent, error)
+	// SessionOp with op "get" reads user's session key with its
+	// messages: what a turn reads again under a TurnLock.
+	SessionOp(ctx context.Context, op, key, user string, admin bool, label *string) (gateway.Session, error)
 }
 
 // recordTimeout bounds the write that ends a session turn, which is made
@@ -123,15 +122,16 @@ func (rt *Runtime) Begin(ctx context.Context, p gateway.Principal, req TurnReque
 		return nil, err
 	}
 	if req.SessionKey == "" && req.Queued == nil {
-		a, prov, err := rt.decide(ctx, p, req.Agent, req.AnyStatus)
+		run := req.run(p, req.Messages)
+		pl, err := rt.plan(ctx, req.Agent, p, true, run)
 		if err != nil {
 			return nil, err
 		}
-		rn, err := rt.prepare(ctx, a, prov, req.run(p, req.Messages))
+		rn, err := rt.prepare(ctx, pl, run)
 		if err != nil {
 			return nil, err
 		}
-		return &Turn{ID: rn.ID, Agent: a, run: rn}, nil
+		return &Turn{ID: rn.ID, Agent: rn.Agent, run: rn}, nil
 	}
 	return rt.beginSession(ctx, p, req)
 }
@@ -154,38 +154,15 @@ func (rt *Runtime) RunTurn(ctx context.Context, t *Turn, onDelta func(string) er
 	return TurnResult{Result: res, RunID: t.ID, Agent: t.Agent, SessionKey: t.SessionKey}, err
 }
 
-// decide resolves agent ref and applies the policy (resolve), then
-// checks that the agent can run (ready).
-func (rt *Runtime) decide(ctx context.Context, p gateway.Principal, ref string, anyStatus bool) (gateway.Agent, gateway.Provider, error) {
-	a, prov, err := rt.resolve(ctx, p, ref)
-	if err != nil {
-		return a, prov, err
-	}
-	return a, prov, ready(a, prov, anyStatus)
-}
-
 // resolve finds agent ref (the default agent of p's user when "") and
-// decides whether p may run it, before anything else about it is read.
-func (rt *Runtime) resolve(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, gateway.Provider, error) {
-	if ref == "" {
-		d, ok := rt.agents.(Defaults)
-		if !ok {
-			return gateway.Agent{}, gateway.Provider{}, fmt.Errorf("%w: no agent named", ErrAgentNotFound)
-		}
-		a, err := d.DefaultAgent(ctx, p.User)
-		if err != nil {
-			return gateway.Agent{}, gateway.Provider{}, notFound(err, "default agent")
-		}
-		ref = a.ID.String()
+// decides whether p may run it, reading nothing else about it: the
+// check before a session turn is queued.
+func (rt *Runtime) resolve(ctx context.Context, p gateway.Principal, ref string) (gateway.Agent, error) {
+	pl, err := rt.agents.PlanRun(ctx, gateway.PlanRequest{Agent: ref, For: p, AnyStatus: true, Bare: true})
+	if err != nil {
+		return gateway.Agent{}, notFound(err, cmp.Or(ref, "default agent"))
 	}
-	a, prov, err := rt.agents.ResolveAgent(ctx, ref)
-	switch {
-	case err != nil:
-		return a, prov, notFound(err, ref)
-	case !p.MayRun(&a):
-		return a, prov, fmt.Errorf("%w: %q", ErrAgentNotFound, ref) // a stranger's agent: ids do not leak
-	}
-	return a, prov, nil
+	return pl.Agent, nil
 }
 
 // ready refuses an agent that is not active (unless anyStatus) or whose

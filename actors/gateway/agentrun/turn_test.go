@@ -16,25 +16,22 @@ import (
 // countingToolbox counts tool resolutions (where MCP servers connect).
 type countingToolbox struct{ n atomic.Int64 }
 
-func (b *countingToolbox) Tools(context.Context, gateway.Agent, string) ([]Tool, error) {
+func (b *countingToolbox) Tools(context.Context, gateway.Agent, gateway.RunTools) ([]Tool, error) {
 	b.n.Add(1)
 	return nil, nil
 }
 
-// countingGateway counts what preparing a run reads about the user.
+// countingGateway counts what planning a run reads about the user.
 type countingGateway struct {
 	*fakeGateway
 	userContext, skills atomic.Int64
 }
 
-func (g *countingGateway) UserContext(context.Context, uuid.UUID, string) (string, error) {
-	g.userContext.Add(1)
-	return "", nil
-}
-
-func (g *countingGateway) RunSkills(context.Context, uuid.UUID) ([]gateway.RunSkill, error) {
-	g.skills.Add(1)
-	return nil, nil
+func newCountingGateway() *countingGateway {
+	g := &countingGateway{fakeGateway: newFake()}
+	g.fakeGateway.userContext = func(uuid.UUID, string) string { g.userContext.Add(1); return "" }
+	g.fakeGateway.skills = func(uuid.UUID) []gateway.RunSkill { g.skills.Add(1); return nil }
+	return g
 }
 
 func (g *countingGateway) ReadSkillFile(context.Context, string, string, int, string) ([]byte, error) {
@@ -52,12 +49,10 @@ func TestTurnDecidesPolicyFirst(t *testing.T) {
 		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`))
 	}))
 	defer srv.Close()
-	f := &countingGateway{fakeGateway: newFake()}
+	f := newCountingGateway()
 	f.add("private", gateway.ProviderOpenAICompat, srv.URL, `{}`, func(a *gateway.Agent, _ *gateway.Provider) { a.OwnerID = "alice" })
-	rt := New(f, f)
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	box := &countingToolbox{}
-	rt.SetToolbox(box)
+	rt := newRuntime(t, f.fakeGateway, func(d *Deps) { d.Skills, d.Toolbox = f, box })
 	req := TurnRequest{Agent: "private", Endpoint: "test", Messages: []Message{{Role: "user", Content: "x"}}}
 
 	for _, p := range []gateway.Principal{{User: "mallory"}, {User: "mallory", Trusted: true}, {}, {User: "alice", BoundAgent: uuid.New()}} {
@@ -87,8 +82,8 @@ func TestTurnDefaultAgent(t *testing.T) {
 	f.add("mine", gateway.ProviderEcho, "", `{"delay_ms":0}`, func(a *gateway.Agent, _ *gateway.Provider) { a.OwnerID = "alice" })
 	f.def = f.agents["mine"]
 	f.agents[f.def.ID.String()] = f.def // resolved by id
+	f.fakeGateway.defaultAgent = func(user string) (gateway.Agent, error) { return f.DefaultAgent(context.Background(), user) }
 	rt := newRuntime(t, f.fakeGateway)
-	rt.agents = f
 	req := TurnRequest{Endpoint: "test", Messages: []Message{{Role: "user", Content: "hello"}}}
 	res, err := rt.Turn(context.Background(), gateway.Principal{User: "alice"}, req)
 	if err != nil || res.Agent.AgentKey != "mine" || res.Content != "echo: hello" {
@@ -110,4 +105,32 @@ func (g *defaultsGateway) DefaultAgent(_ context.Context, user string) (gateway.
 		return gateway.Agent{}, gateway.ErrNotFound
 	}
 	return g.def, nil
+}
+
+// TestTurnPlansOnce: a turn, a run for no agent (the default agent) and
+// a tools listing each make one planning read (PlanRun), whatever the
+// agent has: fallbacks, USER.md, skills, tools.
+func TestTurnPlansOnce(t *testing.T) {
+	f := newCountingGateway()
+	f.add("fb", gateway.ProviderEcho, "", `{"delay_ms":0}`, nil)
+	f.add("main", gateway.ProviderEcho, "", `{"delay_ms":0}`, func(a *gateway.Agent, _ *gateway.Provider) {
+		a.OwnerID = "alice"
+		a.Fallbacks = []gateway.Fallback{{ProviderID: f.agents["fb"].ProviderID, Model: "m2"}}
+	})
+	def := f.agents["main"]
+	f.agents[def.ID.String()] = def
+	f.fakeGateway.defaultAgent = func(string) (gateway.Agent, error) { return def, nil }
+	rt := newRuntime(t, f.fakeGateway, withToolbox(&countingToolbox{}))
+	alice := gateway.Principal{User: "alice"}
+	for _, ref := range []string{"main", ""} {
+		f.plans.Store(0)
+		_, err := rt.Turn(context.Background(), alice, TurnRequest{Agent: ref, Endpoint: "test", Messages: []Message{{Role: "user", Content: "hi"}}})
+		if n := f.plans.Load(); err != nil || n != 1 {
+			t.Errorf("Turn(agent %q) = %v with %d planning reads, want 1", ref, err, n)
+		}
+	}
+	f.plans.Store(0)
+	if _, _, err := rt.ToolsFor(context.Background(), alice, "main"); err != nil || f.plans.Load() != 1 {
+		t.Errorf("ToolsFor = %v with %d planning reads, want 1", err, f.plans.Load())
+	}
 }

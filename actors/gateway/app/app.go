@@ -33,6 +33,9 @@ type Config struct {
 	// Registerer takes the provider calls' metrics (attempts, fallbacks,
 	// keys cooling down); nil registers none.
 	Registerer prometheus.Registerer
+	// TurnLock serializes a session's turns across a cluster's nodes (cmd:
+	// the cluster's session locks); nil on one node.
+	TurnLock agentrun.TurnLock
 }
 
 // DefaultConfig returns the services' defaults. Its Sandbox is "none",
@@ -90,7 +93,13 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	rt := agentrun.New(g, g)
+	box := toolbox.New(g, sb, cfg.MCP, g.Logger())
+	rt, err := agentrun.New(agentrun.Deps{Agents: g, Recorder: g, Sessions: g, Prompts: g, Now: g.Now, Logger: g.Logger(),
+		Memory: g, Delegations: g, Skills: g, Toolbox: box, TurnLock: cfg.TurnLock,
+		Budgets: g, Prices: g, RequireKnownPrices: g.RequireKnownPrices()}) // budgets: docs/budgets.md
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	if err := rt.SetLimits(cfg.Limits); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
@@ -99,9 +108,6 @@ func New(cfg Config, g *gateway.Gateway, lg *slog.Logger) (*App, error) {
 			return nil, fmt.Errorf("app: provider metrics: %w", err)
 		}
 	}
-	rt.SetBudgets(g, g, g.RequireKnownPrices()) // docs/budgets.md
-	box := toolbox.New(g, sb, cfg.MCP, g.Logger())
-	rt.SetToolbox(box)
 	wh, err := webhook.New(cfg.Webhook, g, rt, lg)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)

@@ -23,9 +23,6 @@ import (
 
 // Source is what the toolbox needs from the gateway.
 type Source interface {
-	// AgentCustomTools returns the enabled custom tools agent runs with,
-	// env opened (none when tool execution is off).
-	AgentCustomTools(ctx context.Context, agent uuid.UUID) ([]gateway.RunnableTool, error)
 	// WorkspaceOf is the agent's workspace directory.
 	WorkspaceOf(agent uuid.UUID) string
 	// MCPAccessFor lists the servers a run of agent for user may use.
@@ -123,15 +120,13 @@ func (b *Box) Starting(ctx context.Context, agent uuid.UUID, user string) ([]str
 	return out, nil
 }
 
-// Tools lists a's tools for user: custom tools, then the granted MCP
-// servers' tools (a server that cannot be reached is left out of this
-// run, and logged). An MCP tool whose name is taken gets its server's
-// tool_prefix (or name) and "_" in front.
-func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]agentrun.Tool, error) {
-	cts, err := b.src.AgentCustomTools(ctx, a.ID)
-	if err != nil {
-		return nil, err
-	}
+// Tools makes a's planned tools runnable (the custom tools and MCP
+// access of its run's plan, gateway.RunPlan.Tools): custom tools, then
+// the granted MCP servers' tools (a server that cannot be reached is left
+// out of this run, and logged). An MCP tool whose name is taken gets its
+// server's tool_prefix (or name) and "_" in front.
+func (b *Box) Tools(ctx context.Context, a gateway.Agent, planned gateway.RunTools) ([]agentrun.Tool, error) {
+	cts := planned.Custom
 	ws := b.src.WorkspaceOf(a.ID)
 	taken := map[string]bool{}
 	for _, n := range gateway.BuiltinTools {
@@ -142,11 +137,7 @@ func (b *Box) Tools(ctx context.Context, a gateway.Agent, user string) ([]agentr
 		out = append(out, customTool(ct, ws, b.sb))
 		taken[ct.Name] = true
 	}
-	access, err := b.src.MCPAccessFor(ctx, a.ID, user)
-	if err != nil {
-		return nil, err
-	}
-	for _, acc := range access {
+	for _, acc := range planned.MCP {
 		spec := b.spec(acc.Server, acc.Secrets)
 		wctx, cancel := waitCtx(ctx, toolsWait)
 		tools, err := b.pool.Tools(wctx, spec)

@@ -200,7 +200,9 @@ func ollamaReadAnswer(ctx context.Context, body io.Reader, maxAnswer int) (Resul
 func ollamaReadStream(ctx context.Context, body io.Reader, maxAnswer int, onDelta OnDelta) (Result, error) {
 	a := ollamaAnswer{max: maxAnswer}
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 16<<10), oaLineLimit(maxAnswer))
+	buf := lineBufs.Get().(*[]byte)
+	defer lineBufs.Put(buf)
+	sc.Buffer((*buf)[:0], oaLineLimit(maxAnswer))
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(bytes.TrimSpace(line)) == 0 {

@@ -29,7 +29,7 @@ func poolCalls(t *testing.T, c llm.Client, n, conc int, stream bool) {
 // upstream connection, streamed or not: a stream is read to its end
 // after [DONE] so its connection is reused (issue 35). Without the drain
 // every streamed call opens one; the bound (1 in 10) leaves room for a
-// loaded machine, where a drain's 50 ms can run out.
+// loaded machine, where a drain's 250 ms can run out.
 func TestOpenAIPoolReuse(t *testing.T) {
 	const calls = 200
 	for _, tc := range []struct {
@@ -57,7 +57,7 @@ func TestOpenAIPoolReuse(t *testing.T) {
 }
 
 // TestOpenAIDrainBounded: a provider that keeps sending after [DONE]
-// does not hold the call (the drain stops after 50 ms).
+// does not hold the call (the drain stops after 250 ms).
 func TestOpenAIDrainBounded(t *testing.T) {
 	s := llmtest.NewPoolStub(t, true)
 	hc := &http.Client{Transport: &http.Transport{}}
