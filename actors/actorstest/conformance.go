@@ -82,6 +82,12 @@ type Domain struct {
 	Ext func(n *Node) actors.Extension
 	// Steps is the number of commands each check runs (0: 30).
 	Steps int
+	// CutSteps is the number of commands replay-rule drives (0: Steps):
+	// it builds an image per pair of cuts, so a domain whose commands
+	// need many steps to write every record kind may drive fewer there
+	// and script every kind in Records. Covers is not checked there
+	// when CutSteps < Steps.
+	CutSteps int
 	// SnapshotEvery is how often (in steps) restore takes a snapshot
 	// (0: 2).
 	SnapshotEvery int
@@ -91,6 +97,9 @@ type Domain struct {
 	// for the replay rule over an exact script beside the driven one
 	// (nil: none). It is called once per use; records must be fresh.
 	Records func(tb testing.TB) []wal.Record
+	// ScriptImage returns the image Records are replayed on (nil: the
+	// driven extension's OfflineImage).
+	ScriptImage func() actors.OfflineImage
 	// Kind names a record for Covers ("" for records not counted).
 	Kind func(r wal.Record) string
 	// Covers are the kinds every check's commands must have written.
@@ -228,7 +237,13 @@ type seqRecord struct {
 // section and fed recs.
 func image(tb testing.TB, ext actors.Extension, section []byte, recs []seqRecord) []byte {
 	tb.Helper()
-	oi := ext.(actors.OfflineImager).OfflineImage()
+	return imageOf(tb, ext.(actors.OfflineImager).OfflineImage(), section, recs)
+}
+
+// imageOf is the section of oi, which must be fresh, restored from
+// section and fed recs.
+func imageOf(tb testing.TB, oi actors.OfflineImage, section []byte, recs []seqRecord) []byte {
+	tb.Helper()
 	if err := oi.Restore(section); err != nil {
 		tb.Fatalf("OfflineImage.Restore: %v", err)
 	}
@@ -363,7 +378,11 @@ func checkReplayRule(t *testing.T, d Domain) {
 		section []byte
 	}
 	cuts := []cut{{0, nil}}
-	for i := range d.steps() {
+	steps := d.steps()
+	if d.CutSteps > 0 && d.CutSteps < steps {
+		steps, cov.d.Covers = d.CutSteps, nil
+	}
+	for i := range steps {
 		drv.Step(t, i)
 		idx, section := d.capture(t, n, drv)
 		cuts = append(cuts, cut{idx, section})
@@ -387,11 +406,18 @@ func checkReplayRule(t *testing.T, d Domain) {
 	for i, r := range d.Records(t) {
 		script = append(script, seqRecord{uint64(i + 1), r})
 	}
-	scripted := func(j int) []byte { return image(t, ext, nil, script[:j]) }
-	want := scripted(len(script))
+	newImage := ext.(actors.OfflineImager).OfflineImage
+	if d.ScriptImage != nil {
+		newImage = d.ScriptImage
+	}
+	sections := make([][]byte, len(script)+1) // after 0..n records
+	for j := range sections {
+		sections[j] = imageOf(t, newImage(), nil, script[:j])
+	}
+	want := sections[len(script)]
 	for k := 0; k <= len(script); k++ {
 		for j := k; j <= len(script); j++ {
-			got := image(t, ext, scripted(j), script[k:])
+			got := imageOf(t, newImage(), sections[j], script[k:])
 			if !d.same(t, fmt.Sprintf("script: section at %d (barrier %d), then replay after %d", j, k, k), want, got) {
 				t.FailNow()
 			}
