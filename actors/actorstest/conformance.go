@@ -394,7 +394,7 @@ func checkReplayRule(t *testing.T, d Domain) {
 		after := recordsAfter(all, cuts[k].idx)
 		for j := k; j < len(cuts); j++ {
 			got := image(t, ext, cuts[j].section, after)
-			if !d.same(t, fmt.Sprintf("driven: section after step %d (index %d), then the records after index %d", j-1, cuts[j].idx, cuts[k].idx), live, got) {
+			if !d.same(t, fmt.Sprintf("driven: section after %d steps (index %d), then the records after index %d", j, cuts[j].idx, cuts[k].idx), live, got) {
 				t.FailNow()
 			}
 		}
