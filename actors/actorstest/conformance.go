@@ -20,7 +20,9 @@ package actorstest
 //	}
 //
 // Start builds a started node of the domain (pass opts on to New: the
-// suite gives a follower the writer's clock) and a Driver that runs
+// suite gives a follower the writer's clock); the checks run in
+// parallel, so it must be safe to call concurrently. It returns the node
+// and a Driver that runs
 // command i on it. The driver must read the running extension from the
 // node at every step (n.Exts, or a Domain.Ext of its own): the suite
 // crashes and restarts the node between steps. A step may do nothing (a
@@ -119,10 +121,11 @@ func Conformance(t *testing.T, d Domain) {
 	if d.Start == nil {
 		t.Fatal("actorstest.Conformance: Domain.Start is nil")
 	}
-	t.Run("restore", func(t *testing.T) { checkRestore(t, d) })
-	t.Run("offline-image", func(t *testing.T) { checkOffline(t, d) })
-	t.Run("replay-rule", func(t *testing.T) { checkReplayRule(t, d) })
-	t.Run("live-apply", func(t *testing.T) { checkLiveApply(t, d) })
+	// The checks run on nodes of their own, in parallel.
+	t.Run("restore", func(t *testing.T) { t.Parallel(); checkRestore(t, d) })
+	t.Run("offline-image", func(t *testing.T) { t.Parallel(); checkOffline(t, d) })
+	t.Run("replay-rule", func(t *testing.T) { t.Parallel(); checkReplayRule(t, d) })
+	t.Run("live-apply", func(t *testing.T) { t.Parallel(); checkLiveApply(t, d) })
 }
 
 func (d Domain) steps() int {

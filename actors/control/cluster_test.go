@@ -31,8 +31,9 @@ type clusterNode struct {
 // last-use save of another node raced with it), and answer every token
 // alike.
 func TestClusterNodesConverge(t *testing.T) {
+	// The seeds run on clusters of their own, in parallel.
 	for seed := range uint64(3) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { clusterConverges(t, seed) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { t.Parallel(); clusterConverges(t, seed) })
 	}
 }
 

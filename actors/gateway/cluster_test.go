@@ -99,8 +99,9 @@ func replayShared(t *testing.T, log *actorstest.SharedLog) []byte {
 // entity end with the newest record on every node (liveMarks), and every
 // run counts on every node.
 func TestClusterNodesConverge(t *testing.T) {
+	// The seeds run on clusters of their own, in parallel.
 	for seed := range uint64(3) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { clusterConverges(t, seed) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { t.Parallel(); clusterConverges(t, seed) })
 	}
 }
 
