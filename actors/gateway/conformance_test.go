@@ -3,8 +3,10 @@ package gateway
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
@@ -27,10 +29,31 @@ const conformanceSeed = 3
 // deletes pass because applying one again changes nothing.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex // the checks run in parallel
+	props := map[*actorstest.Node]*prop{}
+	propOf := func(n *actorstest.Node) *prop {
+		mu.Lock()
+		defer mu.Unlock()
+		return props[n]
+	}
 	actorstest.Conformance(t, actorstest.Domain{
 		Start: func(tb testing.TB, opts ...actorstest.Option) (*actorstest.Node, actorstest.Driver) {
 			p := conformanceProp(tb.(*testing.T), conformanceSeed, opts)
+			mu.Lock()
+			props[p.n] = p
+			mu.Unlock()
 			return p.n, p
+		},
+		// After each restart everything the gateway shows is as before,
+		// and as the model expects.
+		Observe: func(tb testing.TB, n *actorstest.Node) any { return propOf(n).views() },
+		AfterRestore: func(tb testing.TB, what string, before any, n *actorstest.Node) {
+			p := propOf(n)
+			p.t, p.gw = tb.(*testing.T), n.Exts[0].(*Gateway)
+			if diff := cmp.Diff(before, p.views()); diff != "" {
+				tb.Errorf("%s: views differ (-live +restored):\n%s", what, diff)
+			}
+			p.checkModel()
 		},
 		// 40 random commands write a dozen record kinds; every kind is
 		// driven by TestLiveEqualsRestore and TestApplyLiveEqualsWriter
