@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -133,6 +134,13 @@ func StartAgents(ctx context.Context, cfg AgentConfig) (_ *AgentSuite, err error
 			return nil, err
 		}
 		s.procs = append(s.procs, p)
+		if cfg.Iso.Pin {
+			out, err := pinServer(p)
+			if err != nil {
+				return nil, err
+			}
+			s.logf("%s: %s", b.name, strings.ReplaceAll(out, "\n", "; "))
+		}
 		keys, err := provisionUsers(ctx, a.gateway, turnUser, quietUser, noisyUser)
 		if err == nil && cfg.Halves {
 			if s.stub == nil {

@@ -80,6 +80,8 @@
 // and sized with -entries, -searchers, -iso-duration and -turns. Their
 // clients are net/http (latency is what they measure, not throughput);
 // every request of the quiet user is counted, a failed or stuck one too.
+// With -pin (2+ CPUs, taskset) the suite runs on CPU 0 and the gatehouses
+// on CPU 1, so that the isolation case's latencies are the server's own.
 //
 // The load generator is built like wrk, to leave the servers as much of
 // the shared CPU as it can: a few OS threads, each with its own epoll set

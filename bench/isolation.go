@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +35,47 @@ type IsolationConfig struct {
 	Duration  time.Duration // the quiet user's measured time per phase
 	Warmup    time.Duration // the searches' head start before the quiet user is measured
 	Timeout   time.Duration // a request's client-side limit (a failure past it)
+	// Pin runs the gatehouses on serverCPU, the load generator (the
+	// suite's process, PinLoad) being on loadCPU (issue 35, -pin).
+	Pin bool
+}
+
+// Pinning (issue 35, -pin): on a 2-core machine the load generator and
+// the server otherwise share both cores, and the quiet user's latencies
+// include the time the server waits for the generator's goroutines. With
+// each on a core of its own they are what the server does with one core.
+const (
+	loadCPU   = 0
+	serverCPU = 1
+)
+
+// PinLoad pins every thread of this process (the load generator) to
+// loadCPU, with GOMAXPROCS 1 to match; threads and processes it starts
+// later inherit the CPU (a gatehouse is then moved to serverCPU).
+func PinLoad() error {
+	if runtime.NumCPU() < 2 {
+		return fmt.Errorf("bench: pinning needs 2 CPUs, this process may use %d", runtime.NumCPU())
+	}
+	if _, err := pinPID(os.Getpid(), loadCPU); err != nil {
+		return err
+	}
+	runtime.GOMAXPROCS(1)
+	return nil
+}
+
+// pinServer moves every thread of p to serverCPU and returns taskset's
+// report. Started by a pinned suite, p began on loadCPU alone, so its
+// runtime chose GOMAXPROCS 1.
+func pinServer(p *Proc) (string, error) { return pinPID(p.cmd.Process.Pid, serverCPU) }
+
+// pinPID sets the CPU affinity of every thread of process pid to cpu
+// (taskset -a, util-linux); the threads it starts later inherit it.
+func pinPID(pid, cpu int) (string, error) {
+	out, err := exec.Command("taskset", "-a", "-c", "-p", strconv.Itoa(cpu), strconv.Itoa(pid)).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("bench: pin pid %d to CPU %d: taskset: %w: %s", pid, cpu, err, bytes.TrimSpace(out))
+	}
+	return string(bytes.TrimSpace(out)), nil
 }
 
 // DefaultIsolationConfig is what `make bench` runs: 3,000 entries of 200

@@ -15,6 +15,12 @@
 // Every call to Start builds fresh extensions (an Extension serves one
 // System), the accounts (actors/accounts) first: System carries them. Cleanups stop the system before its WAL closes. A Node is not
 // safe for concurrent use; the System it returns is.
+//
+// Beside nodes: Conformance (conformance.go), the suite of the
+// Extension rules every domain runs with a Domain value; and SharedLog
+// (sharedlog.go), cluster mode's replicated log in one process, with the
+// NodeLog each node appends through and the Follower that applies the
+// other nodes' records live.
 package actorstest
 
 import (

@@ -2,11 +2,9 @@ package control
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,63 +14,14 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
-	"gatehouse/wal"
 )
 
-// sharedLog stands for cluster mode's replicated log in one process (see
-// the gateway's cluster test): one order of every node's appends.
-type sharedLog struct {
-	mu   sync.Mutex
-	recs []sharedRec
-	more chan struct{} // closed at the next append
-}
-
-type sharedRec struct {
-	writer string
-	rec    wal.Record
-}
-
-func (l *sharedLog) append(writer string, recs []wal.Record) uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range recs {
-		l.recs = append(l.recs, sharedRec{writer, wal.Record{Type: r.Type, Data: slices.Clone(r.Data)}})
-	}
-	close(l.more)
-	l.more = make(chan struct{})
-	return uint64(len(l.recs))
-}
-
-func (l *sharedLog) from(pos int) ([]sharedRec, <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.recs[pos:], l.more
-}
-
-// nodeLog is one node's EventLog: its own WAL, then the shared log, whose
-// seq the actor gets.
-type nodeLog struct {
-	inner  actors.EventLog
-	shared *sharedLog
-	writer string
-}
-
-func (n nodeLog) Append(recs ...wal.Record) (uint64, error) {
-	if _, err := n.inner.Append(recs...); err != nil {
-		return 0, err
-	}
-	return n.shared.append(n.writer, recs), nil
-}
-
-func (n nodeLog) AppendAsync(recs []wal.Record, done func(uint64, error)) {
-	panic("control appends synchronously")
-}
-
+// clusterNode is one node of a simulated cluster on an
+// actorstest.SharedLog (see the gateway's cluster test).
 type clusterNode struct {
-	name    string
-	ctl     *Control
-	mu      sync.Mutex
-	applied int
+	name string
+	ctl  *Control
+	f    *actorstest.Follower
 }
 
 // TestClusterNodesConverge: two nodes on one shared log use, revoke and
@@ -82,20 +31,18 @@ type clusterNode struct {
 // last-use save of another node raced with it), and answer every token
 // alike.
 func TestClusterNodesConverge(t *testing.T) {
+	// The seeds run on clusters of their own, in parallel.
 	for seed := range uint64(3) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { clusterConverges(t, seed) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { t.Parallel(); clusterConverges(t, seed) })
 	}
 }
 
 func clusterConverges(t *testing.T, seed uint64) {
-	log := &sharedLog{more: make(chan struct{})}
+	log := actorstest.NewSharedLog()
 	clk := clock.NewFake(actorstest.T0)
 	nodes := startNodes(t, log, clk)
 	for _, cn := range nodes {
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Go(func() { cn.follow(ctx, t, log) })
-		t.Cleanup(func() { cancel(); wg.Wait() })
+		cn.f = log.Follow(t, cn.name, cn.ctl)
 	}
 	ctx := actorstest.Ctx(t)
 	a := nodes[0].ctl
@@ -212,28 +159,27 @@ func clusterConverges(t *testing.T, seed uint64) {
 
 // replayed is a Control that applied the whole of log, as a node
 // restoring from it would.
-func replayed(t *testing.T, log *sharedLog) *Control {
+func replayed(t *testing.T, log *actorstest.SharedLog) *Control {
 	t.Helper()
 	replay := New()
-	all, _ := log.from(0)
-	for i, r := range all {
-		if err := replay.Apply(uint64(i+1), r.rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	log.Replay(t, replay.Apply)
 	return replay
 }
 
 // startNodes starts nodes A and B, each appending to its own WAL and
 // to log; the caller applies the others' records (follow, or by hand).
-func startNodes(t *testing.T, log *sharedLog, clk *clock.Fake) []*clusterNode {
+func startNodes(t *testing.T, log *actorstest.SharedLog, clk *clock.Fake) []*clusterNode {
 	t.Helper()
 	var nodes []*clusterNode
 	for _, name := range []string{"A", "B"} {
 		cn := &clusterNode{name: name}
 		n := actorstest.New(t, actorstest.WithClock(clk), actorstest.WithExtensions(func() []actors.Extension {
 			cn.ctl = New()
-			cn.ctl.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
+			cn.ctl.wrapLog = func(l actors.EventLog) actors.EventLog {
+				nl := log.Node(name, l)
+				nl.SyncOnly = true // control appends synchronously
+				return nl
+			}
 			return []actors.Extension{cn.ctl}
 		}))
 		n.Start()
@@ -242,51 +188,14 @@ func startNodes(t *testing.T, log *sharedLog, clk *clock.Fake) []*clusterNode {
 	return nodes
 }
 
-func (cn *clusterNode) follow(ctx context.Context, t *testing.T, log *sharedLog) {
-	pos := 0
-	for {
-		recs, more := log.from(pos)
-		for _, r := range recs {
-			pos++
-			if r.writer != cn.name {
-				if err := cn.ctl.ApplyLive(ctx, uint64(pos), r.rec); err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("%s: ApplyLive(%d): %v", cn.name, pos, err)
-					}
-					return
-				}
-			}
-			cn.mu.Lock()
-			cn.applied = pos
-			cn.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-more:
-		}
-	}
-}
-
 // settle waits until every follower has reached the end of the log.
-func settle(t *testing.T, log *sharedLog, nodes []*clusterNode) {
+func settle(t *testing.T, log *actorstest.SharedLog, nodes []*clusterNode) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	var fs []*actorstest.Follower
 	for _, cn := range nodes {
-		for {
-			all, _ := log.from(0)
-			cn.mu.Lock()
-			done := cn.applied == len(all)
-			cn.mu.Unlock()
-			if done {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's follower did not reach the end of the log", cn.name)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		fs = append(fs, cn.f)
 	}
+	log.Settle(t, fs...)
 }
 
 // TestRevokedTokenNotRevivedByALaterUse: node B saves a token's last use
@@ -295,21 +204,16 @@ func settle(t *testing.T, log *sharedLog, nodes []*clusterNode) {
 // last, yet the token stays revoked on both nodes and in a replay of the
 // log: a use never brings back a token that is gone.
 func TestRevokedTokenNotRevivedByALaterUse(t *testing.T) {
-	log := &sharedLog{more: make(chan struct{})}
+	log := actorstest.NewSharedLog()
 	clk := clock.NewFake(actorstest.T0)
 	nodes := startNodes(t, log, clk)
 	ctx := actorstest.Ctx(t)
+	for _, cn := range nodes {
+		cn.f = actorstest.NewFollower(cn.name, cn.ctl)
+	}
 	catchUp := func(cn *clusterNode) { // applies the others' records, in this goroutine
 		t.Helper()
-		all, _ := log.from(cn.applied)
-		for _, r := range all {
-			cn.applied++
-			if r.writer != cn.name {
-				if err := cn.ctl.ApplyLive(ctx, uint64(cn.applied), r.rec); err != nil {
-					t.Fatalf("%s: ApplyLive(%d): %v", cn.name, cn.applied, err)
-				}
-			}
-		}
+		cn.f.CatchUp(ctx, t, log)
 	}
 	a, b := nodes[0], nodes[1]
 	user := uuid.New()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +25,13 @@ import (
 // the follower must also answer like the writer: its View, what its
 // subscribers heard, its token lists and its answer to every token.
 func TestConformance(t *testing.T) {
+	var mu sync.Mutex // the checks run in parallel
 	drivers := map[*actorstest.Node]*controlDriver{}
+	driver := func(n *actorstest.Node) *controlDriver {
+		mu.Lock()
+		defer mu.Unlock()
+		return drivers[n]
+	}
 	actorstest.Conformance(t, actorstest.Domain{
 		Start: func(tb testing.TB, opts ...actorstest.Option) (*actorstest.Node, actorstest.Driver) {
 			d := &controlDriver{secrets: map[string]string{}, ids: map[string]uuid.UUID{},
@@ -35,7 +42,9 @@ func TestConformance(t *testing.T) {
 				return []actors.Extension{c}
 			}))...)
 			d.n.Start()
+			mu.Lock()
 			drivers[d.n] = d
+			mu.Unlock()
 			return d.n, d
 		},
 		Steps: len(controlScript),
@@ -45,13 +54,13 @@ func TestConformance(t *testing.T) {
 		AfterApply: func(tb testing.TB, what string, w, f *actorstest.Node) {
 			a, b := ctlOf(w), ctlOf(f)
 			sameControl(tb, what, a, b)
-			if drivers[f].heard != b.View() {
+			if driver(f).heard != b.View() {
 				tb.Errorf("%s: B's subscriber did not hear its latest view", what)
 			}
 			// B answers A's tokens (its own uses are saved in its own
 			// log: both clocks stand at T0, so they match A's).
 			ctx := actorstest.Ctx(tb)
-			wd := drivers[w]
+			wd := driver(w)
 			for name, s := range wd.secrets {
 				// One address per check: the revoked tokens' failures
 				// would throttle a shared one.

@@ -23,7 +23,7 @@ import (
 type sharedLocks struct {
 	mu  sync.Mutex
 	m   map[string]*sync.Mutex
-	log *sharedLog
+	log *actorstest.SharedLog
 }
 
 type nodeLocks struct {
@@ -40,12 +40,9 @@ func (n nodeLocks) Lock(ctx context.Context, name string) (func(), error) {
 	}
 	n.l.mu.Unlock()
 	mu.Lock()
-	all, _ := n.l.log.from(0)
+	end := n.l.log.Len()
 	for {
-		n.cn.mu.Lock()
-		caught := n.cn.applied >= len(all)
-		n.cn.mu.Unlock()
-		if caught {
+		if n.cn.f.Applied() >= end {
 			return mu.Unlock, nil
 		}
 		if ctx.Err() != nil {
@@ -58,9 +55,9 @@ func (n nodeLocks) Lock(ctx context.Context, name string) (func(), error) {
 
 // startBudgetCluster starts names' nodes in cluster mode (NodeID set) on
 // one shared log, with the budget locks (unless noLocks).
-func startBudgetCluster(t *testing.T, noLocks bool, names ...string) (*sharedLog, []*clusterNode, *clock.Fake) {
+func startBudgetCluster(t *testing.T, noLocks bool, names ...string) (*actorstest.SharedLog, []*clusterNode, *clock.Fake) {
 	t.Helper()
-	log := newSharedLog()
+	log := actorstest.NewSharedLog()
 	locks := &sharedLocks{m: map[string]*sync.Mutex{}, log: log}
 	clk := clock.NewFake(actorstest.T0)
 	var nodes []*clusterNode
@@ -69,18 +66,15 @@ func startBudgetCluster(t *testing.T, noLocks bool, names ...string) (*sharedLog
 		cfg.NodeID = name
 		cfg.TenantShards = 3 + i
 		n := newNode(t, cfg, func(g *Gateway) {
-			g.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
+			g.wrapLog = nodeLog(log, name)
 		})
 		n.Clock = clk
 		cn := &clusterNode{name: name, gw: start(n)}
+		cn.f = log.Follow(t, name, cn.gw)
 		if !noLocks {
 			cn.gw.SetBudgetLocker(nodeLocks{locks, cn})
 		}
 		nodes = append(nodes, cn)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Go(func() { cn.follow(ctx, t, log) })
-		t.Cleanup(func() { cancel(); wg.Wait() })
 	}
 	return log, nodes, clk
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,85 +16,29 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
-	"gatehouse/wal"
 )
 
-// sharedLog stands for cluster mode's replicated log in one process: one
-// order of every node's appends (seq = position), which each node's
-// follower reads.
-type sharedLog struct {
-	mu   sync.Mutex
-	recs []sharedRec
-	more chan struct{} // closed at the next append
-}
-
-type sharedRec struct {
-	writer string
-	rec    wal.Record
-}
-
-func newSharedLog() *sharedLog { return &sharedLog{more: make(chan struct{})} }
-
-// append adds recs as writer's batch and returns the last one's seq.
-func (l *sharedLog) append(writer string, recs []wal.Record) uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range recs {
-		l.recs = append(l.recs, sharedRec{writer, wal.Record{Type: r.Type, Data: slices.Clone(r.Data)}})
-	}
-	close(l.more)
-	l.more = make(chan struct{})
-	return uint64(len(l.recs))
-}
-
-// from returns the records after position pos, and a channel closed at the
-// next append.
-func (l *sharedLog) from(pos int) ([]sharedRec, <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.recs[pos:], l.more
-}
-
-// nodeLog is one node's EventLog in the cluster: its own WAL (durable
-// locally), then the shared log, whose seq the actors get.
-type nodeLog struct {
-	inner  actors.EventLog
-	shared *sharedLog
-	writer string
-}
-
-func (n nodeLog) Append(recs ...wal.Record) (uint64, error) {
-	if _, err := n.inner.Append(recs...); err != nil {
-		return 0, err
-	}
-	return n.shared.append(n.writer, recs), nil
-}
-
-func (n nodeLog) AppendAsync(recs []wal.Record, done func(uint64, error)) {
-	n.inner.AppendAsync(recs, func(_ uint64, err error) {
-		if err != nil {
-			done(0, err)
-			return
-		}
-		done(n.shared.append(n.writer, recs), nil)
-	})
-}
-
-// clusterNode is one node of a simulated cluster: a System with a Gateway
-// appending to the shared log, and its follower applying the other
-// nodes' records.
+// clusterNode is one node of a simulated cluster on an
+// actorstest.SharedLog (cluster mode's replicated log in one process): a
+// System with a Gateway appending to the shared log, and its follower
+// applying the other nodes' records (and its own budget holds, which the
+// gateway applies in log order: OwnApplier).
 type clusterNode struct {
-	name    string
-	gw      *Gateway
-	mu      sync.Mutex
-	applied int // shared log position the follower reached
+	name string
+	gw   *Gateway
+	f    *actorstest.Follower
+}
+
+// nodeLog is name's EventLog on log, for Gateway.wrapLog.
+func nodeLog(log *actorstest.SharedLog, name string) func(actors.EventLog) actors.EventLog {
+	return func(l actors.EventLog) actors.EventLog { return log.Node(name, l) }
 }
 
 // startCluster starts names' nodes on one shared log, their followers
 // running until the test ends.
-func startCluster(t *testing.T, seed uint64, names ...string) (*sharedLog, []*clusterNode) {
+func startCluster(t *testing.T, seed uint64, names ...string) (*actorstest.SharedLog, []*clusterNode) {
 	t.Helper()
-	log := newSharedLog()
+	log := actorstest.NewSharedLog()
 	clk := clock.NewFake(actorstest.T0)
 	var nodes []*clusterNode
 	for i, name := range names {
@@ -110,75 +53,32 @@ func startCluster(t *testing.T, seed uint64, names ...string) (*sharedLog, []*cl
 				}
 				return id
 			}
-			g.wrapLog = func(l actors.EventLog) actors.EventLog { return nodeLog{l, log, name} }
+			g.wrapLog = nodeLog(log, name)
 		})
 		n.Clock = clk
 		cn := &clusterNode{name: name, gw: start(n)}
+		cn.f = log.Follow(t, name, cn.gw)
 		nodes = append(nodes, cn)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Go(func() { cn.follow(ctx, t, log) })
-		t.Cleanup(func() { cancel(); wg.Wait() })
 	}
 	return log, nodes
 }
 
-// follow applies the other nodes' records in log order until ctx ends.
-func (cn *clusterNode) follow(ctx context.Context, t *testing.T, log *sharedLog) {
-	pos := 0
-	for {
-		recs, more := log.from(pos)
-		for _, r := range recs {
-			pos++
-			if r.writer != cn.name || cn.gw.AppliesOwn(r.rec.Type) { // as actors' follower does
-				if err := cn.gw.ApplyLive(ctx, uint64(pos), r.rec); err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("%s: ApplyLive(%d): %v", cn.name, pos, err)
-					}
-					return
-				}
-			}
-			cn.mu.Lock()
-			cn.applied = pos
-			cn.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-more:
-		}
-	}
-}
-
 // settle waits until every node's runs are logged and every follower has
 // reached the end of the log.
-func settle(t *testing.T, log *sharedLog, nodes []*clusterNode) {
+func settle(t *testing.T, log *actorstest.SharedLog, nodes []*clusterNode) {
 	t.Helper()
+	var fs []*actorstest.Follower
 	for _, cn := range nodes {
 		if err := cn.gw.syncRuns(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
+		fs = append(fs, cn.f)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, cn := range nodes {
-		for {
-			all, _ := log.from(0)
-			cn.mu.Lock()
-			done := cn.applied == len(all)
-			cn.mu.Unlock()
-			if done {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's follower did not reach the end of the log", cn.name)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	log.Settle(t, fs...)
 }
 
 // replayShared is the state a restore from the shared log alone holds.
-func replayShared(t *testing.T, log *sharedLog) []byte {
+func replayShared(t *testing.T, log *actorstest.SharedLog) []byte {
 	t.Helper()
 	g, err := New(DefaultConfig())
 	if err != nil {
@@ -187,12 +87,7 @@ func replayShared(t *testing.T, log *sharedLog) []byte {
 	if err := g.Restore(nil); err != nil {
 		t.Fatal(err)
 	}
-	all, _ := log.from(0)
-	for i, r := range all {
-		if err := g.Apply(uint64(i+1), r.rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	log.Replay(t, g.Apply)
 	return g.st.encode()
 }
 
@@ -204,8 +99,9 @@ func replayShared(t *testing.T, log *sharedLog) []byte {
 // entity end with the newest record on every node (liveMarks), and every
 // run counts on every node.
 func TestClusterNodesConverge(t *testing.T) {
+	// The seeds run on clusters of their own, in parallel.
 	for seed := range uint64(3) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { clusterConverges(t, seed) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { t.Parallel(); clusterConverges(t, seed) })
 	}
 }
 

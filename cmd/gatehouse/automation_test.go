@@ -10,6 +10,8 @@ import (
 // token, the service, the key's list) after a kill -9 as after a clean
 // stop; then the data dir is scanned for the token and the credential.
 func TestEndToEndAutomation(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	up := upstream(t)
 	dataDir := t.TempDir()
 	cfg := writeConfig(t, dataDir, map[string]any{"services": map[string]any{"stub": map[string]any{"upstream": up}}})

@@ -57,6 +57,8 @@ func runSplit(t *testing.T, dir string, env []string, args ...string) (code int,
 // and flags on its -h; an unknown subcommand says so; a second server on
 // the same data dir names the one holding it.
 func TestCLI(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	tests := []struct {
 		args          []string
 		want, notWant []string
@@ -108,6 +110,8 @@ func TestCLI(t *testing.T) {
 // admin's password; a lost one is recoverable; the admin's access tokens
 // end with it (issue 31).
 func TestResetPassword(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, nil)
 	c := startChild(t, cfg)
@@ -132,6 +136,8 @@ func TestResetPassword(t *testing.T) {
 // TestBootstrapAfterBind: a port clash stops the start before the
 // bootstrap admin exists, so its one-time password is not used up.
 func TestBootstrapAfterBind(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 // TestEndToEnd walks the README's curl walk-through against the real
 // binary, restarts it, and scans the data dir for secrets.
 func TestEndToEnd(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	up := upstream(t)
 	dataDir := t.TempDir()
 	cfg := writeConfig(t, dataDir, map[string]any{"services": map[string]any{"stub": map[string]any{"upstream": up}}})

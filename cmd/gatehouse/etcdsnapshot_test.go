@@ -450,6 +450,9 @@ func TestEtcdOperationsFlags(t *testing.T) {
 // and started with the command it prints joins the cluster; `member
 // remove` takes it out again.
 func TestEtcdMemberCommands(t *testing.T) {
+	// Mostly waiting on etcd (a member is removed only after 5 s of health):
+	// its own members, data dirs and ports, so it runs beside the others.
+	t.Parallel()
 	members := newEtcdMembers(t, t.TempDir(), 1)
 	members.start(t)
 	eps := members.endpoints()[0]

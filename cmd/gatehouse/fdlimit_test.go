@@ -120,6 +120,8 @@ func closeAll(conns []net.Conn) {
 // idle connections from one client exhausted the descriptors, accept4
 // failed with EMFILE and the process exited).
 func TestFDLimitCaps(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	c := startLimited(t, writeConfig(t, t.TempDir(), nil))
 	if !strings.Contains(c.logs.String(), `"fd_limit":256`) || !strings.Contains(c.logs.String(), `"max_conns":96,"max_conns_per_ip":48`) {
 		t.Fatalf("start-up log lacks the fd limit and the derived caps:\n%s", c.logs.String())
@@ -154,6 +156,8 @@ func TestFDLimitCaps(t *testing.T) {
 // accept4 fails with EMFILE; accepting pauses and resumes once the
 // connections close, and the process never exits.
 func TestFDLimitAcceptRetried(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	c := startLimited(t, writeConfig(t, t.TempDir(), map[string]any{
 		"server": map[string]any{"host": "127.0.0.1", "port": 0, "max_conns": 1000, "max_conns_per_ip": 1000},
 	}))

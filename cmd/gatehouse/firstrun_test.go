@@ -17,6 +17,8 @@ import (
 // TestStartErrors: what stops a start names the flag or variable to fix,
 // and no internal prefix ("actors: invalid argument").
 func TestStartErrors(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  []string
@@ -46,6 +48,8 @@ func TestStartErrors(t *testing.T) {
 // TestResetPasswordWrongDir: reset-password on a directory that holds no
 // data refuses, and creates nothing.
 func TestResetPasswordWrongDir(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	typo := filepath.Join(t.TempDir(), "dta")
 	code, _, stderr := runSplit(t, "", []string{"GATEHOUSE_ADMIN_PASSWORD=a-brand-new-password"}, "reset-password", "--data-dir", typo)
 	if code == 0 || !strings.Contains(stderr, "holds no gatehouse data") || !strings.Contains(stderr, "--data-dir") {
@@ -67,6 +71,8 @@ func TestResetPasswordWrongDir(t *testing.T) {
 // GATEHOUSE_ADMIN_PASSWORD is ignored once the admin exists, naming
 // reset-password.
 func TestFirstStartHints(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	dir := t.TempDir()
 	c := startChild(t, writeConfig(t, dir, nil))
 	var ready struct{ Console, APIDocs, GatewayDocs string }
@@ -132,6 +138,8 @@ func TestAnnounceText(t *testing.T) {
 
 // TestPortTaken: a port in use names the flag to choose another.
 func TestPortTaken(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

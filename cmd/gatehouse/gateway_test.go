@@ -10,6 +10,8 @@ import (
 )
 
 func TestGatewayEmptyTokenNeedsLoopback(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	tests := []struct {
 		host, token string
 		ok          bool

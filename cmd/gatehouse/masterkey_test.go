@@ -17,6 +17,8 @@ import (
 // data dir (GATEHOUSE_MASTER_KEY, or master_key_file); only without either
 // is it generated inside it.
 func TestMasterKeySource(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	lg := slog.New(slog.DiscardHandler)
 	hexKey := strings.Repeat("ab", 32)
 	outside := filepath.Join(t.TempDir(), "gatehouse.key")
@@ -100,6 +102,8 @@ func startMustFail(t *testing.T, cfg string, env ...string) string {
 // generated only for an empty data dir; a data dir from before
 // fingerprints adopts the key it has.
 func TestMasterKeyCheck(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	keyA, keyB := "GATEHOUSE_MASTER_KEY="+strings.Repeat("a1", 32), "GATEHOUSE_MASTER_KEY="+strings.Repeat("b2", 32)
 	adminEnv := []string{"GATEHOUSE_ADMIN_EMAIL=" + adminEmail, "GATEHOUSE_ADMIN_PASSWORD=" + adminPassword}
 	start := func(t *testing.T, cfg string, env ...string) *child {

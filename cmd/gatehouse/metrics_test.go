@@ -13,6 +13,8 @@ import (
 // the API listener's /metrics needs an admin session; server.metrics_addr
 // serves the same series without authentication, for scrapers.
 func TestMetricsListeners(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	cfg := writeConfig(t, t.TempDir(), map[string]any{
 		"server":  map[string]any{"host": "127.0.0.1", "port": 0, "metrics_addr": "127.0.0.1:0"},
 		"gateway": map[string]any{"host": "127.0.0.1", "port": 0},

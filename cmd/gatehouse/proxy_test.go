@@ -48,6 +48,8 @@ func startProxyChild(tb testing.TB) (*child, *chatStub) {
 // real binary: the first event must reach the client before the upstream
 // has finished, then the rest follows.
 func TestProxyStreamsEndToEnd(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	c, stub := startProxyChild(t)
 	o := newKeyOwner(t, c)
 	req, _ := http.NewRequest("POST", c.api+"/api/proxy/llm/v1/chat/completions",
@@ -96,6 +98,8 @@ func TestProxyStreamsEndToEnd(t *testing.T) {
 // TestProxyEndToEnd checks forwarding, header rewriting, the errors, the
 // limit and usage counting of the real binary.
 func TestProxyEndToEnd(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	c, stub := startProxyChild(t)
 	o := newKeyOwner(t, c)
 	hdr := map[string]string{"X-API-Key": o.key.Key, "X-Forwarded-For": "203.0.113.9"}

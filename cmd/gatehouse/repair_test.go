@@ -247,6 +247,8 @@ func readFile(tb testing.TB, path string) []byte {
 // directory without a WAL and a data dir a server holds, and leaves a clean
 // WAL untouched (no copy).
 func TestRepairCLI(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	code, stdout, stderr := runSplit(t, "", nil, "repair", "-h")
 	if code != 0 || !strings.Contains(stdout, "usage: gatehouse repair [flags]") || !strings.Contains(stdout, "-data-dir") {
 		t.Errorf("repair -h = %d:\n%s%s", code, stdout, stderr)

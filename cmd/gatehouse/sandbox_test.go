@@ -52,6 +52,8 @@ func TestToolsSandboxConfig(t *testing.T) {
 // and the data dir around its workspace finds neither the bootstrap
 // admin's password nor the master key.
 func TestToolsSandboxed(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	toolexectest.Bwrap(t, toolexec.SandboxConfig{}) // skips without bwrap, fails under CI
 	dir := t.TempDir()
 	c := startChild(t, writeConfig(t, dir, toolsConfig(nil)))
@@ -76,6 +78,8 @@ func TestToolsSandboxed(t *testing.T) {
 // TestToolsSandboxNone: tools.sandbox "none" runs tools unsandboxed,
 // with a warning at start.
 func TestToolsSandboxNone(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	c := startChild(t, writeConfig(t, t.TempDir(), toolsConfig(map[string]any{"sandbox": "none"})))
 	if out, status := invokeProbe(t, c, "echo ran"); status != 200 || !strings.Contains(out, "ran") {
 		t.Errorf("invoke = %d %s", status, out)
@@ -89,6 +93,8 @@ func TestToolsSandboxNone(t *testing.T) {
 // server starts, says at start that tools will refuse to run, and a tool
 // does not run.
 func TestToolsRefusedWithoutBwrap(t *testing.T) {
+	// Its own data dir and ports: independent of the others, mostly waiting on its process.
+	t.Parallel()
 	env := []string{"PATH=" + t.TempDir(), "HOME=" + os.Getenv("HOME"), // no bwrap in PATH
 		"GATEHOUSE_ADMIN_EMAIL=" + adminEmail, "GATEHOUSE_ADMIN_PASSWORD=" + adminPassword}
 	dir := t.TempDir()

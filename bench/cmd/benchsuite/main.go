@@ -10,6 +10,7 @@
 //
 //	go run ./bench/cmd/benchsuite -results bench/RESULTS.md   # what `make bench` runs: every case
 //	go run ./bench/cmd/benchsuite -cases isolation,turn       # the agent gateway's cases only
+//	go run ./bench/cmd/benchsuite -cases isolation -pin       # the suite on CPU 0, the gatehouse on CPU 1
 //
 // The subcommands `stub`, `barehop`, `fixed` and `chatfwd` are the suite's own child
 // processes.
@@ -100,7 +101,16 @@ func run(ctx context.Context) error {
 	results := flag.String("results", "", "append the report to this Markdown file")
 	allocs := flag.Bool("allocs", true, "also run the auth+limit allocation benchmarks (go test)")
 	keep := flag.Bool("keep", false, "keep the work dir (configs, logs, data)")
+	flag.BoolVar(&agents.Iso.Pin, "pin", false, "agent cases: the suite (load generator) on CPU 0, the gatehouses on CPU 1 (taskset; needs 2 CPUs)")
 	flag.Parse()
+	if agents.Iso.Pin {
+		if cases[bench.CaseProxy] || cases[bench.CaseChat] {
+			return fmt.Errorf("-pin is for the agent cases (isolation, turn, halves): the proxy and chat cases' servers would share CPU 0 with the load")
+		}
+		if err := bench.PinLoad(); err != nil {
+			return err
+		}
+	}
 
 	exe, err := os.Executable()
 	if err != nil {
