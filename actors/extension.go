@@ -42,8 +42,9 @@ import (
 //     carry a watermark, per entity or per part, saved in the section and
 //     skipping seq <= watermark. A domain checks this rule with a test
 //     that cuts a section at every point j >= k of a sequence holding
-//     every record type it writes and replays from k (the gateway's
-//     TestReplayRule; the keys' TestPropertyRestoreEqualsLive).
+//     every record type it writes and replays from k: actorstest.Conformance
+//     (the suite every extension runs) does it, and the keys'
+//     TestPropertyRestoreEqualsLive.
 type Extension interface {
 	// Name is the extension's section name in snapshots; unique.
 	Name() string

@@ -12,7 +12,7 @@ var _ actors.OfflineImager = (*Control)(nil)
 // OfflineImage returns an image of the control state built off the actor
 // (cluster mode's snapshots): Restore and Apply as at start, into a state
 // of its own, whose section is what Capture returns after the same
-// records (TestReplayExact checks it).
+// records (actorstest.Conformance's offline-image check, conformance_test.go).
 func (c *Control) OfflineImage() actors.OfflineImage { return &offlineImage{st: newState()} }
 
 type offlineImage struct{ st *state }

@@ -11,8 +11,8 @@ import (
 	"gatehouse/wal"
 )
 
-// WAL record types (the extension range, 64..255; the gateway holds
-// 64..73). Never reuse or renumber one.
+// WAL record types (each domain owns the types its Owns claims: accounts
+// 2..4, keys 10..16, the gateway 64..75, control 200..201). Never reuse or renumber one.
 const (
 	recSaved   wal.Type = 200 // JSON savedJSON: one entity's full state
 	recDeleted wal.Type = 201 // JSON deletedJSON: one entity removed

@@ -74,7 +74,7 @@
 // each event to the part that owns it, so live changes and replay run the
 // same code. Applied entities are immutable: an update applies a new one.
 // Replay is exact (the rule on actors.Extension, checked for every record
-// type by TestReplayRule, and with snapshots taken while writes run by
+// type by actorstest.Conformance (conformance_test.go), and with snapshots taken while writes run by
 // the property tests): a section may reflect records after its barrier,
 // because the System captures it while actors keep committing. Entity
 // records carry full state or a delete, so re-applying them in order ends

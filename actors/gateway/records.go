@@ -14,7 +14,7 @@ import (
 	"gatehouse/wal"
 )
 
-// WAL record types of the gateway (extensions own 64..255). The numbers are
+// WAL record types of the gateway (each domain owns the types its Owns claims; the gateway 64..75). The numbers are
 // part of the on-disk format: never reuse or renumber one. A new payload
 // layout gets a new number; doc.go has the table.
 const (
