@@ -10,7 +10,7 @@ import (
 )
 
 func TestLogin(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	tests := []struct {
 		name   string
 		body   string
@@ -53,7 +53,7 @@ func TestSessionCookie(t *testing.T) {
 	}{{"plain", false}, {"secure", true}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t, func(c *Config) { c.SecureCookies = tt.secure })
+			w := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.SecureCookies = tt.secure }))
 			r := w.do(t, request{method: "POST", path: "/api/auth/login", body: `{"email":"bob@example.com","password":"password123"}`})
 			mustStatus(t, r, 200, "")
 			c := parseCookie(t, r)
@@ -101,7 +101,7 @@ func parseCookie(tb testing.TB, r response) *fasthttp.Cookie {
 }
 
 func TestMe(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	tests := []struct {
 		name   string
 		cookie string
@@ -133,7 +133,7 @@ func TestMe(t *testing.T) {
 }
 
 func TestCSRF(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	const create = `{"name":"k"}`
 	tests := []struct {
 		name    string

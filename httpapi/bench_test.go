@@ -50,13 +50,9 @@ func benchProxyAuthActors(b *testing.B) {
 
 func benchProxyAuth(b *testing.B, withCtx bool) {
 	b.Helper()
-	cfg := DefaultConfig()
-	cfg.Services = map[string]Service{"llm": {Upstream: "http://127.0.0.1:1/base"}}
-	sys := newTestSystem(b, cfg)
-	srv, err := New(cfg, sys, sys, nil, prometheus.NewRegistry(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := newTestEnv(b, withoutControl(), withLogger(nil), withWallClock(), withoutServing(),
+		withConfig(func(c *Config) { c.Services = map[string]Service{"llm": {Upstream: "http://127.0.0.1:1/base"}} }))
+	sys, srv := e.sys, e.srv
 	ctx := context.Background()
 	u, err := sys.CreateUser(ctx, accounts.NewUser{Email: "b@example.com", Password: "password123", LicenseActive: true})
 	if err != nil {

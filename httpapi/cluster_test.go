@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,13 +9,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
-	"gatehouse/actors/accounts"
 	"gatehouse/actors/cluster"
-	"gatehouse/actors/control"
 )
 
 // fakeCluster is a ClusterView whose membership the test sets: the shard
@@ -79,54 +75,6 @@ func (f *fakeCluster) set(members []cluster.Member, owner func(shard int) (strin
 	}
 }
 
-// clusterWorld is newWorld's users behind a server with opts, on a real
-// TCP listener on loopback, with access tokens for the admin (admin scope
-// and read scope only) and for alice.
-type clusterWorld struct {
-	*testEnv
-	seed                             *worldSeed
-	adminTok, adminReadTok, aliceTok string
-}
-
-func newClusterWorld(t *testing.T, opts ...Option) *clusterWorld {
-	t.Helper()
-	seed := seedWorld(t)
-	cfg := DefaultConfig()
-	sys := newTestSystemFrom(t, cfg, seed.dir)
-	reg := prometheus.NewRegistry()
-	srv, err := New(cfg, sys, sys, testLogger(t), reg, reg, append([]Option{WithControl(sys.ctl)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.now = sys.clk.Now
-	w := &clusterWorld{testEnv: &testEnv{sys: sys, srv: srv, reg: reg, client: tcpClient(t, srv)}, seed: seed}
-	tok := func(u accounts.User, scopes ...control.Scope) string {
-		_, secret, err := sys.ctl.CreateToken(context.Background(), control.NewToken{UserID: u.ID, Name: "ops", Scopes: scopes})
-		if err != nil {
-			t.Fatalf("CreateToken(%s) = %v", u.Email, err)
-		}
-		return secret
-	}
-	w.adminTok = tok(seed.admin, control.ScopeAdmin)
-	w.adminReadTok = tok(seed.admin, control.ScopeRead)
-	w.aliceTok = tok(seed.alice, control.ScopeRead, control.ScopeWrite)
-	return w
-}
-
-// tcpClient serves srv on a loopback TCP listener until the test ends and
-// returns a client for it.
-func tcpClient(t *testing.T, srv *Server) *fasthttp.HostClient {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, srv, ln)
-	c := &fasthttp.HostClient{Addr: ln.Addr().String(), DisablePathNormalizing: true}
-	t.Cleanup(c.CloseIdleConnections)
-	return c
-}
-
 // TestClusterRoutesAuth: both cluster routes are for admins only, by
 // session or by a token with the admin scope, on a node in cluster mode
 // and on a single node alike (credentials are checked first).
@@ -134,30 +82,30 @@ func TestClusterRoutesAuth(t *testing.T) {
 	fc := newFakeCluster("node-a")
 	fc.live.Store(true)
 	fc.set([]cluster.Member{{ID: "node-a", Addr: "127.0.0.1:7001"}}, func(int) (string, int64) { return "node-a", 5 })
-	on := newClusterWorld(t, WithCluster(fc))
-	off := newClusterWorld(t)
+	on := newTestEnv(t, viaTCP(), withOpsTokens(), withServerOptions(WithCluster(fc)))
+	off := newTestEnv(t, viaTCP(), withOpsTokens())
 	key := "/api/cluster/keys/" + "0b5b5c4e-2a8f-4f7e-9a51-3c3b1f0e7d11"
 	tests := []struct {
 		name    string
-		cookie  func(*clusterWorld) string
-		headers func(*clusterWorld) []string
+		cookie  func(*testEnv) string
+		headers func(*testEnv) []string
 		on, off int
 		code    string // of the on answer ("" when 200)
 		offCode string
 	}{
 		{"anonymous", nil, nil, 401, 401, codeUnauthorized, codeUnauthorized},
-		{"user session", func(w *clusterWorld) string { return w.seed.aliceCk }, nil, 403, 403, codeForbidden, codeForbidden},
-		{"user token", nil, func(w *clusterWorld) []string { return bearer(w.aliceTok) }, 403, 403, codeInsufficientScope, codeInsufficientScope},
-		{"admin token without the admin scope", nil, func(w *clusterWorld) []string { return bearer(w.adminReadTok) }, 403, 403, codeInsufficientScope, codeInsufficientScope},
-		{"bad token", nil, func(*clusterWorld) []string { return bearer("svc_pat_nope") }, 401, 401, codeInvalidToken, codeInvalidToken},
-		{"admin session", func(w *clusterWorld) string { return w.seed.adminCk }, nil, 200, 404, "", codeNotFound},
-		{"admin token", nil, func(w *clusterWorld) []string { return bearer(w.adminTok) }, 200, 404, "", codeNotFound},
+		{"user session", func(w *testEnv) string { return w.aliceCk }, nil, 403, 403, codeForbidden, codeForbidden},
+		{"user token", nil, func(w *testEnv) []string { return bearer(w.aliceTok) }, 403, 403, codeInsufficientScope, codeInsufficientScope},
+		{"admin token without the admin scope", nil, func(w *testEnv) []string { return bearer(w.adminReadTok) }, 403, 403, codeInsufficientScope, codeInsufficientScope},
+		{"bad token", nil, func(*testEnv) []string { return bearer("svc_pat_nope") }, 401, 401, codeInvalidToken, codeInvalidToken},
+		{"admin session", func(w *testEnv) string { return w.adminCk }, nil, 200, 404, "", codeNotFound},
+		{"admin token", nil, func(w *testEnv) []string { return bearer(w.adminTok) }, 200, 404, "", codeNotFound},
 	}
 	for _, path := range []string{"/api/cluster", key} {
 		for _, tt := range tests {
 			t.Run(tt.name+" "+path, func(t *testing.T) {
 				for _, side := range []struct {
-					w      *clusterWorld
+					w      *testEnv
 					status int
 					code   string
 				}{{on, tt.on, tt.code}, {off, tt.off, tt.offCode}} {
@@ -186,7 +134,7 @@ func TestClusterRoutesAuth(t *testing.T) {
 // owner.
 func TestClusterView(t *testing.T) {
 	fc := newFakeCluster("node-b")
-	w := newClusterWorld(t, WithCluster(fc))
+	w := newTestEnv(t, viaTCP(), withOpsTokens(), withServerOptions(WithCluster(fc)))
 	owner := func(s int) (string, int64) {
 		switch s % 3 {
 		case 0:
@@ -260,8 +208,8 @@ func TestClusterKey(t *testing.T) {
 		}
 		return "node-b", int64(s + 1)
 	})
-	w := newClusterWorld(t, WithCluster(fc))
-	keyID, _ := w.createKey(t, w.seed.aliceCk, "routed")
+	w := newTestEnv(t, viaTCP(), withOpsTokens(), withServerOptions(WithCluster(fc)))
+	keyID, _ := w.createKey(t, w.aliceCk, "routed")
 	tests := []struct {
 		name, id string
 		status   int
@@ -300,7 +248,7 @@ func TestClusterKey(t *testing.T) {
 	// An unowned shard (between an owner's death and its successor's
 	// claim) has owner "" and epoch 0.
 	fc.set(fc.Members(), func(int) (string, int64) { return "", 0 })
-	r := w.do(t, request{method: "GET", path: "/api/cluster/keys/" + keyID.String(), cookie: w.seed.adminCk})
+	r := w.do(t, request{method: "GET", path: "/api/cluster/keys/" + keyID.String(), cookie: w.adminCk})
 	mustStatus(t, r, 200, "")
 	if r.json["owner"] != "" || r.json["epoch"] != 0.0 {
 		t.Errorf("unowned shard: %v", r.json)
@@ -314,11 +262,10 @@ func TestClusterKey(t *testing.T) {
 // the membership. A single node's answer is unchanged.
 func TestClusterHealth(t *testing.T) {
 	fc := newFakeCluster("node-c")
-	w := newClusterWorld(t, WithCluster(fc))
-	reg := prometheus.NewRegistry()
-	hs := NewHealthServer("metrics", testLogger(t), reg, reg, WithCluster(fc))
-	health := &testEnv{client: tcpClient(t, hs)}
-	single := newClusterWorld(t)
+	w := newTestEnv(t, viaTCP(), withOpsTokens(), withServerOptions(WithCluster(fc)),
+		withHealthServer("metrics", false, WithCluster(fc)))
+	health := w.health
+	single := newTestEnv(t, viaTCP(), withOpsTokens())
 
 	check := func(t *testing.T, e *testEnv, status int, want map[string]any) {
 		t.Helper()
@@ -353,19 +300,19 @@ func TestClusterHealth(t *testing.T) {
 		for _, e := range []struct {
 			name string
 			e    *testEnv
-		}{{"api", w.testEnv}, {"health server", health}} {
+		}{{"api", w}, {"health server", health}} {
 			t.Run(e.name, func(t *testing.T) { check(t, e.e, status, want) })
 		}
 		t.Logf("step %d live=%v checked", i, live)
 	}
-	t.Run("single node", func(t *testing.T) { check(t, single.testEnv, 200, map[string]any{"status": "ok"}) })
+	t.Run("single node", func(t *testing.T) { check(t, single, 200, map[string]any{"status": "ok"}) })
 
 	// A failed WAL answers as before, with the membership alongside.
 	w.sys.node.Log.SetFaultHook(func() error { return syscall.EIO })
-	if _, _, err := w.sys.CreateKey(context.Background(), actors.NewKey{Owner: w.sys.KeyOwner(w.seed.alice), Name: "lost"}); err == nil {
+	if _, _, err := w.sys.CreateKey(context.Background(), actors.NewKey{Owner: w.sys.KeyOwner(w.alice), Name: "lost"}); err == nil {
 		t.Fatal("CreateKey succeeded on a failing disk")
 	}
 	w.sys.node.Log.SetFaultHook(nil)
-	check(t, w.testEnv, 503, map[string]any{"status": "unavailable", "reason": "write-ahead log failed: restart to recover",
+	check(t, w, 503, map[string]any{"status": "unavailable", "reason": "write-ahead log failed: restart to recover",
 		"cluster": map[string]any{"node": "node-c", "member": true}})
 }

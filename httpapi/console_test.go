@@ -10,7 +10,7 @@ import (
 // TestConsoleRoutes: the console's page and assets on the listener, the
 // root sending browsers to it, and nothing else under its prefix.
 func TestConsoleRoutes(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	tests := []struct {
 		method, path string
 		status       int

@@ -71,15 +71,9 @@ func (brokenKeys) GetKey(context.Context, uuid.UUID) (actors.KeyInfo, error) {
 }
 
 func TestInternalErrorIsLoggedOnceWithoutLeaking(t *testing.T) {
-	sys := newTestSystem(t, DefaultConfig())
 	var logs syncBuffer
-	srv, err := New(DefaultConfig(), brokenKeys{sys}, sys, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.now = sys.clk.Now
-	e := &testEnv{sys: sys, srv: srv}
-	e.client = inmemoryClient(t, srv)
+	e := newTestEnv(t, withoutControl(), withLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		withKeyService(func(sys *testSystem) KeyService { return brokenKeys{sys} }))
 	e.addUser(t, "a@example.com", accounts.RoleUser, accounts.PlanStandard, true)
 	ck := e.login(t, "a@example.com")
 	r := e.do(t, request{method: "GET", path: "/api/keys/" + uuid.NewString(), cookie: ck})

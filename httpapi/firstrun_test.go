@@ -13,7 +13,7 @@ import (
 // HEAD /health answers as GET does, without a body; JSON answers, errors
 // included, end with a newline.
 func TestRootHeadAndNewline(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	for _, m := range []string{"GET", "HEAD"} {
 		r := w.do(t, request{method: m, path: "/"})
 		if r.status != 302 || r.headers["Location"] != "/console/" {

@@ -14,7 +14,7 @@ import (
 // the proxy, as fasthttp parses them, straight into the server's handler
 // on a real system: nothing may panic or answer 500.
 func FuzzAPIRequests(f *testing.F) {
-	p := newProxyWorld(f)
+	p := newTestEnv(f, withProxyUpstreams())
 	routes := []struct {
 		method, path string
 		cookie       string // whose session: "admin", "alice", "" none

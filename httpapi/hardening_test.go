@@ -18,7 +18,7 @@ import (
 // is 400 and creates nothing; a repeated single-valued parameter is 400;
 // answers that carry a full key are not cacheable.
 func TestBadInputChangesNothing(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	r := w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: "{\"name\":\"\xff\xfe\"}"})
 	mustStatus(t, r, 400, codeInvalidJSON)
 	list := w.do(t, request{method: "GET", path: "/api/keys", cookie: w.aliceCk})
@@ -45,7 +45,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // names: the identity headers gatehouse sets), nor do header names with
 // "_" (read as "-" by some servers: a way to smuggle identity headers).
 func TestProxyDropsHopByHop(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	r := p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: []string{
 		"X-API-Key", p.secret, "Connection", "X-Gatehouse-User-Id, X-Upstream-Token", "X_Gatehouse_User_Id", "evil",
 	}})
@@ -70,7 +70,7 @@ func TestProxyDropsHopByHop(t *testing.T) {
 // 429 and Retry-After; a password change ends the user's sessions;
 // logout-all ends every session of the caller.
 func TestLoginThrottleAndSessionEnd(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	login := func(pw string) response {
 		return w.do(t, request{method: "POST", path: "/api/auth/login", body: `{"email":"bob@example.com","password":"` + pw + `"}`})
 	}
@@ -102,7 +102,7 @@ func TestLoginThrottleAndSessionEnd(t *testing.T) {
 // segments, double-encoded dots and encoded NULs are 400 INVALID_PATH and
 // reach no upstream; an upstream's Set-Cookie never reaches the client.
 func TestProxyRefusesSmuggledPaths(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	for _, path := range []string{
 		"/api/proxy/echo/v1/a/..;/admin", "/api/proxy/echo/v1/%252e%252e/admin", "/api/proxy/echo/v1/a%00b",
 		"/api/proxy/echo/v1/%252f", "/api/proxy/echo/v1/x/.;/y",
@@ -122,7 +122,7 @@ func TestProxyRefusesSmuggledPaths(t *testing.T) {
 // TestKeyLimitOverHTTP (issue 14): the plan's key limit (100 on standard)
 // answers 403 KEY_LIMIT_REACHED and creates nothing.
 func TestKeyLimitOverHTTP(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	for i := range 100 {
 		r := w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: fmt.Sprintf(`{"name":"k%d"}`, i)})
 		mustStatus(t, r, 201, "")
@@ -138,7 +138,7 @@ func TestKeyLimitOverHTTP(t *testing.T) {
 // sends all of it before reading (as curl does) reads that answer, not a
 // connection reset: the listener closes gracefully.
 func TestLargeBodyGets413(t *testing.T) {
-	w := newTCPWorld(t, 1<<20)
+	w := newTestEnv(t, withStream(1<<20))
 	body := bytes.Repeat([]byte(" "), 8<<20)
 	for i := range 3 {
 		conn := w.dial(t)
@@ -175,7 +175,7 @@ func TestLargeBodyGets413(t *testing.T) {
 // Transfer-Encoding (either order) and a folded header are 400 and the
 // connection is closed, on the management API and on the proxy.
 func TestAmbiguousFramingRefused(t *testing.T) {
-	w := newTCPWorld(t, 1<<20)
+	w := newTestEnv(t, withStream(1<<20))
 	tests := []struct{ name, path, headers string }{
 		{"CL then TE", "/api/auth/login", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n"},
 		{"TE then CL", "/api/auth/login", "Transfer-Encoding: chunked\r\ncontent-length: 4\r\n"},
@@ -201,7 +201,7 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 			}
 		})
 	}
-	if got := w.up.count(); got != 0 {
+	if got := w.stream.count(); got != 0 {
 		t.Errorf("upstream saw %d requests", got)
 	}
 }
@@ -231,10 +231,10 @@ func TestProxyUpstreamFaults(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 		}
 	}()
-	w := newTCPWorld(t, DefaultMaxProxyBodyBytes, func(c *Config) {
+	w := newTestEnv(t, withStream(DefaultMaxProxyBodyBytes), withConfig(func(c *Config) {
 		c.Services["dead"] = Service{Upstream: deadURL, Timeout: 10 * time.Second}
 		c.Services["hang"] = Service{Upstream: "http://" + hang.Addr().String(), Timeout: 300 * time.Millisecond}
-	})
+	}))
 	get := func(path string) (*http.Response, time.Duration) {
 		t.Helper()
 		req := w.request(t, "GET", path, nil)
@@ -266,7 +266,7 @@ func TestProxyUpstreamFaults(t *testing.T) {
 	}
 	resp.Body.Close() // the client goes away mid-stream
 	select {
-	case <-w.up.gone:
+	case <-w.stream.gone:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream stream is still held 5 s after its client went away")
 	}
@@ -278,7 +278,7 @@ func TestProxyUpstreamFaults(t *testing.T) {
 // proxy goes on serving the existing key, counting its usage in memory.
 // After a restart everything acknowledged before the fault is there.
 func TestDiskFailure(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	key := []string{"X-API-Key", p.secret}
 	mustStatus(t, p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: key}), 202, "")
 	ctx := context.Background()
@@ -333,7 +333,7 @@ func TestDiskFailure(t *testing.T) {
 // headers a client sends, once or repeated, the upstream sees exactly
 // gatehouse's own.
 func TestProxyIdentityHeadersNotSpoofable(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	evil := "00000000-0000-4000-8000-00000000e411"
 	r := p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: []string{
 		"X-API-Key", p.secret,

@@ -31,7 +31,7 @@ func (e *testEnv) validate(tb testing.TB, secret string) response {
 }
 
 func TestRotateKey(t *testing.T) {
-	w := newWorld(t, func(c *Config) { c.GracePeriod = 24 * time.Hour })
+	w := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.GracePeriod = 24 * time.Hour }))
 	id, old := w.createKey(t, w.aliceCk, "rot")
 	path := "/api/keys/" + id.String()
 
@@ -58,7 +58,7 @@ func TestRotateKey(t *testing.T) {
 }
 
 func TestGracePeriodHoursFromConfig(t *testing.T) {
-	w := newWorld(t, func(c *Config) { c.GracePeriod = 48*time.Hour + 30*time.Minute })
+	w := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.GracePeriod = 48*time.Hour + 30*time.Minute }))
 	id, _ := w.createKey(t, w.aliceCk, "rot")
 	r := w.do(t, request{method: "POST", path: "/api/keys/" + id.String() + "/rotate", cookie: w.aliceCk})
 	if r.json["gracePeriodHours"] != 48.0 {
@@ -67,7 +67,7 @@ func TestGracePeriodHoursFromConfig(t *testing.T) {
 }
 
 func TestRevokeAndDeleteKey(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	id, secret := w.createKey(t, w.aliceCk, "rev")
 	path := "/api/keys/" + id.String()
 
@@ -95,7 +95,7 @@ func TestRevokeAndDeleteKey(t *testing.T) {
 }
 
 func TestPatchKey(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	id, _ := w.createKey(t, w.aliceCk, "p")
 	path := "/api/keys/" + id.String()
 	tests := []struct {
@@ -141,7 +141,7 @@ func TestPatchKey(t *testing.T) {
 }
 
 func TestKeyUsage(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	id, secret := w.createKey(t, w.aliceCk, "u")
 	ctx := context.Background()
 	w.sys.clk.Advance(-48 * time.Hour) // two requests two days ago
@@ -197,7 +197,7 @@ func TestKeyUsage(t *testing.T) {
 // deleting the key and creating another does not escape it; an admin sets
 // it back to the plan's with null.
 func TestAdminKeyLimitOutlivesKey(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	id, _ := w.createKey(t, w.aliceCk, "k1")
 	mustStatus(t, w.do(t, request{method: "PATCH", path: "/api/keys/" + id.String(), body: `{"rateLimit":10}`, cookie: w.adminCk}), 200, "")
 	mustStatus(t, w.do(t, request{method: "DELETE", path: "/api/keys/" + id.String(), cookie: w.aliceCk}), 200, "")
@@ -229,7 +229,7 @@ func TestAdminKeyLimitOutlivesKey(t *testing.T) {
 // their limit; a lower one still caps them, and a higher one after it
 // does not lift the cap.
 func TestAdminKeyLimitRaiseIsThatKeys(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	limitOf := func(id uuid.UUID) any {
 		t.Helper()
 		r := w.do(t, request{method: "GET", path: "/api/keys/" + id.String(), cookie: w.aliceCk})

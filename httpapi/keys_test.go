@@ -17,7 +17,7 @@ import (
 var keyPattern = regexp.MustCompile(`^svc_live_[A-Za-z0-9]{32}$`)
 
 func TestCreateKey(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	tests := []struct {
 		name   string
 		body   string
@@ -72,7 +72,7 @@ func TestCreateKey(t *testing.T) {
 }
 
 func TestCreateKeyValidationMessageNamesField(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	r := w.do(t, request{method: "POST", path: "/api/keys", body: `{"name":""}`, cookie: w.aliceCk})
 	if msg, _ := r.json["message"].(string); !strings.HasPrefix(msg, "name ") {
 		t.Errorf("message = %q, want it to name the field", msg)
@@ -80,7 +80,7 @@ func TestCreateKeyValidationMessageNamesField(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
-	w := newWorld(t, func(c *Config) { c.MaxBodyBytes = 64; c.MaxProxyBodyBytes = 128 })
+	w := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.MaxBodyBytes = 64; c.MaxProxyBodyBytes = 128 }))
 	tests := []struct {
 		name   string
 		body   string
@@ -99,7 +99,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestListKeys(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	first, _ := w.createKey(t, w.aliceCk, "first")
 	w.sys.clk.Advance(time.Minute)
 	second, _ := w.createKey(t, w.aliceCk, "second")
@@ -159,7 +159,7 @@ func TestListKeys(t *testing.T) {
 }
 
 func TestGetKeyDetail(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	id, _ := w.createKey(t, w.bobCk, "detail")
 	r := w.do(t, request{method: "GET", path: "/api/keys/" + id.String(), cookie: w.bobCk})
 	mustStatus(t, r, 200, "")
@@ -188,7 +188,7 @@ func TestKeyOwnership(t *testing.T) {
 	}
 	for _, ep := range endpoints {
 		t.Run(ep.method+ep.suffix, func(t *testing.T) {
-			w := newWorld(t)
+			w := newTestEnv(t, withWorld())
 			id, _ := w.createKey(t, w.aliceCk, "owned")
 			own, _ := w.createKey(t, w.aliceCk, "owned too")
 			callers := []struct {
@@ -217,7 +217,7 @@ func TestKeyOwnership(t *testing.T) {
 }
 
 func TestValidateKey(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	_, secret := w.createKey(t, w.aliceCk, "v")
 	_, expiring := w.createKey(t, w.aliceCk, "e")
 	revokedID, revoked := w.createKey(t, w.aliceCk, "r")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,18 +183,9 @@ func TestOpenAPIDocument(t *testing.T) {
 func TestGeneratedClientWalkthrough(t *testing.T) {
 	needNode(t, apiClientDir)
 	up := newStubUpstream(t)
-	cfg := DefaultConfig()
-	cfg.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr + "/base"}}
-	sys := newTestSystem(t, cfg)
-	srv, err := New(cfg, sys, sys, testLogger(t), nil, nil, WithControl(sys.ctl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, srv, ln)
+	e := newTestEnv(t, withWallClock(), withTCP(),
+		withConfig(func(c *Config) { c.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr + "/base"}} }))
+	sys, srv := e.sys, e.srv
 	ctx := context.Background()
 	admin, err := sys.CreateUser(ctx, accounts.NewUser{Email: "root@example.com", Password: "password123", Role: accounts.RoleAdmin, LicenseActive: true})
 	if err != nil {
@@ -230,7 +220,7 @@ func TestGeneratedClientWalkthrough(t *testing.T) {
 	}
 	runNode(t, dir, nil, "node_modules/openapi-typescript/bin/cli.js", "openapi.json", "-o", "api.d.ts")
 	runNode(t, dir, nil, "node_modules/typescript/bin/tsc", "-p", ".")
-	out := runNode(t, dir, nil, "out/walkthrough.js", "http://"+ln.Addr().String(), adminToken, "echo")
+	out := runNode(t, dir, nil, "out/walkthrough.js", e.base, adminToken, "echo")
 	var got struct {
 		UserEmail, TokenPrefix, MeID, UserID, KeyPrefix, ValidUser, ProxyBody, ProxyLimit, RotatedPrefix string
 		TokenScopes                                                                                      []string

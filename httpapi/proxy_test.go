@@ -106,30 +106,8 @@ func closedAddr(tb testing.TB) string {
 	return addr
 }
 
-type proxyWorld struct {
-	*world
-	up     *stubUpstream
-	keyID  string
-	secret string
-}
-
-func newProxyWorld(tb testing.TB) *proxyWorld {
-	tb.Helper()
-	up := newStubUpstream(tb)
-	down := closedAddr(tb)
-	w := newWorld(tb, func(c *Config) {
-		c.MaxProxyBodyBytes = 256
-		c.Services = map[string]Service{
-			"echo": {Upstream: "http://" + up.addr + "/base/", Headers: map[string]string{"X-Upstream-Token": "s3cret"}, Timeout: 300 * time.Millisecond},
-			"down": {Upstream: "http://" + down, Timeout: time.Second},
-		}
-	})
-	id, secret := w.createKey(tb, w.aliceCk, "proxy")
-	return &proxyWorld{world: w, up: up, keyID: id.String(), secret: secret}
-}
-
 func TestProxyErrors(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	revokedID, revoked := p.createKey(t, p.aliceCk, "revoked")
 	mustStatus(t, p.do(t, request{method: "POST", path: "/api/keys/" + revokedID.String() + "/revoke", cookie: p.aliceCk}), 200, "")
 	_, expiring := p.createKey(t, p.aliceCk, "expiring")
@@ -189,7 +167,7 @@ func TestProxyErrors(t *testing.T) {
 }
 
 func TestProxyForwards(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	r := p.do(t, request{
 		method: "PUT", path: "/api/proxy/echo/v1/items/42%2Fx?q=1&r=%20", body: `{"a":1}`, cookie: p.aliceCk,
 		headers: []string{
@@ -233,7 +211,7 @@ func TestProxyForwards(t *testing.T) {
 }
 
 func TestProxyRateLimit(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	ctx := context.Background()
 	limit := int64(2)
 	if _, err := p.sys.UpdateKey(ctx, p.keyIDOf(t, p.secret), actors.KeyPatch{RateLimit: &limit}); err != nil {
@@ -274,7 +252,7 @@ func TestProxyRateLimit(t *testing.T) {
 // rate-limit headers do not reach the client beside gatehouse's: the
 // answer carries each of the five once, with gatehouse's value.
 func TestProxyUpstreamRateLimitHeadersReplaced(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"gatehouse/actors"
@@ -17,11 +16,7 @@ import (
 // memory: the upstream request built from a typical client request, the
 // upstream's answer copied back, and the rate-limit headers set.
 func BenchmarkProxyHeaders(b *testing.B) {
-	sys := newTestSystem(b, DefaultConfig())
-	srv, err := New(DefaultConfig(), sys, sys, nil, prometheus.NewRegistry(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := newTestEnv(b, withoutControl(), withLogger(nil), withWallClock(), withoutServing()).srv
 	up, err := newUpstream("llm", Service{Upstream: "http://127.0.0.1:1/base", Headers: map[string]string{"X-Upstream-Token": "t"}})
 	if err != nil {
 		b.Fatal(err)

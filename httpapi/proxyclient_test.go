@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,7 +16,7 @@ import (
 // X-Real-IP never reach the upstream, whatever their case or count;
 // X-Forwarded-For ends with the client's real address.
 func TestProxyClientIPHeadersDropped(t *testing.T) {
-	p := newProxyWorld(t)
+	p := newTestEnv(t, withProxyUpstreams())
 	r := p.do(t, request{method: "GET", path: "/api/proxy/echo/v1/x", headers: []string{
 		"X-API-Key", p.secret,
 		"Forwarded", "for=203.0.113.9;proto=https", "forwarded", "for=203.0.113.9",
@@ -44,23 +43,14 @@ func TestProxyClientIPHeadersDropped(t *testing.T) {
 // (streamed to it when the error comes).
 func TestProxyMalformedChunkedBody(t *testing.T) {
 	up := newStubUpstream(t)
-	cfg := DefaultConfig()
-	cfg.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr + "/base/", Timeout: 5 * time.Second}}
-	sys := newTestSystem(t, cfg)
 	var logs syncBuffer
-	srv, err := New(cfg, sys, sys, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.now = sys.clk.Now
-	e := &testEnv{sys: sys, srv: srv, client: inmemoryClient(t, srv)}
+	e := newTestEnv(t, withoutControl(), withTCP(),
+		withLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		withConfig(func(c *Config) {
+			c.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr + "/base/", Timeout: 5 * time.Second}}
+		}))
 	e.addUser(t, "a@example.com", accounts.RoleUser, accounts.PlanStandard, true)
 	_, secret := e.createKey(t, e.login(t, "a@example.com"), "chunked")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, srv, ln)
 
 	big := strings.Repeat("x", 200<<10)
 	tests := []struct{ name, body string }{
@@ -72,11 +62,7 @@ func TestProxyMalformedChunkedBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := e.dial(t)
 			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 			go func() {
 				_, _ = io.WriteString(conn, "POST /api/proxy/echo/v1/upload HTTP/1.1\r\nHost: "+testHost+

@@ -21,7 +21,7 @@ import (
 // older than httpapi/relay, so that it can be run on a commit before it
 // and alternated with the one after.
 func BenchmarkProxyExchange(b *testing.B) {
-	p := newProxyWorld(b)
+	p := newTestEnv(b, withProxyUpstreams())
 	limit := int64(1e9)
 	if _, err := p.sys.UpdateKey(context.Background(), p.keyIDOf(b, p.secret), actors.KeyPatch{RateLimit: &limit}); err != nil {
 		b.Fatal(err)

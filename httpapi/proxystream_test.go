@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -159,61 +158,11 @@ func patternSum(size int) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// tcpWorld is a world whose server also listens on loopback TCP, with the
-// service "stream" pointing at a streamUpstream.
-type tcpWorld struct {
-	*world
-	up     *streamUpstream
-	base   string // http://127.0.0.1:port
-	secret string
-	hc     *http.Client
-}
-
-// newTCPWorld builds a tcpWorld; configure may add services.
-func newTCPWorld(tb testing.TB, maxProxyBody int, configure ...func(*Config)) *tcpWorld {
-	tb.Helper()
-	up := newStreamUpstream(tb)
-	w := newWorld(tb, append([]func(*Config){func(c *Config) {
-		c.MaxProxyBodyBytes = maxProxyBody
-		c.Services = map[string]Service{"stream": {Upstream: up.URL + "/base", Timeout: 10 * time.Second}}
-	}}, configure...)...)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	serve(tb, w.srv, ln)
-	_, secret := w.createKey(tb, w.bobCk, "stream")
-	tr := &http.Transport{DisableCompression: true}
-	tb.Cleanup(tr.CloseIdleConnections)
-	return &tcpWorld{world: w, up: up, base: "http://" + ln.Addr().String(), secret: secret, hc: &http.Client{Transport: tr}}
-}
-
-// dial opens a raw connection to the server, closed when the test ends.
-func (w *tcpWorld) dial(tb testing.TB) net.Conn {
-	tb.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-func (w *tcpWorld) request(tb testing.TB, method, path string, body io.Reader) *http.Request {
-	tb.Helper()
-	req, err := http.NewRequest(method, w.base+path, body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("X-API-Key", w.secret)
-	return req
-}
-
 // TestProxyStreamsEvents checks that server-sent events are relayed one by
 // one: the first event reaches the client while the upstream is still
 // holding the rest back.
 func TestProxyStreamsEvents(t *testing.T) {
-	w := newTCPWorld(t, DefaultMaxProxyBodyBytes)
+	w := newTestEnv(t, withStream(DefaultMaxProxyBodyBytes))
 	resp, err := w.hc.Do(w.request(t, "GET", "/api/proxy/stream/v1/events", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -238,11 +187,11 @@ func TestProxyStreamsEvents(t *testing.T) {
 		t.Fatal("first event not relayed while the upstream holds the rest: the proxy buffers")
 	}
 	select {
-	case <-w.up.finished:
+	case <-w.stream.finished:
 		t.Fatal("upstream finished before it was released")
 	default:
 	}
-	close(w.up.release)
+	close(w.stream.release)
 	rest, err := io.ReadAll(br)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +208,7 @@ func TestProxyStreamsEvents(t *testing.T) {
 // TestProxyStreamsDownloads relays bodies past the buffered size, with and
 // without a length, and small ones, which are buffered when they have one.
 func TestProxyStreamsDownloads(t *testing.T) {
-	w := newTCPWorld(t, DefaultMaxProxyBodyBytes)
+	w := newTestEnv(t, withStream(DefaultMaxProxyBodyBytes))
 	tests := []struct {
 		name    string
 		size    int
@@ -301,7 +250,7 @@ func TestProxyStreamsDownloads(t *testing.T) {
 
 // TestProxyHead: a HEAD has no body to stream, only the upstream's length.
 func TestProxyHead(t *testing.T) {
-	w := newTCPWorld(t, DefaultMaxProxyBodyBytes)
+	w := newTestEnv(t, withStream(DefaultMaxProxyBodyBytes))
 	for range 2 { // the second rides the same upstream connection
 		resp, err := w.hc.Do(w.request(t, "HEAD", "/api/proxy/stream/v1/download?size=100000", nil))
 		if err != nil {
@@ -318,7 +267,7 @@ func TestProxyHead(t *testing.T) {
 // TestProxyUpstreamBreaks: a small body that breaks off is still a 502
 // (nothing was sent yet); a streamed one can only cut the connection.
 func TestProxyUpstreamBreaks(t *testing.T) {
-	w := newTCPWorld(t, DefaultMaxProxyBodyBytes)
+	w := newTestEnv(t, withStream(DefaultMaxProxyBodyBytes))
 	resp, err := w.hc.Do(w.request(t, "GET", "/api/proxy/stream/v1/broken?size=2000", nil))
 	if err != nil {
 		t.Fatal(err)

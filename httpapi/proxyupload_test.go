@@ -14,7 +14,7 @@ import (
 // TestProxyStreamsUploads sends request bodies past the buffered size,
 // with a length and chunked, and checks they arrive intact.
 func TestProxyStreamsUploads(t *testing.T) {
-	w := newTCPWorld(t, 16<<20)
+	w := newTestEnv(t, withStream(16<<20))
 	tests := []struct {
 		name    string
 		size    int
@@ -53,7 +53,7 @@ func TestProxyStreamsUploads(t *testing.T) {
 // passed on as it arrives: the upstream reads its first bytes while the
 // client still holds the rest back.
 func TestProxyUploadReachesUpstreamEarly(t *testing.T) {
-	w := newTCPWorld(t, 16<<20)
+	w := newTestEnv(t, withStream(16<<20))
 	pr, pw := io.Pipe()
 	req := w.request(t, "POST", "/api/proxy/stream/v1/upload", pr)
 	done := make(chan *http.Response, 1)
@@ -69,7 +69,7 @@ func TestProxyUploadReachesUpstreamEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case n := <-w.up.got:
+	case n := <-w.stream.got:
 		if n <= 0 {
 			t.Fatalf("upstream progress %d", n)
 		}
@@ -94,7 +94,7 @@ func TestProxyUploadReachesUpstreamEarly(t *testing.T) {
 // TestProxyUploadLimits: a body over MaxProxyBodyBytes is 413, whether
 // its length says so up front or a chunked body grows past it.
 func TestProxyUploadLimits(t *testing.T) {
-	w := newTCPWorld(t, 1<<20)
+	w := newTestEnv(t, withStream(1<<20))
 	for _, chunked := range []bool{false, true} {
 		var body io.Reader = io.LimitReader(&pattern{}, 3<<20)
 		if chunked {
@@ -123,7 +123,7 @@ func TestProxyUploadLimits(t *testing.T) {
 // server refuses without reading them, then another request on the same
 // connection: it must be read as a request, not as the old body's rest.
 func TestUnreadBodyKeepsConnectionsInSync(t *testing.T) {
-	w := newTCPWorld(t, 1<<20)
+	w := newTestEnv(t, withStream(1<<20))
 	tests := []struct {
 		name      string
 		path      string

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
@@ -51,7 +50,7 @@ func TestRouting(t *testing.T) {
 // TestMetrics: /metrics on the API listener answers admins only
 // (issue 14: it reveals traffic), with the listener's route series.
 func TestMetrics(t *testing.T) {
-	e := newWorld(t)
+	e := newTestEnv(t, withWorld())
 	e.do(t, request{method: "GET", path: "/health"})
 	e.do(t, request{method: "GET", path: "/api/keys/" + strings.Repeat("a", 36)})
 	e.do(t, request{method: "GET", path: "/missing"})
@@ -75,19 +74,8 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestHealthServer(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	sys := newTestSystem(t, DefaultConfig())
-	api, err := New(DefaultConfig(), sys, sys, testLogger(t), reg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = api
-	hs := NewHealthServer("gateway", testLogger(t), reg, reg) // shares the collectors
-	ln := fasthttputil.NewInmemoryListener()
-	serve(t, hs, ln)
-	c := &fasthttp.HostClient{Addr: testHost, Dial: func(string) (net.Conn, error) { return ln.Dial() }}
-	defer c.CloseIdleConnections()
-	e := &testEnv{client: c}
+	// The health server shares the API server's collectors.
+	e := newTestEnv(t, withoutControl(), withoutServing(), withHealthServer("gateway", true)).health
 	mustStatus(t, e.do(t, request{method: "GET", path: "/health"}), 200, "")
 	mustStatus(t, e.do(t, request{method: "GET", path: "/api/keys"}), 404, codeNotFound)
 	r := e.do(t, request{method: "GET", path: "/metrics"})
@@ -139,12 +127,11 @@ func TestConfigValidate(t *testing.T) {
 
 // TestShutdownDrains checks that Shutdown waits for a request in flight.
 func TestShutdownDrains(t *testing.T) {
-	sys := newTestSystem(t, DefaultConfig())
-	blocking := &blockingUsers{testSystem: sys, entered: make(chan struct{}), release: make(chan struct{})}
-	srv, err := New(DefaultConfig(), sys, blocking, testLogger(t), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var blocking *blockingUsers
+	srv := newTestEnv(t, withoutControl(), withWallClock(), withoutServing(), withUserService(func(sys *testSystem) UserService {
+		blocking = &blockingUsers{testSystem: sys, entered: make(chan struct{}), release: make(chan struct{})}
+		return blocking
+	})).srv
 	ln := fasthttputil.NewInmemoryListener()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

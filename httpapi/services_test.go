@@ -45,9 +45,9 @@ func namedUpstream(tb testing.TB, name string, delay time.Duration) string {
 
 func TestServicesAPI(t *testing.T) {
 	a, b := namedUpstream(t, "A", 0), namedUpstream(t, "B", 0)
-	w := newWorld(t, func(c *Config) {
+	w := newTestEnv(t, withWorld(), withConfig(func(c *Config) {
 		c.Services = map[string]Service{"cfg": {Upstream: a, Headers: map[string]string{"X-Upstream-Auth": "config-secret-0123456789"}}}
-	})
+	}))
 	_, key := w.createKey(t, w.aliceCk, "k")
 	call := func(svc string) response {
 		return w.do(t, request{method: "GET", path: "/api/proxy/" + svc + "/v1/x", headers: []string{"X-API-Key", key}})
@@ -107,7 +107,7 @@ func TestServicesAPI(t *testing.T) {
 	}
 	// Durable: a new server on a restarted system serves it.
 	w.sys.node.Stop()
-	e2 := newTestEnvFrom(t, w.sys.node.Dir, func(c *Config) { c.Services = map[string]Service{"cfg": {Upstream: a}} })
+	e2 := newTestEnv(t, withDataDir(w.sys.node.Dir), withConfig(func(c *Config) { c.Services = map[string]Service{"cfg": {Upstream: a}} }))
 	r := e2.do(t, request{method: "GET", path: "/api/proxy/new/v1/x", headers: []string{"X-API-Key", key}})
 	if r.status != 200 || string(r.body) != "A" {
 		t.Fatalf("after restart: %d %s", r.status, r.body)
@@ -118,7 +118,7 @@ func TestServicesAPI(t *testing.T) {
 
 func TestKeyServicesLimit(t *testing.T) {
 	a, b := namedUpstream(t, "A", 0), namedUpstream(t, "B", 0)
-	w := newWorld(t, func(c *Config) { c.Services = map[string]Service{"a": {Upstream: a}, "b": {Upstream: b}} })
+	w := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.Services = map[string]Service{"a": {Upstream: a}, "b": {Upstream: b}} }))
 	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: `{"name":"x","services":["nope"]}`}), 400, codeValidation)
 	mustStatus(t, w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: `{"name":"x","services":"a"}`}), 400, codeValidation)
 	r := w.do(t, request{method: "POST", path: "/api/keys", cookie: w.aliceCk, body: `{"name":"only-a","services":["a"]}`})
@@ -166,7 +166,7 @@ func TestKeyServicesLimit(t *testing.T) {
 // finishes on the service it started on.
 func TestServiceChangesUnderLoad(t *testing.T) {
 	steady, one, two := namedUpstream(t, "steady", 0), namedUpstream(t, "one", 300*time.Millisecond), namedUpstream(t, "two", 0)
-	w := newWorld(t, func(c *Config) { c.Services = map[string]Service{"steady": {Upstream: steady}} })
+	w := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.Services = map[string]Service{"steady": {Upstream: steady}} }))
 	keyID, key := w.createKey(t, w.bobCk, "load")
 	admin := func(method, path, body string) {
 		t.Helper()
@@ -242,7 +242,7 @@ func TestServiceChangesUnderLoad(t *testing.T) {
 // limit): a limited key on an API service costs what an unlimited key on
 // a config service does (what Authorize itself allocates, if anything).
 func TestAdmitAllocatesNoMore(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.Services = map[string]Service{"cfg": {Upstream: "http://127.0.0.1:1"}} })
+	e := newTestEnv(t, withConfig(func(c *Config) { c.Services = map[string]Service{"cfg": {Upstream: "http://127.0.0.1:1"}} }))
 	ctx := context.Background()
 	if _, err := e.sys.ctl.CreateService(ctx, "llm", control.ServiceInput{Upstream: "http://127.0.0.1:1/base", Enabled: true}); err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestAdmitAllocatesNoMore(t *testing.T) {
 // name that resolves to one) is refused when dialled, before a packet
 // leaves. Config-file services are the operator's own and may.
 func TestServiceUpstreamNotLinkLocal(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	admin := func(method, path, body string) response {
 		return w.do(t, request{method: method, path: path, body: body, cookie: w.adminCk})
 	}
@@ -315,7 +315,7 @@ func TestServiceUpstreamNotLinkLocal(t *testing.T) {
 	}
 	mustStatus(t, admin("GET", "/api/services/meta", ""), 404, codeServiceNotFound)
 
-	allowed := newWorld(t, func(c *Config) { c.AllowLinkLocal = true })
+	allowed := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.AllowLinkLocal = true }))
 	mustStatus(t, allowed.do(t, request{method: "POST", path: "/api/services", cookie: allowed.adminCk,
 		body: `{"name":"meta","upstream":"http://169.254.169.254/latest"}`}), 201, "")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"testing"
 
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
@@ -30,36 +29,6 @@ var (
 	_ KeyService  = (*testSystem)(nil)
 	_ UserService = (*testSystem)(nil)
 )
-
-// newTestSystem starts a system for tb on a new data dir, with cfg's
-// rotation grace period.
-func newTestSystem(tb testing.TB, cfg Config) *testSystem {
-	tb.Helper()
-	return newTestSystemFrom(tb, cfg, "")
-}
-
-// newTestSystemFrom is newTestSystem on a copy of the data dir tmpl ("":
-// a new, empty one).
-func newTestSystemFrom(tb testing.TB, cfg Config, tmpl string) *testSystem {
-	tb.Helper()
-	ts := &testSystem{}
-	opts := []actorstest.Option{
-		actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod }),
-		actorstest.WithExtensions(func() []actors.Extension {
-			ts.ctl = control.New()
-			return []actors.Extension{ts.ctl}
-		}),
-	}
-	if tmpl != "" {
-		dir := tb.TempDir()
-		actorstest.CopyDir(tb, tmpl, dir)
-		opts = append(opts, actorstest.WithDir(dir))
-	}
-	n := actorstest.New(tb, opts...)
-	ts.node, ts.clk = n, n.Clock
-	ts.System = n.Start()
-	return ts
-}
 
 func (s *testSystem) setUnavailable(v bool) { s.down.Store(v) }
 

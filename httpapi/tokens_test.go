@@ -27,7 +27,7 @@ func (e *testEnv) newToken(tb testing.TB, cookie, body string) string {
 
 func TestTokenRules(t *testing.T) {
 	up := newStubUpstream(t)
-	w := newWorld(t, func(c *Config) { c.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr}} })
+	w := newTestEnv(t, withWorld(), withConfig(func(c *Config) { c.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr}} }))
 	write := w.newToken(t, w.aliceCk, `{"name":"ci","scopes":["write"]}`)
 	read := w.newToken(t, w.aliceCk, `{"name":"ro","scopes":["read"]}`)
 	adminTok := w.newToken(t, w.adminCk, `{"name":"ops","scopes":["admin"]}`)
@@ -131,7 +131,7 @@ func TestTokenRules(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestTokenExpiresAndBadTokensThrottled(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	exp := w.sys.clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	tok := w.newToken(t, w.aliceCk, `{"name":"short","scopes":["read"],"expiresAt":"`+exp+`"}`)
 	mustStatus(t, w.do(t, request{method: "GET", path: "/api/keys", headers: bearer(tok)}), 200, "")
@@ -163,9 +163,9 @@ func TestTokenExpiresAndBadTokensThrottled(t *testing.T) {
 // the key's service list.
 func TestKeyServiceWithTokenOnly(t *testing.T) {
 	up := newStubUpstream(t)
-	e := newTestEnv(t, func(c *Config) {
+	e := newTestEnv(t, withConfig(func(c *Config) {
 		c.Services = map[string]Service{"echo": {Upstream: "http://" + up.addr + "/base"}}
-	})
+	}))
 	ctx := context.Background()
 	root := e.addUser(t, "root@example.com", accounts.RoleAdmin, accounts.PlanPremium, true)
 	_, adminTok, err := e.sys.ctl.CreateToken(ctx, control.NewToken{UserID: root.ID, Name: "bootstrap", Scopes: []control.Scope{control.ScopeAdmin}})
@@ -230,7 +230,7 @@ func TestKeyServiceWithTokenOnly(t *testing.T) {
 // outlive it (its expiry when it asks for none, 400 for a later one) and
 // dies with it, also when minted for another user.
 func TestTokenMintedByToken(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	exp := w.sys.clk.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	parent := w.newToken(t, w.aliceCk, `{"name":"p","scopes":["write"],"expiresAt":"`+exp.Format(time.RFC3339)+`"}`)
 	child := w.do(t, request{method: "POST", path: "/api/tokens", headers: bearer(parent), body: `{"name":"c","scopes":["write"]}`})
@@ -286,7 +286,7 @@ func (e *testEnv) newTokenWith(tb testing.TB, headers []string, body string) str
 // licence change and logout-all end the user's access tokens with their
 // sessions; another change, and other users' tokens, leave them.
 func TestAccountRecoveryEndsTokens(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	ctx := context.Background()
 	bobTok := w.newToken(t, w.bobCk, `{"name":"bob","scopes":["read"]}`)
 	tests := []struct {

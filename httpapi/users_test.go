@@ -7,7 +7,7 @@ import (
 )
 
 func TestCreateUser(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	tests := []struct {
 		name   string
 		cookie string
@@ -51,7 +51,7 @@ func TestCreateUser(t *testing.T) {
 }
 
 func TestListAndPatchUsers(t *testing.T) {
-	w := newWorld(t)
+	w := newTestEnv(t, withWorld())
 	r := w.do(t, request{method: "GET", path: "/api/users", cookie: w.adminCk})
 	mustStatus(t, r, 200, "")
 	if users := r.json["users"].([]any); len(users) != 4 {

@@ -10,7 +10,7 @@ import (
 	"gatehouse/actors/actorstest"
 )
 
-// worldSeed is the data dir every world starts from: newWorld's four users
+// worldSeed is the data dir withWorld starts from: the env's four users
 // and a session for each, written once per test binary by a real system
 // (stopped cleanly, so the dir holds a snapshot) into a dir TestMain
 // removes. Creating them costs eight argon2id runs, half a second under
