@@ -111,7 +111,8 @@ func withServerOptions(opts ...Option) envOption {
 	return func(s *envSetup) { s.srvOpts = append(s.srvOpts, opts...) }
 }
 
-// withoutControl builds the server without the automation extension.
+// withoutControl builds the server without WithControl: the system still
+// runs the control extension, the server does not use it.
 func withoutControl() envOption { return func(s *envSetup) { s.noControl = true } }
 
 // withLogger replaces the server's t.Log logger; nil discards.
