@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -111,15 +110,10 @@ type clusterMode struct {
 	// handler before that: a handler needing node waits on nodeSet.
 	node    ClusterNode
 	nodeSet chan struct{}
-	ctx     *clusterCtx
-	reqID   atomic.Uint64
 	applied atomic.Uint64 // the last record of the replicated log applied here
 	cancel  context.CancelFunc
 	done    chan struct{} // the follower ended
 	locks   atomic.Pointer[EntityLocks]
-	// lastGiveUp is the Unix second a forward last gave up (logs are
-	// throttled to one a second).
-	lastGiveUp atomic.Int64
 	// snapPos is the position of the latest snapshot in etcd this node
 	// knows of, sinceSnap how many records it followed since (snapshotcluster.go).
 	snapPos   atomic.Uint64
@@ -130,32 +124,27 @@ type clusterMode struct {
 
 // Timings of cluster mode.
 const (
-	clusterTimeout = 3 * time.Second        // one etcd request or forward
-	ownerWait      = 4 * time.Second        // how long an admission waits for a shard to get an owner
-	ownerPoll      = 25 * time.Millisecond  // how often it looks
-	staleRetry     = 250 * time.Millisecond // when an owner that said "not the owner" is asked again
+	clusterTimeout = 3 * time.Second        // one etcd request
 	followBackoff  = 200 * time.Millisecond // the first pause after the follower fails
 	maxFollowPause = 2 * time.Second
-	settleTimeout  = 2 * time.Second // a graceful release's settling
-	commitChunk    = 128             // values a fenced commit carries at most
 )
 
 func newClusterMode(d *ClusterDeps, lg *slog.Logger) (*clusterMode, error) {
 	if d.Log == nil || d.StartNode == nil || d.Forward == nil {
 		return nil, errors.New("actors: cluster mode needs Log, StartNode and Forward")
 	}
-	cm := &clusterMode{deps: d, rlog: etcdlog.NewWriter(d.Log, clusterTimeout, ErrUnavailable), done: make(chan struct{}), nodeSet: make(chan struct{})}
-	// Request ids start anywhere: an owner remembers answers by (address,
-	// id) for a while, and a node restarted on the same cluster address
-	// must not repeat its previous process's ids.
-	cm.reqID.Store(rand.Uint64() >> 1)
-	return cm, nil
+	return &clusterMode{deps: d, rlog: etcdlog.NewWriter(d.Log, clusterTimeout, ErrUnavailable), done: make(chan struct{}), nodeSet: make(chan struct{})}, nil
 }
 
 // waitNode returns the node once StartNode returned, waiting at most d
-// (nil: it failed, or took longer). A graceful release waits bounded: the
-// node may be closed inside StartNode, by the caller, before it returns.
+// (d < 0: until then; nil: it failed, or took longer). A graceful release
+// waits bounded: the node may be closed inside StartNode, by the caller,
+// before it returns.
 func (cm *clusterMode) waitNode(d time.Duration) ClusterNode {
+	if d < 0 {
+		<-cm.nodeSet
+		return cm.node
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -170,16 +159,23 @@ func (cm *clusterMode) waitNode(d time.Duration) ClusterNode {
 // the replicated log from upTo.
 func (s *System) startCluster(upTo uint64) error {
 	cm := s.cm
-	for _, pid := range s.shards {
-		s.root.Send(pid, enableCluster{})
+	env := ClusterEnv{WaitNode: cm.waitNode, Forward: cm.deps.Forward, Closed: s.closed.Load}
+	var members clusterMembers
+	for _, x := range s.exts {
+		if m, ok := x.(ClusterMember); ok {
+			m.JoinCluster(env)
+			members = append(members, m)
+		}
 	}
-	node, err := cm.deps.StartNode(clusterHandler{s})
+	node, err := cm.deps.StartNode(members)
 	if err != nil {
 		close(cm.nodeSet)
 		return fmt.Errorf("join the cluster: %w", err)
 	}
 	cm.node = node
-	cm.ctx.node = node
+	for _, m := range members {
+		m.NodeStarted(node)
+	}
 	close(cm.nodeSet)
 	cm.applied.Store(upTo)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -249,6 +245,47 @@ func (s *System) SetClusterLocks(l EntityLocks) {
 	}
 }
 
+// ClusterMember is an optional Extension capability for cluster mode: a
+// domain that owns work by the cluster's shards (the keys: a key's
+// admissions are made by the owner of its shard, which holds its quota).
+// The node tells it which shards this node acquires and releases
+// (cluster.Handler; Acquired may come before NodeStarted: the node's
+// loops run while StartNode joins).
+type ClusterMember interface {
+	cluster.Handler
+	// JoinCluster is called once the actors run, before the node starts,
+	// with what the member may use of cluster mode for the system's life.
+	JoinCluster(env ClusterEnv)
+	// NodeStarted is called once StartNode returned the node.
+	NodeStarted(node ClusterNode)
+}
+
+// ClusterEnv is what a ClusterMember gets of cluster mode.
+type ClusterEnv struct {
+	// WaitNode returns the node once StartNode returned, waiting at most d
+	// (d < 0: until then); nil when it failed or took longer.
+	WaitNode func(d time.Duration) ClusterNode
+	// Forward asks the node at addr to act for id (ClusterDeps.Forward).
+	Forward func(ctx context.Context, addr, id string, reqID uint64) (transport.Verdict, error)
+	// Closed reports whether the system is closing.
+	Closed func() bool
+}
+
+// clusterMembers hands the node's ownership changes to every member.
+type clusterMembers []ClusterMember
+
+func (ms clusterMembers) Acquired(shard int, epoch int64) {
+	for _, m := range ms {
+		m.Acquired(shard, epoch)
+	}
+}
+
+func (ms clusterMembers) Released(shard int, epoch int64, graceful bool) {
+	for _, m := range ms {
+		m.Released(shard, epoch, graceful)
+	}
+}
+
 // lockEntity takes the cluster-wide lock name (see EntityLocks): while it
 // is held, this node's state holds every change made under name before,
 // on any node. Nothing on a single node, or before SetClusterLocks.
@@ -263,7 +300,8 @@ func (s *System) lockEntity(ctx context.Context, name string) (func(), error) {
 	return unlock, nil
 }
 
-// clusterLocked reports whether changes are serialized across nodes.
+// clusterLocked reports whether changes are serialized across nodes
+// (ExtensionEnv.Locking).
 func (s *System) clusterLocked() bool { return s.cm != nil && s.cm.locks.Load() != nil }
 
 // Every node follows the replicated log and applies what the other nodes

@@ -31,7 +31,6 @@ func (e *enc) boolean(v bool) {
 type dec struct {
 	b   []byte
 	bad error
-	ar  *arena // when set, strings are carved from it (restore, see arena)
 }
 
 func (d *dec) fail(what string) {
@@ -127,12 +126,7 @@ func (d *dec) str() string {
 	if d.bad != nil {
 		return ""
 	}
-	var v string
-	if d.ar != nil {
-		v = d.ar.str(d.b[:n])
-	} else {
-		v = string(d.b[:n])
-	}
+	v := string(d.b[:n])
 	d.b = d.b[n:]
 	return v
 }

@@ -14,6 +14,7 @@ import (
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/keys"
 )
 
 // testdata/datadir_v2 was written by the build before named snapshot
@@ -93,14 +94,14 @@ func TestWriteDataDirV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	type key struct {
-		info   actors.KeyInfo
+		info   keys.KeyInfo
 		secret string
 		err    string
 	}
 	keys := map[string]*key{}
 	var order []string
 	mk := func(name string, owner accounts.User) *key {
-		info, secret, err := sys.CreateKey(c, actors.NewKey{Owner: sys.KeyOwner(owner), Name: name})
+		info, secret, err := sys.CreateKey(c, keys.NewKey{Owner: sys.KeyOwner(owner), Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +252,7 @@ func checkV2(t *testing.T, stage string, n *actorstest.Node, m v2Manifest) {
 		r := sys.Validate(c, []byte(k.Secret))
 		var want error
 		if k.Err == "revoked" {
-			want = actors.ErrKeyRevoked
+			want = keys.ErrKeyRevoked
 		}
 		if !errors.Is(r.Err, want) || r.KeyID != k.ID {
 			t.Errorf("%s: Validate(%s) = %v, key %s; want %v, key %s", stage, k.Name, r.Err, r.KeyID, want, k.ID)

@@ -25,7 +25,7 @@
 //		return err
 //	}
 //	defer sys.Close(ctx)
-//	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: acc.KeyOwner(user), Name: "ci"})
+//	info, secret, err := sys.CreateKey(ctx, keys.NewKey{Owner: acc.KeyOwner(user), Name: "ci"})
 //	res := sys.Authorize(ctx, []byte(secret)) // res.Err, res.Limit
 //
 // # State and apply

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 )
 
 // Extension is a durable domain in the system's actor system, WAL and
-// snapshots: the keys (keydomain.go, listed first), the accounts, control
+// snapshots: the keys (actors/keys, listed first), the accounts, control
 // and the agent gateway are ones. System drives its life the same way for
 // each: Restore (from its snapshot section), Apply (each later WAL record
 // it owns), Start (spawn its actors), Capture (at every snapshot), Stop;
@@ -83,6 +84,9 @@ type ExtensionEnv struct {
 	// unlock; on a single node, or before SetClusterLocks, it takes
 	// nothing.
 	Lock func(ctx context.Context, name string) (unlock func(), err error)
+	// Locking reports whether Lock serializes across nodes (cluster mode,
+	// once SetClusterLocks ran).
+	Locking func() bool
 	// Extensions are the system's extensions, for optional capabilities
 	// one offers another (control's credentials, which the accounts
 	// revoke: accounts.CredentialRevoker).
@@ -129,9 +133,10 @@ type Ticker interface {
 }
 
 // Flusher is an optional Extension capability for state an extension
-// makes durable in batches (the gateway's budget settlements): System
-// calls Flush at Close, after the keys' usage and before the final
-// snapshot, so a graceful stop loses nothing a crash would cost.
+// makes durable in batches (the keys' usage, the gateway's budget
+// settlements): System calls Flush at Close, in the extensions' order,
+// before the final snapshot, so a graceful stop loses nothing a crash
+// would cost.
 type Flusher interface {
 	Flush(ctx context.Context) error
 }
@@ -149,13 +154,40 @@ func (s *System) extensionFor(t wal.Type) Extension {
 	return nil
 }
 
-func (s *System) extensionEnv(deps *keyDeps) ExtensionEnv {
+func (s *System) extensionEnv() ExtensionEnv {
 	return ExtensionEnv{
-		Root: s.root, Log: deps.log, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
-		Props:      deps.props,
+		Root: s.root, Log: s.elog, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
+		Props:      func(p actor.Producer) *actor.Props { return actor.PropsFromProducer(p, actor.WithDispatcher(s.disp)) },
 		Watchdog:   s.Watchdog,
 		Registerer: s.reg,
 		Lock:       s.lockEntity,
+		Locking:    s.clusterLocked,
 		Extensions: s.exts,
 	}
+}
+
+// checkExtensions refuses two extensions with one name or one record
+// type (the engine's barrier included).
+func checkExtensions(exts []Extension) error {
+	names := map[string]bool{}
+	for i, x := range exts {
+		if names[x.Name()] {
+			return fmt.Errorf("actors: two extensions named %q", x.Name())
+		}
+		names[x.Name()] = true
+		for t := range 256 {
+			if !x.Owns(wal.Type(t)) {
+				continue
+			}
+			if wal.Type(t) == recBarrier {
+				return fmt.Errorf("actors: extension %s claims the barrier's record type", x.Name())
+			}
+			for _, y := range exts[:i] {
+				if y.Owns(wal.Type(t)) {
+					return fmt.Errorf("actors: extensions %s and %s both claim record type %d", y.Name(), x.Name(), t)
+				}
+			}
+		}
+	}
+	return nil
 }

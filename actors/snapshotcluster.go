@@ -180,16 +180,16 @@ func (s *System) offlineSnapshot(ctx context.Context) (pos uint64, payload []byt
 	if err != nil {
 		return 0, nil, 0, 0, fmt.Errorf("replay the log after %d: %w", base, err)
 	}
-	out := make([]section, len(s.exts))
+	out := make([]Section, len(s.exts))
 	for i, x := range s.exts {
 		b, err := offs[i].Section()
 		if err != nil {
 			return 0, nil, 0, 0, fmt.Errorf("extension %s: %w", x.Name(), err)
 		}
-		out[i] = section{name: x.Name(), parts: [][]byte{b}}
+		out[i] = Section{Name: x.Name(), Parts: [][]byte{b}}
 	}
 	var buf bytes.Buffer
-	if err := writeImage(&buf, out); err != nil {
+	if err := WriteSnapshot(&buf, out); err != nil {
 		return 0, nil, 0, 0, err
 	}
 	return pos, buf.Bytes(), base, replayed, nil
@@ -210,7 +210,7 @@ func (s *System) loadClusterSnapshot(ctx context.Context) (map[string][]byte, ui
 	if err != nil {
 		return nil, 0, fmt.Errorf("load the cluster's snapshot: %w", err)
 	}
-	secs, err := decodeSections(payload)
+	secs, err := DecodeSnapshot(payload)
 	if err != nil {
 		return nil, 0, fmt.Errorf("the cluster's snapshot at %d (%d bytes) does not decode: %w", info.Pos, len(payload), err)
 	}

@@ -45,7 +45,7 @@ func (s *System) Snapshot() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	size, err := s.snaps.Save(idx, func(w io.Writer) error { return writeImage(w, secs) })
+	size, err := s.snaps.Save(idx, func(w io.Writer) error { return WriteSnapshot(w, secs) })
 	if err != nil {
 		return 0, fmt.Errorf("snapshot save: %w", err)
 	}
@@ -54,7 +54,7 @@ func (s *System) Snapshot() (uint64, error) {
 	}
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(s.clock.Now().Unix())
-	s.lg.Info("snapshot taken", "index", idx, "keys", s.kd.captured.Load(), "bytes", size, "duration", time.Since(start))
+	s.lg.Info("snapshot taken", "index", idx, "bytes", size, "duration", time.Since(start))
 	for _, x := range s.exts {
 		if o, ok := x.(SnapshotObserver); ok {
 			if err := o.AfterSnapshot(idx); err != nil {
@@ -63,44 +63,4 @@ func (s *System) Snapshot() (uint64, error) {
 		}
 	}
 	return idx, nil
-}
-
-type keyBlock struct {
-	count int
-	buf   []byte
-}
-
-// capture gathers every shard's keys.
-func (s *System) capture(ctx context.Context) ([]keyBlock, int, error) {
-	replies := make(chan captureReply, len(s.shards))
-	for _, pid := range s.shards {
-		// Through the courier: behind every commit notice posted before
-		// the barrier's Append returned (see Snapshot).
-		s.courier.post(pid, capture{reply: replies})
-	}
-	var blocks []keyBlock
-	total := 0
-	for range s.shards {
-		r, err := await(ctx, replies)
-		if err != nil {
-			return nil, 0, err
-		}
-		blocks = append(blocks, keyBlock{count: r.count, buf: r.buf})
-		total += r.count
-		var live []byte
-		n := 0
-		for range r.more {
-			b, err := await(ctx, r.live)
-			if err != nil {
-				return nil, 0, err
-			}
-			if b != nil {
-				live = append(live, b...)
-				n++
-			}
-		}
-		blocks = append(blocks, keyBlock{count: n, buf: live})
-		total += n
-	}
-	return blocks, total, nil
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/actors/clock"
@@ -27,43 +26,34 @@ type Deps struct {
 	Sealer     *Sealer
 	Logger     *slog.Logger // nil: discard
 	Registerer prometheus.Registerer
-	// Extensions are the durable domains besides the keys (actors/accounts,
-	// actors/control, actors/gateway), restored, started and captured in
-	// this order after the keys.
+	// Extensions are the durable domains (actors/keys, actors/accounts,
+	// actors/control, actors/gateway), restored, started, ticked, flushed,
+	// captured and stopped in this order; names and record types unique.
 	Extensions []Extension
 	// Cluster turns cluster mode on (nil: a single node); see ClusterDeps.
 	Cluster *ClusterDeps
 }
 
-// System is the actor-based core: key shards and their key actors, and the
-// extensions (accounts, control, the gateway), restored from the latest
-// snapshot plus the WAL. All its
-// methods are safe for concurrent use; none holds key state itself.
+// System is the engine: it restores its extensions (the domains) from the
+// latest snapshot plus the WAL, starts their actors on one actor system,
+// drives their ticks, snapshots and shutdown and, in cluster mode, follows
+// the replicated log. All its methods are safe for concurrent use; it
+// holds no domain state itself.
 type System struct {
-	cfg     Config
-	lg      *slog.Logger
-	clock   clock.Clock
-	sealer  *Sealer
-	log     *wal.Log
-	snaps   *snapshot.Store
-	m       *metrics
-	kd      *keyDomain  // the keys as an Extension (keydomain.go), exts[0]
-	exts    []Extension // every domain, the keys first
-	disp    *poolDispatcher
-	courier *courier
-	as      *actor.ActorSystem
-	root    *actor.RootContext
-	shards  []*actor.PID
-	// The shards and their mailboxes, for direct delivery of
-	// authorizations (inlineMailbox.deliver).
-	shardObjs []*shard
-	shardMBs  []*inlineMailbox
-	deps      *keyDeps // what the shards and key actors share
-	slots     keySlots // the owners' key counts (keyslots.go)
+	cfg    Config
+	lg     *slog.Logger
+	clock  clock.Clock
+	sealer *Sealer
+	log    *wal.Log
+	snaps  *snapshot.Store
+	m      *metrics
+	exts   []Extension // every domain, in Deps.Extensions' order
+	disp   *poolDispatcher
+	as     *actor.ActorSystem
+	root   *actor.RootContext
 
-	authPool *Pool[authorize]
-	elog     EventLog     // the WAL, or the replicated log in cluster mode
-	cm       *clusterMode // nil: a single node
+	elog EventLog     // the WAL, or the replicated log in cluster mode
+	cm   *clusterMode // nil: a single node
 
 	reg      prometheus.Registerer
 	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
@@ -75,7 +65,6 @@ type System struct {
 	snapMu       sync.Mutex // serializes Snapshot calls; guards lastSnap*
 	lastSnapIdx  atomic.Uint64
 	lastSnapTime atomic.Int64
-	lastSweep    int64 // only the ticker goroutine touches it
 }
 
 // New restores the durable state (newest valid snapshot, then the WAL after
@@ -103,10 +92,10 @@ func New(cfg Config, d Deps) (*System, error) {
 		log: d.Log, snaps: d.Snapshots, m: m, reg: d.Registerer,
 		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
-	s.kd = &keyDomain{s: s}
-	s.exts = append([]Extension{s.kd}, d.Extensions...)
-	s.slots.n = map[uuid.UUID]int{}
-	s.authPool = NewPool(func() *authorize { return &authorize{reply: make(chan AuthResult, 1)} })
+	s.exts = d.Extensions
+	if err := checkExtensions(s.exts); err != nil {
+		return nil, err
+	}
 	wd := make(chan struct{})
 	s.watchdog.Store(&wd)
 	start := time.Now()
@@ -118,13 +107,6 @@ func New(cfg Config, d Deps) (*System, error) {
 		if s.cm, err = newClusterMode(d.Cluster, s.lg); err != nil {
 			return nil, err
 		}
-		s.cm.ctx = &clusterCtx{timeout: clusterTimeout, onReserve: func(err error) {
-			if err != nil {
-				m.reservations.WithLabelValues("failed").Inc()
-			} else {
-				m.reservations.WithLabelValues("committed").Inc()
-			}
-		}}
 		s.elog = s.cm.rlog
 		idx, replayed, err = s.restoreCluster()
 	} else {
@@ -139,15 +121,12 @@ func New(cfg Config, d Deps) (*System, error) {
 	}
 	took := time.Since(start)
 	m.restoreSecs.Set(took.Seconds())
-	m.keys.Set(float64(s.kd.im.nkeys))
 	m.snapRecords.Set(float64(replayed))
-	s.lg.Info("restored", "snapshot_index", idx, "replayed_records", replayed,
-		"keys", s.kd.im.nkeys, "duration", took)
+	s.lg.Info("restored", "snapshot_index", idx, "replayed_records", replayed, "duration", took)
 	s.lastSnapIdx.Store(idx)
 	s.lastSnapTime.Store(d.Clock.Now().Unix())
 	if err := s.spawn(); err != nil {
 		s.as.Shutdown()
-		s.courier.close()
 		s.disp.close()
 		return nil, err
 	}
@@ -157,7 +136,6 @@ func New(cfg Config, d Deps) (*System, error) {
 				x.Stop()
 			}
 			s.as.Shutdown()
-			s.courier.close()
 			s.disp.close()
 			s.cm.rlog.Close()
 			return nil, err
@@ -179,7 +157,7 @@ func (s *System) restore() (idx uint64, replayed int, err error) {
 	loaded := time.Now()
 	idx, err = s.snaps.Load(func(i uint64, payload []byte) error {
 		s.lg.Debug("snapshot read", "index", i, "bytes", len(payload), "duration", time.Since(loaded))
-		secs, err := decodeSections(payload)
+		secs, err := DecodeSnapshot(payload)
 		if err == nil {
 			err = s.restoreSections(secs)
 		}
@@ -235,46 +213,18 @@ func (s *System) restore() (idx uint64, replayed int, err error) {
 	return idx, replayed, nil
 }
 
-// spawn starts the actor system and every domain (the keys' shards first).
+// spawn starts the actor system and every domain, in order.
 func (s *System) spawn() error {
 	plog := slog.New(minLevel{h: s.lg.Handler(), min: slog.LevelWarn}).With("component", "protoactor")
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
 	s.root = s.as.Root
 	s.disp = newPoolDispatcher(dispatchWorkers, 300)
-	s.courier = newCourier(s.root)
-	var cl *clusterCtx
-	if s.cm != nil {
-		cl = s.cm.ctx
-	}
-	s.deps = &keyDeps{log: s.elog, cl: cl, clock: s.clock, root: s.root, lg: s.lg, grace: int64(s.cfg.GracePeriod / time.Second),
-		disp: s.disp, courier: s.courier}
 	for _, x := range s.exts {
-		if err := x.Start(s.extensionEnv(s.deps)); err != nil {
+		if err := x.Start(s.extensionEnv()); err != nil {
 			return fmt.Errorf("start extension %s: %w", x.Name(), err)
 		}
 	}
 	return nil
-}
-
-// spawnShards hands each shard its part of the image and spawns it.
-func (s *System) spawnShards(im *image) {
-	deps := s.deps
-	now := s.clock.Now().Unix()
-	s.shards = make([]*actor.PID, s.cfg.Shards)
-	s.shardObjs, s.shardMBs = make([]*shard, s.cfg.Shards), make([]*inlineMailbox, s.cfg.Shards)
-	for i := range s.shards {
-		sh := &shard{
-			idx: i, n: s.cfg.Shards, deps: deps, idleAfter: int64(s.cfg.IdleAfter / time.Second),
-			keys: im.keys[i], dir: im.dirs[i], now: now, live: map[*slot]struct{}{},
-			onLive: func(d int) { s.m.liveKeys.Add(float64(d)) },
-		}
-		im.keys[i], im.dirs[i] = nil, nil
-		s.shardObjs[i] = sh
-		s.shards[i] = s.root.Spawn(deps.inlineProps(func() actor.Actor { return sh }, &s.shardMBs[i]))
-	}
-	for _, pid := range s.shards {
-		s.root.Send(pid, shardPeers{peers: s.shards})
-	}
 }
 
 // loop drives flushes, passivation sweeps and snapshots until Close.
@@ -301,19 +251,12 @@ func (s *System) loop() {
 	}
 }
 
-// Tick flushes pending usage, passivates idle key actors when a sweep is
-// due, ticks the extensions (Ticker: the accounts expire sessions) and
-// starts a snapshot when one is due. The ticker
-// calls it every FlushInterval; tests call it directly.
+// Tick ticks the extensions (Ticker: the keys flush usage and passivate
+// idle key actors, the accounts expire sessions) and starts a snapshot
+// when one is due. The ticker calls it every FlushInterval; tests call it
+// directly.
 func (s *System) Tick() {
 	now := s.clock.Now().Unix()
-	sweep := now-s.lastSweep >= int64(s.cfg.SweepInterval/time.Second)
-	if sweep {
-		s.lastSweep = now
-	}
-	for _, pid := range s.shards {
-		s.root.Send(pid, tick{now: now, sweep: sweep})
-	}
 	for _, x := range s.exts {
 		if t, ok := x.(Ticker); ok {
 			t.Tick(time.Unix(now, 0))
@@ -358,33 +301,16 @@ func (s *System) snapshotDue(now int64) bool {
 	return iv > 0 && now-s.lastSnapTime.Load() >= iv
 }
 
-// FlushUsage makes every counted request durable now (used at shutdown).
-func (s *System) FlushUsage(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(len(s.shards))
-	for _, pid := range s.shards {
-		s.root.Send(pid, flushAll{wg: &wg})
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("flush usage: %w: %w", ErrUnavailable, ctx.Err())
-	}
-}
-
-// Close stops the ticker, flushes usage (and each Flusher extension),
-// takes a final snapshot (so the next
-// start replays little) and stops the actors. It does not close the WAL.
+// Close stops the ticker, flushes each Flusher extension (the keys'
+// usage first), takes a final snapshot (so the next start replays
+// little) and stops the actors. It does not close the WAL.
 func (s *System) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	close(s.stop)
 	<-s.loopDone
-	err := s.FlushUsage(ctx)
+	var err error
 	for _, x := range s.exts {
 		if f, ok := x.(Flusher); ok {
 			err = errors.Join(err, f.Flush(ctx))
@@ -405,7 +331,6 @@ func (s *System) Close(ctx context.Context) error {
 		x.Stop()
 	}
 	s.as.Shutdown()
-	s.courier.close()
 	s.disp.close()
 	return err
 }
@@ -427,7 +352,6 @@ func (s *System) Abort() {
 		x.Stop()
 	}
 	s.as.Shutdown()
-	s.courier.close()
 	s.disp.close()
 }
 
@@ -446,14 +370,9 @@ func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
 }
 func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{h: m.h.WithGroup(g), min: m.min} }
 
-// await waits for a reply or the caller's deadline.
-func await[T any](ctx context.Context, ch <-chan T) (T, error) {
-	v, _, err := Await(ctx, ch, nil)
-	return v, err
-}
-
 // Watchdog returns a channel closed one to two Config.AuthTimeout periods
-// from now: hot paths bound their wait with it instead of a timer per call.
+// from now: hot paths bound their wait with it instead of a timer per call
+// (ExtensionEnv.Watchdog).
 func (s *System) Watchdog() <-chan struct{} { return *s.watchdog.Load() }
 
 // Health is nil while the system accepts changes, and ErrUnavailable

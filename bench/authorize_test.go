@@ -13,7 +13,7 @@ func BenchmarkAuthorize10kKeys(b *testing.B) { benchAuthorize(b, 10_000) }
 func benchAuthorize(b *testing.B, keys int) {
 	b.Helper()
 	sys, secrets := NewSystem(b, keys)
-	Authorize(b, sys.System, secrets)
+	Authorize(b, sys.Keys, secrets)
 }
 
 // BenchmarkAuthorize5kKeysFlushed is BenchmarkAuthorize10kKeys on 5,000
@@ -23,5 +23,5 @@ func benchAuthorize(b *testing.B, keys int) {
 // (every key dirty in each).
 func BenchmarkAuthorize5kKeysFlushed(b *testing.B) {
 	sys, secrets := NewSystem(b, 5000)
-	AuthorizeTicked(b, sys.System, secrets, 15000, sys.Tick)
+	AuthorizeTicked(b, sys.Keys, secrets, 15000, sys.Tick)
 }

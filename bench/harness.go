@@ -9,20 +9,22 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
+	"gatehouse/actors/keys"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
 
-// Authorizer is what the auth benchmarks need: actors.System, or a fake.
+// Authorizer is what the auth benchmarks need: keys.Service, or a fake.
 type Authorizer interface {
-	Authorize(ctx context.Context, secret []byte) actors.AuthResult
+	Authorize(ctx context.Context, secret []byte) keys.AuthResult
 }
 
-var _ Authorizer = (*actors.System)(nil)
+var _ Authorizer = (*keys.Service)(nil)
 
-// System is a real actor system and its accounts.
+// System is a real actor system with its keys and accounts.
 type System struct {
 	*actors.System
+	Keys     *keys.Service
 	Accounts *accounts.Service
 }
 
@@ -51,11 +53,15 @@ func NewSystem(tb testing.TB, n int) (System, [][]byte) {
 	acfg := accounts.DefaultConfig()
 	// One user holds every key, as in the suite (StartGatehouse).
 	acfg.MaxKeys = map[accounts.Plan]int{accounts.PlanStandard: 1_000_000, accounts.PlanPremium: 1_000_000}
+	ks, err := keys.New(keys.DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
 	acc, err := accounts.New(acfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Extensions: []actors.Extension{acc}})
+	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Extensions: []actors.Extension{ks, acc}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -81,10 +87,10 @@ func NewSystem(tb testing.TB, n int) (System, [][]byte) {
 		go func() {
 			var err error
 			for i := w; i < n && err == nil; i += 16 {
-				var k actors.KeyInfo
+				var k keys.KeyInfo
 				var secret string
-				if k, secret, err = sys.CreateKey(ctx, actors.NewKey{Owner: acc.KeyOwner(u), Name: "bench"}); err == nil {
-					_, err = sys.UpdateKey(ctx, k.ID, actors.KeyPatch{RateLimit: &limit})
+				if k, secret, err = ks.CreateKey(ctx, keys.NewKey{Owner: acc.KeyOwner(u), Name: "bench"}); err == nil {
+					_, err = ks.UpdateKey(ctx, k.ID, keys.KeyPatch{RateLimit: &limit})
 				}
 				secrets[i] = []byte(secret)
 			}
@@ -96,7 +102,7 @@ func NewSystem(tb testing.TB, n int) (System, [][]byte) {
 			tb.Fatal(err)
 		}
 	}
-	return System{sys, acc}, secrets
+	return System{sys, ks, acc}, secrets
 }
 
 // Authorize benchmarks a.Authorize from b's parallel goroutines, the

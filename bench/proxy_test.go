@@ -44,7 +44,7 @@ func serveGatehouse(tb testing.TB, keys int, upstream string) (string, [][]byte)
 	sys, secrets := NewSystem(tb, keys)
 	cfg := httpapi.DefaultConfig()
 	cfg.Services = map[string]httpapi.Service{ServiceName: {Upstream: "http://" + upstream}}
-	srv, err := httpapi.New(cfg, sys.System, sys.Accounts, nil, prometheus.NewRegistry(), nil)
+	srv, err := httpapi.New(cfg, sys.Keys, sys.Accounts, nil, prometheus.NewRegistry(), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
+	"gatehouse/actors/keys"
 	"gatehouse/bench"
 )
 
@@ -58,12 +58,12 @@ func benchProxyAuth(b *testing.B, withCtx bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	info, secret, err := sys.CreateKey(ctx, actors.NewKey{Owner: sys.KeyOwner(u), Name: "bench"})
+	info, secret, err := sys.CreateKey(ctx, keys.NewKey{Owner: sys.KeyOwner(u), Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	limit := int64(1_000_000_000)
-	if _, err := sys.UpdateKey(ctx, info.ID, actors.KeyPatch{RateLimit: &limit}); err != nil {
+	if _, err := sys.UpdateKey(ctx, info.ID, keys.KeyPatch{RateLimit: &limit}); err != nil {
 		b.Fatal(err)
 	}
 

@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/actors/cluster"
+	"gatehouse/actors/keys"
 )
 
 // fakeCluster is a ClusterView whose membership the test sets: the shard
@@ -309,7 +309,7 @@ func TestClusterHealth(t *testing.T) {
 
 	// A failed WAL answers as before, with the membership alongside.
 	w.sys.node.Log.SetFaultHook(func() error { return syscall.EIO })
-	if _, _, err := w.sys.CreateKey(context.Background(), actors.NewKey{Owner: w.sys.KeyOwner(w.alice), Name: "lost"}); err == nil {
+	if _, _, err := w.sys.CreateKey(context.Background(), keys.NewKey{Owner: w.sys.KeyOwner(w.alice), Name: "lost"}); err == nil {
 		t.Fatal("CreateKey succeeded on a failing disk")
 	}
 	w.sys.node.Log.SetFaultHook(nil)

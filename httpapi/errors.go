@@ -14,6 +14,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
+	"gatehouse/actors/keys"
 	"gatehouse/actors/ratelimit"
 	"gatehouse/httpapi/listener"
 	"gatehouse/httpapi/relay"
@@ -110,8 +111,8 @@ func invalidField(field, format string, args ...any) error {
 // rateLimitedError carries the decision of a refused request to the 429 body.
 type rateLimitedError struct{ d ratelimit.Decision }
 
-func (e *rateLimitedError) Error() string { return actors.ErrRateLimited.Error() }
-func (e *rateLimitedError) Unwrap() error { return actors.ErrRateLimited }
+func (e *rateLimitedError) Error() string { return keys.ErrRateLimited.Error() }
+func (e *rateLimitedError) Unwrap() error { return keys.ErrRateLimited }
 
 // upstreamError is a failed exchange with a proxied service.
 type upstreamError struct {
@@ -146,14 +147,14 @@ type sentinel struct {
 }
 
 var sentinels = []sentinel{
-	{actors.ErrKeyMissing, fasthttp.StatusUnauthorized, codeMissingKey, "API key required in X-API-Key or Authorization: Bearer"},
-	{actors.ErrKeyInvalid, fasthttp.StatusUnauthorized, codeInvalidKey, "API key is invalid"},
-	{actors.ErrKeyExpired, fasthttp.StatusUnauthorized, codeKeyExpired, "API key has expired"},
-	{actors.ErrKeyRevoked, fasthttp.StatusUnauthorized, codeKeyRevoked, "API key has been revoked"},
-	{actors.ErrKeyNotFound, fasthttp.StatusNotFound, codeKeyNotFound, "API key not found"},
-	{actors.ErrKeyInactive, fasthttp.StatusBadRequest, codeKeyInactive, "API key is inactive"},
-	{actors.ErrLicenseRequired, fasthttp.StatusForbidden, codeLicenseRequired, "an active license is required"},
-	{actors.ErrKeyLimit, fasthttp.StatusForbidden, codeKeyLimit, "your plan's key limit is reached: delete a key first"},
+	{keys.ErrKeyMissing, fasthttp.StatusUnauthorized, codeMissingKey, "API key required in X-API-Key or Authorization: Bearer"},
+	{keys.ErrKeyInvalid, fasthttp.StatusUnauthorized, codeInvalidKey, "API key is invalid"},
+	{keys.ErrKeyExpired, fasthttp.StatusUnauthorized, codeKeyExpired, "API key has expired"},
+	{keys.ErrKeyRevoked, fasthttp.StatusUnauthorized, codeKeyRevoked, "API key has been revoked"},
+	{keys.ErrKeyNotFound, fasthttp.StatusNotFound, codeKeyNotFound, "API key not found"},
+	{keys.ErrKeyInactive, fasthttp.StatusBadRequest, codeKeyInactive, "API key is inactive"},
+	{keys.ErrLicenseRequired, fasthttp.StatusForbidden, codeLicenseRequired, "an active license is required"},
+	{keys.ErrKeyLimit, fasthttp.StatusForbidden, codeKeyLimit, "your plan's key limit is reached: delete a key first"},
 	{accounts.ErrUserNotFound, fasthttp.StatusNotFound, codeNotFound, "user not found"},
 	{accounts.ErrEmailTaken, fasthttp.StatusConflict, codeEmailTaken, "email already registered"},
 	{accounts.ErrBadCredentials, fasthttp.StatusUnauthorized, codeInvalidCreds, "invalid email or password"},
@@ -191,7 +192,7 @@ func classify(err error) (status int, code, msg string, unexpected bool) {
 		}
 		return fasthttp.StatusBadGateway, codeUpstreamDown, "upstream " + ue.up.name + " is unavailable", false
 	}
-	if errors.Is(err, actors.ErrRateLimited) {
+	if errors.Is(err, keys.ErrRateLimited) {
 		return fasthttp.StatusTooManyRequests, codeRateLimited, "rate limit exceeded", false
 	}
 	if errors.Is(err, actors.ErrInvalidArgument) {

@@ -15,6 +15,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
+	"gatehouse/actors/keys"
 )
 
 func TestClassify(t *testing.T) {
@@ -27,14 +28,14 @@ func TestClassify(t *testing.T) {
 		msg    string // "" to skip
 		unexp  bool
 	}{
-		{"missing key", actors.ErrKeyMissing, 401, codeMissingKey, "", false},
-		{"invalid key", wrap(actors.ErrKeyInvalid), 401, codeInvalidKey, "", false},
-		{"expired", wrap(actors.ErrKeyExpired), 401, codeKeyExpired, "", false},
-		{"revoked", wrap(actors.ErrKeyRevoked), 401, codeKeyRevoked, "", false},
-		{"rate limited", wrap(actors.ErrRateLimited), 429, codeRateLimited, "", false},
-		{"key not found", wrap(actors.ErrKeyNotFound), 404, codeKeyNotFound, "", false},
-		{"inactive", wrap(actors.ErrKeyInactive), 400, codeKeyInactive, "", false},
-		{"license", wrap(actors.ErrLicenseRequired), 403, codeLicenseRequired, "", false},
+		{"missing key", keys.ErrKeyMissing, 401, codeMissingKey, "", false},
+		{"invalid key", wrap(keys.ErrKeyInvalid), 401, codeInvalidKey, "", false},
+		{"expired", wrap(keys.ErrKeyExpired), 401, codeKeyExpired, "", false},
+		{"revoked", wrap(keys.ErrKeyRevoked), 401, codeKeyRevoked, "", false},
+		{"rate limited", wrap(keys.ErrRateLimited), 429, codeRateLimited, "", false},
+		{"key not found", wrap(keys.ErrKeyNotFound), 404, codeKeyNotFound, "", false},
+		{"inactive", wrap(keys.ErrKeyInactive), 400, codeKeyInactive, "", false},
+		{"license", wrap(keys.ErrLicenseRequired), 403, codeLicenseRequired, "", false},
 		{"user not found", wrap(accounts.ErrUserNotFound), 404, codeNotFound, "", false},
 		{"email taken", wrap(accounts.ErrEmailTaken), 409, codeEmailTaken, "", false},
 		{"bad credentials", accounts.ErrBadCredentials, 401, codeInvalidCreds, "", false},
@@ -66,8 +67,8 @@ func TestClassify(t *testing.T) {
 // brokenKeys fails GetKey with an unexpected error that carries a secret.
 type brokenKeys struct{ *testSystem }
 
-func (brokenKeys) GetKey(context.Context, uuid.UUID) (actors.KeyInfo, error) {
-	return actors.KeyInfo{}, errors.New("decrypt svc_live_SECRETSECRETSECRETSECRETSECRET12: bad tag")
+func (brokenKeys) GetKey(context.Context, uuid.UUID) (keys.KeyInfo, error) {
+	return keys.KeyInfo{}, errors.New("decrypt svc_live_SECRETSECRETSECRETSECRETSECRET12: bad tag")
 }
 
 func TestInternalErrorIsLoggedOnceWithoutLeaking(t *testing.T) {

@@ -3,14 +3,13 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"gatehouse/actors/keys"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-
-	"gatehouse/actors"
 )
 
 // keyIDOf resolves a secret to its key id (Validate counts nothing).
@@ -23,7 +22,7 @@ func (e *testEnv) keyIDOf(tb testing.TB, secret string) uuid.UUID {
 	return res.KeyID
 }
 
-func keyPatchExpiry(t time.Time) actors.KeyPatch { return actors.KeyPatch{ExpiresAt: &t} }
+func keyPatchExpiry(t time.Time) keys.KeyPatch { return keys.KeyPatch{ExpiresAt: &t} }
 
 func (e *testEnv) validate(tb testing.TB, secret string) response {
 	tb.Helper()

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
+	"gatehouse/actors/keys"
 	"gatehouse/httpapi/listener"
 )
 
@@ -58,7 +58,7 @@ func (s *Server) createKey(ctx context.Context, rc *fasthttp.RequestCtx, u accou
 	if err != nil {
 		return err
 	}
-	info, secret, err := s.keys.CreateKey(ctx, actors.NewKey{Owner: s.users.KeyOwner(u), Name: name, ExpiresAt: exp})
+	info, secret, err := s.keys.CreateKey(ctx, keys.NewKey{Owner: s.users.KeyOwner(u), Name: name, ExpiresAt: exp})
 	if err != nil {
 		return err
 	}
@@ -81,13 +81,13 @@ func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u accoun
 	if err != nil {
 		return err
 	}
-	keys, err := s.keys.ListKeys(ctx, owner)
+	list, err := s.keys.ListKeys(ctx, owner)
 	if err != nil {
 		return err
 	}
-	slices.SortStableFunc(keys, func(a, b actors.KeyInfo) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	views := make([]keyListView, len(keys))
-	for i, k := range keys {
+	slices.SortStableFunc(list, func(a, b keys.KeyInfo) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	views := make([]keyListView, len(list))
+	for i, k := range list {
 		views[i] = newKeyListView(k)
 		views[i].Services = s.keyServices(k.ID)
 	}
@@ -98,17 +98,17 @@ func (s *Server) listKeys(ctx context.Context, rc *fasthttp.RequestCtx, u accoun
 // ownedKey returns the key named by the {id} path parameter if u owns it
 // or is an admin. Anything else is KEY_NOT_FOUND, so that nobody learns
 // whether another user's key exists.
-func (s *Server) ownedKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) (actors.KeyInfo, error) {
+func (s *Server) ownedKey(ctx context.Context, rc *fasthttp.RequestCtx, u accounts.User) (keys.KeyInfo, error) {
 	id, ok := pathID(rc)
 	if !ok {
-		return actors.KeyInfo{}, errKeyNotFound
+		return keys.KeyInfo{}, errKeyNotFound
 	}
 	k, err := s.keys.GetKey(ctx, id)
 	if err != nil {
-		return actors.KeyInfo{}, err
+		return keys.KeyInfo{}, err
 	}
 	if k.Owner != u.ID && !actsAsAdmin(rc, u) {
-		return actors.KeyInfo{}, errKeyNotFound
+		return keys.KeyInfo{}, errKeyNotFound
 	}
 	return k, nil
 }
@@ -133,7 +133,7 @@ func (s *Server) keyServices(id uuid.UUID) []string {
 	return l
 }
 
-func (s *Server) keyDetail(k actors.KeyInfo) keyDetailView {
+func (s *Server) keyDetail(k keys.KeyInfo) keyDetailView {
 	v := newKeyDetailView(k)
 	v.Services = s.keyServices(k.ID)
 	return v
@@ -230,8 +230,8 @@ func (s *Server) updateKey(ctx context.Context, rc *fasthttp.RequestCtx, u accou
 	return nil
 }
 
-func (s *Server) keyPatch(req keyRequest, services bool) (actors.KeyPatch, error) {
-	var p actors.KeyPatch
+func (s *Server) keyPatch(req keyRequest, services bool) (keys.KeyPatch, error) {
+	var p keys.KeyPatch
 	if n, ok, err := optRateLimit(req.RateLimit, "rateLimit"); err != nil {
 		return p, err
 	} else if ok {
@@ -291,11 +291,11 @@ func (s *Server) keyUsage(ctx context.Context, rc *fasthttp.RequestCtx, u accoun
 func (s *Server) validateKey(ctx context.Context, rc *fasthttp.RequestCtx) error {
 	secret := apiKey(&rc.Request.Header)
 	if len(secret) == 0 {
-		s.writeValidateError(rc, actors.ErrKeyMissing)
+		s.writeValidateError(rc, keys.ErrKeyMissing)
 		return nil
 	}
 	res := s.keys.Validate(ctx, secret)
-	if res.Err != nil && !errors.Is(res.Err, actors.ErrRateLimited) {
+	if res.Err != nil && !errors.Is(res.Err, keys.ErrRateLimited) {
 		s.writeValidateError(rc, res.Err)
 		return nil
 	}

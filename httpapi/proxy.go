@@ -13,8 +13,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/actors/control"
+	"gatehouse/actors/keys"
 	"gatehouse/actors/ratelimit"
 	"gatehouse/httpapi/relay"
 )
@@ -119,7 +119,7 @@ func (s *Server) proxy(ctx context.Context, rc *fasthttp.RequestCtx) error {
 // list was authorized, and counts). suffix aliases the request's path.
 // It allocates nothing: the service table and the key's service list are
 // frozen values behind atomic pointers.
-func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstream, suffix []byte, res actors.AuthResult, err error) {
+func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstream, suffix []byte, res keys.AuthResult, err error) {
 	name, suffix, ok := parseProxyPath(rc.Request.URI().PathOriginal())
 	if !ok {
 		return nil, nil, res, errInvalidPath
@@ -151,16 +151,16 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx) (up *upstre
 // sets those of an admitted one, once the upstream's headers are in. It
 // allocates nothing (the key bytes are passed as they are: Authorize does
 // not retain them).
-func (s *Server) authorize(ctx context.Context, rc *fasthttp.RequestCtx) (actors.AuthResult, error) {
+func (s *Server) authorize(ctx context.Context, rc *fasthttp.RequestCtx) (keys.AuthResult, error) {
 	secret := apiKey(&rc.Request.Header)
 	if len(secret) == 0 {
-		return actors.AuthResult{}, actors.ErrKeyMissing
+		return keys.AuthResult{}, keys.ErrKeyMissing
 	}
 	res := s.keys.Authorize(ctx, secret)
 	if res.Err == nil {
 		return res, nil
 	}
-	if errors.Is(res.Err, actors.ErrRateLimited) {
+	if errors.Is(res.Err, keys.ErrRateLimited) {
 		s.setLimitHeaders(&rc.Response.Header, res.Limit)
 		return res, &rateLimitedError{d: res.Limit}
 	}
@@ -207,7 +207,7 @@ func (s *Server) setLimitHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decisio
 // answer. The request body is buffered or streamed (see attachBody), and
 // so is the answer (see relayBody). The request was admitted: it counts
 // in usage even if the upstream then fails.
-func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) error {
+func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res keys.AuthResult) error {
 	ex := exchangePool.Get().(*exchange)
 	ex.head = appendUpstreamHead(ex.head[:0], rc, up, suffix, res)
 	ex.req = relay.Request{Head: ex.head}
@@ -247,7 +247,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, up *upstream, suffix []byte, r
 // 413 for a body over MaxProxyBodyBytes, 400 for a malformed or cut one,
 // 408 for one that stopped coming, none of them an upstream failure.
 // Otherwise 502 or 504. The rate-limit headers stay.
-func (s *Server) upstreamFailed(rc *fasthttp.RequestCtx, up *upstream, res actors.AuthResult, clientErr, err error) error {
+func (s *Server) upstreamFailed(rc *fasthttp.RequestCtx, up *upstream, res keys.AuthResult, clientErr, err error) error {
 	rc.Response.Reset()
 	s.setLimitHeaders(&rc.Response.Header, res.Limit)
 	if clientErr != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"gatehouse/actors/keys"
 	"net"
 	"strconv"
 	"strings"
@@ -11,8 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/valyala/fasthttp"
-
-	"gatehouse/actors"
 )
 
 // stubUpstream is a fasthttp server on loopback that records the last
@@ -214,7 +213,7 @@ func TestProxyRateLimit(t *testing.T) {
 	p := newTestEnv(t, withProxyUpstreams())
 	ctx := context.Background()
 	limit := int64(2)
-	if _, err := p.sys.UpdateKey(ctx, p.keyIDOf(t, p.secret), actors.KeyPatch{RateLimit: &limit}); err != nil {
+	if _, err := p.sys.UpdateKey(ctx, p.keyIDOf(t, p.secret), keys.KeyPatch{RateLimit: &limit}); err != nil {
 		t.Fatal(err)
 	}
 	now := p.sys.clk.Now().Unix()

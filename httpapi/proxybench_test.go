@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/keys"
 	"gatehouse/actors/ratelimit"
 	"gatehouse/httpapi/relay"
 )
@@ -32,7 +32,7 @@ func BenchmarkProxyHeaders(b *testing.B) {
 	rc.Init(&in, clientAddr, nil)
 	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Sun, 22 Nov 2026 10:00:00 GMT\r\n" +
 		"X-Request-Id: abc\r\nContent-Length: 1024\r\n\r\n")
-	res := actors.AuthResult{Limit: ratelimit.Decision{Allowed: true, Limit: 1000, Used: 1, Remaining: 999, Reset: 1795345200}}
+	res := keys.AuthResult{Limit: ratelimit.Decision{Allowed: true, Limit: 1000, Used: 1, Remaining: 999, Reset: 1795345200}}
 	suffix := []byte("/v1/chat/completions")
 	head := make([]byte, 0, 1024)
 	b.Run("request", func(b *testing.B) {

@@ -2,13 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"gatehouse/actors/keys"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"gatehouse/actors"
 )
 
 // BenchmarkProxyExchange is one whole proxied request, in process: the
@@ -23,7 +22,7 @@ import (
 func BenchmarkProxyExchange(b *testing.B) {
 	p := newTestEnv(b, withProxyUpstreams())
 	limit := int64(1e9)
-	if _, err := p.sys.UpdateKey(context.Background(), p.keyIDOf(b, p.secret), actors.KeyPatch{RateLimit: &limit}); err != nil {
+	if _, err := p.sys.UpdateKey(context.Background(), p.keyIDOf(b, p.secret), keys.KeyPatch{RateLimit: &limit}); err != nil {
 		b.Fatal(err)
 	}
 	for _, method := range []string{"GET", "POST"} {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
+	"gatehouse/actors/keys"
 	"gatehouse/httpapi/relay"
 )
 
@@ -65,7 +65,7 @@ func hopByHop(k []byte) bool {
 // then come X-Forwarded-For (the client's first value, extended with its
 // address), X-Forwarded-Host and -Proto, the identity headers and the
 // service's own headers, each once.
-func appendUpstreamHead(dst []byte, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res actors.AuthResult) []byte {
+func appendUpstreamHead(dst []byte, rc *fasthttp.RequestCtx, up *upstream, suffix []byte, res keys.AuthResult) []byte {
 	h := &rc.Request.Header
 	dst = append(dst, h.Method()...)
 	dst = append(dst, ' ')

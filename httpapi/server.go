@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
+	"gatehouse/actors/keys"
 	"gatehouse/httpapi/listener"
 )
 
@@ -32,22 +32,22 @@ type KeyStore interface {
 	// CreateKey creates a key for k.Owner and returns it with its full
 	// secret, the only time the secret leaves the system. Errors:
 	// ErrLicenseRequired, ErrInvalidArgument.
-	CreateKey(ctx context.Context, k actors.NewKey) (actors.KeyInfo, string, error)
+	CreateKey(ctx context.Context, k keys.NewKey) (keys.KeyInfo, string, error)
 	// ListKeys returns owner's keys; an unknown owner has none.
-	ListKeys(ctx context.Context, owner uuid.UUID) ([]actors.KeyInfo, error)
+	ListKeys(ctx context.Context, owner uuid.UUID) ([]keys.KeyInfo, error)
 	// GetKey returns one key; ErrKeyNotFound if absent.
-	GetKey(ctx context.Context, id uuid.UUID) (actors.KeyInfo, error)
+	GetKey(ctx context.Context, id uuid.UUID) (keys.KeyInfo, error)
 	// RotateKey issues a new secret; the old one stays valid for the grace
 	// period. Errors: ErrKeyNotFound, ErrKeyInactive.
-	RotateKey(ctx context.Context, id uuid.UUID) (actors.KeyInfo, string, error)
+	RotateKey(ctx context.Context, id uuid.UUID) (keys.KeyInfo, string, error)
 	// RevokeKey invalidates every secret of the key at once; ErrKeyNotFound.
 	RevokeKey(ctx context.Context, id uuid.UUID) error
 	// DeleteKey removes the key; ErrKeyNotFound.
 	DeleteKey(ctx context.Context, id uuid.UUID) error
 	// UpdateKey applies p; ErrKeyNotFound, ErrInvalidArgument.
-	UpdateKey(ctx context.Context, id uuid.UUID, p actors.KeyPatch) (actors.KeyInfo, error)
+	UpdateKey(ctx context.Context, id uuid.UUID, p keys.KeyPatch) (keys.KeyInfo, error)
 	// KeyUsage returns the last days (1..30) of usage; ErrKeyNotFound.
-	KeyUsage(ctx context.Context, id uuid.UUID, days int) (actors.Usage, error)
+	KeyUsage(ctx context.Context, id uuid.UUID, days int) (keys.Usage, error)
 }
 
 // KeyAuthorizer is what the proxy (and /api/validate) needs: the hot path.
@@ -55,10 +55,10 @@ type KeyAuthorizer interface {
 	// Authorize checks secret, consumes one request of the key's limit and
 	// counts usage. It does not retain secret. It must bound its own wait
 	// when ctx has no deadline: the proxy passes context.Background().
-	Authorize(ctx context.Context, secret []byte) actors.AuthResult
+	Authorize(ctx context.Context, secret []byte) keys.AuthResult
 	// Validate checks secret without consuming the limit. It does not
 	// retain secret, and bounds its own wait like Authorize.
-	Validate(ctx context.Context, secret []byte) actors.AuthResult
+	Validate(ctx context.Context, secret []byte) keys.AuthResult
 }
 
 // UserService is what the HTTP layer needs from the user actors. All
@@ -83,14 +83,13 @@ type UserService interface {
 	LogoutAll(ctx context.Context, user uuid.UUID) error
 	// KeyOwner is what creating a key for u needs (KeyService.CreateKey):
 	// their licence, how many keys their plan allows, a new key's limit.
-	KeyOwner(u accounts.User) actors.KeyOwner
+	KeyOwner(u accounts.User) keys.KeyOwner
 }
 
-// The actor system (the keys' methods) and its accounts are the
-// production implementations.
+// The keys and the accounts are the production implementations.
 var (
-	_ KeyStore      = (*actors.System)(nil)
-	_ KeyAuthorizer = (*actors.System)(nil)
+	_ KeyStore      = (*keys.Service)(nil)
+	_ KeyAuthorizer = (*keys.Service)(nil)
 	_ UserService   = (*accounts.Service)(nil)
 )
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
+	"gatehouse/actors/keys"
 )
 
 // namedUpstream answers every request with its name; /slow after delay.
@@ -249,7 +249,7 @@ func TestAdmitAllocatesNoMore(t *testing.T) {
 	}
 	u := e.addUser(t, "alloc@example.com", accounts.RoleUser, accounts.PlanPremium, true)
 	allocs := func(service string, limit []string) float64 {
-		info, secret, err := e.sys.CreateKey(ctx, actors.NewKey{Owner: e.sys.KeyOwner(u), Name: service})
+		info, secret, err := e.sys.CreateKey(ctx, keys.NewKey{Owner: e.sys.KeyOwner(u), Name: service})
 		if err != nil {
 			t.Fatal(err)
 		}

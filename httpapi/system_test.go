@@ -10,6 +10,7 @@ import (
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/clock"
 	"gatehouse/actors/control"
+	"gatehouse/actors/keys"
 )
 
 // testSystem is the real actor system on a temp dir (actorstest: WAL
@@ -48,17 +49,17 @@ func (s *testSystem) Authenticate(ctx context.Context, token string) (accounts.U
 }
 
 // Authorize fails while the system is down.
-func (s *testSystem) Authorize(ctx context.Context, secret []byte) actors.AuthResult {
+func (s *testSystem) Authorize(ctx context.Context, secret []byte) keys.AuthResult {
 	if err := s.unavailable(); err != nil {
-		return actors.AuthResult{Err: err}
+		return keys.AuthResult{Err: err}
 	}
 	return s.System.Authorize(ctx, secret)
 }
 
 // Validate fails while the system is down.
-func (s *testSystem) Validate(ctx context.Context, secret []byte) actors.AuthResult {
+func (s *testSystem) Validate(ctx context.Context, secret []byte) keys.AuthResult {
 	if err := s.unavailable(); err != nil {
-		return actors.AuthResult{Err: err}
+		return keys.AuthResult{Err: err}
 	}
 	return s.System.Validate(ctx, secret)
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
+	"gatehouse/actors/keys"
 )
 
 // Access tokens for the management API (svc_pat_…): POST, GET
@@ -69,7 +69,7 @@ func (s *Server) tokenUser(ctx context.Context, rc *fasthttp.RequestCtx, tok []b
 	if s.ctl == nil {
 		return accounts.User{}, control.Token{}, errTokenInvalid
 	}
-	isKey := bytes.HasPrefix(tok, []byte(actors.KeyPrefix+"_"))
+	isKey := bytes.HasPrefix(tok, []byte(keys.KeyPrefix+"_"))
 	t, err := s.ctl.CheckToken(ctx, string(tok), rc.RemoteIP().String())
 	if err != nil {
 		if isKey && errors.Is(err, control.ErrTokenInvalid) {

@@ -3,8 +3,8 @@ package httpapi
 import (
 	"github.com/google/uuid"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
+	"gatehouse/actors/keys"
 )
 
 // The JSON shapes of responses. Field names are the seed's, exactly.
@@ -68,7 +68,7 @@ type keyListView struct {
 	Services []string `json:"services,omitempty"`
 }
 
-func newKeyListView(k actors.KeyInfo) keyListView {
+func newKeyListView(k keys.KeyInfo) keyListView {
 	return keyListView{
 		ID: k.ID, Name: k.Name, Prefix: k.Prefix, KeyPreview: k.Preview, RateLimit: k.RateLimit,
 		IsActive: k.IsActive, LastUsedAt: isoTime(k.LastUsedAt), UsageCount: k.UsageCount,
@@ -93,7 +93,7 @@ type keyDetailView struct {
 	Services          []string  `json:"services,omitempty"`
 }
 
-func newKeyDetailView(k actors.KeyInfo) keyDetailView {
+func newKeyDetailView(k keys.KeyInfo) keyDetailView {
 	return keyDetailView{
 		ID: k.ID, Name: k.Name, Prefix: k.Prefix, RateLimit: k.RateLimit, IsActive: k.IsActive,
 		RotatedAt: isoTime(k.RotatedAt), GracePeriodEndsAt: isoTime(k.GraceEndsAt),
@@ -141,7 +141,7 @@ type usageBody struct {
 	RateLimit       limitView `json:"rateLimit"`
 }
 
-func newUsageBody(u actors.Usage) usageBody {
+func newUsageBody(u keys.Usage) usageBody {
 	days := make([]dayView, len(u.Daily))
 	for i, d := range u.Daily {
 		days[i] = dayView{Date: d.Date, Count: d.Count}

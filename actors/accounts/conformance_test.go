@@ -110,7 +110,7 @@ func TestConformance(t *testing.T) {
 
 // accountsKind is a record's type and name ("2 user").
 func accountsKind(r wal.Record) string {
-	name, _ := accounts.RecordName(r.Type)
+	name, _, _ := accounts.DescribeRecord(r.Type, r.Data)
 	return fmt.Sprint(r.Type, " ", name)
 }
 

@@ -164,14 +164,14 @@ func TestLegacyAccountRecords(t *testing.T) {
 // no other).
 func TestRecordNames(t *testing.T) {
 	for _, g := range goldenRecords() {
-		if name, ok := RecordName(g.rec.Type); !ok || name == "" {
-			t.Errorf("RecordName(%d) = %q, %v", g.rec.Type, name, ok)
+		if name, _, ok := DescribeRecord(g.rec.Type, g.rec.Data); !ok || name == "" {
+			t.Errorf("DescribeRecord(%d) = %q, %v", g.rec.Type, name, ok)
 		}
-		if got := actors.DescribeRecord(g.rec.Type, g.rec.Data, RecordName); strings.HasPrefix(got, "type ") {
+		if got := actors.DescribeRecord(g.rec.Type, g.rec.Data, DescribeRecord); strings.HasPrefix(got, "type ") {
 			t.Errorf("DescribeRecord(%d) = %q: unnamed", g.rec.Type, got)
 		}
 	}
-	if _, ok := RecordName(10); ok {
-		t.Error("RecordName claims a key record")
+	if _, _, ok := DescribeRecord(10, nil); ok {
+		t.Error("DescribeRecord claims a key record")
 	}
 }

@@ -19,21 +19,22 @@ const (
 	recSessionDel wal.Type = 4 // 32-byte session hash
 )
 
-// RecordName names the accounts' record types (actors.RecordNamer), for
-// gatehouse repair's report.
-func RecordName(t wal.Type) (string, bool) {
+// DescribeRecord names the accounts' record types (actors.RecordDescriber),
+// for gatehouse repair's report; their identifiers are read from the JSON
+// (a session deletion's hash is not shown).
+func DescribeRecord(t wal.Type, _ []byte) (name string, ids []string, ok bool) {
 	switch t {
 	case recUserPut:
-		return "user", true
+		return "user", nil, true
 	case recSessionPut:
-		return "session", true
+		return "session", nil, true
 	case recSessionDel:
-		return "session deleted", true
+		return "session deleted", []string{}, true
 	}
-	return "", false
+	return "", nil, false
 }
 
-var _ actors.RecordNamer = RecordName
+var _ actors.RecordDescriber = DescribeRecord
 
 // hash is the SHA-256 of a session token.
 type hash [32]byte

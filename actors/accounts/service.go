@@ -13,6 +13,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/clock"
+	"gatehouse/actors/keys"
 	"gatehouse/wal"
 )
 
@@ -36,8 +37,8 @@ func DefaultConfig() Config {
 }
 
 // maxRateLimit is the largest requests-per-hour figure a key accepts
-// (the keys' own bound, actors.MaxRateLimit).
-const maxRateLimit = actors.MaxRateLimit
+// (the keys' own bound, keys.MaxRateLimit).
+const maxRateLimit = keys.MaxRateLimit
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
@@ -254,12 +255,12 @@ func decodeSection(b []byte) (*accountsState, error) {
 // KeyOwner is what creating a key needs to know of u: their licence, and
 // from their plan (or an admin's limit on them) how many keys they may
 // hold and the per-hour limit of a new one.
-func (s *Service) KeyOwner(u User) actors.KeyOwner {
+func (s *Service) KeyOwner(u User) keys.KeyOwner {
 	maxKeys, ok := s.cfg.MaxKeys[u.Plan]
 	if !ok {
 		maxKeys = s.cfg.MaxKeys[PlanStandard]
 	}
-	return actors.KeyOwner{
+	return keys.KeyOwner{
 		ID: u.ID, Licensed: u.LicenseActive, MaxKeys: maxKeys,
 		RateLimit: newKeyLimit(s.cfg.Plans, u.Plan, u.KeyRateLimit), Plan: string(u.Plan),
 	}

@@ -13,7 +13,8 @@
 //	sys = n.Restart() // crash, then restore from the snapshot and WAL
 //
 // Every call to Start builds fresh extensions (an Extension serves one
-// System), the accounts (actors/accounts) first: System carries them. Cleanups stop the system before its WAL closes. A Node is not
+// System), the keys (actors/keys) and the accounts (actors/accounts)
+// first: System carries them. Cleanups stop the system before its WAL closes. A Node is not
 // safe for concurrent use; the System it returns is.
 //
 // Beside nodes: Conformance (conformance.go), the suite of the
@@ -37,6 +38,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/clock"
+	"gatehouse/actors/keys"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 	"gatehouse/wal/waltest"
@@ -55,6 +57,8 @@ type Node struct {
 	// Config is used by every Start; New makes it test-friendly (8 shards,
 	// no automatic flushes or snapshots: the test calls Tick and Snapshot).
 	Config actors.Config
+	// KeysConfig configures the keys every Start builds (New: 8 shards).
+	KeysConfig keys.Config
 	// AccountsConfig configures the accounts every Start builds.
 	AccountsConfig accounts.Config
 	// MasterKey seals secrets (32 bytes).
@@ -77,13 +81,17 @@ type Node struct {
 	Exts []actors.Extension
 }
 
-// System is a running system with its accounts, as tests drive them:
-// the engine's methods (Tick, Snapshot, the keys') and the accounts' (users,
-// sessions) on one value.
+// System is a running system with its keys and accounts, as tests drive
+// them: the engine's methods (Tick, Snapshot, Close), the keys' (Authorize,
+// CreateKey, ...) and the accounts' (users, sessions) on one value.
 type System struct {
 	*actors.System
 	*accounts.Service
+	*Keys
 }
+
+// Keys is the embedded keys' type (its field is System.Keys).
+type Keys = keys.Service
 
 // Tick is the engine's (the accounts' Tick is the engine's to call).
 func (s System) Tick() { s.System.Tick() }
@@ -95,6 +103,9 @@ type Option func(*Node)
 func WithExtensions(fn func() []actors.Extension) Option {
 	return func(n *Node) { n.Extensions = fn }
 }
+
+// WithKeys lets fn edit the keys.Config after New's defaults.
+func WithKeys(fn func(*keys.Config)) Option { return func(n *Node) { fn(&n.KeysConfig) } }
 
 // WithConfig lets fn edit the actors.Config after New's defaults.
 func WithConfig(fn func(*actors.Config)) Option { return func(n *Node) { fn(&n.Config) } }
@@ -114,10 +125,11 @@ func WithDir(dir string) Option { return func(n *Node) { n.Dir = dir } }
 func New(tb testing.TB, opts ...Option) *Node {
 	tb.Helper()
 	cfg := actors.DefaultConfig()
-	cfg.Shards = 8
+	kcfg := keys.DefaultConfig()
+	kcfg.Shards = 8
 	cfg.FlushInterval = time.Hour // tests drive Tick themselves
 	cfg.SnapshotEvery, cfg.SnapshotInterval = 0, 0
-	n := &Node{tb: tb, Dir: tb.TempDir(), Clock: clock.NewFake(T0), Config: cfg, AccountsConfig: accounts.DefaultConfig(), MasterKey: make([]byte, 32)}
+	n := &Node{tb: tb, Dir: tb.TempDir(), Clock: clock.NewFake(T0), Config: cfg, KeysConfig: kcfg, AccountsConfig: accounts.DefaultConfig(), MasterKey: make([]byte, 32)}
 	for _, o := range opts {
 		o(n)
 	}
@@ -147,6 +159,10 @@ func (n *Node) Start() System {
 	if err != nil {
 		n.tb.Fatalf("NewSealer: %v", err)
 	}
+	ks, err := keys.New(n.KeysConfig)
+	if err != nil {
+		n.tb.Fatalf("keys.New: %v", err)
+	}
 	acc, err := accounts.New(n.AccountsConfig)
 	if err != nil {
 		n.tb.Fatalf("accounts.New: %v", err)
@@ -160,13 +176,13 @@ func (n *Node) Start() System {
 		clk = clock.Real{}
 	}
 	sys, err := actors.New(n.Config, actors.Deps{
-		Log: l, Snapshots: snaps, Clock: clk, Sealer: sealer, Logger: n.Logger, Extensions: append([]actors.Extension{acc}, exts...),
+		Log: l, Snapshots: snaps, Clock: clk, Sealer: sealer, Logger: n.Logger, Extensions: append([]actors.Extension{ks, acc}, exts...),
 	})
 	if err != nil {
 		_ = l.Close()
 		n.tb.Fatalf("actors.New: %v", err)
 	}
-	n.Log, n.Sys, n.Exts = l, System{sys, acc}, exts
+	n.Log, n.Sys, n.Exts = l, System{sys, acc, ks}, exts
 	// Registered after waltest's cleanup, so it runs first: the system
 	// stops before its WAL closes and is checked.
 	n.tb.Cleanup(func() {

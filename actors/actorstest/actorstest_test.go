@@ -3,9 +3,9 @@ package actorstest_test
 import (
 	"testing"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 )
 
 func TestMain(m *testing.M) { actorstest.VerifyTestMain(m) }
@@ -19,7 +19,7 @@ func TestRestartKeepsAcknowledgedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, secret, err := sys.CreateKey(actorstest.Ctx(t), actors.NewKey{Owner: sys.KeyOwner(u), Name: "ci"})
+	k, secret, err := sys.CreateKey(actorstest.Ctx(t), keys.NewKey{Owner: sys.KeyOwner(u), Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 )
 
 // maxRate is the highest limit a key may have.
@@ -38,12 +38,12 @@ func BenchmarkAdmit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		k, secret, err := s.CreateKey(ctx(b), actors.NewKey{Owner: s.KeyOwner(u), Name: "k"})
+		k, secret, err := s.CreateKey(ctx(b), keys.NewKey{Owner: s.KeyOwner(u), Name: "k"})
 		if err != nil {
 			b.Fatal(err)
 		}
 		limit := int64(maxRate)
-		if _, err := s.UpdateKey(ctx(b), k.ID, actors.KeyPatch{RateLimit: &limit}); err != nil {
+		if _, err := s.UpdateKey(ctx(b), k.ID, keys.KeyPatch{RateLimit: &limit}); err != nil {
 			b.Fatal(err)
 		}
 		runAdmit(b, s, secret)

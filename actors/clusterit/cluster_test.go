@@ -21,6 +21,7 @@ import (
 	"gatehouse/actors/cluster/transport"
 	"gatehouse/actors/control"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/keys"
 	"gatehouse/wal/etcdlog"
 	"gatehouse/wal/waltest"
 )
@@ -233,17 +234,17 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	return 0
 }
 
-func newKey(t testing.TB, m *member, limit int64) (actors.KeyInfo, string) {
+func newKey(t testing.TB, m *member, limit int64) (keys.KeyInfo, string) {
 	t.Helper()
 	u, err := m.sys.CreateUser(ctx(t), accounts.NewUser{Email: fmt.Sprintf("u%d@example.com", time.Now().UnixNano()), Password: "correct horse", Plan: accounts.PlanStandard, LicenseActive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, secret, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: m.sys.KeyOwner(u), Name: "k"})
+	k, secret, err := m.sys.CreateKey(ctx(t), keys.NewKey{Owner: m.sys.KeyOwner(u), Name: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.sys.UpdateKey(ctx(t), k.ID, actors.KeyPatch{RateLimit: &limit}); err != nil {
+	if _, err := m.sys.UpdateKey(ctx(t), k.ID, keys.KeyPatch{RateLimit: &limit}); err != nil {
 		t.Fatal(err)
 	}
 	return k, secret
@@ -262,7 +263,7 @@ func hammer(t *testing.T, secret string, n int, ms ...*member) (admitted int64, 
 				switch {
 				case r.Err == nil:
 					adm.Add(1)
-				case errors.Is(r.Err, actors.ErrRateLimited):
+				case errors.Is(r.Err, keys.ErrRateLimited):
 				default:
 					mu.Lock()
 					failed = append(failed, r.Err)
@@ -318,7 +319,7 @@ func TestKeysAndLimitsShared(t *testing.T) {
 	}
 	for _, m := range []*member{a, c} {
 		took := eventually(t, time.Second, "revocation seen on "+m.id, func() bool {
-			return errors.Is(m.sys.Authorize(context.Background(), []byte(secret)).Err, actors.ErrKeyRevoked)
+			return errors.Is(m.sys.Authorize(context.Background(), []byte(secret)).Err, keys.ErrKeyRevoked)
 		})
 		t.Logf("revocation on %s after %v", m.id, took)
 	}
@@ -339,7 +340,7 @@ func TestShardsWonBeforeStartReturns(t *testing.T) {
 }
 
 // ownerOf returns the member owning k's shard.
-func ownerOf(t testing.TB, k actors.KeyInfo, ms ...*member) *member {
+func ownerOf(t testing.TB, k keys.KeyInfo, ms ...*member) *member {
 	t.Helper()
 	owner, _, _, ok := ms[0].node.Owner(ms[0].node.ShardOf(k.ID.String()))
 	for _, m := range ms {
@@ -411,7 +412,7 @@ func TestOwnerCrashNeverOverAdmits(t *testing.T) {
 				case r.Err == nil:
 					after.Add(1)
 					fallthrough
-				case errors.Is(r.Err, actors.ErrRateLimited):
+				case errors.Is(r.Err, keys.ErrRateLimited):
 					mu.Lock()
 					longest = max(longest, time.Since(lastOK))
 					mu.Unlock()
@@ -510,7 +511,7 @@ func TestEtcdLeaderKilled(t *testing.T) {
 				switch {
 				case r.Err == nil:
 					admitted.Add(1)
-				case errors.Is(r.Err, actors.ErrRateLimited):
+				case errors.Is(r.Err, keys.ErrRateLimited):
 				default:
 					failedMu.Lock()
 					failed = append(failed, r.Err)
@@ -700,7 +701,7 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 	f := newFleet(t)
 	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
 	waitOwners(t, ms...)
-	var keys []actors.KeyInfo
+	var keys []keys.KeyInfo
 	for range 12 {
 		k, secret := newKey(t, ms[0], 1000)
 		keys = append(keys, k)
@@ -722,13 +723,13 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 					_ = m.sys.RevokeKey(c, k.ID)
 				case 2:
 					name := "renamed-by-" + m.id
-					_, _ = m.sys.UpdateKey(c, k.ID, actors.KeyPatch{Name: &name})
+					_, _ = m.sys.UpdateKey(c, k.ID, keys.KeyPatch{Name: &name})
 				}
 			})
 		}
 	}
 	wg.Wait()
-	state := func(m *member, k actors.KeyInfo) string {
+	state := func(m *member, k keys.KeyInfo) string {
 		ki, err := m.sys.GetKey(context.Background(), k.ID)
 		return fmt.Sprintf("%v %s %s %v", err, ki.Name, ki.Preview, ki.IsActive)
 	}
@@ -834,11 +835,11 @@ func TestRacingAccountChanges(t *testing.T) {
 	for _, m := range ms {
 		wg.Go(func() {
 			for range maxKeys {
-				_, _, err := m.sys.CreateKey(ctx(t), actors.NewKey{Owner: m.sys.KeyOwner(owner), Name: "k-" + m.id})
+				_, _, err := m.sys.CreateKey(ctx(t), keys.NewKey{Owner: m.sys.KeyOwner(owner), Name: "k-" + m.id})
 				switch {
 				case err == nil:
 					made.Add(1)
-				case errors.Is(err, actors.ErrKeyLimit):
+				case errors.Is(err, keys.ErrKeyLimit):
 					refused.Add(1)
 				default:
 					t.Errorf("create a key on %s: %v", m.id, err)

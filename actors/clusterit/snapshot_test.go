@@ -19,6 +19,7 @@ import (
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/control"
 	"gatehouse/actors/gateway"
+	"gatehouse/actors/keys"
 	"gatehouse/wal/etcdlog"
 )
 
@@ -58,7 +59,7 @@ func stateOf(t *testing.T, m *member, tokens []string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.SortFunc(keys, func(x, y actors.KeyInfo) int { return strings.Compare(x.ID.String(), y.ID.String()) })
+		slices.SortFunc(keys, func(x, y keys.KeyInfo) int { return strings.Compare(x.ID.String(), y.ID.String()) })
 		for _, k := range keys {
 			fmt.Fprintf(&b, "  key %+v\n", k)
 			u, err := m.sys.KeyUsage(c, k.ID, 2)
@@ -113,7 +114,7 @@ func logEntries(t *testing.T, cli *clientv3.Client, rev int64) int {
 
 // writeSome makes changes of every kind through m: a user with a key, a
 // gateway provider and agent, a control token and service.
-func writeSome(t *testing.T, m *member, tag string) actors.KeyInfo {
+func writeSome(t *testing.T, m *member, tag string) keys.KeyInfo {
 	t.Helper()
 	c := ctx(t)
 	k, _ := newKey(t, m, 1000)
@@ -253,7 +254,7 @@ func TestSnapshotsTruncateAndRestore(t *testing.T) {
 }
 
 // mustEmail is the email of k's owner.
-func mustEmail(t *testing.T, m *member, k actors.KeyInfo) string {
+func mustEmail(t *testing.T, m *member, k keys.KeyInfo) string {
 	t.Helper()
 	u, err := m.sys.GetUser(ctx(t), k.Owner)
 	if err != nil {
@@ -373,7 +374,7 @@ func TestSnapshotFigures(t *testing.T) {
 		}
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				if _, _, err := a.sys.CreateKey(context.Background(), actors.NewKey{Owner: a.sys.KeyOwner(u), Name: fmt.Sprint("k", i)}); err != nil {
+				if _, _, err := a.sys.CreateKey(context.Background(), keys.NewKey{Owner: a.sys.KeyOwner(u), Name: fmt.Sprint("k", i)}); err != nil {
 					failed.Add(1) // a measurement: counted, not a failure
 				}
 			}

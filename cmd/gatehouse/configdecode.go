@@ -123,7 +123,7 @@ func (w *walker) object(t reflect.Type, path string) error {
 		key := tok.(string)
 		kt, ok := keyType(t, key)
 		if !ok {
-			return errorAt(w.b, off, fmt.Sprintf("unknown key %q; valid keys here: %s", join(path, key), keys(t)))
+			return errorAt(w.b, off, fmt.Sprintf("unknown key %q; valid keys here: %s", join(path, key), validKeys(t)))
 		}
 		if err := w.value(kt, join(path, key)); err != nil {
 			return err
@@ -166,8 +166,8 @@ func keyType(t reflect.Type, key string) (reflect.Type, bool) {
 	return nil, false
 }
 
-// keys lists the keys of struct type t.
-func keys(t reflect.Type) string {
+// validKeys lists the keys of struct type t.
+func validKeys(t reflect.Type) string {
 	var ks []string
 	for f := range t.Fields() {
 		if k := jsonKey(f); k != "" {

@@ -9,6 +9,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
+	"gatehouse/actors/keys"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
@@ -85,7 +86,7 @@ func describeBad(b wal.BadRecord, snap uint64) (string, int) {
 		}
 		n = int(min(b.Through-b.Index+1, 1<<30))
 	default:
-		line = fmt.Sprintf("lost index %d: %s (%d bytes; %s)", b.Index, actors.DescribeRecord(b.Type, b.Payload, accounts.RecordName), b.Size, b.Reason)
+		line = fmt.Sprintf("lost index %d: %s (%d bytes; %s)", b.Index, actors.DescribeRecord(b.Type, b.Payload, keys.DescribeRecord, accounts.DescribeRecord), b.Size, b.Reason)
 		n = 1
 	}
 	if snap >= b.Through {

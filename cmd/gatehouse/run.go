@@ -24,6 +24,7 @@ import (
 	"gatehouse/actors/gateway"
 	"gatehouse/actors/gateway/app"
 	"gatehouse/actors/gateway/toolexec"
+	"gatehouse/actors/keys"
 	"gatehouse/httpapi"
 	gwapi "gatehouse/httpapi/gateway"
 	"gatehouse/httpapi/listener"
@@ -118,6 +119,7 @@ func newLogger(cfg fileConfig, w io.Writer) *slog.Logger {
 type node struct {
 	log     *wal.Log
 	sys     *actors.System
+	keys    *keys.Service
 	acc     *accounts.Service
 	gw      *gateway.Gateway
 	ctl     *control.Control
@@ -347,10 +349,16 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 		return nil, fmt.Errorf("open snapshots: %w", err)
 	}
 	acfg := actors.DefaultConfig()
-	acfg.Shards = cfg.Actors.Shards
 	acfg.FlushInterval = cfg.Usage.FlushInterval.d
-	acfg.IdleAfter, acfg.SweepInterval = cfg.Actors.IdleAfter.d, cfg.Actors.SweepInterval.d
-	acfg.GracePeriod = cfg.Keys.RotationGracePeriod.d
+	kcfg := keys.DefaultConfig()
+	kcfg.Shards = cfg.Actors.Shards
+	kcfg.IdleAfter, kcfg.SweepInterval = cfg.Actors.IdleAfter.d, cfg.Actors.SweepInterval.d
+	kcfg.GracePeriod = cfg.Keys.RotationGracePeriod.d
+	ks, err := keys.New(kcfg) // API keys: authorization, limits, usage
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	ucfg := accounts.DefaultConfig()
 	ucfg.SessionTTL = cfg.Server.SessionTTL.d
 	ucfg.Plans = map[accounts.Plan]int64{accounts.PlanStandard: cfg.Plans.Standard, accounts.PlanPremium: cfg.Plans.Premium}
@@ -385,7 +393,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 		return nil, err
 	}
 	ctl := control.New() // access tokens, the API's services, per-key service lists
-	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{acc, gw, ctl}}
+	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{ks, acc, gw, ctl}}
 	if cl != nil {
 		// The replicated log replaces the bbolt WAL and the snapshots.
 		deps.Log, deps.Snapshots = nil, nil
@@ -400,13 +408,12 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 		return nil, corruptWALHint(fmt.Errorf("start actors: %w", err), cfg.DataDir)
 	}
 	if cl != nil {
-		cl.serveAdmissions(sys)
+		cl.serveAdmissions(ks)
 	}
-	return &node{log: l, sys: sys, acc: acc, gw: gw, ctl: ctl, cluster: cl, unlock: unlock}, nil
+	return &node{log: l, sys: sys, keys: ks, acc: acc, gw: gw, ctl: ctl, cluster: cl, unlock: unlock}, nil
 }
 
 func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, gwReg *prometheus.Registry) (api *httpapi.Server, gw *gwapi.Server, err error) {
-	sys := n.sys
 	hcfg := httpapi.DefaultConfig()
 	hcfg.Host, hcfg.Port = cfg.Server.Host, cfg.Server.Port
 	hcfg.MaxBodyBytes, hcfg.SecureCookies = cfg.Server.MaxBodyBytes, cfg.Server.SecureCookies
@@ -425,7 +432,7 @@ func newServers(cfg fileConfig, n *node, gwApp *app.App, lg *slog.Logger, reg, g
 			lg.Info("demo service echo: a built-in echo upstream", "upstream", up)
 		}
 	}
-	api, err = httpapi.New(hcfg, sys, n.acc, lg, reg, reg, append(n.clusterOpts(), httpapi.WithControl(n.ctl))...)
+	api, err = httpapi.New(hcfg, n.keys, n.acc, lg, reg, reg, append(n.clusterOpts(), httpapi.WithControl(n.ctl))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("http api: %w", err)
 	}
