@@ -98,7 +98,7 @@ func TestWriteDataDirV2(t *testing.T) {
 		secret string
 		err    string
 	}
-	keys := map[string]*key{}
+	byName := map[string]*key{}
 	var order []string
 	mk := func(name string, owner accounts.User) *key {
 		info, secret, err := sys.CreateKey(c, keys.NewKey{Owner: sys.KeyOwner(owner), Name: name})
@@ -106,7 +106,7 @@ func TestWriteDataDirV2(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := &key{info: info, secret: secret}
-		keys[name] = k
+		byName[name] = k
 		order = append(order, name)
 		return k
 	}
@@ -173,7 +173,7 @@ func TestWriteDataDirV2(t *testing.T) {
 	}
 	totals := map[string]int64{"k1": 5, "k2": 1, "k3": 0, "k4": 1}
 	for _, name := range order {
-		k := keys[name]
+		k := byName[name]
 		m.Keys = append(m.Keys, struct {
 			Name   string    `json:"name"`
 			ID     uuid.UUID `json:"id"`

@@ -85,7 +85,7 @@ func (c *counterExt) get(ctx context.Context) (uint64, error) {
 func (c *counterExt) add(tb testing.TB, n uint64) {
 	tb.Helper()
 	reply := make(chan error, 1)
-	if err, _, werr := actors.Ask(ctx(tb), c.root, c.pid, counterAdd{n: n, reply: reply}, reply, nil); err != nil || werr != nil {
+	if err, _, werr := actors.Ask(actorstest.Ctx(tb), c.root, c.pid, counterAdd{n: n, reply: reply}, reply, nil); err != nil || werr != nil {
 		tb.Fatal(err, werr)
 	}
 }
@@ -103,12 +103,12 @@ func TestExtensionSnapshotAndReplay(t *testing.T) {
 	ext.add(t, 5) // after the snapshot: replayed
 	n.Crash()
 	n.Start()
-	if got, _ := ext.get(ctx(t)); got != 10 || ext.restored == nil {
+	if got, _ := ext.get(actorstest.Ctx(t)); got != 10 || ext.restored == nil {
 		t.Errorf("after crash counter = %d (section %v), want 10 from snapshot 5 + replay 5", got, ext.restored)
 	}
 	n.Stop()
 	n.Start()
-	if got, _ := ext.get(ctx(t)); got != 10 {
+	if got, _ := ext.get(actorstest.Ctx(t)); got != 10 {
 		t.Errorf("after clean restart counter = %d, want 10", got)
 	}
 }

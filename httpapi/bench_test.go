@@ -29,7 +29,7 @@ func benchProxyAuthActors(b *testing.B) {
 	sys, secrets := bench.NewSystem(b, 1)
 	cfg := DefaultConfig()
 	cfg.Services = map[string]Service{"llm": {Upstream: "http://127.0.0.1:1/base"}}
-	srv, err := New(cfg, sys.System, sys.Accounts, nil, prometheus.NewRegistry(), nil)
+	srv, err := New(cfg, sys.Keys, sys.Accounts, nil, prometheus.NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
 	"gatehouse/actors/control"
+	"gatehouse/actors/keys"
 )
 
 // testEnv is the package's one test environment: a Server backed by the
@@ -248,7 +249,7 @@ func (s *envSetup) startSystem(cfg Config) *testSystem {
 	s.tb.Helper()
 	ts := &testSystem{}
 	opts := []actorstest.Option{
-		actorstest.WithConfig(func(c *actors.Config) { c.GracePeriod = cfg.GracePeriod }),
+		actorstest.WithKeys(func(c *keys.Config) { c.GracePeriod = cfg.GracePeriod }),
 		actorstest.WithExtensions(func() []actors.Extension {
 			ts.ctl = control.New()
 			return []actors.Extension{ts.ctl}

@@ -77,7 +77,7 @@ func (f *fleet) forward(ctx context.Context, addr, keyID string, _ uint64) (tran
 	if !ok {
 		return transport.Verdict{}, fmt.Errorf("%w: no node at %s", transport.ErrForward, addr)
 	}
-	return v.(*actors.System).AdmitOwned(ctx, keyID), nil
+	return v.(*keys.Service).AdmitOwned(ctx, keyID), nil
 }
 
 // start starts node id; it leaves the cluster when the test ends.
@@ -95,7 +95,6 @@ func (f *fleet) start(id string) *member {
 		t.Fatal(err)
 	}
 	cfg := actors.DefaultConfig()
-	cfg.Shards = 8
 	cfg.FlushInterval = flushInterval
 	if f.tune != nil {
 		f.tune(&cfg)
@@ -105,11 +104,17 @@ func (f *fleet) start(id string) *member {
 	if f.tuneAccounts != nil {
 		f.tuneAccounts(&acfg)
 	}
+	kcfg := keys.DefaultConfig()
+	kcfg.Shards = 8
+	ks, err := keys.New(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	acc, err := accounts.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exts := []actors.Extension{acc}
+	exts := []actors.Extension{ks, acc}
 	if f.exts {
 		gcfg := gateway.DefaultConfig()
 		gcfg.NodeID = id
@@ -143,10 +148,10 @@ func (f *fleet) start(id string) *member {
 		t.Fatalf("start %s: %v", id, err)
 	}
 	m.took = time.Since(started)
-	m.sys = actorstest.System{System: sys, Service: acc}
+	m.sys = actorstest.System{System: sys, Service: acc, Keys: ks}
 	m.locks = cluster.NewLocks(cli, prefix, id, ttl, sys.ClusterApplied, sys.ClusterWritten)
 	sys.SetClusterLocks(m.locks)
-	f.addrs.Store(id, sys)
+	f.addrs.Store(id, ks)
 	t.Cleanup(func() { m.stop() })
 	return m
 }
@@ -701,10 +706,10 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 	f := newFleet(t)
 	ms := []*member{f.start("a"), f.start("b"), f.start("c")}
 	waitOwners(t, ms...)
-	var keys []keys.KeyInfo
+	var infos []keys.KeyInfo
 	for range 12 {
 		k, secret := newKey(t, ms[0], 1000)
-		keys = append(keys, k)
+		infos = append(infos, k)
 		for _, m := range ms {
 			eventually(t, time.Second, "the key on "+m.id, func() bool {
 				return m.sys.Validate(context.Background(), []byte(secret)).Err == nil
@@ -712,7 +717,7 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
-	for i, k := range keys {
+	for i, k := range infos {
 		for j, m := range ms {
 			wg.Go(func() {
 				c := ctx(t)
@@ -733,14 +738,14 @@ func TestRacingKeyChangesConverge(t *testing.T) {
 		ki, err := m.sys.GetKey(context.Background(), k.ID)
 		return fmt.Sprintf("%v %s %s %v", err, ki.Name, ki.Preview, ki.IsActive)
 	}
-	for _, k := range keys {
+	for _, k := range infos {
 		eventually(t, 2*time.Second, "the key "+k.ID.String()+" the same everywhere", func() bool {
 			s := state(ms[0], k)
 			return s == state(ms[1], k) && s == state(ms[2], k)
 		})
 	}
 	fresh := f.start("d")
-	for _, k := range keys {
+	for _, k := range infos {
 		eventually(t, 2*time.Second, "the replayed key "+k.ID.String()+" as the others have it", func() bool {
 			return state(fresh, k) == state(ms[0], k)
 		})
@@ -853,8 +858,8 @@ func TestRacingAccountChanges(t *testing.T) {
 	}
 	for _, m := range ms {
 		eventually(t, time.Second, "the owner's keys on "+m.id, func() bool {
-			keys, err := m.sys.ListKeys(context.Background(), owner.ID)
-			return err == nil && len(keys) == maxKeys
+			list, err := m.sys.ListKeys(context.Background(), owner.ID)
+			return err == nil && len(list) == maxKeys
 		})
 	}
 }

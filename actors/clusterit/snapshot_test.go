@@ -55,12 +55,12 @@ func stateOf(t *testing.T, m *member, tokens []string) string {
 	slices.SortFunc(users, func(x, y accounts.User) int { return strings.Compare(x.ID.String(), y.ID.String()) })
 	for _, u := range users {
 		fmt.Fprintf(&b, "user %s %s %s %s %v\n", u.ID, u.Email, u.Role, u.Plan, u.LicenseActive)
-		keys, err := m.sys.ListKeys(c, u.ID)
+		list, err := m.sys.ListKeys(c, u.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.SortFunc(keys, func(x, y keys.KeyInfo) int { return strings.Compare(x.ID.String(), y.ID.String()) })
-		for _, k := range keys {
+		slices.SortFunc(list, func(x, y keys.KeyInfo) int { return strings.Compare(x.ID.String(), y.ID.String()) })
+		for _, k := range list {
 			fmt.Fprintf(&b, "  key %+v\n", k)
 			u, err := m.sys.KeyUsage(c, k.ID, 2)
 			if err != nil {

@@ -9,21 +9,21 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 	"gatehouse/snapshot"
 )
 
 // writeSynthSnapshot writes into node's data dir a snapshot of keys
 // synthetic idle keys, in the exact format System.Snapshot writes.
-func writeSynthSnapshot(tb testing.TB, node *actorstest.Node, keys int) {
+func writeSynthSnapshot(tb testing.TB, node *actorstest.Node, nkeys int) {
 	tb.Helper()
 	st, err := snapshot.New(snapshot.Config{Dir: filepath.Join(node.Dir, "snap"), Retain: 2}, nil, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := actors.WriteSynthSnapshot(st, keys, t0.Unix()); err != nil {
+	if err := keys.WriteSynthSnapshot(st, nkeys, t0.Unix()); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -43,13 +43,13 @@ func BenchmarkRestore1M(b *testing.B) { benchRestore(b, 1_000_000) }
 // BenchmarkRestore100k is the same at a tenth of the size.
 func BenchmarkRestore100k(b *testing.B) { benchRestore(b, 100_000) }
 
-func benchRestore(b *testing.B, keys int) {
+func benchRestore(b *testing.B, nkeys int) {
 	b.ReportAllocs()
 	n := actorstest.New(b)
-	n.Config.Shards = 64
+	n.KeysConfig.Shards = 64
 	n.Start()
 	n.Crash()
-	writeSynthSnapshot(b, n, keys)
+	writeSynthSnapshot(b, n, nkeys)
 	b.ResetTimer()
 	var restore, snap time.Duration
 	var perKey float64
@@ -58,7 +58,7 @@ func benchRestore(b *testing.B, keys int) {
 		start := time.Now()
 		s := n.Start()
 		restore += time.Since(start)
-		perKey = float64(heapInUse()-before) / float64(keys)
+		perKey = float64(heapInUse()-before) / float64(nkeys)
 		start = time.Now()
 		if _, err := s.Snapshot(); err != nil {
 			b.Fatal(err)
@@ -80,7 +80,7 @@ func BenchmarkAuthorize64(b *testing.B) { benchAuthorize(b, 64) }
 // authorizeFixture starts a System with 10k keys whose limit never binds.
 func authorizeFixture(b *testing.B) (actorstest.System, [][]byte) {
 	n := actorstest.New(b)
-	n.Config.Shards = 64
+	n.KeysConfig.Shards = 64
 	n.Config.FlushInterval = time.Second // usage flushes run, as in production
 	n.AccountsConfig.MaxKeys = map[accounts.Plan]int{accounts.PlanStandard: 100, accounts.PlanPremium: 10_000}
 	s := n.Start()

@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 )
 
 // TestRestartKeepsEverything: users, sessions, keys, rotation, revocation,
@@ -52,7 +52,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 			if err := s.Authorize(ctx(t), []byte(old)).Err; err != nil {
 				t.Errorf("old secret in grace after restart: %v", err)
 			}
-			if err := s.Authorize(ctx(t), []byte(revSecret)).Err; !errors.Is(err, actors.ErrKeyRevoked) {
+			if err := s.Authorize(ctx(t), []byte(revSecret)).Err; !errors.Is(err, keys.ErrKeyRevoked) {
 				t.Errorf("revoked after restart: %v", err)
 			}
 			// 4 + 1 used of 10: 5 more admitted, then limited.
@@ -106,12 +106,12 @@ func TestSnapshotThenReplayCountsOnce(t *testing.T) {
 // with it intact.
 func TestPassivation(t *testing.T) {
 	n := actorstest.New(t)
-	n.Config.IdleAfter, n.Config.SweepInterval = time.Minute, time.Second
+	n.KeysConfig.IdleAfter, n.KeysConfig.SweepInterval = time.Minute, time.Second
 	s := n.Start()
 	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k, secret := mustKey(t, s, u, "k")
 	authN(t, s, secret, 3)
-	if got := actors.LiveKeys(s.System); got != 1 {
+	if got := keys.LiveKeys(s.Keys); got != 1 {
 		t.Fatalf("live key actors = %d, want 1", got)
 	}
 	n.Clock.Advance(2 * time.Minute)
@@ -119,11 +119,11 @@ func TestPassivation(t *testing.T) {
 	waitFor(t, func() bool { return s.FlushUsage(ctx(t)) == nil })
 	n.Clock.Advance(2 * time.Minute)
 	s.Tick()
-	waitFor(t, func() bool { return actors.LiveKeys(s.System) == 0 })
+	waitFor(t, func() bool { return keys.LiveKeys(s.Keys) == 0 })
 	if us := usageOf(t, s, k); us.Total != 3 {
 		t.Errorf("usage after passivation = %d, want 3", us.Total)
 	}
-	if got := actors.LiveKeys(s.System); got != 1 {
+	if got := keys.LiveKeys(s.Keys); got != 1 {
 		t.Errorf("live after reactivation = %d, want 1", got)
 	}
 }
@@ -252,18 +252,18 @@ func TestHotKeyLogsOncePerTick(t *testing.T) {
 // answers of both kinds interleave with requests. After a flush and a
 // crash, every key's usage is exactly what it admitted.
 func TestUsageExactAcrossTicks(t *testing.T) {
-	defer actors.SetDeclineDirect(func(id uuid.UUID, kind string) bool {
+	defer keys.SetDeclineDirect(func(id uuid.UUID, kind string) bool {
 		return kind == "flush" && id[15]&1 == 1 || kind == "logged" && id[15]&2 == 2
 	})()
 	n := actorstest.New(t)
 	s := n.Start()
 	u := mustUser(t, s, "a@example.com", accounts.PlanPremium, true)
 	const nkeys = 40
-	keys := make([]actors.KeyInfo, nkeys)
+	infos := make([]keys.KeyInfo, nkeys)
 	secrets := make([]string, nkeys)
-	for i := range keys {
-		keys[i], secrets[i] = mustKey(t, s, u, fmt.Sprintf("k%d", i))
-		setLimit(t, s, keys[i], 1_000_000)
+	for i := range infos {
+		infos[i], secrets[i] = mustKey(t, s, u, fmt.Sprintf("k%d", i))
+		setLimit(t, s, infos[i], 1_000_000)
 	}
 	var admitted [nkeys]atomic.Int64
 	end := time.Now().Add(400 * time.Millisecond)
@@ -292,7 +292,7 @@ func TestUsageExactAcrossTicks(t *testing.T) {
 	n.Crash()
 	s = n.Start()
 	var total int64
-	for i, k := range keys {
+	for i, k := range infos {
 		want := admitted[i].Load()
 		total += want
 		if got := usageOf(t, s, k).Total; got != want {

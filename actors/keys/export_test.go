@@ -39,7 +39,7 @@ func CanonicalImage(payload []byte, now int64) ([]byte, error) {
 // before the snapshot's index: records the snapshot already reflects must
 // then change nothing, as they must when a snapshot captured records
 // committed after its barrier.
-func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64, exts ...Extension) ([]byte, error) {
+func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64, exts ...actors.Extension) ([]byte, error) {
 	im := newImage(1, 0)
 	if payload != nil {
 		var err error
@@ -55,10 +55,10 @@ func ReplayCanonical(payload []byte, l *wal.Log, from uint64, now int64, exts ..
 
 // replayOffline replays l after from into im and exts' offline images
 // (restored from im.ext), then puts their sections into im.ext.
-func replayOffline(im *image, l *wal.Log, from uint64, exts []Extension) error {
-	offs := make([]OfflineImage, len(exts))
+func replayOffline(im *image, l *wal.Log, from uint64, exts []actors.Extension) error {
+	offs := make([]actors.OfflineImage, len(exts))
 	for i, x := range exts {
-		offs[i] = x.(OfflineImager).OfflineImage()
+		offs[i] = x.(actors.OfflineImager).OfflineImage()
 		if err := offs[i].Restore(im.ext[x.Name()]); err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func replayOffline(im *image, l *wal.Log, from uint64, exts []Extension) error {
 // OfflinePayload is the snapshot payload of the image the records of l
 // build, off the actors, on shards shards (cluster mode's snapshots),
 // with exts' offline images.
-func OfflinePayload(l *wal.Log, shards int, now int64, exts ...Extension) ([]byte, error) {
+func OfflinePayload(l *wal.Log, shards int, now int64, exts ...actors.Extension) ([]byte, error) {
 	im := newImage(shards, 0)
 	if err := replayOffline(im, l, 0, exts); err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func canonical(im *image, now int64) []byte {
 // InDirectory reports whether the directory shard of secret's hash maps it
 // to a key: it sends the shard the hot path's own message and looks at
 // whether the shard routed it on (it does so only for a known hash).
-func InDirectory(tb testing.TB, s *System, secret string) bool {
+func InDirectory(tb testing.TB, s *Service, secret string) bool {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -171,7 +171,7 @@ func InDirectory(tb testing.TB, s *System, secret string) bool {
 func WellFormed(secret string) bool { return wellFormed([]byte(secret)) }
 
 // LiveKeys is the number of key actors running (the live-keys gauge).
-func LiveKeys(s *System) int {
+func LiveKeys(s *Service) int {
 	var m dto.Metric
 	if err := s.m.liveKeys.Write(&m); err != nil {
 		return -1
@@ -211,7 +211,7 @@ func WriteSynthSnapshot(st *snapshot.Store, n int, now int64) error {
 				blk, count = enc{}, 0
 			}
 		}
-		return writeImage(w, []section{keysSection(blocks, n)})
+		return actors.WriteSnapshot(w, []actors.Section{keysSection(blocks, n)})
 	})
 	return err
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 )
 
 // t0 is the start of every node's fake clock.
@@ -28,18 +28,18 @@ func mustUser(tb testing.TB, s actorstest.System, email string, plan accounts.Pl
 	return u
 }
 
-func mustKey(tb testing.TB, s actorstest.System, owner accounts.User, name string) (actors.KeyInfo, string) {
+func mustKey(tb testing.TB, s actorstest.System, owner accounts.User, name string) (keys.KeyInfo, string) {
 	tb.Helper()
-	k, secret, err := s.CreateKey(ctx(tb), actors.NewKey{Owner: s.KeyOwner(owner), Name: name})
+	k, secret, err := s.CreateKey(ctx(tb), keys.NewKey{Owner: s.KeyOwner(owner), Name: name})
 	if err != nil {
 		tb.Fatalf("CreateKey: %v", err)
 	}
 	return k, secret
 }
 
-func setLimit(tb testing.TB, s actorstest.System, k actors.KeyInfo, n int64) {
+func setLimit(tb testing.TB, s actorstest.System, k keys.KeyInfo, n int64) {
 	tb.Helper()
-	if _, err := s.UpdateKey(ctx(tb), k.ID, actors.KeyPatch{RateLimit: &n}); err != nil {
+	if _, err := s.UpdateKey(ctx(tb), k.ID, keys.KeyPatch{RateLimit: &n}); err != nil {
 		tb.Fatalf("UpdateKey: %v", err)
 	}
 }
@@ -52,7 +52,7 @@ func authN(tb testing.TB, s actorstest.System, secret string, n int) (ok int) {
 		switch {
 		case r.Err == nil:
 			ok++
-		case errors.Is(r.Err, actors.ErrRateLimited):
+		case errors.Is(r.Err, keys.ErrRateLimited):
 		default:
 			tb.Fatalf("Authorize: %v", r.Err)
 		}
@@ -60,7 +60,7 @@ func authN(tb testing.TB, s actorstest.System, secret string, n int) (ok int) {
 	return ok
 }
 
-func usageOf(tb testing.TB, s actorstest.System, k actors.KeyInfo) actors.Usage {
+func usageOf(tb testing.TB, s actorstest.System, k keys.KeyInfo) keys.Usage {
 	tb.Helper()
 	u, err := s.KeyUsage(ctx(tb), k.ID, 7)
 	if err != nil {

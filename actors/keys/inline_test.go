@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 )
 
 // Shards and key actors run inline on their senders and never wait for
@@ -17,7 +17,7 @@ import (
 // answered, and a second command on the key waits its turn and applies
 // after the first.
 func TestSlowCommitBlocksNoOne(t *testing.T) {
-	n := actorstest.New(t, actorstest.WithConfig(func(c *actors.Config) { c.Shards = 1 }))
+	n := actorstest.New(t, actorstest.WithKeys(func(c *keys.Config) { c.Shards = 1 }))
 	s := n.Start()
 	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
 	k1, sec1 := mustKey(t, s, u, "one")
@@ -34,7 +34,7 @@ func TestSlowCommitBlocksNoOne(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	var revokeErr, renameErr error
-	var renamed actors.KeyInfo
+	var renamed keys.KeyInfo
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -44,7 +44,7 @@ func TestSlowCommitBlocksNoOne(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		name := "renamed"
-		renamed, renameErr = s.UpdateKey(ctx(t), k1.ID, actors.KeyPatch{Name: &name})
+		renamed, renameErr = s.UpdateKey(ctx(t), k1.ID, keys.KeyPatch{Name: &name})
 	}()
 
 	start := time.Now()
@@ -70,7 +70,7 @@ func TestSlowCommitBlocksNoOne(t *testing.T) {
 	if renamed.Name != "renamed" || renamed.IsActive {
 		t.Errorf("after revoke then rename: name %q active %v, want renamed, inactive", renamed.Name, renamed.IsActive)
 	}
-	if r := s.Authorize(ctx(t), []byte(sec1)); !errors.Is(r.Err, actors.ErrKeyRevoked) {
+	if r := s.Authorize(ctx(t), []byte(sec1)); !errors.Is(r.Err, keys.ErrKeyRevoked) {
 		t.Errorf("Authorize after the revocation = %v, want ErrKeyRevoked", r.Err)
 	}
 	if r := s.Authorize(ctx(t), []byte(sec2)); r.Err != nil {

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 	"gatehouse/wal"
 )
 
@@ -25,7 +25,7 @@ func TestRevokeDestroysCiphertext(t *testing.T) {
 	k, _ := mustKey(t, sys, u, "k")
 	var sealed []byte
 	if err := n.Log.Replay(0, func(_ uint64, r wal.Record) error {
-		if s, ok := actors.SealedOfCreated(r); ok {
+		if s, ok := keys.SealedOfCreated(r); ok {
 			sealed = bytes.Clone(s)
 		}
 		return nil
@@ -79,22 +79,22 @@ func TestKeyLimit(t *testing.T) {
 	sys := n.Start()
 	ctx := actorstest.Ctx(t)
 	u := mustUser(t, sys, "a@example.com", accounts.PlanStandard, true)
-	var ids []actors.KeyInfo
+	var ids []keys.KeyInfo
 	for i := range 2 {
 		k, _ := mustKey(t, sys, u, fmt.Sprint("k", i))
 		ids = append(ids, k)
 	}
-	if _, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: sys.KeyOwner(u), Name: "third"}); !errors.Is(err, actors.ErrKeyLimit) {
+	if _, _, err := sys.CreateKey(ctx, keys.NewKey{Owner: sys.KeyOwner(u), Name: "third"}); !errors.Is(err, keys.ErrKeyLimit) {
 		t.Fatalf("third key = %v, want ErrKeyLimit", err)
 	}
 	if err := sys.DeleteKey(ctx, ids[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: sys.KeyOwner(u), Name: "again"}); err != nil {
+	if _, _, err := sys.CreateKey(ctx, keys.NewKey{Owner: sys.KeyOwner(u), Name: "again"}); err != nil {
 		t.Fatalf("after a delete = %v", err)
 	}
 	sys = n.Restart()
-	if _, _, err := sys.CreateKey(ctx, actors.NewKey{Owner: sys.KeyOwner(u), Name: "after restart"}); !errors.Is(err, actors.ErrKeyLimit) {
+	if _, _, err := sys.CreateKey(ctx, keys.NewKey{Owner: sys.KeyOwner(u), Name: "after restart"}); !errors.Is(err, keys.ErrKeyLimit) {
 		t.Errorf("after restart = %v, want ErrKeyLimit (2 keys held)", err)
 	}
 }

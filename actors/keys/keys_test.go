@@ -12,6 +12,7 @@ import (
 	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 )
 
 func TestAuthorizeErrors(t *testing.T) {
@@ -24,11 +25,11 @@ func TestAuthorizeErrors(t *testing.T) {
 		secret string
 		want   error
 	}{
-		{"missing", "", actors.ErrKeyMissing},
-		{"malformed", "svc_live_short", actors.ErrKeyInvalid},
-		{"wrong prefix", "svc_test_" + secret[9:], actors.ErrKeyInvalid},
-		{"bad character", secret[:len(secret)-1] + "!", actors.ErrKeyInvalid},
-		{"unknown", secret[:len(secret)-1] + flip(secret[len(secret)-1]), actors.ErrKeyInvalid},
+		{"missing", "", keys.ErrKeyMissing},
+		{"malformed", "svc_live_short", keys.ErrKeyInvalid},
+		{"wrong prefix", "svc_test_" + secret[9:], keys.ErrKeyInvalid},
+		{"bad character", secret[:len(secret)-1] + "!", keys.ErrKeyInvalid},
+		{"unknown", secret[:len(secret)-1] + flip(secret[len(secret)-1]), keys.ErrKeyInvalid},
 		{"good", secret, nil},
 	}
 	for _, tt := range tests {
@@ -52,7 +53,7 @@ func TestKeyFormatAndPreview(t *testing.T) {
 	s := n.Start()
 	u := mustUser(t, s, "a@example.com", accounts.PlanPremium, true)
 	k, secret := mustKey(t, s, u, "k")
-	if !actors.WellFormed(secret) || !strings.HasPrefix(secret, "svc_live_") || len(secret) != 41 {
+	if !keys.WellFormed(secret) || !strings.HasPrefix(secret, "svc_live_") || len(secret) != 41 {
 		t.Fatalf("secret %q is not svc_live_ + 32 alphanumerics", secret)
 	}
 	if k.RateLimit != 10000 {
@@ -73,15 +74,15 @@ func TestCreateKeyValidation(t *testing.T) {
 	unlicensed := mustUser(t, s, "b@example.com", accounts.PlanStandard, false)
 	tests := []struct {
 		name string
-		k    actors.NewKey
+		k    keys.NewKey
 		want error
 	}{
-		{"empty name", actors.NewKey{Owner: s.KeyOwner(licensed), Name: ""}, actors.ErrInvalidArgument},
-		{"blank name", actors.NewKey{Owner: s.KeyOwner(licensed), Name: "   "}, actors.ErrInvalidArgument},
-		{"101 runes", actors.NewKey{Owner: s.KeyOwner(licensed), Name: strings.Repeat("é", 101)}, actors.ErrInvalidArgument},
-		{"100 runes", actors.NewKey{Owner: s.KeyOwner(licensed), Name: strings.Repeat("é", 100)}, nil},
-		{"past expiry", actors.NewKey{Owner: s.KeyOwner(licensed), Name: "x", ExpiresAt: t0.Add(-time.Second)}, actors.ErrInvalidArgument},
-		{"no license", actors.NewKey{Owner: s.KeyOwner(unlicensed), Name: "x"}, actors.ErrLicenseRequired},
+		{"empty name", keys.NewKey{Owner: s.KeyOwner(licensed), Name: ""}, actors.ErrInvalidArgument},
+		{"blank name", keys.NewKey{Owner: s.KeyOwner(licensed), Name: "   "}, actors.ErrInvalidArgument},
+		{"101 runes", keys.NewKey{Owner: s.KeyOwner(licensed), Name: strings.Repeat("é", 101)}, actors.ErrInvalidArgument},
+		{"100 runes", keys.NewKey{Owner: s.KeyOwner(licensed), Name: strings.Repeat("é", 100)}, nil},
+		{"past expiry", keys.NewKey{Owner: s.KeyOwner(licensed), Name: "x", ExpiresAt: t0.Add(-time.Second)}, actors.ErrInvalidArgument},
+		{"no license", keys.NewKey{Owner: s.KeyOwner(unlicensed), Name: "x"}, keys.ErrLicenseRequired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +103,7 @@ func TestRateLimitAndValidate(t *testing.T) {
 		t.Fatalf("admitted %d of 5 with limit 3", got)
 	}
 	r := s.Authorize(ctx(t), []byte(secret))
-	if !errors.Is(r.Err, actors.ErrRateLimited) || r.Limit.RetryAfter != 3600 || r.Limit.Remaining != 0 {
+	if !errors.Is(r.Err, keys.ErrRateLimited) || r.Limit.RetryAfter != 3600 || r.Limit.Remaining != 0 {
 		t.Fatalf("over limit: %+v", r)
 	}
 	v := s.Validate(ctx(t), []byte(secret))
@@ -137,7 +138,7 @@ func TestRotation(t *testing.T) {
 		t.Errorf("after rotation admitted %d, want 2 (window shared)", got)
 	}
 	n.Clock.Advance(24 * time.Hour)
-	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, actors.ErrKeyExpired) {
+	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, keys.ErrKeyExpired) {
 		t.Errorf("old secret after grace: %v, want ErrKeyExpired", err)
 	}
 	if err := s.Authorize(ctx(t), []byte(fresh)).Err; err != nil {
@@ -150,13 +151,13 @@ func TestRotation(t *testing.T) {
 	}
 	// RotateKey returns once the directory shards applied the change, so
 	// the first secret's entry is gone now (not merely refused by the key).
-	if actors.InDirectory(t, s.System, old) {
+	if keys.InDirectory(t, s.Keys, old) {
 		t.Error("first secret still in the directory after the second rotation")
 	}
-	if !actors.InDirectory(t, s.System, fresh) || !actors.InDirectory(t, s.System, third) {
+	if !keys.InDirectory(t, s.Keys, fresh) || !keys.InDirectory(t, s.Keys, third) {
 		t.Error("a secret within its grace period is missing from the directory")
 	}
-	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, actors.ErrKeyInvalid) {
+	if err := s.Authorize(ctx(t), []byte(old)).Err; !errors.Is(err, keys.ErrKeyInvalid) {
 		t.Errorf("first secret after second rotation: %v, want ErrKeyInvalid", err)
 	}
 	for _, sec := range []string{fresh, third} {
@@ -179,11 +180,11 @@ func TestRevokeDeleteExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sec := range []string{old, fresh} {
-		if err := s.Authorize(ctx(t), []byte(sec)).Err; !errors.Is(err, actors.ErrKeyRevoked) {
+		if err := s.Authorize(ctx(t), []byte(sec)).Err; !errors.Is(err, keys.ErrKeyRevoked) {
 			t.Errorf("revoked key: %v, want ErrKeyRevoked", err)
 		}
 	}
-	if _, _, err := s.RotateKey(ctx(t), k.ID); !errors.Is(err, actors.ErrKeyInactive) {
+	if _, _, err := s.RotateKey(ctx(t), k.ID); !errors.Is(err, keys.ErrKeyInactive) {
 		t.Errorf("rotate revoked: %v, want ErrKeyInactive", err)
 	}
 	if info, _ := s.GetKey(ctx(t), k.ID); info.IsActive {
@@ -192,22 +193,22 @@ func TestRevokeDeleteExpire(t *testing.T) {
 	if err := s.DeleteKey(ctx(t), k.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetKey(ctx(t), k.ID); !errors.Is(err, actors.ErrKeyNotFound) {
+	if _, err := s.GetKey(ctx(t), k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("GetKey(deleted) = %v", err)
 	}
-	if err := s.Authorize(ctx(t), []byte(fresh)).Err; !errors.Is(err, actors.ErrKeyInvalid) {
+	if err := s.Authorize(ctx(t), []byte(fresh)).Err; !errors.Is(err, keys.ErrKeyInvalid) {
 		t.Errorf("deleted key: %v, want ErrKeyInvalid", err)
 	}
 	for _, sec := range []string{old, fresh} {
-		if actors.InDirectory(t, s.System, sec) {
+		if keys.InDirectory(t, s.Keys, sec) {
 			t.Error("a deleted key's secret is still in the directory")
 		}
 	}
-	if _, _, err := s.RotateKey(ctx(t), uuid.New()); !errors.Is(err, actors.ErrKeyNotFound) {
+	if _, _, err := s.RotateKey(ctx(t), uuid.New()); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("rotate unknown: %v", err)
 	}
 
-	k2, sec2, err := s.CreateKey(ctx(t), actors.NewKey{Owner: s.KeyOwner(u), Name: "exp", ExpiresAt: t0.Add(time.Hour)})
+	k2, sec2, err := s.CreateKey(ctx(t), keys.NewKey{Owner: s.KeyOwner(u), Name: "exp", ExpiresAt: t0.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestRevokeDeleteExpire(t *testing.T) {
 		t.Errorf("ExpiresAt = %v", k2.ExpiresAt)
 	}
 	n.Clock.Advance(time.Hour)
-	if err := s.Authorize(ctx(t), []byte(sec2)).Err; !errors.Is(err, actors.ErrKeyExpired) {
+	if err := s.Authorize(ctx(t), []byte(sec2)).Err; !errors.Is(err, keys.ErrKeyExpired) {
 		t.Errorf("expired key: %v, want ErrKeyExpired", err)
 	}
 }
@@ -253,10 +254,10 @@ func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
 	n := actorstest.New(t)
 	s := n.Start()
 	u := mustUser(t, s, "a@example.com", accounts.PlanStandard, true)
-	const keys, workers, per = 4, 32, 100
+	const nkeys, workers, per = 4, 32, 100
 	var secrets []string
-	var infos []actors.KeyInfo
-	for range keys {
+	var infos []keys.KeyInfo
+	for range nkeys {
 		k, sec := mustKey(t, s, u, "k")
 		setLimit(t, s, k, 500)
 		secrets, infos = append(secrets, sec), append(infos, k)
@@ -268,7 +269,7 @@ func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range per {
-				if s.Authorize(ctx(t), []byte(secrets[(w+i)%keys])).Err == nil {
+				if s.Authorize(ctx(t), []byte(secrets[(w+i)%nkeys])).Err == nil {
 					admitted[w]++
 				}
 			}
@@ -279,8 +280,8 @@ func TestConcurrentAuthorizeCountsExactly(t *testing.T) {
 	for _, n := range admitted {
 		total += n
 	}
-	if total != keys*500 {
-		t.Errorf("admitted %d, want %d (limit 500 x %d keys)", total, keys*500, keys)
+	if total != nkeys*500 {
+		t.Errorf("admitted %d, want %d (limit 500 x %d keys)", total, nkeys*500, nkeys)
 	}
 	var counted int64
 	for _, k := range infos {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 	"gatehouse/snapshot"
 	"gatehouse/wal"
 )
@@ -127,7 +127,7 @@ func (w *world) step(t *testing.T, n *actorstest.Node, sys actorstest.System) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nk := actors.NewKey{Owner: sys.KeyOwner(u), Name: fmt.Sprint("k", len(w.keys))}
+		nk := keys.NewKey{Owner: sys.KeyOwner(u), Name: fmt.Sprint("k", len(w.keys))}
 		if w.rng.IntN(4) == 0 {
 			nk.ExpiresAt = n.Clock.Now().Add(time.Duration(1+w.rng.IntN(48)) * time.Hour)
 		}
@@ -135,14 +135,14 @@ func (w *world) step(t *testing.T, n *actorstest.Node, sys actorstest.System) {
 		switch {
 		case err == nil:
 			w.keys, w.secrets = append(w.keys, k.ID), append(w.secrets, secret)
-		case !errors.Is(err, actors.ErrLicenseRequired):
+		case !errors.Is(err, keys.ErrLicenseRequired):
 			t.Fatalf("CreateKey: %v", err)
 		}
 	case len(w.keys) == 0:
 	case r < 36:
 		if _, secret, err := sys.RotateKey(ctx, w.key()); err == nil {
 			w.secrets = append(w.secrets, secret)
-		} else if !errors.Is(err, actors.ErrKeyInactive) && !errors.Is(err, actors.ErrKeyNotFound) {
+		} else if !errors.Is(err, keys.ErrKeyInactive) && !errors.Is(err, keys.ErrKeyNotFound) {
 			t.Fatalf("RotateKey: %v", err)
 		}
 	case r < 39:
@@ -150,7 +150,7 @@ func (w *world) step(t *testing.T, n *actorstest.Node, sys actorstest.System) {
 	case r < 42:
 		w.tolerate(t, "DeleteKey", sys.DeleteKey(ctx, w.key()))
 	case r < 50:
-		p := actors.KeyPatch{}
+		p := keys.KeyPatch{}
 		switch w.rng.IntN(3) {
 		case 0:
 			lim := int64(1 + w.rng.IntN(20))
@@ -183,7 +183,7 @@ func (w *world) key() uuid.UUID { return w.keys[w.rng.IntN(len(w.keys))] }
 
 func (w *world) tolerate(t *testing.T, op string, err error) {
 	t.Helper()
-	if err != nil && !errors.Is(err, actors.ErrKeyNotFound) {
+	if err != nil && !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Fatalf("%s: %v", op, err)
 	}
 }
@@ -245,7 +245,7 @@ func canonical(t *testing.T, n *actorstest.Node) []byte {
 	}
 	var out []byte
 	if _, err := st.Load(func(_ uint64, payload []byte) error {
-		out, err = actors.CanonicalImage(payload, n.Clock.Now().Unix())
+		out, err = keys.CanonicalImage(payload, n.Clock.Now().Unix())
 		return err
 	}); err != nil {
 		t.Fatalf("load snapshot: %v", err)
@@ -360,7 +360,7 @@ func replayFromBeforeCut(t *testing.T, snapDir, walDir string, idx uint64, now i
 	}
 	for _, back := range []uint64{0, 1, 3, 10, 40, idx} {
 		from := idx - min(back, idx)
-		got, err := actors.ReplayCanonical(payload, l, from, now, acc)
+		got, err := keys.ReplayCanonical(payload, l, from, now, acc)
 		if err != nil {
 			t.Fatalf("replay from %d: %v", from, err)
 		}
@@ -368,17 +368,17 @@ func replayFromBeforeCut(t *testing.T, snapDir, walDir string, idx uint64, now i
 			t.Errorf("snapshot at %d, then the WAL after %d: differs from the live state", idx, from)
 		}
 	}
-	if got, err := actors.ReplayCanonical(nil, l, 0, now, acc); err != nil || !bytes.Equal(got, want) {
+	if got, err := keys.ReplayCanonical(nil, l, 0, now, acc); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("WAL-only replay differs from the live state (err %v)", err)
 	}
 	// Cluster mode's snapshots: the image replayed off the actors, encoded
 	// as a payload (on several shards), decodes to the live state.
 	for _, shards := range []int{1, 5} {
-		off, err := actors.OfflinePayload(l, shards, now, acc)
+		off, err := keys.OfflinePayload(l, shards, now, acc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := actors.CanonicalImage(off, now); err != nil || !bytes.Equal(got, want) {
+		if got, err := keys.CanonicalImage(off, now); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("offline image's payload on %d shards differs from the live state (err %v)", shards, err)
 		}
 	}

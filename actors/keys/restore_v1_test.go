@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"gatehouse/actors"
 	"gatehouse/actors/accounts"
 	"gatehouse/actors/actorstest"
+	"gatehouse/actors/keys"
 )
 
 // testdata/datadir_v1 was written by the build before versioned account
@@ -41,11 +41,11 @@ var v1Secrets = []struct {
 	err          error
 }{
 	{"k1", "svc_live_lBWpCiyMiZ5T4KxPeaXzKkOCDjgv8Lql", uuid.MustParse("b507a462-bfb3-46c6-8f4c-526f0ba40d24"), nil},
-	{"k2 first", "svc_live_qdDCPUFRNceQtzNMZB98COvp9pFXbsSU", uuid.Nil, actors.ErrKeyInvalid},
+	{"k2 first", "svc_live_qdDCPUFRNceQtzNMZB98COvp9pFXbsSU", uuid.Nil, keys.ErrKeyInvalid},
 	{"k2 second (grace)", "svc_live_OZWrvzdWoJUgCAocxvJWV38DxO93paez", uuid.MustParse("d4432335-04e6-401a-97d6-9e436e0cb9d9"), nil},
 	{"k2 third", "svc_live_PabBAUKv3sLv8OGny7DUPVI2d9dnp9XS", uuid.MustParse("d4432335-04e6-401a-97d6-9e436e0cb9d9"), nil},
-	{"k3 revoked", "svc_live_TmU6OW8wlybPTdP0h5MKfKlj6xe6OqYU", uuid.MustParse("cdce3e6a-4434-4616-aca0-1a125190ead5"), actors.ErrKeyRevoked},
-	{"k4 deleted", "svc_live_s9y3kruXrlRuHhvgdrXxmJvwXxGWRdgi", uuid.Nil, actors.ErrKeyInvalid},
+	{"k3 revoked", "svc_live_TmU6OW8wlybPTdP0h5MKfKlj6xe6OqYU", uuid.MustParse("cdce3e6a-4434-4616-aca0-1a125190ead5"), keys.ErrKeyRevoked},
+	{"k4 deleted", "svc_live_s9y3kruXrlRuHhvgdrXxmJvwXxGWRdgi", uuid.Nil, keys.ErrKeyInvalid},
 	{"k5", "svc_live_xQ9n2RpvJmk0nADs9a6wUVaK2Hod9zKZ", uuid.MustParse("46752343-72e8-4fde-a8cb-85f14b3b388c"), nil},
 	{"k6", "svc_live_wlpDxjqBp9IuVDnfiwCQNTYSmspOSVXj", uuid.MustParse("80439df1-9a20-4a58-a5f6-9b30540d477e"), nil},
 }
@@ -72,14 +72,14 @@ func TestRestoreDataDirV1(t *testing.T) {
 	sys := n.Sys
 	k2 := v1Secrets[3].key
 	clk.Advance(24 * time.Hour)
-	if r := sys.Validate(actorstest.Ctx(t), []byte(v1Secrets[2].secret)); !errors.Is(r.Err, actors.ErrKeyExpired) {
+	if r := sys.Validate(actorstest.Ctx(t), []byte(v1Secrets[2].secret)); !errors.Is(r.Err, keys.ErrKeyExpired) {
 		t.Errorf("k2's second secret after its grace: %v, want ErrKeyExpired", r.Err)
 	}
 	if _, _, err := sys.RotateKey(actorstest.Ctx(t), k2); err != nil {
 		t.Fatalf("RotateKey(k2) = %v", err)
 	}
 	sys = n.Restart()
-	if r := sys.Validate(actorstest.Ctx(t), []byte(v1Secrets[2].secret)); !errors.Is(r.Err, actors.ErrKeyInvalid) || r.KeyID != uuid.Nil {
+	if r := sys.Validate(actorstest.Ctx(t), []byte(v1Secrets[2].secret)); !errors.Is(r.Err, keys.ErrKeyInvalid) || r.KeyID != uuid.Nil {
 		t.Errorf("k2's second secret after another rotation: %v (key %s), want ErrKeyInvalid and no directory entry", r.Err, r.KeyID)
 	}
 }
@@ -108,7 +108,7 @@ func checkV1(t *testing.T, stage string, sys actorstest.System) {
 	if u, _ := sys.KeyUsage(ctx, v1Secrets[6].key, 1); u.Used != 2 || u.Remaining != 5 {
 		t.Errorf("%s: k5 window = %d used, %d remaining; want 2, 5", stage, u.Used, u.Remaining)
 	}
-	if _, err := sys.GetKey(ctx, uuid.MustParse("790b1de1-865b-4683-97b0-a12f66e55752")); !errors.Is(err, actors.ErrKeyNotFound) {
+	if _, err := sys.GetKey(ctx, uuid.MustParse("790b1de1-865b-4683-97b0-a12f66e55752")); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("%s: deleted k4: %v, want ErrKeyNotFound", stage, err)
 	}
 	for owner, want := range map[uuid.UUID]int{v1Alice: 3, v1Bob: 2, v1Admin: 0} {
