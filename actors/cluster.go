@@ -27,9 +27,9 @@ type ClusterDeps struct {
 	// that hears about the shards this node acquires and releases (a
 	// closure over cluster.Start that sets Config.Handler).
 	StartNode func(h cluster.Handler) (ClusterNode, error)
-	// Forward asks the node at addr to admit one request for keyID (a
+	// Forward asks the node at addr to admit one request for id (a key's; a
 	// *transport.Transport's Forward).
-	Forward func(ctx context.Context, addr, keyID string, reqID uint64) (transport.Verdict, error)
+	Forward func(ctx context.Context, addr, id string, reqID uint64) (transport.Verdict, error)
 	// Snapshots is the snapshot store beside the log (Log's own,
 	// (*etcdlog.Log).Snapshots): a node restores from its latest snapshot
 	// and the log after it, and one node at a time takes snapshots

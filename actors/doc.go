@@ -1,98 +1,58 @@
-// Package actors is gatehouse's core: every API key lives in a
-// protoactor-go actor that serializes its state, and every change that
-// must survive a crash goes through the write-ahead log (package wal) before
-// it is acknowledged. The other durable domains (actors/accounts: users and
-// sessions; actors/control; actors/gateway) plug in as Extensions.
+// Package actors is gatehouse's engine: one protoactor-go actor system
+// whose durable domains plug in as Extensions (actors/keys: API keys;
+// actors/accounts: users and sessions; actors/control; actors/gateway),
+// every change that must survive a crash going through the write-ahead log
+// (package wal, or the replicated log of cluster mode) before it is
+// acknowledged. The engine names no domain: it restores each extension
+// from its named section of the newest valid snapshot and the records it
+// owns after it, starts their actors, ticks them, takes snapshots, flushes
+// and stops them, and in cluster mode follows the replicated log and
+// routes each record to the extension that owns it (Owns).
 //
-// # Topology
-//
-// A fixed set of shard actors (Config.Shards) splits the key space twice:
-// shard i owns the keys whose id maps to i (shardOfID) and the directory
-// entries (secret hash → key id) of the hashes that map to i (shardOfHash).
-// Each key that saw traffic recently has its own key actor, a child of its
-// shard, owning its record, sliding-window limiter and usage counters; idle
-// ones are passivated by a sweep (no ReceiveTimeout: see ENGINE-NOTES) and
-// their state returns to the shard until the next message. A key id is drawn so that it maps to
-// the same shard as its first secret, so authorizing a never-rotated key is
-// handler → shard → key actor → handler. Shards and key actors run inline
-// on the goroutine that sends to them (inlineProps) and so must never
-// block; WAL commit callbacks reach them through the courier.
-//
+//	ks, _ := keys.New(keys.DefaultConfig())
 //	acc, _ := accounts.New(accounts.DefaultConfig())
-//	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: st, Sealer: sealer,
-//		Extensions: []actors.Extension{acc}})
+//	sys, err := actors.New(actors.DefaultConfig(), actors.Deps{Log: l, Snapshots: st, Sealer: sealer}, ks, acc)
 //	if err != nil {
 //		return err
 //	}
 //	defer sys.Close(ctx)
-//	info, secret, err := sys.CreateKey(ctx, keys.NewKey{Owner: acc.KeyOwner(user), Name: "ci"})
-//	res := sys.Authorize(ctx, []byte(secret)) // res.Err, res.Limit
 //
-// # State and apply
+// # What the engine gives a domain
 //
-// Each durable domain has one pure, deterministic transition that live
-// actors and restore (snapshot, then WAL replay) both call, so the two
-// cannot drift (a property test drives random commands and compares the
-// live state with both kinds of restore):
-//
-//   - keys: applyKey(state, seq, event) returns the key's next state (nil
-//     once deleted) and the directory effects (secret hashes to add or
-//     drop), which the live path delivers to the directory shards
-//     (System.publish) and restore to the image's tables. The home shard
-//     applies creations, the key actor everything else.
-//   - extensions: each its own (actors/accounts: accountsState.apply).
-//
-// Usage is the one batched exception: the key actor counts an admitted
-// request at once (the next request must see it) and logs the deltas at
-// the next flush; what it holds is the durable state plus those pending
-// deltas, which durableCopy takes out for snapshots.
+//   - The Extension seam and its replay rule (extension.go), with optional
+//     capabilities: Ticker, Flusher, SnapshotObserver, StreamedSection,
+//     OfflineImager and LiveApplier/OwnApplier (cluster mode),
+//     ClusterMember (the keys' shard ownership).
+//   - ExtensionEnv: the actor system's root, the EventLog (durable on
+//     return, or asynchronously with a commit callback), the clock, the
+//     Sealer (AES-256-GCM under the master key: no secret is kept in
+//     plaintext), props on a pooled dispatcher (dispatcher.go), a shared
+//     watchdog for hot paths (no timer per call), cluster-wide entity
+//     locks.
+//   - Ask, Await and Pool (ask.go): a pooled reply-channel ask every hot
+//     path uses; LiveMarks for watermarks of replayed state.
+//   - actorstest: real systems for tests, and Conformance, the suite every
+//     extension runs.
 //
 // # WAL record types
 //
 // Numbers are part of the on-disk format: never reuse or renumber one. A
 // binary record's layout never changes (a new layout gets a new type); a
-// JSON record carries "v" (absent: 1) and a newer version is refused.
-// testdata/NNN_name.golden pins each (go test ./actors -run Golden -update).
+// JSON record carries "v" (absent: 1) and a newer version is refused. Each
+// domain pins its own with golden files.
 //
-//	type  name             payload                                           applied by
-//	   1  barrier          none (a snapshot's cut)                           nothing
-//	 2-4  accounts         users and sessions (actors/accounts)              the accounts actor
-//	  10  key created      binary keyRecord (id, owner, name, preview, hash,
-//	                       sealed secret, limit, times)                      home shard
-//	  11  key rotated      id, preview, new hash, new sealed secret, at,
-//	                       grace end                                         key actor
-//	  12  key revoked      id, at                                            key actor
-//	  13  key deleted      16-byte id                                        key actor, then shard
-//	  14  key updated      id, name, rate limit, expires_at (new values)     key actor
-//	  15  key used         id, (second, count) pairs, seconds delta-encoded  key actor (live:
-//	                                                                         watermark only;
-//	                                                                         written by flushNow)
-//	  16  keys used        count, then that many key-used payloads: one      each key's actor
-//	                       shard's usage flush                               (watermark only)
-//	64+   extensions       (actors/gateway: 64..73)                          the extension
+//	type   owner                      payload
+//	   1   the engine                 none: a snapshot's barrier
+//	 2-4   actors/accounts            users and sessions (JSON)
+//	10-16  actors/keys                key events and usage (binary; keys/doc.go)
+//	64-75  actors/gateway             registry, tenants, runs, budgets (JSON)
+//	200-201 actors/control            tokens, services, key service lists
 //
-// # Rules
+// # Snapshots
 //
-//   - Replies travel on buffered channels inside messages; callers bound
-//     their wait with ctx, and an actor never blocks on a caller.
-//   - Control-plane changes (key create/rotate/revoke/update/delete) are
-//     validated by the owning actor, made durable, applied, then answered.
-//     Key events are appended with AppendAsync and applied by the shard (creation) or the key actor when
-//     the commit notice arrives, so neither ever waits on fsync.
-//   - An admitted request is counted at once (the next one must see it) and
-//     logged at the next flush tick (Config.FlushInterval): each key actor
-//     with usage hands it to its shard (usagePart), which appends the
-//     usage of all of them as one keysUsed record with wal.AppendAsync
-//     (one WAL write per shard, not per key) and passes the commit notice
-//     back to each. A crash loses at most that interval.
-//   - Replay is exact (the rule on Extension): a snapshot's copies may
-//     reflect records after its barrier, and replaying those changes
-//     nothing. Each key carries the sequence of the last control record
-//     and of the last usage record it reflects, and skips records at or
-//     below them.
-//   - Snapshot appends a barrier record, then captures every actor; see
-//     Snapshot for why that cut is consistent.
-//   - No secret is kept in plaintext: keys are a SHA-256 hash (lookup) plus
-//     AES-256-GCM ciphertext under the master key (Sealer), which the
-//     extensions get too (the accounts seal password hashes with it).
+// A snapshot payload is named sections only ("GHIMG\x02", image.go), one
+// per extension, in the extensions' order; a payload of version 1
+// ("GHIMG\x01", written before the keys and accounts became extensions)
+// is cut into the same sections. Snapshot appends a barrier record, then
+// captures every extension; see Snapshot for why that cut is consistent.
 package actors

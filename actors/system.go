@@ -26,10 +26,6 @@ type Deps struct {
 	Sealer     *Sealer
 	Logger     *slog.Logger // nil: discard
 	Registerer prometheus.Registerer
-	// Extensions are the durable domains (actors/keys, actors/accounts,
-	// actors/control, actors/gateway), restored, started, ticked, flushed,
-	// captured and stopped in this order; names and record types unique.
-	Extensions []Extension
 	// Cluster turns cluster mode on (nil: a single node); see ClusterDeps.
 	Cluster *ClusterDeps
 }
@@ -70,7 +66,12 @@ type System struct {
 // New restores the durable state (newest valid snapshot, then the WAL after
 // it), starts the actors that own it and the background ticker that drives
 // usage flushes, passivation and snapshots.
-func New(cfg Config, d Deps) (*System, error) {
+//
+// exts are the durable domains (actors/keys, actors/accounts,
+// actors/control, actors/gateway), restored, started, ticked, flushed,
+// captured and stopped in this order; their names and record types must
+// be unique. Each serves one System.
+func New(cfg Config, d Deps, exts ...Extension) (*System, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func New(cfg Config, d Deps) (*System, error) {
 		log: d.Log, snaps: d.Snapshots, m: m, reg: d.Registerer,
 		stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
-	s.exts = d.Extensions
+	s.exts = exts
 	if err := checkExtensions(s.exts); err != nil {
 		return nil, err
 	}

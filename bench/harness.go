@@ -61,7 +61,7 @@ func NewSystem(tb testing.TB, n int) (System, [][]byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Extensions: []actors.Extension{ks, acc}})
+	sys, err := actors.New(cfg, actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer}, ks, acc)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -176,8 +176,8 @@ func (n *Node) Start() System {
 		clk = clock.Real{}
 	}
 	sys, err := actors.New(n.Config, actors.Deps{
-		Log: l, Snapshots: snaps, Clock: clk, Sealer: sealer, Logger: n.Logger, Extensions: append([]actors.Extension{ks, acc}, exts...),
-	})
+		Log: l, Snapshots: snaps, Clock: clk, Sealer: sealer, Logger: n.Logger,
+	}, append([]actors.Extension{ks, acc}, exts...)...)
 	if err != nil {
 		_ = l.Close()
 		n.tb.Fatalf("actors.New: %v", err)

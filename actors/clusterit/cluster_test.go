@@ -126,8 +126,7 @@ func (f *fleet) start(id string) *member {
 	}
 	started := time.Now()
 	sys, err := actors.New(cfg, actors.Deps{
-		Extensions: exts,
-		Clock:      clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
+		Clock: clock.Real{}, Sealer: sealer, Logger: waltest.Logger(t).With("node", id), Registerer: registerer(f.reg),
 		Cluster: &actors.ClusterDeps{
 			Log: elog,
 			StartNode: func(h cluster.Handler) (actors.ClusterNode, error) {
@@ -143,7 +142,7 @@ func (f *fleet) start(id string) *member {
 			Snapshots: elog.Snapshots(ttl),
 			Fatal:     func(err error) { m.fatal <- err },
 		},
-	})
+	}, exts...)
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}

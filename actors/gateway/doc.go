@@ -8,7 +8,7 @@
 // Usage:
 //
 //	gw, _ := gateway.New(gateway.DefaultConfig())
-//	sys, _ := actors.New(cfg, actors.Deps{..., Extensions: []actors.Extension{gw}})
+//	sys, _ := actors.New(cfg, actors.Deps{...}, ks, acc, gw)
 //	k, raw, _ := gw.CreateAPIKey(ctx, gateway.NewAPIKey{Name: "ci", Scopes: []gateway.Scope{gateway.ScopeWrite}})
 //	auth, err := gw.Authenticate(ctx, []byte(raw)) // the hot path
 //	p, _ := gw.CreateProvider(ctx, gateway.ProviderInput{Name: "echo", ProviderType: gateway.ProviderEcho, Enabled: true})

@@ -1,15 +1,3 @@
-// Package keys is the key-management service's domain, an actors.Extension:
-// API keys (svc_live_...), each owned by a key actor that serializes its
-// sliding 1-hour limiter window, its usage counts and its state
-// transitions; the shard actors that own the key actors, the secrets'
-// directory (SHA-256 of a secret -> key id, open addressing) and the idle
-// keys; the records 10..16, the "keys" section of snapshots (decoded on
-// every core) and, in cluster mode, the ownership of the cluster's key
-// shards and the forwarding of admissions (keycluster.go).
-//
-// Authorize is the proxy's hot path: a pooled message delivered directly
-// to the shard's inline mailbox (mailbox.go), no allocation, no goroutine
-// hand-off when uncontended. docs/architecture.md has the message flow.
 package keys
 
 import (

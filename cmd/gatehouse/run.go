@@ -393,7 +393,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 		return nil, err
 	}
 	ctl := control.New() // access tokens, the API's services, per-key service lists
-	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg, Extensions: []actors.Extension{ks, acc, gw, ctl}}
+	deps := actors.Deps{Log: l, Snapshots: snaps, Sealer: sealer, Logger: lg, Registerer: reg}
 	if cl != nil {
 		// The replicated log replaces the bbolt WAL and the snapshots.
 		deps.Log, deps.Snapshots = nil, nil
@@ -402,7 +402,7 @@ func openNode(ctx context.Context, cfg fileConfig, lg *slog.Logger, reg, gwReg p
 			return nil, err
 		}
 	}
-	sys, err := actors.New(acfg, deps)
+	sys, err := actors.New(acfg, deps, ks, acc, gw, ctl)
 	if err != nil {
 		l.Close()
 		return nil, corruptWALHint(fmt.Errorf("start actors: %w", err), cfg.DataDir)
