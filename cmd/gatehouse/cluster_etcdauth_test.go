@@ -147,11 +147,11 @@ func TestClusterEtcdTLSAndAuth(t *testing.T) {
 	// The operations helpers reach it through the same settings' variables.
 	helperEnv := []string{"GATEHOUSE_ETCD_CA_FILE=" + ca, "GATEHOUSE_ETCD_CERT_FILE=" + pem(transport.NodeCertFile("root")),
 		"GATEHOUSE_ETCD_KEY_FILE=" + pem(transport.NodeKeyFile("root")), "GATEHOUSE_ETCD_USERNAME=root", "GATEHOUSE_ETCD_PASSWORD=root-password"}
-	if code, stdout, stderr := runSplit(t, "", helperEnv, "etcd", "member", "list", "--endpoints", ep); code != 0 || !strings.Contains(stdout, ep) {
+	if code, stdout, stderr := runSplit(t, "", helperEnv, "etcd", "member", "list", "--endpoints", ep, "--timeout", "60s"); code != 0 || !strings.Contains(stdout, ep) {
 		t.Errorf("etcd member list = %d:\n%s%s", code, stdout, stderr)
 	}
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	if code, stdout, stderr := runSplit(t, "", helperEnv, "etcd", "snapshot", "save", "--endpoints", ep, backup); code != 0 || !strings.Contains(stdout, "saved "+backup) {
+	if code, stdout, stderr := runSplit(t, "", helperEnv, "etcd", "snapshot", "save", "--endpoints", ep, "--timeout", "60s", backup); code != 0 || !strings.Contains(stdout, "saved "+backup) {
 		t.Errorf("etcd snapshot save = %d:\n%s%s", code, stdout, stderr)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -141,8 +142,20 @@ func etcdAccessFromEnv(getenv func(string) string) (etcdAccess, error) {
 	return etcdAccess{tls: t, user: e.Username, password: e.Password}, nil
 }
 
-// config is the client config of a helper for endpoints, bound by ctx.
+// helperDialMax bounds how long a helper waits for its connection (TLS
+// handshake and authentication included) when its --timeout allows more
+// than etcdDialTimeout.
+const helperDialMax = 30 * time.Second
+
+// config is the client config of a helper for endpoints, bound by ctx: the
+// connection may take as long as ctx's deadline leaves (at least
+// etcdDialTimeout, at most helperDialMax), so an operator's --timeout also
+// covers a slow handshake on a loaded machine.
 func (a etcdAccess) config(ctx context.Context, endpoints []string) clientv3.Config {
-	return clientv3.Config{Endpoints: endpoints, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(), Context: ctx,
+	dial := etcdDialTimeout
+	if d, ok := ctx.Deadline(); ok {
+		dial = max(dial, min(time.Until(d), helperDialMax))
+	}
+	return clientv3.Config{Endpoints: endpoints, DialTimeout: dial, Logger: zap.NewNop(), Context: ctx,
 		TLS: a.tls, Username: a.user, Password: a.password}
 }
