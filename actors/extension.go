@@ -75,9 +75,9 @@ type ExtensionEnv struct {
 	Logger *slog.Logger
 	// Props builds actor props on gatehouse's pooled dispatcher.
 	Props func(actor.Producer) *actor.Props
-	// Watchdog returns a channel closed 1-2 AuthTimeouts from now, for hot
-	// paths that should not arm a timer per request.
-	Watchdog func() <-chan struct{}
+	// Watchdog's C returns a channel closed 1-2 AuthTimeouts from now, for
+	// hot paths that should not arm a timer per request.
+	Watchdog *Watchdog
 	// Registerer takes the extension's metrics (nil: none registered).
 	Registerer prometheus.Registerer
 	// Lock takes a cluster-wide lock on name (EntityLocks) and returns its
@@ -158,7 +158,7 @@ func (s *System) extensionEnv() ExtensionEnv {
 	return ExtensionEnv{
 		Root: s.root, Log: s.elog, Clock: s.clock, Sealer: s.sealer, Logger: s.lg,
 		Props:      func(p actor.Producer) *actor.Props { return actor.PropsFromProducer(p, actor.WithDispatcher(s.disp)) },
-		Watchdog:   s.Watchdog,
+		Watchdog:   &s.watchdog,
 		Registerer: s.reg,
 		Lock:       s.lockEntity,
 		Locking:    s.clusterLocked,

@@ -52,7 +52,7 @@ type System struct {
 	cm   *clusterMode // nil: a single node
 
 	reg      prometheus.Registerer
-	watchdog atomic.Pointer[chan struct{}] // current generation; see loop
+	watchdog Watchdog // current generation; see loop
 	stop     chan struct{}
 	loopDone chan struct{}
 	closed   atomic.Bool
@@ -98,7 +98,7 @@ func New(cfg Config, d Deps, exts ...Extension) (*System, error) {
 		return nil, err
 	}
 	wd := make(chan struct{})
-	s.watchdog.Store(&wd)
+	s.watchdog.cur.Store(&wd)
 	start := time.Now()
 	var (
 		idx      uint64
@@ -247,7 +247,7 @@ func (s *System) loop() {
 			// the next, so every wait lasts one to two AuthTimeouts.
 			next := make(chan struct{})
 			close(prev)
-			prev = *s.watchdog.Swap(&next)
+			prev = *s.watchdog.cur.Swap(&next)
 		}
 	}
 }
@@ -374,7 +374,16 @@ func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{h: m.h.With
 // Watchdog returns a channel closed one to two Config.AuthTimeout periods
 // from now: hot paths bound their wait with it instead of a timer per call
 // (ExtensionEnv.Watchdog).
-func (s *System) Watchdog() <-chan struct{} { return *s.watchdog.Load() }
+func (s *System) Watchdog() <-chan struct{} { return s.watchdog.C() }
+
+// Watchdog hands out the current generation of the system's watchdog: a
+// channel closed one to two Config.AuthTimeout periods from now, so a hot
+// path bounds its wait with it instead of a timer per call. C is a load,
+// inlined where it is called (ExtensionEnv.Watchdog).
+type Watchdog struct{ cur atomic.Pointer[chan struct{}] }
+
+// C returns the current generation's channel.
+func (w *Watchdog) C() <-chan struct{} { return *w.cur.Load() }
 
 // Health is nil while the system accepts changes, and ErrUnavailable
 // wrapping the cause once it cannot: the WAL failed (fail-stop after a

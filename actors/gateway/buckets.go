@@ -117,7 +117,7 @@ type buckets struct {
 
 // startBuckets spawns the bucket shards when cfg enables the limit.
 func startBuckets(cfg Config, env actors.ExtensionEnv, onLive func(int)) *buckets {
-	b := &buckets{root: env.Root, wd: env.Watchdog}
+	b := &buckets{root: env.Root, wd: env.Watchdog.C}
 	if cfg.RateLimitRPM <= 0 {
 		return b
 	}

@@ -229,7 +229,7 @@ func (g *Gateway) Apply(seq uint64, r wal.Record) error {
 // Start spawns the key shards, the registry and the runs actor, each with
 // its part of the restored state.
 func (g *Gateway) Start(env actors.ExtensionEnv) error {
-	g.root, g.log, g.clock, g.sealer, g.wd = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog
+	g.root, g.log, g.clock, g.sealer, g.wd = env.Root, env.Log, env.Clock, env.Sealer, env.Watchdog.C
 	if g.wrapLog != nil {
 		g.log = g.wrapLog(g.log)
 	}

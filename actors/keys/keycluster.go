@@ -203,7 +203,7 @@ func (s *Service) AdmitOwned(ctx context.Context, keyID string) transport.Verdic
 	}
 	m := s.authPool.Get()
 	m.id, m.routed, m.consume, m.forwarded = id, true, true, true
-	r, ok, _ := actors.Ask(ctx, s.root, s.shards[shardOfID(id, len(s.shards))], m, m.reply, s.watchdog())
+	r, ok, _ := actors.Ask(ctx, s.root, s.shards[shardOfID(id, len(s.shards))], m, m.reply, s.dog.C())
 	if !ok {
 		return transport.Verdict{Code: transport.Unavailable} // m may still be answered: not reused
 	}

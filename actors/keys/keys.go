@@ -42,7 +42,7 @@ func (s *Service) authorize(ctx context.Context, secret []byte, consume bool) Au
 	if !s.shardMBs[i].deliver(m, s.shardObjs[i]) {
 		s.root.Send(s.shards[i], m)
 	}
-	r, ok, err := actors.Await(ctx, m.reply, s.watchdog())
+	r, ok, err := actors.Await(ctx, m.reply, s.dog.C())
 	if !ok {
 		return AuthResult{Err: fmt.Errorf("authorize: %w", err)}
 	}

@@ -29,14 +29,14 @@ type Service struct {
 	lg  *slog.Logger
 
 	// Set at Start (ExtensionEnv).
-	clock    clock.Clock
-	sealer   *actors.Sealer
-	root     *actor.RootContext
-	elog     actors.EventLog // the WAL, or the replicated log in cluster mode
-	watchdog func() <-chan struct{}
-	lock     func(ctx context.Context, name string) (func(), error)
-	locking  func() bool
-	courier  *courier // WAL commit notices to shards and key actors, in order
+	clock   clock.Clock
+	sealer  *actors.Sealer
+	root    *actor.RootContext
+	elog    actors.EventLog // the WAL, or the replicated log in cluster mode
+	dog     *actors.Watchdog
+	lock    func(ctx context.Context, name string) (func(), error)
+	locking func() bool
+	courier *courier // WAL commit notices to shards and key actors, in order
 
 	shards []*actor.PID
 	// The shards and their mailboxes, for direct delivery of
@@ -102,7 +102,7 @@ func (s *Service) Start(env actors.ExtensionEnv) error {
 	}
 	s.m, s.lg = m, env.Logger.With("component", "keys")
 	s.clock, s.sealer, s.root, s.elog = env.Clock, env.Sealer, env.Root, env.Log
-	s.watchdog, s.lock, s.locking = env.Watchdog, env.Lock, env.Locking
+	s.dog, s.lock, s.locking = env.Watchdog, env.Lock, env.Locking
 	s.courier = newCourier(env.Root)
 	s.deps = &keyDeps{log: env.Log, clock: env.Clock, root: env.Root, lg: s.lg,
 		grace: int64(s.cfg.GracePeriod / time.Second), courier: s.courier}
