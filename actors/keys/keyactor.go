@@ -481,7 +481,7 @@ func (a *keyActor) update(p KeyPatch) keyEvent {
 }
 
 // committed applies the logged event of a.cmd through applyKey and answers
-// it (the reply carries the directory effects for System to deliver), then
+// it (the reply carries the directory effects for Service.publish to deliver), then
 // runs the stashed commands until one has to be logged in turn.
 func (a *keyActor) committed(ctx actor.Context, m cmdLogged) {
 	cmd, ev := a.cmd, a.cmdEv

@@ -7,13 +7,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// Messages between System, shard actors and key actors. Replies travel on
+// Messages between Service, shard actors and key actors. Replies travel on
 // channels inside the message (buffered, so an actor never blocks on a
 // caller that gave up): ENGINE-NOTES measured this about 5x cheaper than
 // RequestFuture on the hot path. None of these leave the process.
 
 // authorize asks whether a secret (by hash) may be used; consume counts it
-// against the limit and in usage. Pooled: see System.Authorize.
+// against the limit and in usage. Pooled: see Service.Authorize.
 type authorize struct {
 	hash    hash
 	id      uuid.UUID // filled in by the directory shard
@@ -45,13 +45,13 @@ type keyCmd struct {
 	id    uuid.UUID
 	op    keyOp
 	days  int        // opUsage
-	rot   keyRotated // opRotate: prepared by System (new secret already sealed)
+	rot   keyRotated // opRotate: prepared by Service (new secret already sealed)
 	patch KeyPatch   // opUpdate
 	reply chan keyReply
 }
 
 // keyReply answers a keyCmd. fx are the directory changes the command's
-// event implies that the replying actor did not make itself; System
+// event implies that the replying actor did not make itself; Service
 // delivers them (publish) before answering its caller.
 type keyReply struct {
 	info  KeyInfo
@@ -106,7 +106,7 @@ type captureReply struct {
 // captureKey asks one key actor for its encoded durable copy.
 type captureKey struct{ out chan []byte }
 
-// tick drives flushes and passivation; sent by System's ticker.
+// tick drives flushes and passivation; sent by Service.Tick (the engine's ticker).
 type tick struct {
 	now   int64 // Unix seconds
 	sweep bool

@@ -131,7 +131,7 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 }
 
-// receiveDirect takes an authorization straight from System.authorize
+// receiveDirect takes an authorization straight from Service.authorize
 // (inlineMailbox.deliver) and declines everything else. It acts through
 // the shard's own context, kept from its start: the one its mailbox runs
 // use, and the caller holds the shard's turn.
@@ -215,7 +215,7 @@ func (s *shard) activate(ctx actor.Context, sl *slot) {
 }
 
 // create applies a logged creation: the key's slot, and the directory
-// entries that map to this shard; the rest go back to System in the reply.
+// entries that map to this shard; the rest go back to Service in the reply.
 func (s *shard) create(m createKey) keyReply {
 	id := m.ev.rec.id
 	if s.keys.get(id) != nil {

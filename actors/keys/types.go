@@ -61,7 +61,7 @@ type AuthResult struct {
 	IsActive bool
 	Limit    ratelimit.Decision
 	// fwd is the key's cluster shard + 1 when this node does not own it
-	// and System must forward the admission (cluster mode).
+	// and Service must forward the admission (cluster mode).
 	fwd int32
 }
 
