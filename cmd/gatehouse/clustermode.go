@@ -102,8 +102,12 @@ func startCluster(cfg clusterConfig, lg *slog.Logger) (*clusterRun, error) {
 			return nil, fmt.Errorf("cluster: etcd at %s: %w: %w", c.endpoints(), errEtcdAuth, err)
 		}
 		if cfg.Etcd.tlsOn() && errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("cluster: etcd at %s: no TLS connection within %s: %w (is etcd reachable, does its certificate chain to "+
-				"cluster.etcd.ca_file, and does it accept this node's client certificate, cluster.etcd.cert_file?)", c.endpoints(), etcdDialTimeout, err)
+			what := "no TLS connection"
+			if cfg.Etcd.Username != "" {
+				what = "no TLS connection and login" // the login may be what took long: etcd checks the password with bcrypt
+			}
+			return nil, fmt.Errorf("cluster: etcd at %s: %s within %s: %w (is etcd reachable, does its certificate chain to "+
+				"cluster.etcd.ca_file, and does it accept this node's client certificate, cluster.etcd.cert_file?)", c.endpoints(), what, etcdDialTimeout, err)
 		}
 		return nil, fmt.Errorf("cluster: etcd client for %s: %w", c.endpoints(), err)
 	}

@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Cluster is a set of embedded etcd members.
@@ -72,6 +73,10 @@ func tryStart(t testing.TB, n int, opts []Option) (*Cluster, error) {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		cfg.TickMs, cfg.ElectionMs = 50, 500
 		cfg.UnsafeNoFsync = true // tests: the disk is not what is tested
+		// Tests: a password check in microseconds, not the default cost's
+		// 50-100 ms of a core (seconds on a loaded CI machine, past a
+		// client's 5 s dial when it authenticates).
+		cfg.BcryptCost = uint(bcrypt.MinCost)
 		peer, client := freeURL(t), freeURL(t)
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
