@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 )
@@ -42,7 +43,7 @@ const legacyMinKeyBytes = 64
 type imageWriter struct {
 	w   io.Writer
 	err error
-	tmp enc
+	tmp []byte
 }
 
 func (iw *imageWriter) write(b []byte) {
@@ -52,9 +53,8 @@ func (iw *imageWriter) write(b []byte) {
 }
 
 func (iw *imageWriter) uvarint(v uint64) {
-	iw.tmp.b = iw.tmp.b[:0]
-	iw.tmp.uvarint(v)
-	iw.write(iw.tmp.b)
+	iw.tmp = binary.AppendUvarint(iw.tmp[:0], v)
+	iw.write(iw.tmp)
 }
 
 func (iw *imageWriter) blob(b []byte) {
@@ -106,11 +106,11 @@ func WriteSnapshot(w io.Writer, secs []Section) error {
 func DecodeSnapshot(payload []byte) (map[string][]byte, error) {
 	switch {
 	case bytes.HasPrefix(payload, imageMagic):
-		d := &dec{b: payload[len(imageMagic):]}
+		d := &frameReader{b: payload[len(imageMagic):]}
 		secs := map[string][]byte{}
 		for range d.count(2) {
 			name, sc := d.str(), d.view()
-			if _, dup := secs[name]; dup && d.err() == nil {
+			if _, dup := secs[name]; dup && d.bad == nil {
 				return nil, fmt.Errorf("image: section %q twice: %w", name, ErrCorrupt)
 			}
 			secs[name] = sc
@@ -129,7 +129,7 @@ func DecodeSnapshot(payload []byte) (map[string][]byte, error) {
 // sections of version 2: its leading accounts and keys layouts are those
 // sections' layouts, so each is the view of the bytes it spans.
 func decodeSectionsV1(b []byte) (map[string][]byte, error) {
-	d := &dec{b: b}
+	d := &frameReader{b: b}
 	at := func() int { return len(b) - len(d.b) }
 	d.view() // users
 	d.view() // sessions
@@ -137,7 +137,7 @@ func decodeSectionsV1(b []byte) (map[string][]byte, error) {
 	d.count(legacyMinKeyBytes)
 	for {
 		count := d.uvarint()
-		if d.err() != nil || count == 0 {
+		if d.bad != nil || count == 0 {
 			break
 		}
 		d.view()
@@ -152,4 +152,65 @@ func decodeSectionsV1(b []byte) (map[string][]byte, error) {
 		return nil, err
 	}
 	return secs, nil
+}
+
+// frameReader reads the payload's framing: uvarints and the
+// length-prefixed names and sections between them (a domain's section is
+// its own: actors/keys has the codec its records and blocks use). The
+// first failure sticks: later reads return zero values and done reports
+// it, wrapping ErrCorrupt.
+type frameReader struct {
+	b   []byte
+	bad error
+}
+
+func (d *frameReader) fail(what string) {
+	if d.bad == nil {
+		d.bad = fmt.Errorf("decode %s: %w", what, ErrCorrupt)
+	}
+}
+
+func (d *frameReader) uvarint() uint64 {
+	if d.bad != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a length, each element taking at least minElem of the
+// bytes left, so corrupt input cannot make a decoder allocate wildly.
+func (d *frameReader) count(minElem int) int {
+	n := d.uvarint()
+	if d.bad == nil && n > uint64(len(d.b)/max(minElem, 1)) {
+		d.fail("length")
+		return 0
+	}
+	return int(n)
+}
+
+// view returns the next length-prefixed run, aliasing the input.
+func (d *frameReader) view() []byte {
+	n := d.count(1)
+	if d.bad != nil {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *frameReader) str() string { return string(d.view()) }
+
+// done reports the first failure, or trailing bytes, reading what.
+func (d *frameReader) done(what string) error {
+	if d.bad == nil && len(d.b) != 0 {
+		d.fail(what + " trailing bytes")
+	}
+	return d.bad
 }

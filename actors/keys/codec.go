@@ -6,9 +6,9 @@ import (
 	"gatehouse/actors"
 )
 
-// The keys' binary codec: the engine's (actors/codec.go, which frames
-// snapshots) with the restore's arena; a decoding failure wraps
-// actors.ErrCorrupt.
+// The keys' binary codec: their records, key states and blocks (the
+// engine frames the snapshot around their section, actors/image.go); a
+// decoding failure wraps actors.ErrCorrupt.
 
 // enc appends little binary fields to a buffer. It never fails.
 type enc struct{ b []byte }
