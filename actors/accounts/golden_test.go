@@ -16,6 +16,7 @@ import (
 
 	"gatehouse/actors"
 	"gatehouse/wal"
+	"gatehouse/wal/waltest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -53,19 +54,7 @@ func goldenRecords() []struct {
 func TestGoldenRecords(t *testing.T) {
 	for _, g := range goldenRecords() {
 		t.Run(g.name, func(t *testing.T) {
-			path := filepath.Join("testdata", g.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, g.rec.Data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(g.rec.Data, want) {
-				t.Errorf("record bytes changed:\n got %q\nwant %q", g.rec.Data, want)
-			}
+			want := waltest.Golden(t, g.name, g.rec.Data, *update)
 			// What the golden file holds decodes, and re-encodes to itself.
 			ev, err := decodeAccountEvent(wal.Record{Type: g.rec.Type, Data: want})
 			if err != nil || !bytes.Equal(ev.record().Data, want) {
@@ -78,20 +67,11 @@ func TestGoldenRecords(t *testing.T) {
 // TestGoldenFilesNameTheirType: every golden file is one of goldenRecords
 // (or its legacy twin), so a removed record type cannot leave a stale file.
 func TestGoldenFilesNameTheirType(t *testing.T) {
-	known := map[string]bool{}
+	var names []string
 	for _, g := range goldenRecords() {
-		known[g.name+".golden"] = true
-		known["legacy_"+g.name+".golden"] = true
+		names = append(names, g.name)
 	}
-	files, err := filepath.Glob(filepath.Join("testdata", "*.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if name := filepath.Base(f); !known[name] {
-			t.Errorf("%s matches no record of goldenRecords", strings.TrimSuffix(name, ".golden"))
-		}
-	}
+	waltest.GoldenFilesKnown(t, names)
 }
 
 // TestLegacyGoldenRecords: testdata/legacy_NNN_*.golden are the user and

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/uuid"
 
 	"gatehouse/actors"
 	"gatehouse/wal"
+	"gatehouse/wal/waltest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -53,19 +52,7 @@ func goldenRecords() []struct {
 func TestGoldenRecords(t *testing.T) {
 	for _, g := range goldenRecords() {
 		t.Run(g.name, func(t *testing.T) {
-			path := filepath.Join("testdata", g.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, g.rec.Data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(g.rec.Data, want) {
-				t.Errorf("record bytes changed:\n got %q\nwant %q", g.rec.Data, want)
-			}
+			want := waltest.Golden(t, g.name, g.rec.Data, *update)
 			// What the golden file holds decodes, and re-encodes to itself.
 			r := wal.Record{Type: g.rec.Type, Data: want}
 			if r.Type == recKeysUsed {
