@@ -90,10 +90,13 @@ func TestDeadlineWheelStops(t *testing.T) {
 	defer b.Close()
 	c := newWheelConn(a, w, 30*time.Millisecond)
 	go func() { _, _ = b.Read(make([]byte, 1)) }()
+	// The exchange's clock starts at its first byte, inside Write, which
+	// on a pipe returns only once the reader ran (milliseconds later on a
+	// loaded machine): time it from before the Write.
+	start := time.Now()
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	_, err := c.Read(make([]byte, 1)) // nothing comes: the wheel interrupts it
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {
